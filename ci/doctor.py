@@ -1,0 +1,221 @@
+"""What this machine can do, so that tasks pick backends from facts, not guesses.
+
+Several docker clients can sit on PATH (a new client without buildx before the
+distribution's 20.10 one, here). Only some of them can run a BuildKit build
+without the buildx plugin, and the engine may or may not support
+`--output type=image`. Image builds call `probe()` and choose from the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ci import door
+from ci.errors import UserError
+
+DEBIAN_DOCKER = "/usr/bin/docker"
+REGISTRY = "127.0.0.1:5000"
+PROBE_LABEL = "vllm-omni-ci.probe=1"
+DOCKER_ENV = "VLLM_OMNI_CI_DOCKER"
+
+
+@dataclass(frozen=True)
+class Client:
+    path: str
+    version: str | None
+    buildkit_without_buildx: bool
+    buildx: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    clients: tuple[Client, ...] = ()
+    chosen: str | None = None
+    engine_version: str | None = None
+    storage_driver: str | None = None
+    engine_error: str | None = None
+    output_image: bool = False
+    buildctl: str | None = None
+    registry: bool = False
+    shellcheck: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def engine(self) -> bool:
+        return self.engine_version is not None
+
+    def client(self, path: str | None = None) -> Client | None:
+        wanted = path or self.chosen
+        return next((c for c in self.clients if c.path == wanted), None)
+
+    @property
+    def buildx(self) -> bool:
+        chosen = self.client()
+        return bool(chosen and chosen.buildx)
+
+    def buildkit_client(self) -> str | None:
+        """A client that can run `DOCKER_BUILDKIT=1 docker build` without buildx."""
+        chosen = self.client()
+        if chosen and chosen.buildkit_without_buildx:
+            return chosen.path
+        return next((c.path for c in self.clients if c.buildkit_without_buildx), None)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+
+def docker_clients(path_env: str | None = None) -> list[str]:
+    """Every `docker` on PATH, in PATH order, plus the Debian one; no duplicates."""
+    found: list[str] = []
+    for entry in (path_env if path_env is not None else os.environ.get("PATH", "")).split(
+        os.pathsep
+    ):
+        candidate = Path(entry or ".") / "docker"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            real = str(candidate.resolve())
+            if real not in [str(Path(f).resolve()) for f in found]:
+                found.append(str(candidate))
+    if Path(DEBIAN_DOCKER).is_file() and str(Path(DEBIAN_DOCKER).resolve()) not in [
+        str(Path(f).resolve()) for f in found
+    ]:
+        found.append(DEBIAN_DOCKER)
+    return found
+
+
+def probe_client(path: str) -> Client:
+    version = door.capture([path, "version", "--format", "{{.Client.Version}}"])
+    text = version.stdout.strip() if version.stdout.strip() else None
+    if text is None:
+        plain = door.capture([path, "--version"])
+        text = plain.stdout.strip() or None
+    bk = door.capture([path, "build", "--help"], env={"DOCKER_BUILDKIT": "1"})
+    bx = door.capture([path, "buildx", "version"])
+    return Client(path=path, version=text, buildkit_without_buildx=bk.ok, buildx=bx.ok)
+
+
+def pick_docker(clients: list[Client], explicit: str | None = None) -> str | None:
+    """`--docker`, then $VLLM_OMNI_CI_DOCKER, then the first client that can build with BuildKit."""
+    wanted = explicit or os.environ.get(DOCKER_ENV)
+    if wanted:
+        resolved = shutil.which(wanted) or (wanted if os.access(wanted, os.X_OK) else None)
+        if resolved is None:
+            source = "--docker" if explicit else DOCKER_ENV
+            raise UserError(f"{source}: {wanted} is not an executable docker client")
+        return resolved
+    for client in clients:
+        if client.buildx or client.buildkit_without_buildx:
+            return client.path
+    return clients[0].path if clients else None
+
+
+def _engine(docker: str) -> tuple[str | None, str | None, str | None]:
+    info = door.capture([docker, "info", "--format", "{{json .}}"])
+    if not info.ok:
+        return None, None, (info.stderr.strip() or "docker info failed").splitlines()[-1]
+    try:
+        data = json.loads(info.stdout)
+    except json.JSONDecodeError:
+        return None, None, "docker info printed no JSON"
+    if data.get("ServerErrors"):
+        return None, None, "; ".join(data["ServerErrors"])
+    return data.get("ServerVersion"), data.get("Driver"), None
+
+
+def _output_image(docker: str) -> bool:
+    """Try a no-pull BuildKit build with `--output type=image`; remove what it made."""
+    name = "vllm-omni-ci-probe:output-image"
+    result = door.run(
+        door.Command(
+            (docker, "build", "--label", PROBE_LABEL, "--output", f"type=image,name={name}", "-"),
+            env={"DOCKER_BUILDKIT": "1"},
+            stdin="FROM scratch\nLABEL vllm-omni-ci.probe=1\n",
+            timeout=60,
+        ),
+        output="capture",
+        quiet=True,
+    )
+    if result.ok:
+        door.capture([docker, "rmi", "-f", name])
+    return result.ok
+
+
+def registry_answers(registry: str = REGISTRY, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{registry}/v2/", timeout=timeout) as resp:
+            return int(resp.status) in (200, 401)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _shellcheck() -> str | None:
+    if not shutil.which("shellcheck"):
+        return None
+    out = door.capture(["shellcheck", "--version"]).stdout
+    return next(
+        (ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("version:")), None
+    )
+
+
+def probe(docker: str | None = None, *, engine: bool = True) -> Report:
+    """Probe clients, engine, registry and tools. `engine=False` skips engine round-trips."""
+    clients = [probe_client(p) for p in docker_clients()]
+    chosen = pick_docker(clients, docker)
+    if chosen and chosen not in [c.path for c in clients]:
+        clients.append(probe_client(chosen))
+    version = driver = error = None
+    output_image = False
+    if chosen and engine:
+        version, driver, error = _engine(chosen)
+        builder = next(
+            (c.path for c in clients if c.path == chosen and c.buildkit_without_buildx),
+            next((c.path for c in clients if c.buildkit_without_buildx), None),
+        )
+        if version and builder:
+            output_image = _output_image(builder)
+    return Report(
+        clients=tuple(clients),
+        chosen=chosen,
+        engine_version=version,
+        storage_driver=driver,
+        engine_error=error if chosen else "no docker client on PATH",
+        output_image=output_image,
+        buildctl=shutil.which("buildctl"),
+        registry=registry_answers(),
+        shellcheck=_shellcheck(),
+    )
+
+
+def render(report: Report) -> str:
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    lines = ["docker clients:"]
+    for c in report.clients:
+        mark = "*" if c.path == report.chosen else " "
+        lines.append(
+            f" {mark} {c.path}  version={c.version or '?'}  "
+            f"buildkit-without-buildx={yes(c.buildkit_without_buildx)}  buildx={yes(c.buildx)}"
+        )
+    if not report.clients:
+        lines.append("   (none)")
+    engine = (
+        f"{report.engine_version} (storage driver {report.storage_driver})"
+        if report.engine
+        else f"not reachable: {report.engine_error}"
+    )
+    lines += [
+        f"engine: {engine}",
+        f"engine supports --output type=image: {yes(report.output_image)}",
+        f"docker buildx works: {yes(report.buildx)}",
+        f"buildctl: {report.buildctl or 'not found'}",
+        f"registry {REGISTRY}: {'answers' if report.registry else 'no answer'}",
+        f"shellcheck: {report.shellcheck or 'not found'}",
+    ]
+    return "\n".join(lines) + "\n"

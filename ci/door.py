@@ -1,0 +1,349 @@
+"""The one door to the outside: every external program starts here.
+
+Why one module: echoing, secret redaction, timeouts that reach the whole
+process tree, signal forwarding and exit-code mapping are easy to get subtly
+wrong, so they are written and tested once. Tasks describe *what* to run as
+`Command` values grouped in a `Plan` (plain data, comparable in tests) and hand
+them to `run` / `run_plan`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Literal
+
+from ci.errors import Stop
+from ci.redact import Redactor
+
+if TYPE_CHECKING:
+    from ci.proctree import Tree
+
+DEFAULT_GRACE = 10.0
+# Buildkite waits 10 s between its cancel SIGTERM and SIGKILL; stay inside that.
+SIGNAL_GRACE = 7.0
+POLL = 0.05
+
+Output = Literal["stderr", "stdout", "capture", "null"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One external program invocation, as data."""
+
+    argv: tuple[str, ...]
+    description: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    stdin: str | None = None
+    stdin_secret: bool = False
+    secrets: tuple[str, ...] = ()
+    timeout: float | None = None
+    grace: float = DEFAULT_GRACE
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("a Command needs at least a program name")
+        object.__setattr__(self, "argv", tuple(str(a) for a in self.argv))
+        object.__setattr__(self, "env", dict(self.env))
+
+    def line(self) -> str:
+        """The command as a copy-pasteable shell line, env additions first."""
+        prefix = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
+        parts = [*prefix, shlex.join(self.argv)]
+        if self.cwd:
+            parts.insert(0, f"(cd {shlex.quote(self.cwd)} &&")
+            parts.append(")")
+        if self.stdin is not None:
+            parts.append("< [stdin: secret]" if self.stdin_secret else "< [stdin]")
+        return " ".join(parts)
+
+    def all_secrets(self) -> tuple[str, ...]:
+        extra = (self.stdin,) if self.stdin_secret and self.stdin else ()
+        return (*self.secrets, *extra)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An ordered list of commands plus the facts they were derived from."""
+
+    commands: tuple[Command, ...] = ()
+    facts: tuple[tuple[str, str], ...] = ()
+    title: str = ""
+
+    def render(self) -> str:
+        redact = self.redactor()
+        lines = [f"# plan: {self.title}"] if self.title else []
+        lines += [f"# {k}: {v}" for k, v in self.facts]
+        for i, cmd in enumerate(self.commands, 1):
+            head = f"{i}. {cmd.description}" if cmd.description else f"{i}."
+            lines.append(redact(head))
+            lines.append(redact("   " + cmd.line()))
+        return "\n".join(lines) + "\n"
+
+    def redactor(self) -> Redactor:
+        extra = [s for c in self.commands for s in c.all_secrets()]
+        return Redactor.for_env(*(c.env for c in self.commands), extra=extra)
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+
+class CommandFailed(Stop):
+    """A checked command failed: the task ends with the child's exit code."""
+
+
+class Interrupted(Stop):
+    """We received SIGTERM/SIGINT; the child tree is gone, exit 128+N."""
+
+
+# --------------------------------------------------------------------------- echo
+
+
+def _in_buildkite() -> bool:
+    return os.environ.get("BUILDKITE") == "true"
+
+
+def echo(cmd: Command, redact: Redactor, *, dry_run: bool = False) -> None:
+    title = cmd.description or cmd.argv[0]
+    line = redact(cmd.line())
+    if dry_run:
+        title = f"(dry-run) {title}"
+    if _in_buildkite():
+        sys.stderr.write(f"--- {redact(title)}\n$ {line}\n")
+        sys.stderr.flush()
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"[bold cyan]▶ {escape(redact(title))}[/]")
+    console.print(f"[dim]$ {escape(line)}[/]")
+
+
+def note(message: str, *, redact: Redactor | None = None) -> None:
+    """A log line for humans: stderr, redacted."""
+    redactor = redact or Redactor.for_env()
+    sys.stderr.write(redactor(message) + "\n")
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class _SignalWatch:
+    """Turns SIGTERM/SIGINT into a flag the wait loop checks.
+
+    Only installable from the main thread; elsewhere we simply don't forward.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._old: dict[int, object] = {}
+
+    def _handler(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = signum
+
+    def __enter__(self) -> _SignalWatch:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _resolve(argv0: str, env: Mapping[str, str]) -> str | None:
+    if os.sep in argv0:
+        return argv0 if os.access(argv0, os.X_OK) else None
+    return shutil.which(argv0, path=env.get("PATH", os.defpath))
+
+
+def _stream(target: Output, stdin_given: bool) -> tuple[object, object, object]:
+    out: object
+    if target == "capture":
+        out, err = subprocess.PIPE, subprocess.PIPE
+    elif target == "stdout":
+        out, err = None, None
+    elif target == "null":
+        out, err = subprocess.DEVNULL, subprocess.DEVNULL
+    else:  # child stdout joins our stderr: our stdout is for the task's result only
+        out, err = sys.stderr.fileno(), None
+    stdin = subprocess.PIPE if stdin_given else subprocess.DEVNULL
+    return stdin, out, err
+
+
+def exit_code(returncode: int) -> int:
+    """Popen's -N for "killed by signal N" becomes the shell's 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(
+    cmd: Command,
+    *,
+    output: Output = "stderr",
+    check: bool = False,
+    quiet: bool = False,
+) -> Result:
+    """Run one command and return its exit status (and output when captured).
+
+    `output`: "stderr" (default) streams the child's stdout to our stderr, since
+    our stdout carries only the task's result; "stdout" lets the child write the
+    result itself; "capture" collects both streams; "null" discards them.
+    """
+    from plumbum import local
+
+    from ci import proctree
+
+    env = {**os.environ, **cmd.env}
+    redact = Redactor.for_env(env, extra=cmd.all_secrets())
+    if not quiet:
+        echo(cmd, redact)
+    exe = _resolve(cmd.argv[0], env)
+    if exe is None:
+        message = f"error: command not found: {cmd.argv[0]}"
+        if check:
+            raise CommandFailed(127, redact(message))
+        return Result(127, "", message)
+
+    stdin, out, err = _stream(output, cmd.stdin is not None)
+    with _SignalWatch() as watch:
+        try:
+            proc = local[exe][list(cmd.argv[1:])].popen(
+                cwd=cmd.cwd,
+                env=env,
+                stdin=stdin,
+                stdout=out,
+                stderr=err,
+                new_session=True,
+            )
+        except OSError as exc:
+            message = redact(f"error: cannot start {cmd.argv[0]}: {exc}")
+            if check:
+                raise CommandFailed(126, message) from None
+            return Result(126, "", message)
+        assert proc.pid is not None
+        tree = proctree.Tree(proc.pid)
+        code, captured, timed_out = _wait(proc, cmd, tree, watch, output)  # type: ignore[arg-type]
+
+    stdout_text, stderr_text = captured
+    if watch.received is not None:
+        raise Interrupted(128 + watch.received, f"interrupted by signal {watch.received}")
+    result = Result(code, stdout_text, stderr_text, timed_out)
+    if timed_out and not quiet:
+        note(f"timeout: {cmd.line()} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
+    if check and code != 0:
+        detail = f": {stderr_text.strip()}" if stderr_text.strip() else ""
+        raise CommandFailed(code, redact(f"error: {cmd.line()} failed with exit {code}{detail}"))
+    return result
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    cmd: Command,
+    tree: Tree,
+    watch: _SignalWatch,
+    output: Output,
+) -> tuple[int, tuple[str, str], bool]:
+    """Wait for the child, enforcing the timeout and forwarding signals."""
+    chunks: dict[str, list[bytes]] = {"out": [], "err": []}
+    readers: list[threading.Thread] = []
+    if output == "capture":
+        for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
+            readers.append(_drain(stream, chunks[name]))
+    if cmd.stdin is not None and proc.stdin is not None:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(cmd.stdin.encode())
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+
+    deadline = None if cmd.timeout is None else time.monotonic() + cmd.timeout
+    timed_out = False
+    code: int | None = None
+    while code is None:
+        tree.sweep()
+        try:
+            code = exit_code(proc.wait(timeout=POLL))
+        except subprocess.TimeoutExpired:
+            pass
+        if code is None and watch.received is not None:
+            tree.terminate(grace=min(cmd.grace, SIGNAL_GRACE))
+            code = exit_code(proc.wait())
+        elif code is None and deadline is not None and time.monotonic() >= deadline:
+            timed_out = True
+            killed = tree.terminate(grace=cmd.grace)
+            proc.wait()
+            code = 137 if killed else 124
+    tree.close()
+    for reader in readers:
+        reader.join(timeout=5)
+    out, err = (b"".join(chunks[k]).decode(errors="replace") for k in ("out", "err"))
+    return code, (out, err), timed_out
+
+
+def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
+    def pump() -> None:
+        if stream is None:
+            return
+        for block in iter(lambda: stream.read(65536), b""):
+            sink.append(block)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_plan(plan: Plan, *, dry_run: bool = False, output: Output = "stderr") -> int:
+    """Run each command in order, stopping at the first failure (its code is kept).
+
+    In dry-run mode the plan is printed on stdout, as the task's result, and
+    nothing is started.
+    """
+    if dry_run:
+        sys.stdout.write(plan.render())
+        sys.stdout.flush()
+        return 0
+    for cmd in plan.commands:
+        result = run(cmd, output=output)
+        if not result.ok:
+            return result.code
+    return 0
+
+
+def capture(argv: Sequence[str], *, cwd: str | None = None, **kw: object) -> Result:
+    """Shorthand for read-only probes (git, docker version...): quiet, captured."""
+    return run(Command(tuple(argv), cwd=cwd, **kw), output="capture", quiet=True)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def buildkite_group(title: str) -> Iterator[None]:
+    """A collapsible log section around a block of work (stderr only)."""
+    if _in_buildkite():
+        sys.stderr.write(f"--- {Redactor.for_env()(title)}\n")
+    else:
+        note(f"== {title}")
+    yield

@@ -1,0 +1,33 @@
+"""The one platform type every task accepts."""
+
+from __future__ import annotations
+
+import enum
+
+from ci.errors import UserError
+
+
+class Platform(str, enum.Enum):
+    ROCM = "rocm"
+    CUDA = "cuda"
+    NPU = "npu"
+    XPU = "xpu"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ALIASES: dict[str, Platform] = {"amd": Platform.ROCM, "intel": Platform.XPU}
+ALLOWED = "rocm (alias amd), cuda, npu, xpu (alias intel)"
+
+
+def parse_platform(value: str | Platform) -> Platform:
+    if isinstance(value, Platform):
+        return value
+    key = value.strip().lower()
+    if key in ALIASES:
+        return ALIASES[key]
+    try:
+        return Platform(key)
+    except ValueError:
+        raise UserError(f"unknown platform {value!r}: allowed values are {ALLOWED}") from None

