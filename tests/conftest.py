@@ -1,0 +1,177 @@
+"""Shared fixtures: the Docker engine gate, recording stand-ins, and the CLI runner.
+
+Docker-marked tests skip with a reason when no engine answers, except under
+CI=true, where they fail: CI promised an engine, so its absence is a defect.
+Everything a test creates in Docker carries TEST_LABEL, and fixtures remove it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+SAMPLE = ROOT / "examples" / "omni-sample"
+REGISTRY = "127.0.0.1:5000"
+BASE_IMAGE = f"{REGISTRY}/omni-ci/python-base:bookworm"
+TEST_LABEL_KEY = "vllm-omni-ci.test"
+TEST_LABEL = f"{TEST_LABEL_KEY}=1"
+
+
+@cache
+def engine_client() -> str | None:
+    """A docker client whose engine answers, preferring one that builds with BuildKit."""
+    from ci import doctor
+
+    for path in doctor.docker_clients():
+        probe = subprocess.run(
+            [path, "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        if probe.returncode == 0 and probe.stdout.strip():
+            build = subprocess.run(
+                [path, "build", "--help"],
+                capture_output=True,
+                env={**os.environ, "DOCKER_BUILDKIT": "1"},
+                timeout=20,
+            )
+            if build.returncode == 0:
+                return path
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") is None:
+        return
+    if engine_client() is None:
+        message = "no Docker engine answers (start dockerd, as .ci/run does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {message}")
+        pytest.skip(message)
+
+
+@pytest.fixture
+def docker_cli() -> str:
+    client = engine_client()
+    assert client is not None
+    return client
+
+
+@pytest.fixture
+def docker_cleanup(docker_cli: str) -> Iterator[None]:
+    """Remove containers and images carrying TEST_LABEL after the test."""
+    yield
+    containers = subprocess.run(
+        [docker_cli, "ps", "-aq", "--filter", f"label={TEST_LABEL_KEY}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if containers:
+        subprocess.run([docker_cli, "rm", "-f", *containers], capture_output=True)
+    images = subprocess.run(
+        [docker_cli, "images", "-q", "--filter", f"label={TEST_LABEL_KEY}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if images:
+        subprocess.run([docker_cli, "rmi", "-f", *sorted(set(images))], capture_output=True)
+
+
+# --------------------------------------------------------------------------- stand-ins
+
+
+@dataclass
+class StandIns:
+    """Recording stand-ins for programs that cannot run here (buildx, buildctl, agent...).
+
+    Each stand-in appends its argv (and selected env) as one JSON line to a log,
+    then runs an optional bash snippet that decides its output and exit code.
+    """
+
+    bin_dir: Path
+    log: Path
+
+    def add(self, name: str, script: str = "exit 0", *, env_keys: tuple[str, ...] = ()) -> Path:
+        path = self.bin_dir / name
+        keys = json.dumps(list(env_keys))
+        path.write_text(
+            "#!/usr/bin/env bash\n"
+            f"{shlex.quote(sys.executable)} - \"$0\" \"$@\" <<'PY'\n"
+            "import json, os, sys\n"
+            f"keys = {keys}\n"
+            "entry = {'name': os.path.basename(sys.argv[1]), 'argv': sys.argv[2:],\n"
+            "         'env': {k: os.environ.get(k) for k in keys}, 'cwd': os.getcwd()}\n"
+            f"with open({str(self.log)!r}, 'a') as fh:\n"
+            "    fh.write(json.dumps(entry) + '\\n')\n"
+            "PY\n" + textwrap.dedent(script) + "\n"
+        )
+        path.chmod(0o755)
+        return path
+
+    def calls(self, name: str | None = None) -> list[dict[str, object]]:
+        if not self.log.exists():
+            return []
+        entries = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        return [e for e in entries if name is None or e["name"] == name]
+
+    def argvs(self, name: str) -> list[list[str]]:
+        return [list(c["argv"]) for c in self.calls(name)]  # type: ignore[call-overload]
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """An environment with the stand-ins first on PATH."""
+        source = dict(os.environ if base is None else base)
+        source["PATH"] = f"{self.bin_dir}{os.pathsep}{source.get('PATH', '')}"
+        return source
+
+
+@pytest.fixture
+def standins(tmp_path: Path) -> StandIns:
+    bin_dir = tmp_path / "standin-bin"
+    bin_dir.mkdir()
+    return StandIns(bin_dir, tmp_path / "standin-calls.jsonl")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def cli_path() -> str:
+    found = shutil.which("vllm-omni-ci") or str(Path(sys.executable).parent / "vllm-omni-ci")
+    return found
+
+
+def run_cli(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    timeout: float = 300,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `vllm-omni-ci ARGS` as a user would, capturing both streams."""
+    return subprocess.run(
+        [cli_path(), *args],
+        env=dict(os.environ if env is None else env),
+        cwd=str(cwd or ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
+
+
+@pytest.fixture
+def cli() -> object:
+    return run_cli
