@@ -7,9 +7,12 @@ inside those library calls, because this namespace loads in every CI job.
 
 from invoke.collection import Collection
 
-from ci.tasks import meta
+from ci.tasks import images, meta
 
 ns = Collection()
-for module in (meta,):
+for module in (
+    meta,
+    images,
+):
     for name in module.__all__:
         ns.add_task(getattr(module, name))

@@ -1,0 +1,16 @@
+"""Image builds, one module per platform: rocm.py, cuda.py, npu.py, xpu.py.
+
+`build()` only dispatches; each platform module turns `BuildOptions` into a
+plan (pure) and runs it through the door.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ci.images.options import BuildOptions
+
+
+def build(options: BuildOptions) -> None:
+    module = importlib.import_module(f"ci.images.{options.platform.value}")
+    module.build(options)

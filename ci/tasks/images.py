@@ -1,0 +1,78 @@
+"""`build-image`: the CI image of one platform."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["build_image"]
+
+
+@task(
+    help={
+        "platform": "rocm (amd), cuda, npu or xpu (intel)",
+        "repo": "target checkout (default: git top-level of the current directory)",
+        "commit": "image tag commit (default: $BUILDKITE_COMMIT, else git HEAD outside Buildkite)",
+        "dry_run": "print the plan and run nothing (probes nothing)",
+        "no_push": "build locally, push nothing",
+        "docker": "docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
+        "registry": "rocm/cuda: image registry (default: $ROCM_CI_IMAGE_REGISTRY / script default)",
+        "arch": "rocm: PYTORCH_ROCM_ARCH (default: $PYTORCH_ROCM_ARCH, else gfx942)",
+        "builder": "rocm/cuda: auto, buildx or engine",
+        "variant": "npu: a2 (default), a3, a5 or 310p",
+        "tag": "npu: override the variant's tag",
+        "dockerfile": "npu: override the variant's Dockerfile",
+        "tls_dir": "npu: buildkitd TLS directory",
+        "docker_config": "npu: docker config.json passed as a build secret",
+        "install_buildctl": "npu: download buildctl when missing (says what and where)",
+        "upstream_repo": "xpu: upstream vLLM XPU image repository",
+        "vllm_version": "xpu: vLLM version (default: $VLLM_VERSION; required)",
+    }
+)
+def build_image(
+    c: Context,
+    platform: str,
+    repo: str = "",
+    commit: str = "",
+    dry_run: bool = False,
+    no_push: bool = False,
+    docker: str = "",
+    registry: str = "",
+    arch: str = "",
+    builder: str = "auto",
+    variant: str = "",
+    tag: str = "",
+    dockerfile: str = "",
+    tls_dir: str = "",
+    docker_config: str = "",
+    install_buildctl: bool = False,
+    upstream_repo: str = "",
+    vllm_version: str = "",
+) -> None:
+    """Build (and push) the platform's CI image, as the platform's old build script did."""
+    from ci.images import build
+    from ci.images.options import BuildOptions
+    from ci.platforms import parse_platform
+
+    build(
+        BuildOptions(
+            platform=parse_platform(platform),
+            repo=repo,
+            commit=commit,
+            dry_run=dry_run,
+            push=not no_push,
+            docker=docker,
+            registry=registry,
+            arch=arch,
+            builder=builder,
+            variant=variant,
+            tag=tag,
+            dockerfile=dockerfile,
+            tls_dir=tls_dir,
+            docker_config=docker_config,
+            install_buildctl=install_buildctl,
+            upstream_repo=upstream_repo,
+            vllm_version=vllm_version,
+        )
+    )
