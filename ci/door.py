@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 DEFAULT_GRACE = 10.0
 # Buildkite waits 10 s between its cancel SIGTERM and SIGKILL; stay inside that.
-SIGNAL_GRACE = 7.0
+SIGNAL_GRACE = 5.0
 POLL = 0.05
 
 Output = Literal["stderr", "stdout", "capture", "null"]

@@ -1,0 +1,261 @@
+"""The command door: echo, redaction, timeouts over the whole tree, signals, exit codes, dry-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ci import door
+from ci.door import Command, Plan
+from ci.redact import MASK, Redactor, is_secret_name
+from tests.conftest import ROOT
+
+SECRET = "s3cr3t-value-123456"
+
+
+def run_py(
+    code: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run a snippet that uses the door in a fresh interpreter, as a task would."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("GITHUB_TOKEN", True),
+        ("DOCKERHUB_PASSWORD", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("AWS_ACCESS_KEY", True),
+        ("SSH_PRIVATE_KEY", True),
+        ("AZURE_CONNECTION_STRING", True),
+        ("TOKEN", True),
+        ("PASSWORD", True),
+        ("SECRET", True),
+        ("MY_SECRET", True),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("BUILDKITE_STEP_KEY", False),
+        ("BUILDKITE_AGENT_ACCESS_TOKEN", True),
+        ("PATH", False),
+        ("KEYRING", False),
+    ],
+)
+def test_secret_names(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_short_values_are_not_redacted() -> None:
+    redact = Redactor.for_env({"HF_TOKEN": "abc"})
+    assert redact("abc") == "abc"
+
+
+def test_echo_and_error_lines_are_redacted_but_false_positives_are_kept() -> None:
+    done = run_py(
+        """
+        from ci import door
+        cmd = door.Command(("bash", "-c", 'echo "$HF_TOKEN" >&2; exit 3'),
+                           description="leak $HF_TOKEN", env={"EXTRA": "marked-secret-999"},
+                           secrets=("marked-secret-999",))
+        r = door.run(cmd)
+        try:
+            failing = door.Command(("bash", "-c", "echo $HF_TOKEN >&2; exit 4"))
+            door.run(failing, output="capture", check=True)
+        except door.CommandFailed as exc:
+            import sys
+            print("EXC", *exc.lines, file=sys.stderr)
+        door.run(door.Command(("echo", "image-build", "false")))
+        """,
+        env={
+            "HF_TOKEN": SECRET,
+            "BUILDKITE": "true",
+            "TOKENIZERS_PARALLELISM": "false",
+            "BUILDKITE_STEP_KEY": "image-build",
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    # The child's own stderr is not ours to filter, but every line the door prints is.
+    door_lines = [ln for ln in done.stderr.splitlines() if ln.startswith(("---", "$", "EXC"))]
+    assert door_lines, done.stderr
+    assert not any(SECRET in ln for ln in door_lines)
+    assert not any("marked-secret-999" in ln for ln in door_lines)
+    assert any(MASK in ln for ln in door_lines if ln.startswith("EXC"))
+    assert "$ EXTRA=[REDACTED]" in done.stderr
+    # Neither false positive is redacted.
+    assert "$ echo image-build false" in done.stderr
+
+
+def test_plan_render_redacts_secret_stdin_and_marked_values() -> None:
+    plan = Plan(
+        commands=(
+            Command(
+                ("docker", "login", "-u", "me", "--password-stdin"), stdin=SECRET, stdin_secret=True
+            ),
+            Command(("curl", "-H", f"Authorization: Bearer {SECRET}"), secrets=(SECRET,)),
+        ),
+        facts=(("key", "abc"),),
+        title="t",
+    )
+    text = plan.render()
+    assert SECRET not in text
+    assert "< [stdin: secret]" in text
+    assert "Bearer [REDACTED]" in text
+    assert "# key: abc" in text
+
+
+# --------------------------------------------------------------------------- timeouts
+
+
+def _survivors(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if any(marker in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("sleep {m} & wait", 124),  # normal grandchild
+        ("setsid sleep {m} & sleep {m}", 124),  # grandchild escaped the process group
+        ("trap '' TERM; sleep {m} & wait; sleep {m}", 137),  # child ignores TERM
+        ("(trap '' TERM; exec -a tenacious-{m} sleep {m}) & wait", 137),  # grandchild ignores TERM
+    ],
+    ids=["grandchild", "setsid-grandchild", "child-traps-term", "grandchild-traps-term"],
+)
+def test_timeout_kills_the_whole_tree(script: str, expected: int) -> None:
+    marker = f"{1000 + os.getpid() % 1000}.{time.monotonic_ns() % 997}"
+    cmd = Command(("bash", "-c", script.format(m=marker)), timeout=1.0, grace=1.0)
+    started = time.monotonic()
+    result = door.run(cmd, quiet=True)
+    assert result.code == expected
+    assert result.timed_out
+    assert time.monotonic() - started < 10
+    time.sleep(0.2)
+    assert _survivors(marker) == []
+
+
+def test_no_timeout_passes_exit_code_through() -> None:
+    assert door.run(Command(("bash", "-c", "exit 42")), quiet=True).code == 42
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGABRT, 134), (signal.SIGKILL, 137), (signal.SIGSEGV, 139)]
+)
+def test_child_killed_by_signal_gives_128_plus_n(sig: signal.Signals, code: int) -> None:
+    result = door.run(Command(("bash", "-c", f"kill -{int(sig)} $$")), quiet=True)
+    assert result.code == code
+
+
+def test_missing_program_is_127_and_named() -> None:
+    result = door.run(Command(("definitely-not-a-program-xyz",)), quiet=True)
+    assert result.code == 127
+    assert "definitely-not-a-program-xyz" in result.stderr
+
+
+# --------------------------------------------------------------------------- signals
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_to_us_is_forwarded_to_the_tree(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    marker = f"77{os.getpid() % 1000}.{int(sig)}"
+    ready = tmp_path / "ready"
+    script = f"trap '' TERM INT; setsid sleep {marker} & sleep {marker} & touch {ready}; wait"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys
+                from ci import door, taskkit
+                try:
+                    door.run(door.Command(("bash", "-c", {script!r})))
+                except door.Interrupted as exc:
+                    sys.exit(taskkit.report(exc))
+                """
+            ),
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists()
+    time.sleep(0.3)  # let the door's sweep see the grandchildren
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    assert proc.wait(timeout=15) == code
+    assert time.monotonic() - sent < 10
+    time.sleep(0.2)
+    assert _survivors(marker) == []
+
+
+# --------------------------------------------------------------------------- dry-run and streams
+
+
+def test_dry_run_starts_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "created"
+    plan = Plan(commands=(Command(("touch", str(target)), description="make a file"),), title="t")
+    assert door.run_plan(plan, dry_run=True) == 0
+    assert not target.exists()
+    out = capsys.readouterr().out
+    assert "make a file" in out and f"touch {target}" in out
+
+
+def test_run_plan_stops_at_first_failure_and_keeps_its_code(tmp_path: Path) -> None:
+    later = tmp_path / "later"
+    plan = Plan(commands=(Command(("bash", "-c", "exit 7")), Command(("touch", str(later)))))
+    assert door.run_plan(plan) == 7
+    assert not later.exists()
+
+
+def test_stdout_carries_only_results() -> None:
+    done = run_py(
+        """
+        from ci import door
+        door.run(door.Command(("echo", "child-log-line"), description="a step"))
+        door.run(door.Command(("echo", "the-result"), description="result"), output="stdout")
+        r = door.run(door.Command(("echo", "captured"),), output="capture")
+        assert r.stdout == "captured\\n"
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "the-result\n"
+    assert "child-log-line" in done.stderr
+    assert "a step" in done.stderr and "a step" not in done.stdout
+
+
+def test_stdin_is_fed_and_never_echoed() -> None:
+    result = door.run(
+        Command(("cat",), stdin=SECRET, stdin_secret=True), output="capture", quiet=False
+    )
+    assert result.stdout == SECRET

@@ -1,0 +1,190 @@
+"""Conventions every task relies on: exit codes, platforms, `--`, start-up imports, the schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.argv import after_dashdash
+from ci.durations import parse_duration
+from ci.errors import UserError
+from ci.platforms import Platform, parse_platform
+from ci.schema import pipeline_errors, schema_text
+from ci.target import resolve_branch, resolve_commit
+from tests.conftest import ROOT, SHARED, run_cli
+
+
+@pytest.mark.parametrize(
+    ("text", "platform"),
+    [
+        ("rocm", Platform.ROCM),
+        ("amd", Platform.ROCM),
+        ("AMD", Platform.ROCM),
+        ("cuda", Platform.CUDA),
+        ("npu", Platform.NPU),
+        ("xpu", Platform.XPU),
+        ("intel", Platform.XPU),
+    ],
+)
+def test_platform_aliases(text: str, platform: Platform) -> None:
+    assert parse_platform(text) is platform
+
+
+def test_unknown_platform_names_allowed_values() -> None:
+    with pytest.raises(UserError) as info:
+        parse_platform("tpu")
+    assert info.value.code == 2
+    assert "rocm (alias amd), cuda, npu, xpu (alias intel)" in info.value.problems[0]
+
+
+def test_unknown_platform_exits_2_with_one_error_line() -> None:
+    done = run_cli("build-image", "--platform", "tpu", "--dry-run")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: unknown platform 'tpu'")
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("args", [["no-such-task"], ["doctor", "--no-such-flag"], ["build-image"]])
+def test_parse_errors_exit_2_under_vllm_omni_ci(args: list[str], tmp_path: Path) -> None:
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ")
+
+
+def test_vllm_omni_ci_works_from_any_directory(tmp_path: Path) -> None:
+    done = run_cli("--list", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "doctor" in done.stdout and "build-image" in done.stdout
+
+
+def test_inv_list_shows_one_line_of_help_per_task() -> None:
+    done = subprocess.run(["inv", "--list"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "doctor" in done.stdout
+
+
+# --------------------------------------------------------------------------- arguments after --
+
+
+def test_after_dashdash_keeps_words_intact() -> None:
+    argv = ["inv", "step", "--timeout", "1m", "--", "pytest", "-m", "core_model and cpu", "--", "x"]
+    assert after_dashdash(argv) == ["pytest", "-m", "core_model and cpu", "--", "x"]
+    assert after_dashdash(["inv", "step"]) == []
+
+
+def test_dashdash_arrives_as_one_argument_under_inv(tmp_path: Path) -> None:
+    """`inv` itself (not our Program) must hand the words over unsplit, too."""
+    (tmp_path / "tasks.py").write_text(
+        textwrap.dedent(
+            """
+            import json
+            from invoke import task
+            from ci.argv import after_dashdash
+
+            @task
+            def show(c):
+                print(json.dumps(after_dashdash()))
+            """
+        )
+    )
+    done = subprocess.run(
+        ["inv", "show", "--", "pytest", "-m", "core_model and cpu"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["pytest", "-m", "core_model and cpu"]
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def test_importing_tasks_pulls_in_no_heavy_module() -> None:
+    """Invoke itself imports yaml; beyond what `import invoke` loads, we add none of them."""
+    heavy = "('docker', 'rich', 'yaml', 'jsonschema', 'plumbum', 'psutil')"
+    code = (
+        "import sys, invoke, invoke.program; base = set(sys.modules);"
+        "import tasks, ci.cli; ci.cli.program();"
+        f"print(','.join(m for m in {heavy} if m in sys.modules and m not in base))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_packaged_schema_equals_the_shared_one_byte_for_byte() -> None:
+    assert schema_text() == (SHARED / "schemas" / "buildkite-pipeline.schema.json").read_bytes()
+
+
+def test_schema_rejects_an_empty_group_and_accepts_a_command_step() -> None:
+    assert pipeline_errors({"steps": [{"label": "x", "command": "true"}]}) == []
+    assert pipeline_errors({"steps": [{"group": "g", "steps": []}]}) != []
+
+
+# ------------------------------------------------------------------ commit / branch defaults
+
+
+def _git_repo(path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", "-b", "feature-x", str(path)], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(path),
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+        check=True,
+    )
+    return path
+
+
+def test_outside_buildkite_commit_and_branch_come_from_git(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "r")
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert resolve_commit(repo, env={}) == head
+    assert resolve_branch(repo, env={}) == "feature-x"
+    assert resolve_commit(repo, env={"BUILDKITE_COMMIT": "abc123"}) == "abc123"
+
+
+def test_inside_buildkite_a_missing_commit_is_an_error(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "r")
+    with pytest.raises(UserError) as info:
+        resolve_commit(repo, env={"BUILDKITE": "true"})
+    assert info.value.code == 2
+    with pytest.raises(UserError):
+        resolve_branch(repo, env={"BUILDKITE": "true"})
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("80m", 4800), ("2m", 120), ("1s", 1), ("1h30m", 5400), ("45", 45)]
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "ten", "5x", "m"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(UserError):
+        parse_duration(text)
