@@ -1,0 +1,89 @@
+"""The NPU image variants, as data: one row per Ascend device family.
+
+Why a table: the old pipeline set the image-tag suffix (`VLLM_IMAGE_TAG`) and
+the device suffix (the script's third argument) separately, so they could
+drift. Both come from this one row now, and the pipeline bootstrap generates
+its NPU image steps from the same rows (`step_key`, `step_label`,
+`build_command`, `BUILD_AGENTS`, `STEP_ENV`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ci.errors import IMAGE_INPUT, UserError
+
+DOCKERFILE = "Dockerfile.npu.ci"
+DEVICE_SUFFIX_ARG = "VLLM_ASCEND_DEVICE_SUFFIX"
+DEFAULT_VARIANT = "a2"
+
+# Every variant builds on the same queue, against the shared remote buildkitd.
+BUILD_AGENTS: tuple[tuple[str, str], ...] = (
+    ("queue", "ascend-a2b3"),
+    ("resource_class", "npu-1"),
+)
+# The env every NPU build step set in the old YAML (the script's defaults).
+STEP_ENV: tuple[tuple[str, str], ...] = (
+    ("IMAGE_NAME", "vllm-omni-ci-npu"),
+    ("IMAGE_REGISTRY", "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"),
+    ("BUILDKITD_ADDR", "tcp://buildkitd-service.buildkitd:1234"),
+)
+
+
+@dataclass(frozen=True)
+class NpuVariant:
+    """One NPU CI image: what it is built from and what it is called."""
+
+    name: str  # the --variant value
+    label: str  # how step labels name it
+    tag_suffix: str  # appended to the commit in the image tag
+    device_suffix: str  # VLLM_ASCEND_DEVICE_SUFFIX build arg ("" = not passed)
+    test_queue: str  # where the tests that use this image run
+    presets: tuple[str, ...]  # hardware presets whose image is this variant's
+    dockerfile: str = DOCKERFILE
+
+    @property
+    def step_key(self) -> str:
+        return f"image-build-{self.name}"
+
+    @property
+    def step_label(self) -> str:
+        return f":buildkit: Build and Push NPU Test Image - {self.label}"
+
+    def image_tag(self, commit: str) -> str:
+        return f"{commit}{self.tag_suffix}"
+
+    def build_args(self) -> tuple[tuple[str, str], ...]:
+        return ((DEVICE_SUFFIX_ARG, self.device_suffix),) if self.device_suffix else ()
+
+    def build_command(self) -> str:
+        """The job command of this variant's image step."""
+        return f"vllm-omni-ci build-image --platform npu --variant {self.name}"
+
+
+VARIANTS: tuple[NpuVariant, ...] = (
+    NpuVariant("a2", "A2", "", "", "ascend-a2b3", ("a2b3_npu_1", "a2b3_npu_4", "a2b3_npu_8")),
+    NpuVariant(
+        "a3", "A3", "-a3", "-a3", "ascend-a3", ("a3_npu_2", "a3_npu_4", "a3_npu_8", "a3_npu_16")
+    ),
+    NpuVariant(
+        "a5", "A5", "-a5", "-a5", "ascend-a5", ("a5_npu_2", "a5_npu_4", "a5_npu_8", "a5_npu_16")
+    ),
+    NpuVariant(
+        "310p", "310P", "-310p", "-310p", "ascend-310p", ("310p_npu_1", "310p_npu_2", "310p_npu_4")
+    ),
+)
+
+ALLOWED = ", ".join(v.name for v in VARIANTS)
+
+
+def variant(name: str) -> NpuVariant:
+    """The row for `--variant NAME` (empty means the default, a2)."""
+    key = (name or DEFAULT_VARIANT).strip().lower()
+    for row in VARIANTS:
+        if row.name == key:
+            return row
+    raise UserError(
+        f"--variant: unknown NPU variant {name!r}: allowed values are {ALLOWED}",
+        code=IMAGE_INPUT,
+    )
