@@ -1,0 +1,384 @@
+"""The one diff resolver: which files a build changed, and against what.
+
+The original CI computed diffs in three places with three rules (spec §6 W4):
+skip-ci, the AMD critical-file scan and the uploader. Every task now asks this
+module, so a build sees one answer. Resolution follows spec §2.6:
+
+* no explicit range: the Buildkite env decides. A PR build
+  (`BUILDKITE_PULL_REQUEST` set and not `false`) diffs
+  `origin/<base>...<commit>` (fetching the base once when it is missing, then
+  falling back to a local `<base>`); a `main` build diffs `<commit>^..<commit>`;
+  anything else has no range, and callers run normal CI.
+* an explicit base and/or head (what `plan` passes): a PR build over
+  `<base>...<head>`; `head=WORKTREE` diffs the merge-base against the working
+  tree and adds untracked files, so uncommitted work counts.
+
+Paths are relative to `repo` even when `repo` is a subfolder of a larger git
+repository (changes outside it are not listed). git runs through the door, and
+each resolution is cached per process: the AMD bootstrap gates two suites and
+uploads, and all of them share one diff.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from ci import door
+from ci.errors import UserError
+
+# `git fetch` of a missing PR base: the original's depth, plus a bound on time.
+FETCH_DEPTH: Final = 200
+FETCH_TIMEOUT: Final = 120.0
+LOG_PREFIX: Final = "[diff]: "
+# The env that decides the range; part of the cache key.
+ENV_KEYS: Final = (
+    "BUILDKITE_PULL_REQUEST",
+    "BUILDKITE_PULL_REQUEST_BASE_BRANCH",
+    "BUILDKITE_BRANCH",
+    "BUILDKITE_COMMIT",
+)
+# Paths git would quote or that could break the batched patch split.
+_AWKWARD = ('"', "\\", "\t", "\n")
+
+
+class _Worktree(enum.Enum):
+    WORKTREE = "WORKTREE"
+
+    def __repr__(self) -> str:
+        return "WORKTREE"
+
+
+WORKTREE: Final = _Worktree.WORKTREE
+"""`head=WORKTREE`: compare with the working tree (staged, unstaged and untracked)."""
+
+Kind = Literal["pr", "main", "explicit", "worktree", "none"]
+
+
+def _log(message: str) -> None:
+    door.note(LOG_PREFIX + message)
+
+
+def _git(repo: Path, *args: str) -> door.Result:
+    # -c core.quotePath=false: non-ASCII paths come back as text, not octal escapes.
+    return door.capture(["git", "-c", "core.quotePath=false", *args], cwd=str(repo))
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The changed files of one build, and how they were found.
+
+    `paths` is None when no range could be resolved, or git failed: callers
+    must then run normal CI (spec §2.3 step 1), never treat it as "no change".
+    `range` is the git revision range used (None without one); `reason` says
+    in one line which rule chose it. `patch(path)` and `new_text(path)` give
+    the per-file details skip-ci needs, and are what `ci.skipci.Changes` asks
+    for, so a `Diff` with a range can be passed to `skipci.decide` directly.
+    """
+
+    repo: Path
+    paths: tuple[str, ...] | None
+    range: str | None
+    reason: str
+    kind: Kind = "none"
+    base: str | None = None
+    head: str | None = None
+    # git arguments naming the two sides (e.g. ("A...B",) or (merge-base,) for the worktree).
+    revs: tuple[str, ...] = ()
+    _patches: dict[str, str | None] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
+    _texts: dict[str, str | None] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
+
+    @property
+    def known(self) -> bool:
+        """True when the changed paths are known (possibly an empty list)."""
+        return self.paths is not None
+
+    def patch(self, path: str) -> str | None:
+        """The unified diff of one changed file (`git diff <range> -- <path>`).
+
+        None when git fails. The first call fetches the patches of every
+        changed `.py` file under `tests/` in one git call (they are what
+        skip-ci reads), later calls are answered from that batch.
+        """
+        if self.range is None:
+            return None
+        if path not in self._patches:
+            wanted = [path]
+            if self.paths is not None and path in self.paths:
+                wanted += [p for p in self.paths if _is_test_py(p) and p not in self._patches]
+            self._patches.update(self._fetch_patches(list(dict.fromkeys(wanted))))
+        return self._patches.get(path)
+
+    def new_text(self, path: str) -> str | None:
+        """The file's content on the head side (`git show <head>:<path>`), None if absent."""
+        if self.range is None:
+            return None
+        if path not in self._texts:
+            self._texts[path] = self._read_new(path)
+        return self._texts[path]
+
+    # ------------------------------------------------------------------ internals
+
+    def _fetch_patches(self, paths: list[str]) -> dict[str, str | None]:
+        plain = [p for p in paths if not any(ch in p for ch in _AWKWARD)]
+        found: dict[str, str | None] = {}
+        if plain:
+            found.update(self._patch_batch(plain))
+        for path in paths:
+            if path not in plain:
+                found.update(self._patch_batch([path]))
+        if self.kind == "worktree":
+            for path in paths:
+                if not found.get(path):
+                    found[path] = self._untracked_patch(path) or found.get(path)
+        return found
+
+    def _patch_batch(self, paths: list[str]) -> dict[str, str | None]:
+        # --no-renames: as in the original's per-file `git diff <range> -- <file>`,
+        # a renamed file reads as a new file.
+        result = _git(
+            self.repo,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-renames",
+            "--relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            *self.revs,
+            "--",
+            *paths,
+        )
+        if not result.ok:
+            return dict.fromkeys(paths)
+        if len(paths) == 1:
+            return {paths[0]: result.stdout}
+        return _split_patches(result.stdout, paths)
+
+    def _untracked_patch(self, path: str) -> str | None:
+        text = self._read_new(path)
+        if text is None:
+            return None
+        lines = text.splitlines()
+        body = "".join(f"+{line}\n" for line in lines)
+        return (
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+        )
+
+    def _read_new(self, path: str) -> str | None:
+        if self.kind == "worktree":
+            try:
+                return (self.repo / path).read_text(errors="replace")
+            except OSError:
+                return None
+        if self.head is None:
+            return None
+        result = _git(self.repo, "show", f"{self.head}:./{path}")
+        return result.stdout if result.ok else None
+
+
+def _is_test_py(path: str) -> bool:
+    parts = Path(path).parts
+    return len(parts) > 1 and parts[0] == "tests" and path.endswith(".py")
+
+
+def _split_patches(text: str, paths: Sequence[str]) -> dict[str, str | None]:
+    """Cut a multi-file `git diff` into one patch per requested path."""
+    out: dict[str, str | None] = dict.fromkeys(paths, "")
+    headers = {f"diff --git a/{p} b/{p}": p for p in paths}
+    current: str | None = None
+    chunks: dict[str, list[str]] = {p: [] for p in paths}
+    for line in text.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            current = headers.get(line.rstrip("\n"))
+        if current is not None:
+            chunks[current].append(line)
+    for path, lines in chunks.items():
+        out[path] = "".join(lines)
+    return out
+
+
+# --------------------------------------------------------------------------- resolution
+
+_CACHE: dict[tuple[object, ...], Diff] = {}
+
+
+def clear_cache() -> None:
+    """Forget every resolved diff (tests; long-lived processes after a fetch)."""
+    _CACHE.clear()
+
+
+def resolve_diff(
+    repo: str | os.PathLike[str],
+    base: str | None = None,
+    head: str | _Worktree | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Diff:
+    """The changed files of `repo`, resolved once per process and shared.
+
+    `base=None, head=None`: the range comes from git and the Buildkite env
+    (spec §2.6). Otherwise an explicit PR-style range: `base` (default: the
+    PR base branch, `origin/<BUILDKITE_PULL_REQUEST_BASE_BRANCH or main>`, else
+    a local branch of that name) against `head` (default `HEAD`; `WORKTREE`
+    for uncommitted work). A bad explicit revision is a `UserError`; in env
+    mode every failure degrades to `paths=None` ("run normal CI").
+    """
+    source = os.environ if env is None else env
+    root = Path(repo).expanduser().resolve()
+    key = (str(root), base, head, tuple(source.get(k, "") for k in ENV_KEYS))
+    found = _CACHE.get(key)
+    if found is None:
+        if base is None and head is None:
+            found = _from_env(root, source)
+        else:
+            found = _explicit(root, base, head, source)
+        _CACHE[key] = found
+    return found
+
+
+def _verify(repo: Path, rev: str) -> bool:
+    return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").ok
+
+
+def _changed(repo: Path, revs: Sequence[str], shown: str) -> tuple[str, ...] | None:
+    result = _git(repo, "diff", "--name-only", "-z", "--no-ext-diff", "--relative", *revs, "--")
+    if not result.ok:
+        _log(f"git diff failed ({shown}); using safe defaults")
+        return None
+    return tuple(p for p in result.stdout.split("\0") if p.strip())
+
+
+def _finish(
+    repo: Path, kind: Kind, revs: tuple[str, ...], shown: str, reason: str, **kw: str | None
+) -> Diff:
+    paths = _changed(repo, revs, shown)
+    if paths is not None:
+        _log(f"{len(paths)} changed file(s)")
+    else:
+        reason = f"git diff failed ({shown}); using safe defaults"
+    return Diff(repo, paths, shown, reason, kind, kw.get("base"), kw.get("head"), revs)
+
+
+def _none(repo: Path, reason: str) -> Diff:
+    _log(reason)
+    return Diff(repo, None, None, reason)
+
+
+def is_pr_build(env: Mapping[str, str]) -> bool:
+    value = env.get("BUILDKITE_PULL_REQUEST", "")
+    return value not in ("", "false")
+
+
+def pr_base_branch(env: Mapping[str, str]) -> str:
+    return env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or "main"
+
+
+def _pr_base_ref(repo: Path, branch: str, *, fetch: bool) -> str | None:
+    remote = f"origin/{branch}"
+    if _verify(repo, remote):
+        return remote
+    if fetch:
+        _log(f"{remote} not found locally; trying fetch")
+        door.run(
+            door.Command(
+                ("git", "fetch", f"--depth={FETCH_DEPTH}", "origin", branch),
+                description=f"fetch the PR base {branch}",
+                cwd=str(repo),
+                timeout=FETCH_TIMEOUT,
+            )
+        )
+        if _verify(repo, remote):
+            return remote
+    if _verify(repo, branch):
+        return branch
+    return None
+
+
+def _from_env(repo: Path, env: Mapping[str, str]) -> Diff:
+    # An empty BUILDKITE_COMMIT meant HEAD to the original too (`origin/main...`).
+    commit = env.get("BUILDKITE_COMMIT", "") or "HEAD"
+    if is_pr_build(env):
+        branch = pr_base_branch(env)
+        base_ref = _pr_base_ref(repo, branch, fetch=True)
+        if base_ref is None:
+            return _none(repo, f"cannot resolve PR base {branch}; using safe defaults")
+        shown = f"{base_ref}...{commit}"
+        reason = f"PR build #{env['BUILDKITE_PULL_REQUEST']}: {shown}"
+        return _finish(repo, "pr", (shown,), shown, reason, base=base_ref, head=commit)
+    if env.get("BUILDKITE_BRANCH", "") == "main":
+        if not _verify(repo, f"{commit}^"):
+            return _none(repo, "main commit has no parent; using safe defaults")
+        shown = f"{commit}^..{commit}"
+        reason = f"main build: {shown}"
+        return _finish(repo, "main", (shown,), shown, reason, base=f"{commit}^", head=commit)
+    return _none(repo, "not PR/main build; using safe defaults")
+
+
+def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:
+    """`origin/<PR base or main>`, else the local branch: what `plan` compares with."""
+    source = os.environ if env is None else env
+    branch = pr_base_branch(source)
+    ref = _pr_base_ref(repo, branch, fetch=False)
+    if ref is None:
+        raise UserError(
+            f"no base revision: neither origin/{branch} nor {branch} exists in {repo}; "
+            "pass a base revision"
+        )
+    return ref
+
+
+def _explicit(
+    repo: Path, base: str | None, head: str | _Worktree | None, env: Mapping[str, str]
+) -> Diff:
+    base_ref = base or default_base(repo, env)
+    problems = [] if _verify(repo, base_ref) else [f"base revision {base_ref!r}"]
+    if isinstance(head, str) and not _verify(repo, head):
+        problems.append(f"head revision {head!r}")
+    if problems:
+        raise UserError(*(f"{p} does not name a commit in {repo}" for p in problems))
+    if head is WORKTREE:
+        merge_base = _git(repo, "merge-base", base_ref, "HEAD")
+        if not merge_base.ok:
+            raise UserError(f"base revision {base_ref!r} shares no history with HEAD in {repo}")
+        point = merge_base.stdout.strip()
+        shown = f"{base_ref}...(worktree)"
+        diff = _finish(
+            repo,
+            "worktree",
+            (point,),
+            shown,
+            f"worktree against merge-base with {base_ref}",
+            base=base_ref,
+        )
+        return _with_untracked(diff)
+    head_ref = head or "HEAD"
+    shown = f"{base_ref}...{head_ref}"
+    return _finish(
+        repo, "explicit", (shown,), shown, f"explicit range {shown}", base=base_ref, head=head_ref
+    )
+
+
+def _with_untracked(diff: Diff) -> Diff:
+    if diff.paths is None:
+        return diff
+    result = _git(diff.repo, "ls-files", "-z", "--others", "--exclude-standard")
+    if not result.ok:
+        return diff
+    extra = [p for p in result.stdout.split("\0") if p.strip() and p not in diff.paths]
+    if not extra:
+        return diff
+    paths = tuple(sorted((*diff.paths, *extra)))
+    _log(f"{len(extra)} untracked file(s) added")
+    return Diff(
+        diff.repo, paths, diff.range, diff.reason, diff.kind, diff.base, diff.head, diff.revs
+    )
