@@ -7,12 +7,14 @@ inside those library calls, because this namespace loads in every CI job.
 
 from invoke.collection import Collection
 
-from ci.tasks import images, meta
+from ci.tasks import amd, covsplit, images, meta
 
 ns = Collection()
 for module in (
     meta,
+    amd,
     images,
+    covsplit,
 ):
     for name in module.__all__:
         ns.add_task(getattr(module, name))

@@ -1,0 +1,1 @@
+"""AMD (ROCm) pipeline: suite selection, combining, rendering, bootstrap."""

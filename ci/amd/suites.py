@@ -1,0 +1,92 @@
+"""Which AMD suites a build runs: the one rule, in `select_suites`.
+
+Same contract as `.buildkite/amd/scripts/select_test_suites.py` (pipeline spec
+§1.4): a debug override wins, then `main` (merge, or nightly when NIGHTLY=1),
+then the PR's tier labels in the fixed order ready, merge, nightly, with the
+legacy fallback to ready.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ci.errors import UserError
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str  # ready / merge / nightly
+    group: str  # the spec prefix, also the combined pipeline's group name
+    file: str  # relative to .buildkite/amd
+    label: str  # the PR label that selects it
+    level: str | None  # the skip-ci level that gates it; nightly is never gated
+
+    @property
+    def spec(self) -> str:
+        return f"{self.group}:{self.file}"
+
+
+SUITES: tuple[Suite, ...] = (
+    Suite("ready", "READY_TESTS", "test-amd-ready.yml", "ready", "l2"),
+    Suite("merge", "MERGE_TESTS", "test-amd-merge.yml", "merge-test", "l3"),
+    Suite("nightly", "NIGHTLY_TESTS", "test-amd-nightly.yml", "nightly-test", None),
+)
+BY_NAME = {s.name: s for s in SUITES}
+BY_GROUP = {s.group: s for s in SUITES}
+FALLBACK_NOTICE = (
+    "No AMD ready/merge/nightly label found; preserving the legacy ready-suite fallback."
+)
+
+
+@dataclass(frozen=True)
+class Selection:
+    suites: tuple[Suite, ...]
+    notice: str | None = None
+
+    def spec_lines(self) -> list[str]:
+        return [s.spec for s in self.suites]
+
+
+def split_labels(labels: str) -> list[str]:
+    """Labels as the script reads them (one per line), also accepting commas."""
+    return [part.strip() for part in re.split(r"[\n,]", labels) if part.strip()]
+
+
+def parse_debug_suites(value: str) -> tuple[Suite, ...]:
+    """DEBUG_TEST_YAML: a case-insensitive comma list, validated left to right."""
+    items = [item.strip().lower() for item in value.split(",")]
+    items = [item for item in items if item]
+    if not items:
+        raise UserError("DEBUG_TEST_YAML did not contain a test suite")
+    chosen: list[Suite] = []
+    for item in items:
+        if item not in BY_NAME:
+            raise UserError(
+                f"DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got {item!r}"
+            )
+        if BY_NAME[item] in chosen:
+            raise UserError(f"duplicate DEBUG_TEST_YAML suite {item!r}")
+        chosen.append(BY_NAME[item])
+    return tuple(chosen)
+
+
+def parse_nightly(value: str | int) -> bool:
+    text = str(value).strip()
+    if text not in ("0", "1"):
+        raise UserError(f"NIGHTLY must be 0 or 1, got {text!r}")
+    return text == "1"
+
+
+def select_suites(
+    branch: str, labels: str, debug_test_yaml: str = "", nightly: bool = False
+) -> Selection:
+    if debug_test_yaml:
+        return Selection(parse_debug_suites(debug_test_yaml))
+    if branch == "main":
+        return Selection((BY_NAME["nightly"] if nightly else BY_NAME["merge"],))
+    present = set(split_labels(labels))
+    chosen = tuple(s for s in SUITES if s.label in present)
+    if chosen:
+        return Selection(chosen)
+    return Selection((BY_NAME["ready"],), FALLBACK_NOTICE)

@@ -1,0 +1,32 @@
+"""AMD pipeline tasks: suite selection (and, with it, the AMD bootstrap)."""
+
+from __future__ import annotations
+
+import sys
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["select_suites"]
+
+
+@task(
+    help={
+        "branch": "the build's branch (main selects merge, or nightly with --nightly 1)",
+        "labels": "PR labels, separated by newlines or commas",
+        "debug_test_yaml": "explicit comma list of suites (ready, merge, nightly); wins over all",
+        "nightly": "0 or 1 (only matters on main)",
+    }
+)
+def select_suites(
+    c: Context, branch: str, labels: str = "", debug_test_yaml: str = "", nightly: str = "0"
+) -> None:
+    """Print the AMD suites to run as NAME:file lines, like select_test_suites.py."""
+    from ci.amd import suites
+
+    selection = suites.select_suites(branch, labels, debug_test_yaml, suites.parse_nightly(nightly))
+    if selection.notice:
+        print(selection.notice, file=sys.stderr)
+    for line in selection.spec_lines():
+        print(line)

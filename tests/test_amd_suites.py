@@ -1,0 +1,67 @@
+"""AMD suite selection: the A-row golden scenarios of pipeline spec §5.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from ci.amd.suites import FALLBACK_NOTICE
+from tests.conftest import run_cli
+
+READY = "READY_TESTS:test-amd-ready.yml"
+MERGE = "MERGE_TESTS:test-amd-merge.yml"
+NIGHTLY = "NIGHTLY_TESTS:test-amd-nightly.yml"
+
+
+@pytest.mark.parametrize(
+    ("row", "branch", "labels", "debug", "nightly", "expected", "notice"),
+    [
+        ("A1", "main", "", "", "0", [MERGE], False),
+        ("A2", "main", "", "", "1", [NIGHTLY], False),
+        ("A3", "main", "ready\nnightly-test", "", "0", [MERGE], False),
+        ("A4", "feature", "ready", "", "0", [READY], False),
+        ("A5", "feature", "merge-test\nnightly-test", "", "0", [MERGE, NIGHTLY], False),
+        ("A6", "feature", "nightly-test\nready", "", "0", [READY, NIGHTLY], False),
+        ("A7", "feature", "ready\nmerge-test", "", "0", [READY, MERGE], False),
+        ("A8", "feature", "", "", "0", [READY], True),
+        ("A9", "feature", "amd-test", "", "0", [READY], True),
+        ("A10", "feature", "not-ready\nmerge-test-extra", "", "0", [READY], True),
+        ("A11", "feature", "  ready  ", "", "0", [READY], False),
+        ("A12", "feature", "ready", "", "1", [READY], False),
+        ("A13", "feature", "weekly-test", "", "0", [READY], True),
+        ("A14", "main", "", " NIGHTLY, merge, ready,", "0", [NIGHTLY, MERGE, READY], False),
+        ("A18", "feature", "ready", "Merge", "0", [MERGE], False),
+        ("commas", "feature", "merge-test,ready", "", "0", [READY, MERGE], False),
+    ],
+)
+def test_selection(
+    row: str, branch: str, labels: str, debug: str, nightly: str, expected: list[str], notice: bool
+) -> None:
+    done = run_cli(
+        "select-suites", "--branch", branch, "--labels", labels,
+        "--debug-test-yaml", debug, "--nightly", nightly,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == expected
+    assert (FALLBACK_NOTICE in done.stderr) is notice
+
+
+@pytest.mark.parametrize(
+    ("row", "args", "message"),
+    [
+        ("A15", ["--debug-test-yaml", "ready,ready"], "duplicate DEBUG_TEST_YAML suite 'ready'"),
+        (
+            "A16",
+            ["--debug-test-yaml", "weekly"],
+            "DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
+        ),
+        ("A16-before-dup", ["--debug-test-yaml", "weekly,weekly"], "got 'weekly'"),
+        ("A17", ["--debug-test-yaml", ", ,"], "DEBUG_TEST_YAML did not contain a test suite"),
+        ("A19", ["--nightly", "2"], "NIGHTLY must be 0 or 1, got '2'"),
+        ("A19-true", ["--nightly", "true"], "NIGHTLY must be 0 or 1, got 'true'"),
+    ],
+)
+def test_selection_errors_exit_2(row: str, args: list[str], message: str) -> None:
+    done = run_cli("select-suites", "--branch", "feature", *args)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"error: {message}\n"
