@@ -1,0 +1,253 @@
+"""The two ways the ROCm and CUDA CI images are built, shared by both platforms.
+
+- **buildx**: what the old scripts ran. A docker-container builder exports the
+  full BuildKit cache (mode=max) to a registry ref. Every buildx command names
+  the builder with `--builder` instead of `docker buildx use`, which would change
+  the agent user's global builder under other jobs (spec §1.6).
+- **engine**: `DOCKER_BUILDKIT=1 docker build` on a client that can do it
+  without the buildx plugin (what `doctor` finds). The engine cannot export a
+  registry cache, so the image carries an *inline* cache
+  (`BUILDKIT_INLINE_CACHE=1`) and is pushed a second time under the cache ref.
+  Trade-off: an inline cache is mode=min, only the final image's layers, so
+  steps of stages that end up outside the target image are not cached.
+
+Planning is pure (`buildx_steps`, `engine_steps`); `execute` runs the steps
+through the door, including the one conditional the old scripts had: create
+the builder only when inspecting it fails.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ci import door
+from ci.errors import IMAGE_INPUT, UserError
+
+AUTO, BUILDX, ENGINE = "auto", "buildx", "engine"
+BUILDERS = (AUTO, BUILDX, ENGINE)
+DOCKER = "docker"
+
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?)"
+_REPOSITORY = re.compile(rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def repository_problem(value: str, source: str) -> str | None:
+    """Why `value` cannot be the repository part of an image ref, or None."""
+    if _REPOSITORY.fullmatch(value) and len(value) <= 255:
+        return None
+    return (
+        f"{source}: {value!r} is not a valid image repository "
+        "(expected [host[:port]/]path, lowercase path components, no tag or digest)"
+    )
+
+
+def tag_problem(value: str, source: str) -> str | None:
+    """Why `value` cannot be an image tag, or None."""
+    if _TAG.fullmatch(value):
+        return None
+    return (
+        f"{source}: {value!r} is not a valid image tag "
+        "(allowed: letters, digits, '_', '.', '-'; not starting with '.' or '-'; at most 128)"
+    )
+
+
+def parse_builder(value: str) -> str:
+    key = value.strip().lower()
+    if key not in BUILDERS:
+        raise UserError(
+            f"--builder: unknown value {value!r}: allowed values are auto, buildx, engine",
+            code=IMAGE_INPUT,
+        )
+    return key
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What to build, in the old script's terms; each backend turns it into argv.
+
+    The field order of the buildx argv follows the scripts (spec §1.3 step 9,
+    §4.1 step 6): push, pull, progress, target, build args, cache-from,
+    cache-to, file, tag, context.
+    """
+
+    repo: str
+    dockerfile: str
+    image_ref: str
+    cache_ref: str
+    target: str | None = None
+    build_args: tuple[tuple[str, str], ...] = ()
+    pull: bool = False
+    push: bool = True
+    cache_to_options: tuple[str, ...] = ("mode=max", "compression=zstd")
+    tag_flag: str = "--tag"
+    context: str = "."
+
+
+@dataclass(frozen=True)
+class Builder:
+    """The buildx builder instance (docker-container driver) a platform uses."""
+
+    name: str
+    bootstrap: bool = False
+
+
+@dataclass(frozen=True)
+class BuildxSteps:
+    inspect: door.Command
+    create: door.Command
+    bootstrap: door.Command | None
+    build: door.Command
+
+    @property
+    def commands(self) -> tuple[door.Command, ...]:
+        optional = (self.bootstrap,) if self.bootstrap else ()
+        return (self.inspect, self.create, *optional, self.build)
+
+
+@dataclass(frozen=True)
+class EngineSteps:
+    build: door.Command
+    pushes: tuple[door.Command, ...]
+
+    @property
+    def commands(self) -> tuple[door.Command, ...]:
+        return (self.build, *self.pushes)
+
+
+Steps = BuildxSteps | EngineSteps
+
+
+def _common_flags(spec: BuildSpec) -> list[str]:
+    flags = ["--progress=plain"]
+    if spec.target:
+        flags += ["--target", spec.target]
+    for name, value in spec.build_args:
+        flags += ["--build-arg", f"{name}={value}"]
+    return flags
+
+
+def buildx_steps(spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> BuildxSteps:
+    """inspect → create (only if inspect fails) → [bootstrap] → build, all with `--builder`."""
+    on = ("--builder", builder.name)
+    cwd = spec.repo
+    inspect = door.Command(
+        (docker, "buildx", "inspect", *on),
+        description=f"inspect builder {builder.name} (create it if missing)",
+        cwd=cwd,
+    )
+    create = door.Command(
+        (docker, "buildx", "create", *on, "--name", builder.name, "--driver", "docker-container"),
+        description=f"create builder {builder.name} (only if inspect failed)",
+        cwd=cwd,
+    )
+    bootstrap = (
+        door.Command(
+            (docker, "buildx", "inspect", *on, "--bootstrap"),
+            description=f"bootstrap builder {builder.name}",
+            cwd=cwd,
+        )
+        if builder.bootstrap
+        else None
+    )
+    argv = [docker, "buildx", "build", *on, "--push" if spec.push else "--load"]
+    if spec.pull:
+        argv.append("--pull")
+    argv += _common_flags(spec)
+    argv += ["--cache-from", f"type=registry,ref={spec.cache_ref}"]
+    if spec.push:
+        options = ",".join(spec.cache_to_options)
+        argv += ["--cache-to", f"type=registry,ref={spec.cache_ref},{options}"]
+    argv += ["--file", spec.dockerfile, spec.tag_flag, spec.image_ref, spec.context]
+    what = "build and push" if spec.push else "build and load (no push)"
+    build = door.Command(tuple(argv), description=f"{what} {spec.image_ref}", cwd=cwd)
+    return BuildxSteps(inspect, create, bootstrap, build)
+
+
+def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> EngineSteps:
+    """One BuildKit build with an inline cache, tagged as image and cache ref; push both."""
+    argv = [docker, "build"]
+    if spec.pull:
+        argv.append("--pull")
+    argv += _common_flags(spec)
+    argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", spec.cache_ref]
+    argv += ["--file", spec.dockerfile, spec.tag_flag, spec.image_ref]
+    if spec.push:
+        argv += [spec.tag_flag, spec.cache_ref]
+    argv.append(spec.context)
+    what = "build with inline cache" if spec.push else "build locally (no push)"
+    build = door.Command(
+        tuple(argv),
+        description=f"{what} {spec.image_ref}",
+        env={"DOCKER_BUILDKIT": "1"},
+        cwd=spec.repo,
+    )
+    pushes = (
+        tuple(
+            door.Command((docker, "push", ref), description=f"push {ref}", cwd=spec.repo)
+            for ref in (spec.image_ref, spec.cache_ref)
+        )
+        if spec.push
+        else ()
+    )
+    return EngineSteps(build, pushes)
+
+
+def steps_for(kind: str, spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> Steps:
+    return buildx_steps(spec, builder, docker) if kind == BUILDX else engine_steps(spec, docker)
+
+
+def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
+    """(backend, docker client). Dry-run probes nothing: `auto` plans buildx (production)."""
+    if dry_run:
+        return (ENGINE if requested == ENGINE else BUILDX), docker or DOCKER
+    from ci import doctor
+
+    report = doctor.probe(docker or None, engine=False)
+    if requested in (AUTO, BUILDX) and report.buildx and report.chosen:
+        return BUILDX, report.chosen
+    if requested == BUILDX:
+        raise UserError(
+            f"--builder buildx: `docker buildx` does not work with {report.chosen or 'any client'}"
+            " (use --builder engine or auto)",
+            code=IMAGE_INPUT,
+        )
+    client = report.buildkit_client()
+    if client is None:
+        found = ", ".join(c.path for c in report.clients) or "none on PATH"
+        raise UserError(
+            "no usable backend: no docker client with a working `docker buildx` or "
+            f"`DOCKER_BUILDKIT=1 docker build` (clients: {found}; see `vllm-omni-ci doctor`)",
+            code=IMAGE_INPUT,
+        )
+    return ENGINE, client
+
+
+def execute(steps: Steps) -> None:
+    """Run the steps; the first failure ends the task with that command's exit code."""
+    if isinstance(steps, BuildxSteps):
+        _ensure_builder(steps)
+        if steps.bootstrap:
+            door.run(steps.bootstrap, check=True)
+        door.run(steps.build, check=True)
+        return
+    for cmd in steps.commands:
+        door.run(cmd, check=True)
+
+
+def _ensure_builder(steps: BuildxSteps) -> None:
+    """Create the builder if missing; a create lost to a concurrent job is not an error."""
+    if door.run(steps.inspect, output="null").ok:
+        return
+    created = door.run(steps.create)
+    if created.ok:
+        return
+    if door.run(steps.inspect, output="null").ok:
+        door.note("the builder was created concurrently by another job; using it")
+        return
+    raise door.CommandFailed(
+        created.code, f"error: {steps.create.line()} failed with exit {created.code}"
+    )

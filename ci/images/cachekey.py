@@ -1,0 +1,134 @@
+"""Dependency-cache keys of the ROCm and CUDA CI images (spec image-builds.md §1.4, §4.1).
+
+The key names the registry ref BuildKit imports its cache from, so it must stay
+byte-identical to the old bash recipes: any change makes every agent's cache
+cold once. Unlike bash, these functions fail loudly: a missing `requirements/`,
+an unreadable input or an unhashable path is an input error, never a silently
+different key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from ci.errors import IMAGE_INPUT, UserError
+
+ROCM_FIXED = (
+    "docker/Dockerfile.rocm",
+    "docker/Dockerfile.rocm.dockerignore",
+    "pyproject.toml",
+    "setup.py",
+    "tools/install_torchcodec_rocm.sh",
+)
+CUDA_HEAD = ("pyproject.toml", "setup.py")
+CUDA_TAIL = ("docker/Dockerfile.ci",)
+REQUIREMENTS = "requirements"
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """The key and the inputs it covers, in hashing order (relative to the repo)."""
+
+    key: str
+    inputs: tuple[str, ...]
+
+
+def _byte_order(paths: Iterable[str]) -> list[str]:
+    """`LC_ALL=C sort`: raw bytes of the whole path, independent of the locale."""
+    return sorted(paths, key=os.fsencode)
+
+
+def _requirements(repo: Path, *, symlinks: bool, dotfiles: bool) -> list[str]:
+    """Depth-1 `*.txt` entries of requirements/, as `requirements/<name>`.
+
+    ROCm (`find -maxdepth 1 -type f -name '*.txt'`): lstat regular files only,
+    dot-files included. CUDA (shell glob `requirements/*.txt`): symlinks kept
+    (their target is read later), dot-files excluded.
+    """
+    folder = repo / REQUIREMENTS
+    if not folder.is_dir():
+        raise UserError(f"cache-key input does not exist: {REQUIREMENTS}/", code=IMAGE_INPUT)
+    try:
+        names = os.listdir(folder)
+    except OSError as exc:
+        raise UserError(
+            f"cache-key input is not readable: {REQUIREMENTS}/: {exc.strerror}", code=IMAGE_INPUT
+        ) from None
+    found = []
+    for name in names:
+        if not fnmatchcase(name, "*.txt") or (name.startswith(".") and not dotfiles):
+            continue
+        mode = os.lstat(folder / name).st_mode
+        if stat.S_ISREG(mode) or (symlinks and stat.S_ISLNK(mode)):
+            found.append(f"{REQUIREMENTS}/{name}")
+    return _byte_order(found)
+
+
+def _check(repo: Path, paths: Iterable[str]) -> None:
+    """Every problem at once: bad names, missing files, unreadable files."""
+    problems = []
+    for rel in paths:
+        if "\\" in rel or "\n" in rel:
+            problems.append(
+                f"cache-key input path contains a backslash or newline "
+                f"(sha256sum would escape it): {rel!r}"
+            )
+            continue
+        full = repo / rel
+        if not full.is_file():  # follows symlinks, like `[ -f ]`
+            problems.append(f"cache-key input does not exist: {rel}")
+        elif not os.access(full, os.R_OK):
+            problems.append(f"cache-key input is not readable: {rel}")
+    UserError.collect(problems, code=IMAGE_INPUT)
+
+
+def _read(repo: Path, rel: str) -> bytes:
+    try:
+        return (repo / rel).read_bytes()
+    except OSError as exc:  # raced with _check, or access() disagreed with open()
+        raise UserError(
+            f"cache-key input is not readable: {rel}: {exc.strerror}", code=IMAGE_INPUT
+        ) from None
+
+
+def rocm_inputs(repo: Path) -> tuple[str, ...]:
+    """The ordered list L of §1.4."""
+    return (*ROCM_FIXED, *_requirements(repo, symlinks=False, dotfiles=True))
+
+
+def rocm_stream(repo: Path, arch: str) -> bytes:
+    """The byte stream S of §1.4: the arch line, then `path=` and a sha256sum line per input."""
+    inputs = rocm_inputs(repo)
+    _check(repo, inputs)
+    parts = [b"rocm-arch=" + os.fsencode(arch) + b"\n"]
+    for rel in inputs:
+        name = os.fsencode(rel)
+        digest = hashlib.sha256(_read(repo, rel)).hexdigest().encode()
+        parts += [b"path=" + name + b"\n", digest + b"  " + name + b"\n"]
+    return b"".join(parts)
+
+
+def rocm_key(repo: Path, arch: str) -> CacheKey:
+    stream = rocm_stream(repo, arch)
+    return CacheKey(hashlib.sha256(stream).hexdigest()[:16], rocm_inputs(repo))
+
+
+def cuda_inputs(repo: Path) -> tuple[str, ...]:
+    """§4.1's order; the requirements glob in C byte order (docs/differences.md)."""
+    return (*CUDA_HEAD, *_requirements(repo, symlinks=True, dotfiles=False), *CUDA_TAIL)
+
+
+def cuda_key(repo: Path) -> CacheKey:
+    """SHA-256 of the plain concatenation of the inputs' contents, cut to 16 hex digits."""
+    inputs = cuda_inputs(repo)
+    _check(repo, inputs)
+    digest = hashlib.sha256()
+    for rel in inputs:
+        digest.update(_read(repo, rel))
+    return CacheKey(digest.hexdigest()[:16], inputs)

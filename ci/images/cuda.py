@@ -1,0 +1,156 @@
+"""`build-image --platform cuda`: the CUDA CI image of `.buildkite/cuda/scripts/build-ci-image.sh`.
+
+Contract: spec image-builds.md §4.1. Same backends as ROCm (ci/images/backends.py)
+with the script's own flags: builder `vllm-omni-builder` without bootstrap, no
+`--pull`, no `--target`, `-t`, and a cache export without `ignore-error`. The
+key is the script's recipe with the requirements glob in C byte order
+(docs/differences.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci import door
+from ci.errors import IMAGE_INPUT, UserError
+from ci.images import backends, cachekey
+from ci.images.options import BuildOptions
+from ci.images.resolve import commit_and_repo, gather, setting
+
+DEFAULT_REGISTRY = "public.ecr.aws/q9t5s3a7/vllm-ci-test-repo"
+ECR_PUBLIC = "public.ecr.aws"
+ECR_REGION = "us-east-1"
+DOCKERFILE = "docker/Dockerfile.ci"
+BUILDER = backends.Builder("vllm-omni-builder", bootstrap=False)
+
+
+def login_registry(registry: str) -> str | None:
+    """ECR Public namespace to log in to (`public.ecr.aws/<alias>`), or None for other hosts."""
+    parts = registry.split("/")
+    if parts[0] == ECR_PUBLIC and len(parts) >= 3:
+        return "/".join(parts[:2])
+    return None
+
+
+@dataclass(frozen=True)
+class CudaBuild:
+    """Everything the plan depends on; `plan()` is a pure function of it."""
+
+    repo: Path
+    registry: str
+    commit: str
+    key: cachekey.CacheKey
+    backend: str = backends.BUILDX
+    docker: str = backends.DOCKER
+    push: bool = True
+
+    @property
+    def cache_tag(self) -> str:
+        return f"deps-cache-{self.key.key}"
+
+    @property
+    def cache_ref(self) -> str:
+        return f"{self.registry}:{self.cache_tag}"
+
+    @property
+    def image_ref(self) -> str:
+        return f"{self.registry}:{self.commit}"
+
+    def spec(self) -> backends.BuildSpec:
+        return backends.BuildSpec(
+            repo=str(self.repo),
+            dockerfile=DOCKERFILE,
+            image_ref=self.image_ref,
+            cache_ref=self.cache_ref,
+            push=self.push,
+            tag_flag="-t",
+        )
+
+    def login(self) -> tuple[door.Command, door.Command] | None:
+        """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.
+
+        The password travels from the first command's captured stdout to the
+        second's stdin (marked secret); it is never in argv or in a log line.
+        """
+        namespace = login_registry(self.registry)
+        if namespace is None or not self.push:
+            return None
+        password = door.Command(
+            ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
+            description="get the ECR Public login password",
+            cwd=str(self.repo),
+        )
+        login = door.Command(
+            (self.docker, "login", "--username", "AWS", "--password-stdin", namespace),
+            description=f"log in to {namespace}",
+            stdin="",
+            stdin_secret=True,
+            cwd=str(self.repo),
+        )
+        return password, login
+
+    def steps(self) -> backends.Steps:
+        return backends.steps_for(self.backend, self.spec(), BUILDER, self.docker)
+
+    def plan(self) -> door.Plan:
+        backend = (
+            f"buildx (builder {BUILDER.name})"
+            if self.backend == backends.BUILDX
+            else "engine (inline cache: mode=min)"
+        )
+        login = self.login()
+        facts = (
+            ("cache key", self.cache_tag),
+            ("key inputs", ", ".join(self.key.inputs)),
+            ("cache ref", self.cache_ref),
+            ("image", self.image_ref),
+            ("backend", backend),
+            ("push", "yes" if self.push else "no (--no-push)"),
+            ("login", login[1].argv[-1] if login else "none"),
+        )
+        return door.Plan((*(login or ()), *self.steps().commands), facts, title="CUDA CI image")
+
+
+def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> CudaBuild:
+    """Resolve and check every input; all problems are reported at once, before any command."""
+    source = os.environ if env is None else env
+    problems: list[str] = []
+    requested = gather(problems, lambda: backends.parse_builder(options.builder))
+    if options.arch:
+        problems.append("--arch: applies to --platform rocm only")
+    registry, registry_from = setting(options.registry, "--registry", {}, "", DEFAULT_REGISTRY)
+    problem = backends.repository_problem(registry, registry_from)
+    if problem:
+        problems.append(problem)
+    repo, commit = commit_and_repo(options, source, problems)
+    key = gather(problems, lambda: cachekey.cuda_key(repo)) if repo is not None else None
+    UserError.collect(problems, code=IMAGE_INPUT)
+    assert repo is not None and commit is not None and key is not None and requested
+    backend, docker = backends.choose(requested, options.docker, dry_run=options.dry_run)
+    return CudaBuild(repo, registry, commit, key, backend, docker, options.push)
+
+
+def build(options: BuildOptions) -> None:
+    job = prepare(options)
+    if options.dry_run:
+        door.run_plan(job.plan(), dry_run=True)
+        return
+    sys.stdout.write(f"BUILDKITE_COMMIT: {job.commit}\n")
+    sys.stdout.flush()
+    login = job.login()
+    if login:
+        password = door.run(login[0], output="capture", check=True).stdout
+        door.run(
+            dataclasses.replace(
+                login[1], stdin=password, secrets=(password.strip(),) if password.strip() else ()
+            ),
+            check=True,
+        )
+    sys.stdout.write(f"Cache key: {job.cache_tag}\nBuilding image tag: {job.image_ref}\n")
+    sys.stdout.flush()
+    backends.execute(job.steps())

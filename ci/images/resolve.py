@@ -1,0 +1,66 @@
+"""Input resolution shared by the ROCm and CUDA builds: flag, then env, then default.
+
+Every resolver appends its problems to one list, so that a user sees every
+input error of a run at once (one `error:` line each) before any command runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from ci.errors import IMAGE_INPUT, UserError
+from ci.images.backends import tag_problem
+from ci.images.options import BuildOptions
+
+T = TypeVar("T")
+COMMIT_MESSAGE = "BUILDKITE_COMMIT is not set"  # the scripts' text, without "ERROR: "
+
+
+def setting(
+    flag: str, flag_name: str, env: Mapping[str, str], var: str, default: str
+) -> tuple[str, str]:
+    """(value, source): the flag, then the env var (empty counts as unset), then the default."""
+    if flag:
+        return flag, flag_name
+    if env.get(var):
+        return env[var], var
+    return default, "default"
+
+
+def gather(problems: list[str], fn: Callable[[], T]) -> T | None:
+    """Run one resolver; on a UserError keep its problems and return None."""
+    try:
+        return fn()
+    except UserError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
+def commit_and_repo(
+    options: BuildOptions, env: Mapping[str, str], problems: list[str]
+) -> tuple[Path | None, str | None]:
+    """`--repo` and the image-tag commit (`--commit`, $BUILDKITE_COMMIT, git HEAD outside CI)."""
+    from ci.target import resolve_commit, resolve_repo
+
+    repo = gather(problems, lambda: resolve_repo(options.repo or None))
+    if repo is None:
+        return None, None
+    commit = gather(
+        problems,
+        lambda: resolve_commit(
+            repo, options.commit or None, env, code=IMAGE_INPUT, message=COMMIT_MESSAGE
+        ),
+    )
+    if commit is not None:
+        if options.commit:
+            source = "--commit"
+        elif env.get("BUILDKITE_COMMIT"):
+            source = "BUILDKITE_COMMIT"
+        else:
+            source = "git HEAD"
+        problem = tag_problem(commit, source)
+        if problem:
+            problems.append(problem)
+    return repo, commit
