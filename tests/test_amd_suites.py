@@ -54,7 +54,11 @@ def test_selection(
             ["--debug-test-yaml", "weekly"],
             "DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
         ),
-        ("A16-before-dup", ["--debug-test-yaml", "weekly,weekly"], "got 'weekly'"),
+        (
+            "A16-before-dup",
+            ["--debug-test-yaml", "weekly,weekly"],
+            "DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
+        ),
         ("A17", ["--debug-test-yaml", ", ,"], "DEBUG_TEST_YAML did not contain a test suite"),
         ("A19", ["--nightly", "2"], "NIGHTLY must be 0 or 1, got '2'"),
         ("A19-true", ["--nightly", "true"], "NIGHTLY must be 0 or 1, got 'true'"),
