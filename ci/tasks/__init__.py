@@ -7,7 +7,7 @@ inside those library calls, because this namespace loads in every CI job.
 
 from invoke.collection import Collection
 
-from ci.tasks import amd, covsplit, images, meta
+from ci.tasks import amd, covsplit, images, meta, skipci
 
 ns = Collection()
 for module in (
@@ -15,6 +15,7 @@ for module in (
     amd,
     images,
     covsplit,
+    skipci,
 ):
     for name in module.__all__:
         ns.add_task(getattr(module, name))

@@ -1,0 +1,447 @@
+"""skip-ci: may this build skip its L2/L3 tests, given what it changed?
+
+The model of `skip_ci.py` (spec §2), as pure functions over the changed paths:
+
+* docs only, or pytest skip marks only (or both): skip everything (`skip-all`);
+* only whitelisted CI level YAML (maybe plus docs/skip marks): "yaml-gated",
+  run just the platforms and levels whose YAML changed (`skip-l23` elsewhere);
+* anything else, an empty list, or an unknown diff: run normally.
+
+`decide(paths, changes)` is pure: `changes` (a `ci.diff.Diff` or anything with
+`patch(path)` and `new_text(path)`) supplies per-file details for the
+skip-mark check; without it (no diff range) test edits count as product code.
+`decision_for(diff)` and `decision(repo, ...)` add the shared diff resolver, a
+per-process cache and the once-only `[skip-ci]:` log line, so the AMD
+bootstrap, the uploader's bootstrap mode and `plan` all agree.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal, Protocol
+
+from ci.errors import Stop, UserError
+
+if TYPE_CHECKING:
+    from ci.diff import Diff, _Worktree
+    from ci.platforms import Platform
+
+# Fixed order everywhere (messages, matrix): spec §2.1.
+PLATFORMS: Final = ("cuda", "amd", "intel", "npu")
+LEVELS: Final = ("l2", "l3")
+LOG_PREFIX: Final = "[skip-ci]: "
+
+L2_YAML_FILES: Final[Mapping[str, str]] = {
+    ".buildkite/cuda/test-ready.yml": "cuda",
+    ".buildkite/npu/test-npu-ready.yml": "npu",
+    ".buildkite/amd/test-amd-ready.yml": "amd",
+    ".buildkite/intel/pipeline-intel.yml": "intel",
+}
+L3_YAML_FILES: Final[Mapping[str, str]] = {
+    ".buildkite/cuda/test-merge.yml": "cuda",
+    ".buildkite/amd/test-amd-merge.yml": "amd",
+}
+L45_YAML_FILES: Final[Mapping[str, str]] = {
+    ".buildkite/cuda/test-nightly.yml": "cuda",
+    ".buildkite/cuda/test-weekly.yml": "cuda",
+    ".buildkite/amd/test-amd-nightly.yml": "amd",
+    ".buildkite/npu/test-npu-nightly.yml": "npu",
+}
+
+MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
+MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
+MSG_SKIP_ALL: Final = "CI skipped — docs or pytest skip-mark changes only"
+MSG_YAML_ONLY: Final = "only CI config YAML changed"
+MSG_YAML_MIXED: Final = "CI config YAML + docs/skip-mark changed — follow CI YAML gating"
+
+Word = Literal["skip-all", "skip-l23"]
+
+
+class Changes(Protocol):
+    """Per-file details of a diff with a known range (`ci.diff.Diff` is one)."""
+
+    def patch(self, path: str) -> str | None:
+        """The file's unified diff over the range; None when git failed."""
+        ...
+
+    def new_text(self, path: str) -> str | None:
+        """The file's content on the head side; None when it cannot be read."""
+        ...
+
+
+# --------------------------------------------------------------------------- platforms
+
+
+def spec_platform(value: str | Platform) -> str:
+    """The skip-ci name (cuda, amd, intel, npu) of any accepted platform spelling.
+
+    rocm/amd → amd and xpu/intel → intel. An unknown name is a `UserError`
+    (exit 2): the original counted it as "skipped" (S25), which turned a typo
+    into a silently skipped CI.
+    """
+    from ci.platforms import Platform, parse_platform
+
+    names = {
+        Platform.ROCM: "amd",
+        Platform.CUDA: "cuda",
+        Platform.NPU: "npu",
+        Platform.XPU: "intel",
+    }
+    return names[parse_platform(value)]
+
+
+def check_level(level: str) -> str:
+    if level not in LEVELS:
+        raise UserError(f"unknown level {level!r}: allowed values are l2, l3")
+    return level
+
+
+# --------------------------------------------------------------------------- buckets
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """The changed paths, each in exactly one bucket (spec §2.1, first rule wins)."""
+
+    docs: tuple[str, ...] = ()
+    skip_tests: tuple[str, ...] = ()
+    other: tuple[str, ...] = ()
+    l2: tuple[str, ...] = ()
+    l3: tuple[str, ...] = ()
+    l45: tuple[str, ...] = ()
+
+    @property
+    def yaml(self) -> bool:
+        return bool(self.l2 or self.l3 or self.l45)
+
+
+def is_docs(path: str) -> bool:
+    return path.startswith("docs/") or path.endswith(".md") or path == "mkdocs.yml"
+
+
+def is_test_py(path: str) -> bool:
+    """A `.py` file whose first path component is `tests`."""
+    head, sep, _ = path.partition("/")
+    return bool(sep) and head == "tests" and path.endswith(".py")
+
+
+def classify(
+    paths: Iterable[str], changes: Changes | None = None
+) -> tuple[Buckets, tuple[str, ...]]:
+    """Bucket every path; also return the skip-mark check's log lines."""
+    found: dict[str, list[str]] = {k: [] for k in ("docs", "skip", "other", "l2", "l3", "l45")}
+    notes: list[str] = []
+    for raw in paths:
+        path = raw.strip()
+        if not path:
+            continue
+        if is_docs(path):
+            found["docs"].append(path)
+        elif is_test_py(path):
+            ok = changes is not None and skip_mark_only(path, changes, notes)
+            found["skip" if ok else "other"].append(path)
+        elif path in L2_YAML_FILES:
+            found["l2"].append(path)
+        elif path in L3_YAML_FILES:
+            found["l3"].append(path)
+        elif path in L45_YAML_FILES:
+            found["l45"].append(path)
+        else:
+            found["other"].append(path)
+    buckets = Buckets(
+        docs=tuple(found["docs"]),
+        skip_tests=tuple(found["skip"]),
+        other=tuple(found["other"]),
+        l2=tuple(found["l2"]),
+        l3=tuple(found["l3"]),
+        l45=tuple(found["l45"]),
+    )
+    return buckets, tuple(notes)
+
+
+# --------------------------------------------------------------------------- skip marks
+
+_SKIP_MARK = re.compile(r"pytest\.mark\.skip|pytest\.mark\.skipif|pytest\.skip\(")
+_ANY_MARK = re.compile(r"pytest\.mark\.\w+")
+
+
+def patch_is_skip_mark_only(patch: str) -> bool:
+    """Spec §2.2 line scan: only skip marks (and neutral lines) change, one is added.
+
+    Kept as specified, quirks included: a `+++`/`---` content line is taken for
+    a file header; a skip mark anywhere on a line (even after code) qualifies
+    it; `skipif` counts as a skip; only `(`/`)` are balanced, not brackets.
+    """
+    pending = 0
+    changed = 0
+    added_skip = False
+    for line in patch.splitlines():
+        if line.startswith("@@"):
+            pending = 0
+            continue
+        if line.startswith(("+++", "---")) or not line.startswith(("+", "-")):
+            continue
+        changed += 1
+        body = line[1:]
+        text = body.strip()
+        if pending > 0:
+            pending = max(0, pending + body.count("(") - body.count(")"))
+            continue
+        if not text or text.startswith("#"):
+            continue
+        if _SKIP_MARK.search(text):
+            if line.startswith("+"):
+                added_skip = True
+            pending = max(0, body.count("(") - body.count(")"))
+            continue
+        if text in ("[", "]") or text.startswith("pytestmark") or _ANY_MARK.search(text):
+            continue
+        return False
+    return changed > 0 and added_skip
+
+
+def is_new_file_patch(patch: str) -> bool:
+    return "new file mode" in patch or "--- /dev/null" in patch
+
+
+def module_is_skipped(source: str) -> bool:
+    """A module-level `pytestmark` that skips the file (spec §2.2, new files).
+
+    Qualifies: `pytestmark = [ … ]` whose list contains `pytest.mark.skip` (any
+    layout, the one-line `pytestmark = [pytest.mark.skip(...)]` included), or
+    `pytestmark = pytest.mark.skip…` assigned directly (so `skipif` too, as in
+    the original). Parsed with `ast`, so only module-level assignments count;
+    a file that does not parse does not qualify.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
+            continue
+        value = node.value
+        assert value is not None
+        segment = ast.get_source_segment(source, value) or ""
+        if isinstance(value, ast.List) and "pytest.mark.skip" in segment:
+            return True
+        if segment.startswith("pytest.mark.skip"):
+            return True
+    return False
+
+
+def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) -> bool:
+    """Is this test file's change only pytest skip marks? (spec §2.2)"""
+    log = notes if notes is not None else []
+    patch = changes.patch(path)
+    if patch is None:
+        log.append(f"skip-mark-only: git diff failed for {path}")
+        return False
+    if not patch.strip():
+        log.append(f"skip-mark-only: empty diff for {path}")
+        return False
+    if patch_is_skip_mark_only(patch):
+        return True
+    if not is_new_file_patch(patch):
+        return False
+    text = changes.new_text(path)
+    if text is not None and module_is_skipped(text):
+        return True
+    log.append(f"skip-mark-only: new test file without module-level pytest.mark.skip: {path}")
+    return False
+
+
+# --------------------------------------------------------------------------- decision
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What CI should run for a diff, and why (`message`, logged as `[skip-ci]: …`).
+
+    `runs` holds the (platform, level) pairs that stay on in yaml-gated mode,
+    platforms in skip-ci spelling (cuda, amd, intel, npu).
+    """
+
+    skip_all: bool
+    yaml_gated: bool
+    message: str
+    runs: frozenset[tuple[str, str]] = frozenset()
+    buckets: Buckets = Buckets()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def skip_l2_l3(self) -> bool:
+        """The original's name for `yaml_gated`."""
+        return self.yaml_gated
+
+    @property
+    def normal(self) -> bool:
+        return not self.skip_all and not self.yaml_gated
+
+    def is_run(self, platform: str | Platform, level: str) -> bool:
+        """Should `platform`'s `level` pipeline run? (spec §2.5)
+
+        Levels other than l2/l3 (nightly...) are never gated here: true unless
+        skip-all. An unknown platform raises `UserError`.
+        """
+        name = spec_platform(platform)
+        if self.skip_all:
+            return False
+        if not self.yaml_gated or level not in LEVELS:
+            return True
+        return (name, level) in self.runs
+
+    def gate(self, platform: str | Platform, level: str) -> Word | None:
+        """The CLI's word: `skip-all`, `skip-l23`, or None (run)."""
+        if self.skip_all:
+            spec_platform(platform)
+            return "skip-all"
+        return None if self.is_run(platform, level) else "skip-l23"
+
+
+def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
+    ordered = [f"{p}/{lvl}" for p in PLATFORMS for lvl in LEVELS if (p, lvl) in set(pairs)]
+    return ", ".join(ordered) or "none"
+
+
+def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
+    """Which platform/levels stay on for a CI-YAML diff (spec §2.4, in its order)."""
+    on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
+    l2 = {L2_YAML_FILES[f] for f in buckets.l2}
+    l3 = {L3_YAML_FILES[f] for f in buckets.l3}
+    if buckets.l45:
+        for p in PLATFORMS:
+            if not l2:
+                on[p, "l2"] = False
+            if not l3:
+                on[p, "l3"] = False
+    if l2:
+        for p in PLATFORMS:
+            on[p, "l3"] = False
+            on[p, "l2"] = p in l2
+    if l3:
+        for p in PLATFORMS:
+            if p in l3:
+                on[p, "l3"] = True
+                on[p, "l2"] = p in l2
+            elif not l2:
+                on[p, "l2"] = on[p, "l3"] = False
+    return frozenset(k for k, v in on.items() if v)
+
+
+def _changed_summary(buckets: Buckets) -> str:
+    parts = [
+        f"{name}=[{', '.join(sorted(set(files)))}]"
+        for name, files in (("L2", buckets.l2), ("L3", buckets.l3), ("L4/L5", buckets.l45))
+        if files
+    ]
+    return "; ".join(parts) or "none"
+
+
+def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decision:
+    """The skip-ci decision for a list of changed paths (spec §2.3). Pure.
+
+    `paths=None` means the diff is unknown (normal CI). `changes` is needed to
+    recognise skip-mark-only test edits; pass None when no diff range exists.
+    """
+    if paths is None:
+        return Decision(False, False, MSG_UNKNOWN)
+    buckets, notes = classify(paths, changes)
+    if buckets.other or not (buckets.docs or buckets.skip_tests or buckets.yaml):
+        return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
+    if not buckets.yaml:
+        return Decision(True, False, MSG_SKIP_ALL, buckets=buckets, notes=notes)
+    # Step 4 of spec §2.3 (docs/skip marks that fail step 3 without YAML) cannot
+    # happen here: test files that are not skip-mark-only are already "other".
+    runs = yaml_matrix(buckets)
+    off = {(p, lvl) for p in PLATFORMS for lvl in LEVELS} - runs
+    head = MSG_YAML_MIXED if (buckets.docs or buckets.skip_tests) else MSG_YAML_ONLY
+    sep = "; " if head == MSG_YAML_MIXED else " — "
+    message = (
+        f"{head}{sep}changed: {_changed_summary(buckets)}; run: {_pairs(runs)}; skip: {_pairs(off)}"
+    )
+    return Decision(False, True, message, runs, buckets, notes)
+
+
+# --------------------------------------------------------------------------- with git
+
+_DECISIONS: dict[int, tuple[Diff, Decision]] = {}
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(LOG_PREFIX + message + "\n")
+    sys.stderr.flush()
+
+
+def decision_for(diff: Diff) -> Decision:
+    """The decision for a resolved diff; computed and logged once per process."""
+    cached = _DECISIONS.get(id(diff))
+    if cached is not None and cached[0] is diff:
+        return cached[1]
+    made = decide(diff.paths, diff if diff.range is not None else None)
+    for note in made.notes:
+        _log(note)
+    _log(made.message)
+    _DECISIONS[id(diff)] = (diff, made)
+    return made
+
+
+def decision(
+    repo: str | os.PathLike[str],
+    base: str | None = None,
+    head: str | _Worktree | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Decision:
+    """Resolve the diff (spec §2.6, or an explicit range) and decide."""
+    from ci.diff import resolve_diff
+
+    return decision_for(resolve_diff(repo, base, head, env=env))
+
+
+def clear_cache() -> None:
+    """Forget cached decisions and diffs (tests)."""
+    from ci import diff
+
+    _DECISIONS.clear()
+    diff.clear_cache()
+
+
+def run_gate(platform: str, level: str, repo: str | None = None) -> None:
+    """`skip-ci`: print the word and stop with 0, or stop with 1 to run (spec §2.7)."""
+    from ci.target import resolve_repo
+
+    problems: list[str] = []
+    if not platform:
+        problems.append("--platform is required: rocm (amd), cuda, npu or xpu (intel)")
+    else:
+        try:
+            spec_platform(platform)
+        except UserError as exc:
+            problems += [f"--platform: {p}" for p in exc.problems]
+    if not level:
+        problems.append("--level is required: l2 or l3")
+    elif level not in LEVELS:
+        problems.append(f"--level: unknown level {level!r}: allowed values are l2, l3")
+    UserError.collect(problems)
+    made = decision(resolve_repo(repo or None))
+    word = made.gate(platform, level)
+    name = f"{spec_platform(platform)}/{level}"
+    if word is None:
+        _log(f"{name}: run")
+        raise Stop(1)
+    _log(f"{name}: {word}")
+    sys.stdout.write(word + "\n")
+    sys.stdout.flush()
+    raise Stop(0)

@@ -1,0 +1,28 @@
+"""`skip-ci`: may this build stop before its L2/L3 tests? (replaces `skip_ci.py gate`)"""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["skip_ci"]
+
+
+@task(
+    help={
+        "platform": "rocm (amd), cuda, npu or xpu (intel)",
+        "level": "l2 (ready) or l3 (merge)",
+        "repo": "target checkout (default: git top-level of the current directory)",
+    }
+)
+def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> None:
+    """Exit 0 with `skip-all` or `skip-l23` on stdout to stop; exit 1 to run the tests.
+
+    The range comes from git and the Buildkite env (PR: origin/<base>...<commit>;
+    main: <commit>^..<commit>); the decision and its reason go to stderr.
+    Bad input exits 2, which callers treat as "run".
+    """
+    from ci import skipci
+
+    skipci.run_gate(platform, level, repo or None)
