@@ -24,7 +24,7 @@ class CiProgram(Program):
             self.update_config()
             self.execute()
         except ParseError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {script_usage(exc, argv) or exc}", file=sys.stderr)
             sys.exit(USAGE)
         except Exit as exc:
             if exc.message:
@@ -34,6 +34,23 @@ class CiProgram(Program):
             sys.exit(exc.result.exited)
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+# Tasks that replace a script keep its usage messages for words Invoke rejects:
+# task name -> module whose `usage_error(words after the task name)` words them.
+SCRIPT_GRAMMARS = {"cov-split": "ci.covsplit"}
+
+
+def script_usage(exc: ParseError, argv: list[str] | None) -> str | None:
+    context = getattr(exc, "context", None)
+    name = getattr(context, "name", None)
+    if name not in SCRIPT_GRAMMARS:
+        return None
+    import importlib
+
+    grammar = importlib.import_module(SCRIPT_GRAMMARS[name])
+    message: str | None = grammar.usage_error(grammar.task_words(argv, name))
+    return message
 
 
 def program() -> CiProgram:

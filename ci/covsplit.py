@@ -1,0 +1,241 @@
+"""`cov-split`: one model's E2E tests, once per entry mode, each with its own coverage report.
+
+Replaces `.buildkite/common/scripts/run_cov_split.sh`. Per-mode reports keep
+offline and online attribution apart (vllm-project/vllm-omni#5332). Coverage
+runs only on the scheduled weekly sweep; every other run is the plain combined
+pytest the job had before coverage existed, with pytest's status passed
+through exactly (5 included). The two shapes have different exit rules on
+purpose, as in the script: see `run`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ci import door
+from ci.errors import COV_ARGS, Stop, UserError
+
+SCRIPT = "run_cov_split.sh"
+MODES = ("offline", "online")
+VALUE_FLAGS = ("--model-id", "--offline", "--online")
+# Our own flags, accepted where the script grammar is checked (they are not the script's).
+OWN_FLAGS = ("--dry-run",)
+
+
+@dataclass(frozen=True)
+class Request:
+    model_id: str
+    offline: tuple[str, ...] = ()
+    online: tuple[str, ...] = ()
+    pytest_args: tuple[str, ...] = ()
+
+    def paths(self, mode: str) -> tuple[str, ...]:
+        return self.offline if mode == "offline" else self.online
+
+
+def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> None:
+    """The script's two checks, in its order, with its messages (exit 2)."""
+    if not model_id:
+        raise UserError(f"{SCRIPT}: missing --model-id", code=COV_ARGS)
+    if not offline and not online:
+        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=COV_ARGS)
+
+
+def usage_error(tokens: Sequence[str]) -> str | None:
+    """The script's message for the first bad word before `--`, else None.
+
+    The task's options are parsed by Invoke, whose own messages ("No idea what
+    '-m' is!") would replace the script's; the program asks this function for
+    the script's wording instead. A flag without its value, which the script
+    reported as an unbound variable (exit 1), gets a usage message too.
+    """
+    i = 0
+    while i < len(tokens):
+        word = tokens[i]
+        if word == "--":
+            return None
+        name = word.split("=", 1)[0]
+        if word in OWN_FLAGS:
+            i += 1
+        elif name in VALUE_FLAGS and "=" in word:
+            i += 1
+        elif word in VALUE_FLAGS:
+            if i + 1 >= len(tokens):
+                return f"{SCRIPT}: {word} needs a value"
+            i += 2
+        else:
+            return f"{SCRIPT}: unknown argument: {word}"
+    return None
+
+
+def task_words(argv: Sequence[str] | None = None, task: str = "cov-split") -> list[str]:
+    """The words after the task's name on the command line, `--` and all."""
+    words = list(sys.argv if argv is None else argv)
+    return words[words.index(task) + 1 :] if task in words else []
+
+
+def check_words(words: Sequence[str]) -> None:
+    """Fail with the script's message when the command line breaks its grammar.
+
+    Needed on top of Invoke's parsing: Invoke accepts a repeatable flag with no
+    value (`--offline` as the last word) as an empty list.
+    """
+    message = usage_error(words)
+    if message:
+        raise UserError(message, code=COV_ARGS)
+
+
+def coverage_gate(env: Mapping[str, str]) -> bool:
+    """Only the weekly sweep on main measures coverage (the bootstrap's --e2e gate)."""
+    return env.get("WEEKLY", "") == "1" and env.get("BUILDKITE_BRANCH", "") == "main"
+
+
+def report_name(model_id: str, mode: str, suffix: str) -> str:
+    return f"coverage-{model_id}-{mode}-{suffix}.xml"
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True)
+class Half:
+    """One mode's coverage run: pytest, then gzip of its report."""
+
+    mode: str
+    pytest: door.Command
+    gzip: door.Command
+
+
+@dataclass(frozen=True)
+class CovPlan:
+    """What the task will run. `combined` is set when the coverage gate is closed."""
+
+    request: Request
+    combined: door.Command | None = None
+    clean: door.Command | None = None
+    halves: tuple[Half, ...] = ()
+    upload: door.Command | None = None
+
+    def plan(self) -> door.Plan:
+        if self.combined is not None:
+            return door.Plan(
+                commands=(self.combined,),
+                facts=(("coverage", "off (needs WEEKLY=1 and BUILDKITE_BRANCH=main)"),),
+                title=f"cov-split {self.request.model_id}",
+            )
+        commands: list[door.Command] = [self.clean] if self.clean else []
+        for half in self.halves:
+            commands += [half.pytest, half.gzip]
+        if self.upload:
+            commands.append(self.upload)
+        return door.Plan(
+            commands=tuple(commands),
+            facts=(
+                ("coverage", "on (WEEKLY=1 on main)"),
+                ("exit", "1 if any half, gzip or the upload fails, else 0"),
+            ),
+            title=f"cov-split {self.request.model_id}",
+        )
+
+
+def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
+    """Pure: the commands of the script for this request and environment."""
+    model = request.model_id
+    args = request.pytest_args
+    if not coverage_gate(env):
+        paths = (*request.offline, *request.online)
+        combined = door.Command(
+            ("pytest", "-s", "-v", *paths, *args),
+            description=f"pytest (no coverage): {model}",
+        )
+        return CovPlan(request=request, combined=combined)
+
+    # Step id, not job id: a retry overwrites its report instead of adding one.
+    suffix = env.get("BUILDKITE_STEP_ID", "") or "local"
+    reports = [report_name(model, mode, suffix) for mode in MODES]
+    # Both modes, not only those that run: the upload glob matches both, and a
+    # stale report would be published as if its mode had run this time.
+    clean = door.Command(
+        ("rm", "-f", *reports, *(f"{r}.gz" for r in reports)),
+        description=f"remove stale coverage reports of {model}",
+    )
+    halves = []
+    for mode in MODES:
+        paths = request.paths(mode)
+        if not paths:
+            continue
+        report = report_name(model, mode, suffix)
+        halves.append(
+            Half(
+                mode=mode,
+                pytest=door.Command(
+                    (
+                        "pytest",
+                        "-s",
+                        "-v",
+                        *paths,
+                        *args,
+                        "--cov=vllm_omni",
+                        f"--cov-report=xml:{report}",
+                    ),
+                    description=f"coverage: {model} {mode}",
+                ),
+                gzip=door.Command(("gzip", "-9", "-f", report), description=f"compress {report}"),
+            )
+        )
+    upload = door.Command(
+        ("buildkite-agent", "artifact", "upload", f"coverage-{model}-*-{suffix}.xml.gz"),
+        description=f"upload coverage reports of {model}",
+    )
+    return CovPlan(request=request, clean=clean, halves=tuple(halves), upload=upload)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def execute(plan: CovPlan) -> int:
+    """Run the plan with the script's exit rules and return the task's exit code.
+
+    Without coverage: pytest's exact status. With coverage: every half runs
+    even after another failed, the upload always runs, and any failure is 1.
+    """
+    if plan.combined is not None:
+        return door.run(plan.combined).code
+    status = 0
+    if plan.clean is not None:
+        door.run(plan.clean)
+    for half in plan.halves:
+        tested = door.run(half.pytest)
+        # The script gzips even after a failing run (pytest-cov still writes the report).
+        packed = door.run(half.gzip)
+        if not tested.ok or not packed.ok:
+            door.note(
+                f"cov-split: {half.mode} half failed "
+                f"(pytest exit {tested.code}, gzip exit {packed.code})"
+            )
+            status = 1
+    if plan.upload is not None and not door.run(plan.upload).ok:
+        door.note("cov-split: artifact upload failed")
+        status = 1
+    return status
+
+
+def run(
+    request: Request,
+    env: Mapping[str, str],
+    *,
+    words: Sequence[str] = (),
+    dry_run: bool = False,
+) -> None:
+    """`words`: the raw command line after the task name, checked against the script grammar."""
+    check_words(words)
+    validate(request.model_id, request.offline, request.online)
+    plan = make_plan(request, env)
+    if dry_run:
+        door.run_plan(plan.plan(), dry_run=True)
+        return
+    code = execute(plan)
+    if code:
+        raise Stop(code)

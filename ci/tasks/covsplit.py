@@ -1,0 +1,49 @@
+"""`cov-split`: per-mode coverage runs of one model's tests (was run_cov_split.sh)."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["cov_split"]
+
+
+@task(
+    # No short flags: `-m` after the options must stay pytest's, as in the script.
+    auto_shortflags=False,
+    iterable=["offline", "online"],
+    help={
+        "model_id": "names the reports: coverage-<id>-{offline,online}-<step id>.xml.gz",
+        "offline": "pytest path for the offline half (repeat for more)",
+        "online": "pytest path for the online half (repeat for more)",
+        "dry_run": "print the plan and run nothing",
+    },
+)
+def cov_split(
+    c: Context,
+    model_id: str = "",
+    offline: list[str] | None = None,
+    online: list[str] | None = None,
+    dry_run: bool = False,
+) -> None:
+    """Run a model's tests once per mode with coverage on weekly main; else one plain pytest.
+
+    Pytest arguments go after `--` and keep their quoting.
+    """
+    import os
+
+    from ci import covsplit
+    from ci.argv import after_dashdash
+
+    covsplit.run(
+        covsplit.Request(
+            model_id=model_id,
+            offline=tuple(offline or ()),
+            online=tuple(online or ()),
+            pytest_args=tuple(after_dashdash()),
+        ),
+        os.environ,
+        words=covsplit.task_words(),
+        dry_run=dry_run,
+    )
