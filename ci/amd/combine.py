@@ -1,0 +1,96 @@
+"""Putting the selected AMD suites into one document (pipeline spec §1.8).
+
+One suite keeps its own structure. Several suites become one group per suite
+(named by the spec prefix), with the suites' top-level env merged; the same
+variable with two different values is an error that names it. A step that is
+deep-equal to a step of an earlier suite is kept once: spec §1.8/§6.10 ask for
+an explicit choice, and running the identical job twice only burns MI300 time
+(docs/differences.md, "AMD: identical steps across suites run once").
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci.amd.suites import Suite
+from ci.errors import UserError
+
+
+@dataclass(frozen=True)
+class SuiteDoc:
+    suite: Suite
+    env: dict[str, Any]
+    steps: list[Any]
+
+
+@dataclass
+class Combined:
+    env: dict[str, Any] = field(default_factory=dict)
+    steps: list[Any] = field(default_factory=list)
+    dropped: list[tuple[Suite, dict[str, Any]]] = field(default_factory=list)
+
+
+def load_suite(amd_dir: Path, suite: Suite) -> SuiteDoc:
+    from ci import yamlio
+
+    path = amd_dir / suite.file
+    data = yamlio.load(path)
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        raise UserError(f"{path}: not an AMD suite (a mapping with a `steps` list)", code=1)
+    env = data.get("env") or {}
+    if not isinstance(env, dict):
+        raise UserError(f"{path}: `env` must be a mapping", code=1)
+    return SuiteDoc(suite, dict(env), list(data["steps"]))
+
+
+def flatten(steps: list[Any]) -> list[Any]:
+    flat: list[Any] = []
+    for entry in steps:
+        if isinstance(entry, dict) and "group" in entry:
+            flat.extend(entry.get("steps") or [])
+        else:
+            flat.append(entry)
+    return flat
+
+
+def merge_env(docs: list[SuiteDoc]) -> dict[str, Any]:
+    env: dict[str, Any] = {}
+    for doc in docs:
+        for name, value in doc.env.items():
+            if name in env and env[name] != value:
+                raise UserError(
+                    f"Conflicting environment value for {name}: {env[name]!r} != {value!r}", code=1
+                )
+            env[name] = value
+    return env
+
+
+def combine(docs: list[SuiteDoc]) -> Combined:
+    if len(docs) == 1:
+        return Combined(env=dict(docs[0].env), steps=list(docs[0].steps))
+    combined = Combined(env=merge_env(docs))
+    seen: list[Any] = []
+    for doc in docs:
+        kept: list[Any] = []
+        for step in flatten(doc.steps):
+            if step in seen:
+                combined.dropped.append((doc.suite, step))
+                continue
+            kept.append(step)
+        seen.extend(kept)
+        if kept:
+            combined.steps.append({"group": doc.suite.group, "steps": kept})
+    return combined
+
+
+def report_dropped(combined: Combined) -> None:
+    for suite, step in combined.dropped:
+        label = step.get("label", "<unlabelled>") if isinstance(step, dict) else "<entry>"
+        print(
+            f"Dropped duplicate {suite.group} step {label!r}: "
+            "identical to a step of an earlier suite.",
+            file=sys.stderr,
+        )

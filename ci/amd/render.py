@@ -1,0 +1,216 @@
+"""The AMD test pipeline, built as data (replaces test-template-amd-omni.j2 + minijinja).
+
+Rendering in Python removes the job-time `curl | sh` install of minijinja and
+the template's string interpolation (unescaped quotes, blank-line stripping in
+block scalars, empty groups). The step shapes follow pipeline spec §1.9; where
+we differ on purpose, docs/differences.md says so ("AMD render").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ci.errors import UserError
+
+IMAGE_REGISTRY = "rocm/vllm-omni"
+IMAGE = f"{IMAGE_REGISTRY}:$BUILDKITE_COMMIT"
+WORKING_DIR = "/app/vllm-omni"
+DEFAULT_POOL = "mi300_1"
+BUILD_KEY = "amd-build"
+RUN_TESTS = "vllm-omni-ci run-tests --platform rocm"
+BUILD_IMAGE = "vllm-omni-ci build-image --platform rocm"
+HF_HOME = "/home/buildkite-agent/huggingface"
+
+
+def gpu_count(pool: str, label: str) -> int:
+    """The card count is the pool's numeric suffix (`mi300_4` → 4)."""
+    match = re.search(r"_(\d+)$", pool)
+    if not match:
+        raise UserError(
+            f"step {label!r}: agent_pool {pool!r} must end in _<gpu count> (e.g. mi300_1)", code=1
+        )
+    return int(match.group(1))
+
+
+def image_build_group() -> dict[str, Any]:
+    return {
+        "group": ":docker: AMD image",
+        "steps": [
+            {
+                "label": "AMD: :docker: build image",
+                "key": BUILD_KEY,
+                "depends_on": None,
+                "soft_fail": False,
+                "agents": {"queue": "cpu_queue_premerge"},
+                "commands": [BUILD_IMAGE],
+                "env": {
+                    "DOCKER_BUILDKIT": "1",
+                    "PYTORCH_ROCM_ARCH": "gfx942",
+                    "ROCM_CI_IMAGE_REGISTRY": IMAGE_REGISTRY,
+                },
+                "retry": {
+                    "automatic": [
+                        {"exit_status": -1, "limit": 1},
+                        {"exit_status": -10, "limit": 1},
+                        {"exit_status": 1, "limit": 1},
+                    ]
+                },
+            }
+        ],
+    }
+
+
+def _pod_spec(gpus: int) -> dict[str, Any]:
+    container_env = [
+        ("AMD_CI_RUNTIME", "native"),
+        ("NATIVE_CI", "true"),
+        ("VLLM_CI_DOCKER_DISABLED", "1"),
+        ("VLLM_CI_EXPECTED_GPU_COUNT", str(gpus)),
+        ("HF_HOME", HF_HOME),
+        ("MIOPEN_DEBUG_CONV_DIRECT", "0"),
+        ("MIOPEN_DEBUG_CONV_GEMM", "0"),
+        ("VLLM_ROCM_USE_AITER", "0"),
+        ("PYTORCH_ROCM_ARCH", ""),
+    ]
+    return {
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "imagePullSecrets": [{"name": "docker-config"}],
+        "containers": [
+            {
+                "name": "container-0",
+                "image": IMAGE,
+                "imagePullPolicy": "Always",
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"add": ["IPC_LOCK"]},
+                },
+                "resources": {
+                    "limits": {"amd.com/gpu": str(gpus)},
+                    "requests": {"amd.com/gpu": str(gpus)},
+                },
+                "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
+                "env": [{"name": k, "value": v} for k, v in container_env],
+            }
+        ],
+        "volumes": [{"name": "devshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+    }
+
+
+def _job_env(gpus: int) -> dict[str, str]:
+    return {
+        "AMD_CI_RUNTIME": "native",
+        "NATIVE_CI": "true",
+        "VLLM_CI_DOCKER_DISABLED": "1",
+        "VLLM_CI_EXPECTED_GPU_COUNT": str(gpus),
+        "VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE": "1",
+        "HF_HOME": HF_HOME,
+        "HF_HUB_DOWNLOAD_TIMEOUT": "300",
+        "HF_HUB_ETAG_TIMEOUT": "60",
+        "MIOPEN_DEBUG_CONV_DIRECT": "0",
+        "MIOPEN_DEBUG_CONV_GEMM": "0",
+        "VLLM_ROCM_USE_AITER": "0",
+        "PYTORCH_ROCM_ARCH": "",
+    }
+
+
+def _quote(value: Any) -> str:
+    text = str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) -> str:
+    """The TEST_COMMANDS block the runner executes (spec §1.9 T6/T7)."""
+    lines = [f"(command rocm-smi || true) && cd {step.get('working_dir') or WORKING_DIR}"]
+    lines += [f"export {k}={_quote(v)}" for k, v in suite_env.items()]
+    lines += [f"export {k}={_quote(v)}" for k, v in (step.get("env") or {}).items()]
+    if "mi250" in pool:
+        lines.append("python3 -m pip uninstall -y amd-aiter")
+    body = step.get("command")
+    if body is None:
+        body = "\n".join(str(c) for c in step.get("commands") or [])
+    if isinstance(body, list):
+        body = "\n".join(str(c) for c in body)
+    lines.append(str(body).strip())
+    return "\n".join(lines)
+
+
+def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, Any]:
+    label = str(step.get("label", ""))
+    pool = step.get("agent_pool")
+    if not pool:
+        raise UserError(f"step {label!r}: agent_pool is required (e.g. mi300_1)", code=1)
+    gpus = gpu_count(str(pool), label)
+    env = _job_env(gpus)
+    env.update({str(k): str(v) for k, v in (step.get("env") or {}).items()})
+    env["TEST_COMMANDS"] = test_commands(step, suite_env, str(pool))
+    out: dict[str, Any] = {
+        "label": f"{pool}: {label}",
+        "depends_on": BUILD_KEY,
+        "agents": {"queue": f"amd_{pool}"},
+        "plugins": [{"kubernetes": {"podSpecPatch": _pod_spec(gpus)}}],
+        "command": RUN_TESTS,
+        "env": env,
+        "priority": 100,
+    }
+    if step.get("parallelism"):
+        out["parallelism"] = step["parallelism"]
+    if step.get("artifact_paths"):
+        out["artifact_paths"] = [str(p) for p in step["artifact_paths"]]
+    retry = (step.get("retry") or {}).get("automatic")
+    if retry:
+        rules = retry if isinstance(retry, list) else [retry]
+        out["retry"] = {
+            "automatic": [
+                {k: r[k] for k in ("exit_status", "limit") if k in r}
+                for r in rules
+                if isinstance(r, dict)
+            ]
+        }
+    if step.get("timeout_in_minutes"):
+        out["timeout_in_minutes"] = step["timeout_in_minutes"]
+    out["soft_fail"] = step.get("grade") != "Blocking"
+    return out
+
+
+def _mirrored(step: dict[str, Any], mirror_hw: str) -> bool:
+    return mirror_hw in (step.get("mirror_hardwares") or [])
+
+
+def render_pipeline(
+    env: dict[str, Any], steps: list[Any], mirror_hw: str = "amdproduction"
+) -> tuple[dict[str, Any], list[str]]:
+    """The whole pipeline, plus the labels dropped by the mirror filter.
+
+    Groups whose children are all filtered out are dropped, because the schema
+    (and Buildkite) reject an empty group.
+    """
+    dropped: list[str] = []
+    rendered: list[Any] = [image_build_group()]
+    for entry in steps:
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("group"):
+            children = []
+            for child in entry.get("steps") or []:
+                if isinstance(child, dict) and _mirrored(child, mirror_hw):
+                    children.append(render_step(child, env))
+                elif isinstance(child, dict):
+                    dropped.append(str(child.get("label", "")))
+            if not children:
+                continue
+            group: dict[str, Any] = {"group": str(entry["group"])}
+            if entry.get("depends_on"):
+                group["depends_on"] = entry["depends_on"]
+            group["steps"] = children
+            rendered.append(group)
+        elif _mirrored(entry, mirror_hw):
+            rendered.append(render_step(entry, env))
+        else:
+            dropped.append(str(entry.get("label", "")))
+    pipeline: dict[str, Any] = {}
+    if env:
+        pipeline["env"] = {str(k): str(v) for k, v in env.items()}
+    pipeline["steps"] = rendered
+    return pipeline, dropped
