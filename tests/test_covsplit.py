@@ -327,3 +327,17 @@ def test_local_suffix_without_step_id(tree: Path, standins: StandIns) -> None:
     assert standins.argvs("buildkite-agent") == [
         ["artifact", "upload", "coverage-m-*-local.xml.gz"]
     ]
+
+
+def test_shim_script_keeps_the_old_command_line(standins: StandIns, tmp_path: Path) -> None:
+    standins.add("pytest", "exit 5")
+    shim = Path(__file__).resolve().parents[1] / "scripts" / "common" / "run_cov_split.sh"
+    done = subprocess.run(
+        [str(shim), "--model-id", "m", "--online", "b", "--", "-m", "a and b"],
+        env=clean_env(standins.env()),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 5, done.stderr
+    assert standins.argvs("pytest") == [["-s", "-v", "b", "-m", "a and b"]]

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Shim for .buildkite/common/scripts/run_cov_split.sh: the logic now lives in
+# vllm-omni-ci (`vllm-omni-ci cov-split`, ci/covsplit.py). Same arguments, same
+# exit codes, except that a flag without its value is a usage error (exit 2).
+#
+# Usage: run_cov_split.sh --model-id <id> [--offline <path>]... [--online <path>]... \
+#                         [-- <pytest args...>]
+set -euo pipefail
+exec vllm-omni-ci cov-split "$@"
