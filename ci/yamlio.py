@@ -32,5 +32,12 @@ def dumps(data: Any) -> str:
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return str(
-        yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1 << 20)
+        yaml.dump(
+            data,
+            Dumper=dumper,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=1 << 20,
+        )
     )

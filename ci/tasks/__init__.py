@@ -7,15 +7,18 @@ inside those library calls, because this namespace loads in every CI job.
 
 from invoke.collection import Collection
 
-from ci.tasks import amd, covsplit, images, meta, skipci
+from ci.tasks import amd, bootstrap, covsplit, gates, images, meta, runners, skipci
 
 ns = Collection()
 for module in (
     meta,
     amd,
+    bootstrap,
     images,
     covsplit,
     skipci,
+    gates,
+    runners,
 ):
     for name in module.__all__:
         ns.add_task(getattr(module, name))

@@ -1,0 +1,33 @@
+"""`bootstrap`: the first job of every platform's Buildkite pipeline."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["bootstrap"]
+
+
+@task(
+    help={
+        "platform": "rocm (amd), cuda, npu or xpu (intel)",
+        "repo": "target checkout (default: git top-level of the current directory)",
+        "dry_run": "upload nothing; print the pipeline YAML alone on stdout",
+    }
+)
+def bootstrap(c: Context, platform: str, repo: str = "", dry_run: bool = False) -> None:
+    """Decide what this build runs and upload the test pipeline (replaces bootstrap-*.sh)."""
+    from ci.platforms import Platform, parse_platform
+    from ci.target import resolve_repo
+
+    chosen = parse_platform(platform)
+    target = resolve_repo(repo or None)
+    if chosen is Platform.ROCM:
+        from ci.amd import bootstrap as amd
+
+        amd.run(target, dry_run=dry_run)
+        return
+    from ci.bootstraps import run  # type: ignore[import-not-found, unused-ignore]
+
+    run(chosen, target, dry_run=dry_run)
