@@ -1,0 +1,141 @@
+"""Process-leak check: which processes exist after a command that did not before.
+
+Why identity = pid + start time: a recycled pid must not hide a leak (spec
+§4.4). Zombies count (nobody reaped them). Entries named `ps` are ignored, as in
+the original awk, and so is our own process. Scope `tree` looks at our
+descendants only (we are a child subreaper, so orphans of the command are
+re-parented to us and stay visible); scope `all` looks at every visible
+process, as the original did inside a pod's PID namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+SCOPES = ("tree", "all")
+PASS_LINE = "status=PASS leaked_processes=0"
+FAIL_LINE = "status=FAIL leaked_processes_detected=1"
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    started: float
+    ppid: int = 0
+    status: str = ""
+    name: str = ""
+    cmdline: str = ""
+
+    @property
+    def identity(self) -> tuple[int, float]:
+        return (self.pid, self.started)
+
+    def line(self) -> str:
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.started))
+        what = self.cmdline or self.name
+        return f"pid={self.pid} ppid={self.ppid} started={when} status={self.status} cmd={what}"
+
+
+def leaked(
+    before: Iterable[Proc], after: Iterable[Proc], *, ignore_pids: Iterable[int] = ()
+) -> list[Proc]:
+    """Processes of `after` whose identity is not in `before` (pure)."""
+    known = {p.identity for p in before}
+    ignored = set(ignore_pids)
+    return [p for p in after if p.identity not in known and p.pid not in ignored and p.name != "ps"]
+
+
+def report(leaks: Sequence[Proc]) -> list[str]:
+    """The original's output: one line per leaked process, then the status line."""
+    if not leaks:
+        return [PASS_LINE]
+    return [*(p.line() for p in leaks), FAIL_LINE]
+
+
+def snapshot(scope: str = "tree") -> list[Proc]:
+    """The processes in scope now (our own process excluded)."""
+    import psutil
+
+    me = os.getpid()
+    if scope == "tree":
+        try:
+            procs = psutil.Process(me).children(recursive=True)
+        except psutil.Error:
+            procs = []
+    else:
+        procs = list(psutil.process_iter())
+    found: list[Proc] = []
+    for proc in procs:
+        if proc.pid == me:
+            continue
+        try:
+            with proc.oneshot():
+                found.append(
+                    Proc(
+                        pid=proc.pid,
+                        started=proc.create_time(),
+                        ppid=proc.ppid(),
+                        status=proc.status(),
+                        name=proc.name(),
+                        cmdline=_cmdline(proc),
+                    )
+                )
+        except psutil.Error:
+            continue
+    return found
+
+
+def _cmdline(proc: object) -> str:
+    import psutil
+
+    try:
+        return " ".join(proc.cmdline())  # type: ignore[attr-defined]
+    except psutil.Error:
+        return ""
+
+
+def reap_own_zombies() -> None:
+    """Collect exited orphans re-parented to us: they ended, they did not leak."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children():
+            with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+
+
+def settle(before: Sequence[Proc], scope: str, seconds: float) -> list[Proc]:
+    """Leaks still present after up to `seconds` of letting leftovers exit."""
+    deadline = time.monotonic() + seconds
+    while True:
+        reap_own_zombies()
+        found = leaked(before, snapshot(scope))
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)
+
+
+def end(procs: Sequence[Proc], grace: float = 3.0) -> None:
+    """TERM, then KILL, the leaked processes that are ours (pid + start time must match)."""
+    import psutil
+
+    mine: list[psutil.Process] = []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(p.pid)
+            if proc.create_time() == p.started:
+                mine.append(proc)
+    for proc in mine:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(mine, timeout=grace)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=grace)
+    reap_own_zombies()

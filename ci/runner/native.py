@@ -1,0 +1,111 @@
+"""`run-tests --platform rocm|npu`: the job shells of the native ROCm and NPU jobs.
+
+ROCm replaces `.buildkite/amd/scripts/run-amd-test.sh` (MI300 pods, no Docker):
+env defaults, pre-flight, then every command runs and the first failure is
+kept. NPU jobs ran under Buildkite's default `bash -e -c`, so they stop at the
+first failure. Both are `Semantics` for the one renderer in `ci.runner.program`;
+this module only resolves the command text and runs the rendered program.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+
+from ci.platforms import Platform
+from ci.runner.program import (
+    CacheDirs,
+    DockerDisabled,
+    Mode,
+    PersistentHfCache,
+    RequireCommands,
+    RocmGpus,
+    Section,
+    Semantics,
+    render_program,
+)
+
+ROCM = Semantics(
+    platform="rocm",
+    defaults=(
+        ("PYTHONFAULTHANDLER", "1"),
+        ("HF_HOME", "/home/buildkite-agent/huggingface"),
+        ("HF_HUB_DOWNLOAD_TIMEOUT", "300"),
+        ("HF_HUB_ETAG_TIMEOUT", "60"),
+        ("MIOPEN_DEBUG_CONV_DIRECT", "0"),
+        ("MIOPEN_DEBUG_CONV_GEMM", "0"),
+        ("VLLM_ROCM_USE_AITER", "0"),
+        ("PYTHONPATH", ".."),
+    ),
+    forced=(("PYTORCH_ROCM_ARCH", ""),),
+    preflight=(
+        DockerDisabled(),
+        RequireCommands(),
+        Section("Native in-pod ROCm CI"),
+        CacheDirs(),
+        PersistentHfCache(),
+        RocmGpus(),
+    ),
+    mode=Mode.RUN_ALL,
+    allow_no_tests=True,
+)
+
+NPU = Semantics(
+    platform="npu",
+    # The legacy NPU image set this ENV; every NPU test YAML sets it too.
+    defaults=(("VLLM_WORKER_MULTIPROC_METHOD", "spawn"),),
+    preflight=(RequireCommands(), Section("Ascend NPU tests")),
+    mode=Mode.FAIL_FAST,
+    allow_no_tests=False,
+)
+
+SEMANTICS: dict[Platform, Semantics] = {Platform.ROCM: ROCM, Platform.NPU: NPU}
+
+# For `--help` and the docs: what the ROCm program overwrites whatever the job set.
+ROCM_OVERWRITES = (
+    "PYTORCH_ROCM_ARCH (forced empty), TMPDIR, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, "
+    "VLLM_CACHE_ROOT, XDG_CACHE_HOME, HF_DATASETS_CACHE (per-job dirs under "
+    "/tmp/vllm-omni-native-<job id>)"
+)
+
+
+def command_text(environ: Mapping[str, str], positional: Sequence[str]) -> str:
+    """TEST_COMMANDS wins; else the positional words joined by single spaces (`"$*"`).
+
+    The old singular TEST_COMMAND is ignored, as in the original.
+    """
+    return environ.get("TEST_COMMANDS") or " ".join(positional)
+
+
+def program_for(
+    platform: Platform, environ: Mapping[str, str], positional: Sequence[str] = ()
+) -> str:
+    """The program `run-tests --platform <platform>` runs for this environment."""
+    from ci.redact import secrets_from_env
+
+    return render_program(
+        SEMANTICS[platform],
+        command_text(environ, positional),
+        secrets=secrets_from_env(environ),
+    )
+
+
+def run_tests(platform: Platform, positional: Sequence[str], *, dry_run: bool = False) -> None:
+    """Run the rendered program with bash; end with its exit status (128+N for signal N)."""
+    import os
+
+    from ci import door
+    from ci.errors import Stop
+    from ci.redact import Redactor
+
+    program = program_for(platform, os.environ, positional)
+    if dry_run:
+        sys.stdout.write(Redactor.for_env()(program))
+        sys.stdout.flush()
+        return
+    result = door.run(
+        door.Command(("bash", "-c", program), description=f"run-tests ({platform})"),
+        quiet=True,
+    )
+    if result.code != 0:
+        raise Stop(result.code)

@@ -1,0 +1,321 @@
+"""Render the whole bash program a test job runs: the runner's pure core.
+
+Why a program and not Python logic: the same text must run on a CI agent
+(`bash -c PROGRAM`) and inside any test image (`docker run IMAGE bash -c
+PROGRAM`) where vllm-omni-ci is not installed. Only bash is needed inside (plus
+python3 when the torch GPU check is part of the pre-flight), so tier sessions
+and the XPU runner can ship the exact program the native runner runs.
+
+The program, in order:
+
+1. `set -euo pipefail` and the command text as one quoted literal;
+2. env defaults (assign when unset *or empty*), forced values, explicit exports;
+3. pre-flight checks (each a `Check` value that renders a bash fragment);
+4. `Commands:` followed by the command text, with secret values masked;
+5. the commands, in a child bash with the semantics' `Mode`;
+6. the final exit mapping (`VLLM_CI_ALLOW_NO_TESTS=1` turns a final 5 into 0
+   when the semantics allow it).
+
+Everything the program decides at run time (job id, env defaults, GPU count,
+mount) is read from the environment it runs in, so one rendered text fits any
+job. Use `render_program`; the `Check` values below are its building blocks.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ci.redact import MASK, Redactor, is_secret_name
+
+COMMANDS_VAR = "__omni_ci_commands"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Mode(str, enum.Enum):
+    """How the command text runs."""
+
+    # AMD: run every line, keep the first failure (a real failure replaces
+    # pytest's 5), pipefail on; `exit N` and `set -e` fold into that status.
+    RUN_ALL = "run-all"
+    # Buildkite's default job shell, `bash -e -c`: stop at the first failure.
+    FAIL_FAST = "fail-fast"
+
+
+class Check(Protocol):
+    """One pre-flight step: a bash fragment that exits non-zero to stop the job."""
+
+    def render(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class DockerDisabled:
+    """MI300 jobs run natively in the pod: refuse unless VLLM_CI_DOCKER_DISABLED is exactly 1."""
+
+    message: str = "Error: MI300 CI must run natively with Docker disabled."
+
+    def render(self) -> str:
+        return (
+            'if [[ "${VLLM_CI_DOCKER_DISABLED:-0}" != "1" ]]; then\n'
+            f"    echo {shlex.quote(self.message)} >&2\n"
+            "    exit 1\n"
+            "fi"
+        )
+
+
+@dataclass(frozen=True)
+class RequireCommands:
+    """An empty command text is an error (exit 1), not a silent success."""
+
+    message: str = "Error: No test commands provided."
+
+    def render(self) -> str:
+        return (
+            f'if [[ -z "${{{COMMANDS_VAR}}}" ]]; then\n'
+            f"    echo {shlex.quote(self.message)} >&2\n"
+            "    exit 1\n"
+            "fi"
+        )
+
+
+@dataclass(frozen=True)
+class Section:
+    """A Buildkite log section header (`--- title`)."""
+
+    title: str
+
+    def render(self) -> str:
+        return f"echo {shlex.quote('--- ' + self.title)}"
+
+
+@dataclass(frozen=True)
+class CacheDirs:
+    """Per-job caches under `<prefix><sanitised job id>`; HF_HOME stays shared.
+
+    The job id is BUILDKITE_JOB_ID, else BUILDKITE_PARALLEL_JOB, else `local`;
+    every character outside [A-Za-z0-9_.-] becomes one `_`, per code point (the
+    substitution runs under C.UTF-8, so `üñí` gives `___` in any locale).
+    These six variables are always overwritten.
+    """
+
+    prefix: str = "/tmp/vllm-omni-native-"
+
+    def render(self) -> str:
+        root = f"{shlex.quote(self.prefix)}" + '"${__omni_ci_job}"'
+        return "\n".join(
+            [
+                "__omni_ci_sanitize() {",
+                "    local LC_ALL=C.UTF-8",
+                '    local raw="$1"',
+                "    printf '%s' \"${raw//[^A-Za-z0-9_.-]/_}\"",
+                "}",
+                '__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"',
+                '__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"',
+                f"__omni_ci_cache_root={root}",
+                'export TMPDIR="${__omni_ci_cache_root}/tmp"',
+                'export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"',
+                'export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"',
+                'export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"',
+                'export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"',
+                'export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"',
+                'mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\',
+                '    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}"',
+            ]
+        )
+
+
+_HF_MOUNT_CHECK = """\
+if [[ "${VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE:-0}" == "1" ]]; then
+    if ! command -v findmnt >/dev/null 2>&1; then
+        echo "Error: findmnt is required to verify the Hugging Face cache mount." >&2
+        exit 1
+    fi
+    __omni_ci_mnt=$(findmnt -n -T "${HF_HOME}" -o TARGET 2>/dev/null || true)
+    if [[ -z "${__omni_ci_mnt}" || "${__omni_ci_mnt}" == "/" ]]; then
+        echo "Error: MI300 CI requires a persistent volume at or above ${HF_HOME}." >&2
+        exit 1
+    fi
+fi
+"""
+
+
+@dataclass(frozen=True)
+class PersistentHfCache:
+    """With VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1, HF_HOME must sit on a mount other than `/`."""
+
+    def render(self) -> str:
+        return _HF_MOUNT_CHECK.rstrip("\n")
+
+
+_TORCH_CHECK = """\
+import os
+
+import torch
+
+expected = int(os.environ.get("VLLM_CI_EXPECTED_GPU_COUNT") or "1")
+if not torch.version.hip:
+    raise AssertionError("PyTorch is not a ROCm build")
+if not torch.cuda.is_available():
+    raise AssertionError("ROCm GPU is not available to PyTorch")
+actual = torch.cuda.device_count()
+if actual != expected:
+    raise AssertionError(f"Expected {expected} ROCm GPU(s), found {actual}")
+"""
+
+
+@dataclass(frozen=True)
+class RocmGpus:
+    """`rocminfo`, then torch: a ROCm build, available, exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs.
+
+    The count defaults to 1 (unset or empty); anything but a non-negative
+    integer is a one-line error, exit 1. A count of 0 is the no-GPU pre-flight
+    (CPU-only steps, local runs): rocminfo and torch are skipped.
+    """
+
+    def render(self) -> str:
+        return (
+            '__omni_ci_gpus="${VLLM_CI_EXPECTED_GPU_COUNT:-1}"\n'
+            'if [[ ! "${__omni_ci_gpus}" =~ ^[0-9]+$ ]]; then\n'
+            "    echo \"Error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '${__omni_ci_gpus}'.\" >&2\n"  # noqa: E501
+            "    exit 1\n"
+            "fi\n"
+            "if (( 10#${__omni_ci_gpus} == 0 )); then\n"
+            '    echo "VLLM_CI_EXPECTED_GPU_COUNT=0: no-GPU pre-flight, skipping rocminfo and the torch GPU check."\n'  # noqa: E501
+            "else\n"
+            "    rocminfo\n"
+            "    python3 - <<'PY'\n" + _TORCH_CHECK + "PY\n"
+            "fi"
+        )
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """What a platform's job shell does around the commands."""
+
+    platform: str
+    # Assigned when unset or empty, then exported (in this order).
+    defaults: tuple[tuple[str, str], ...] = ()
+    # Always exported with this value, overriding the job's environment.
+    forced: tuple[tuple[str, str], ...] = ()
+    preflight: tuple[Check, ...] = ()
+    mode: Mode = Mode.RUN_ALL
+    # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0.
+    allow_no_tests: bool = False
+
+
+def _check_names(pairs: Iterable[tuple[str, str]]) -> None:
+    bad = [name for name, _ in pairs if not _NAME.match(name)]
+    if bad:
+        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
+
+
+# The ERR trap keeps the first failure, but a real failure replaces pytest's 5;
+# the EXIT trap folds the shell's own end status (`exit N`, `set -e`) in too.
+_RUN_ALL_CHILD = """\
+set -E
+__omni_ci_status=0
+__omni_ci_merge() {
+    local status=$1
+    if (( status != 0 && (__omni_ci_status == 0 || (__omni_ci_status == 5 && status != 5)) )); then
+        __omni_ci_status=${status}
+    fi
+}
+trap '__omni_ci_merge "$?"' ERR
+trap '__omni_ci_merge "$?"; exit "${__omni_ci_status}"' EXIT
+eval "$1"
+exit "${__omni_ci_status}"
+"""
+
+
+def _child(mode: Mode) -> str:
+    if mode is Mode.RUN_ALL:
+        return (
+            f'"${{BASH:-/bin/bash}}" -o pipefail -c {shlex.quote(_RUN_ALL_CHILD)} '
+            f'_ "${{{COMMANDS_VAR}}}"'
+        )
+    return f'"${{BASH:-/bin/bash}}" -e -c "${{{COMMANDS_VAR}}}"'
+
+
+_ASSIGNMENT = re.compile(
+    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s;&|)]+)"
+)
+
+
+def shown_commands(text: str, secrets: Iterable[str] = ()) -> str:
+    """The command text as logged: secret values and secret-named assignments masked.
+
+    `export HF_TOKEN="hf_…"` shows as `export HF_TOKEN=[REDACTED]`; references
+    such as `HF_TOKEN="$VLLM_CI_HF_TOKEN"` stay readable.
+    """
+
+    def mask(match: re.Match[str]) -> str:
+        value = match.group("value").strip("\"'")
+        if is_secret_name(match.group("name")) and value and not value.startswith("$"):
+            return f"{match.group('name')}={MASK}"
+        return match.group(0)
+
+    return _ASSIGNMENT.sub(mask, Redactor(secrets)(text))
+
+
+def render_program(
+    semantics: Semantics,
+    commands: str | Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    preflight: Sequence[Check] | None = None,
+    secrets: Iterable[str] = (),
+) -> str:
+    """The complete bash program for one job; a pure function of its arguments.
+
+    - `semantics`: the platform's defaults, forced values, pre-flight, `Mode`
+      and no-tests rule (see `ci.runner.native.ROCM` / `NPU`).
+    - `commands`: the command text, or lines joined with newlines. It is
+      embedded as one quoted literal and `eval`ed (RUN_ALL) or run with
+      `bash -e -c` (FAIL_FAST) by a child bash.
+    - `env`: extra variables exported after the defaults (values quoted).
+    - `preflight`: replaces `semantics.preflight` when given.
+    - `secrets`: values masked in the `Commands:` log line.
+
+    Run it with `bash -c PROGRAM` (or `docker run IMAGE bash -c PROGRAM`); its
+    exit status is the job's.
+    """
+    text = commands if isinstance(commands, str) else "\n".join(commands)
+    exports = tuple((env or {}).items())
+    _check_names((*semantics.defaults, *semantics.forced, *exports))
+    checks = semantics.preflight if preflight is None else tuple(preflight)
+
+    out = [
+        "#!/usr/bin/env bash",
+        f"# Rendered by vllm-omni-ci (ci/runner/program.py) for {semantics.platform}.",
+        "set -euo pipefail",
+        f"{COMMANDS_VAR}={shlex.quote(text)}",
+    ]
+    for name, value in semantics.defaults:
+        out.append(f'[[ -n "${{{name}:-}}" ]] || {name}={shlex.quote(value)}')
+        out.append(f"export {name}")
+    for name, value in (*semantics.forced, *exports):
+        out.append(f"export {name}={shlex.quote(value)}")
+    out.extend(check.render() for check in checks)
+    out.append(f"printf '%s\\n' {shlex.quote('Commands:' + shown_commands(text, secrets))}")
+    out.append("# shellcheck disable=SC2016  # the child script is single-quoted on purpose")
+    out.append(f"if {_child(semantics.mode)}; then")
+    out.append("    exit 0")
+    out.append("else")
+    out.append("    __omni_ci_exit=$?")
+    out.append("fi")
+    if semantics.allow_no_tests:
+        message = (
+            "Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success."
+        )
+        out.append(
+            'if [[ ${__omni_ci_exit} -eq 5 && "${VLLM_CI_ALLOW_NO_TESTS:-0}" == "1" ]]; then'
+        )
+        out.append(f"    echo {shlex.quote(message)}")
+        out.append("    exit 0")
+        out.append("fi")
+    out.append('exit "${__omni_ci_exit}"')
+    return "\n".join(out) + "\n"

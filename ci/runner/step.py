@@ -1,0 +1,276 @@
+"""`step [OPTIONS] -- COMMAND...`: one tested wrapper for what test YAMLs do in inline bash.
+
+It replaces `timeout --kill-after`, the `$BUILDKITE_PARALLEL_JOB` shard idioms,
+copying artifacts into the checkout, `tee … | tail` summaries and the
+`ps`/awk leak check. The command's argv is kept intact and never goes through a
+shell (except `--summary-tail`, which tees through bash with pipefail). The
+command's exit code is passed through; a leak on a passing command gives 1.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.door import Command
+from ci.errors import UserError
+
+SUMMARY_FILE = "pytest-summary.txt"
+LOG_FILE = "pytest.log"
+LEAK_FILE = "process-cleanup.txt"
+# Tee the command's output to a log; pipefail keeps the command's own status.
+_TEE = 'set -o pipefail; log=$1; shift; "$@" 2>&1 | tee -- "$log"'
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    timeout: str = ""
+    kill_after: str = "2m"
+    shard: str = ""
+    shard_list: str = ""
+    artifact_dir: str = ""
+    junit: str = ""
+    summary_tail: int = 0
+    leak_check: bool = False
+    leak_scope: str = "tree"
+    leak_settle: str = "5s"
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What `step` will do, decided before anything runs."""
+
+    command: Command
+    artifact_dir: str | None = None  # created before the run
+    junit: str | None = None  # its directory is created before the run
+    copy_to: str | None = None  # artifact_dir is copied here afterwards
+    log: str | None = None
+    summary: str | None = None
+    summary_tail: int = 0
+    leak_check: bool = False
+    leak_scope: str = "tree"
+    leak_settle: float = 5.0
+
+    def render(self) -> str:
+        lines = ["# plan: step", f"$ {shlex.join(self.command.argv)}"]
+        if self.command.timeout is not None:
+            lines.append(
+                f"# timeout: {self.command.timeout:g}s, then KILL after {self.command.grace:g}s"
+            )
+        if self.artifact_dir:
+            lines.append(f"# artifact dir: {self.artifact_dir}")
+        if self.copy_to:
+            lines.append(f"# copy artifacts to: {self.copy_to}")
+        if self.summary:
+            lines.append(f"# log: {self.log}; last {self.summary_tail} lines to {self.summary}")
+        if self.leak_check:
+            lines.append(f"# leak check: scope {self.leak_scope}, settle {self.leak_settle:g}s")
+        return "\n".join(lines) + "\n"
+
+
+def _int(text: str, what: str, problems: list[str]) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        problems.append(f"{what}: {text!r} is not an integer")
+        return None
+
+
+def shard_args(
+    shard: str, shard_list: str, environ: Mapping[str, str], problems: list[str]
+) -> list[str]:
+    """The words to append for this shard (empty when not sharding)."""
+    if not shard and not shard_list:
+        return []
+    index: int | None = None
+    count: int | None = None
+    if shard and shard != "auto":
+        left, sep, right = shard.partition("/")
+        if not sep:
+            problems.append(f"--shard: {shard!r} is not i/n (0-based i) or auto")
+            return []
+        index, count = _int(left, "--shard index", problems), _int(right, "--shard count", problems)
+    else:
+        raw_index = environ.get("BUILDKITE_PARALLEL_JOB", "")
+        raw_count = environ.get("BUILDKITE_PARALLEL_JOB_COUNT", "")
+        if not raw_index:
+            problems.append(
+                "BUILDKITE_PARALLEL_JOB is not set: give --shard i/n, or run in a parallel step"
+            )
+        else:
+            index = _int(raw_index, "BUILDKITE_PARALLEL_JOB", problems)
+        if raw_count:
+            count = _int(raw_count, "BUILDKITE_PARALLEL_JOB_COUNT", problems)
+        elif not shard_list:
+            problems.append("BUILDKITE_PARALLEL_JOB_COUNT is not set: give --shard i/n")
+    if index is None:
+        return []
+    if shard_list:
+        entries = [e.strip() for e in shard_list.split(",")]
+        if any(not e for e in entries):
+            problems.append(f"--shard-list: empty entry in {shard_list!r}")
+            return []
+        if count is not None and count != len(entries):
+            problems.append(
+                f"--shard-list has {len(entries)} entries but the step has {count} shards"
+            )
+        if not 0 <= index < len(entries):
+            problems.append(
+                f"shard index {index} is out of range for --shard-list (0..{len(entries) - 1})"
+            )
+            return []
+        return [entries[index]]
+    if count is None:
+        return []
+    if count < 1 or not 0 <= index < count:
+        problems.append(f"shard index {index} is out of range for {count} shards (0..{count - 1})")
+        return []
+    return [f"--num-shards={count}", f"--shard-id={index}"]
+
+
+def plan_step(
+    options: StepOptions, argv: Sequence[str], environ: Mapping[str, str], cwd: str
+) -> StepPlan:
+    """Validate everything and decide the plan; raises UserError listing every problem."""
+    from ci.durations import parse_duration
+    from ci.runner.leaks import SCOPES
+
+    problems: list[str] = []
+    if not argv:
+        problems.append("no command: put it after `--` (vllm-omni-ci step [OPTIONS] -- COMMAND...)")
+    timeout = kill_after = settle = None
+    for attr, name in (("timeout", "--timeout"), ("kill_after", "--kill-after")):
+        value = getattr(options, attr)
+        if value:
+            try:
+                seconds = parse_duration(value, name=name)
+            except UserError as exc:
+                problems.extend(exc.problems)
+                continue
+            if attr == "timeout":
+                timeout = seconds
+            else:
+                kill_after = seconds
+    try:
+        settle = parse_duration(options.leak_settle or "0", name="--leak-settle")
+    except UserError as exc:
+        problems.extend(exc.problems)
+    if options.summary_tail < 0:
+        problems.append(f"--summary-tail: {options.summary_tail} must be 0 or more")
+    if options.summary_tail and not options.artifact_dir:
+        problems.append("--summary-tail needs --artifact-dir (the log and summary go there)")
+    if options.leak_scope not in SCOPES:
+        problems.append(f"--leak-scope: {options.leak_scope!r}: allowed values are tree, all")
+    extra = shard_args(options.shard, options.shard_list, environ, problems)
+    UserError.collect(problems)
+
+    words = [*argv, *extra]
+    if options.junit:
+        words.append(f"--junitxml={options.junit}")
+    artifact_dir = copy_to = log = summary = None
+    if options.artifact_dir:
+        artifact_dir = os.path.join(cwd, options.artifact_dir)
+        checkout = environ.get("BUILDKITE_BUILD_CHECKOUT_PATH", "")
+        if (
+            checkout
+            and not os.path.isabs(options.artifact_dir)
+            and os.path.realpath(cwd) != os.path.realpath(checkout)
+        ):
+            copy_to = os.path.join(checkout, options.artifact_dir)
+        if options.summary_tail:
+            log = os.path.join(artifact_dir, LOG_FILE)
+            summary = os.path.join(artifact_dir, SUMMARY_FILE)
+            words = ["bash", "-c", _TEE, "step", log, *words]
+    command = Command(
+        tuple(words),
+        description="step",
+        timeout=timeout,
+        grace=kill_after if kill_after is not None else 120.0,
+    )
+    return StepPlan(
+        command=command,
+        artifact_dir=artifact_dir,
+        junit=os.path.join(cwd, options.junit) if options.junit else None,
+        copy_to=copy_to,
+        log=log,
+        summary=summary,
+        summary_tail=options.summary_tail,
+        leak_check=options.leak_check,
+        leak_scope=options.leak_scope,
+        leak_settle=settle or 0.0,
+    )
+
+
+def _tail(path: str, count: int) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return list(deque(fh, maxlen=count))
+    except OSError:
+        return []
+
+
+def _copy(plan: StepPlan) -> None:
+    import shutil
+
+    from ci.door import note
+
+    if not plan.artifact_dir or not plan.copy_to or not os.path.isdir(plan.artifact_dir):
+        return
+    try:
+        shutil.copytree(plan.artifact_dir, plan.copy_to, dirs_exist_ok=True)
+        note(f"step: copied {plan.artifact_dir} to {plan.copy_to}")
+    except OSError as exc:
+        note(f"step: could not copy artifacts to {plan.copy_to}: {exc}")
+
+
+def _finish(plan: StepPlan) -> None:
+    if plan.summary and plan.log:
+        Path(plan.summary).write_text("".join(_tail(plan.log, plan.summary_tail)))
+    _copy(plan)
+
+
+def execute(plan: StepPlan) -> int:
+    """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
+    from ci import door
+    from ci.runner import leaks
+
+    if plan.artifact_dir:
+        os.makedirs(plan.artifact_dir, exist_ok=True)
+    if plan.junit and os.path.dirname(plan.junit):
+        os.makedirs(os.path.dirname(plan.junit), exist_ok=True)
+    before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
+    try:
+        code = door.run(plan.command).code
+        if plan.leak_check:
+            found = leaks.settle(before, plan.leak_scope, plan.leak_settle)
+            lines = leaks.report(found)
+            for line in lines:
+                door.note(line)
+            if plan.artifact_dir:
+                Path(plan.artifact_dir, LEAK_FILE).write_text("\n".join(lines) + "\n")
+            if found:
+                ours = {p.pid for p in leaks.snapshot("tree")}
+                leaks.end([p for p in found if p.pid in ours])
+                if code == 0:
+                    code = 1
+    finally:
+        _finish(plan)
+    return code
+
+
+def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False) -> None:
+    from ci.errors import Stop
+
+    plan = plan_step(options, argv, os.environ, os.getcwd())
+    if dry_run:
+        sys.stdout.write(plan.render())
+        sys.stdout.flush()
+        return
+    code = execute(plan)
+    if code != 0:
+        raise Stop(code)

@@ -1,0 +1,103 @@
+"""`run-tests`: a job's test commands on its platform; `step`: one wrapped test command."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["run_tests", "step"]
+
+
+@task(
+    help={
+        "platform": "rocm (amd) or npu; xpu is added by the XPU runner",
+        "dry_run": "print the rendered bash program and run nothing",
+    }
+)
+def run_tests(c: Context, platform: str, dry_run: bool = False) -> None:
+    """Run the job's commands: $TEST_COMMANDS, else the words after `--` joined by spaces.
+
+    rocm (replaces run-amd-test.sh): defaults PYTHONFAULTHANDLER=1,
+    HF_HOME=/home/buildkite-agent/huggingface, HF_HUB_DOWNLOAD_TIMEOUT=300,
+    HF_HUB_ETAG_TIMEOUT=60, MIOPEN_DEBUG_CONV_DIRECT=0, MIOPEN_DEBUG_CONV_GEMM=0,
+    VLLM_ROCM_USE_AITER=0, PYTHONPATH=.. (each only when unset or empty).
+    Always overwritten: PYTORCH_ROCM_ARCH (forced empty), TMPDIR,
+    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, VLLM_CACHE_ROOT, XDG_CACHE_HOME,
+    HF_DATASETS_CACHE (per-job dirs under /tmp/vllm-omni-native-<job id>).
+    Pre-flight (exit 1): VLLM_CI_DOCKER_DISABLED=1 required; HF cache mount when
+    VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1; rocminfo and torch with exactly
+    VLLM_CI_EXPECTED_GPU_COUNT GPUs (0 = no-GPU pre-flight, skips both).
+    Every command runs; the first failure is kept (a real one replaces 5);
+    VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
+    npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
+    """
+    from ci.argv import after_dashdash
+    from ci.errors import UserError
+    from ci.platforms import Platform, parse_platform
+
+    chosen = parse_platform(platform)
+    if chosen in (Platform.ROCM, Platform.NPU):
+        from ci.runner.native import run_tests as run_native
+
+        run_native(chosen, after_dashdash(), dry_run=dry_run)
+        return
+    # Hook: the XPU runner adds its branch here (with --timeout and --prune).
+    raise UserError(
+        f"run-tests does not support platform {chosen}: allowed values are rocm (alias amd), npu"
+    )
+
+
+@task(
+    help={
+        "timeout": "end the command after this long (e.g. 80m): TERM, then KILL; exit 124/137",
+        "kill_after": "grace between TERM and KILL (default 2m)",
+        "shard": "i/n (0-based i) appends --num-shards=n --shard-id=i; 'auto' reads "
+        "BUILDKITE_PARALLEL_JOB / BUILDKITE_PARALLEL_JOB_COUNT",
+        "shard_list": "a,b,c: append the shard's entry instead (index from --shard or "
+        "BUILDKITE_PARALLEL_JOB)",
+        "artifact_dir": "directory the command writes; copied under "
+        "$BUILDKITE_BUILD_CHECKOUT_PATH when the working directory differs, even on failure",
+        "junit": "append --junitxml=FILE to the command",
+        "summary_tail": "keep the output in ARTIFACT_DIR/pytest.log and its last N lines in "
+        "ARTIFACT_DIR/pytest-summary.txt",
+        "leak_check": "fail (exit 1) if the command leaves processes behind, and list them",
+        "leak_scope": "tree (our descendants, default) or all (every visible process)",
+        "leak_settle": "how long leftovers may take to exit before they count (default 5s)",
+        "dry_run": "print the plan and run nothing",
+    }
+)
+def step(
+    c: Context,
+    timeout: str = "",
+    kill_after: str = "2m",
+    shard: str = "",
+    shard_list: str = "",
+    artifact_dir: str = "",
+    junit: str = "",
+    summary_tail: int = 0,
+    leak_check: bool = False,
+    leak_scope: str = "tree",
+    leak_settle: str = "5s",
+    dry_run: bool = False,
+) -> None:
+    """Run `-- COMMAND...` with timeout, shard, artifacts and leak check; pass its exit code."""
+    from ci.argv import after_dashdash
+    from ci.runner.step import StepOptions, run_step
+
+    run_step(
+        StepOptions(
+            timeout=timeout,
+            kill_after=kill_after,
+            shard=shard,
+            shard_list=shard_list,
+            artifact_dir=artifact_dir,
+            junit=junit,
+            summary_tail=summary_tail,
+            leak_check=leak_check,
+            leak_scope=leak_scope,
+            leak_settle=leak_settle,
+        ),
+        after_dashdash(),
+        dry_run=dry_run,
+    )
