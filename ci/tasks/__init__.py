@@ -7,7 +7,7 @@ inside those library calls, because this namespace loads in every CI job.
 
 from invoke.collection import Collection
 
-from ci.tasks import amd, bootstrap, covsplit, gates, images, meta, runners, skipci
+from ci.tasks import amd, bootstrap, covsplit, gates, images, meta, pipelines, release, runners, skipci
 
 ns = Collection()
 for module in (
@@ -19,6 +19,8 @@ for module in (
     skipci,
     gates,
     runners,
+    pipelines,
 ):
     for name in module.__all__:
         ns.add_task(getattr(module, name))
+ns.add_collection(release.collection)

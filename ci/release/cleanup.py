@@ -1,0 +1,226 @@
+"""Prune old `nightly-*` tags of vllm/vllm-omni on Docker Hub, keeping the newest N.
+
+Replaces `.buildkite/release/scripts/cleanup-nightly-builds.sh`, with its
+rules: log in, page through the name-filtered tag list, keep only names that
+start with `nightly-` (Hub's filter is a substring match), sort newest first,
+keep N, delete the rest one by one with a pause, and exit 1 if any delete
+failed. Fixed on the way (docs/differences.md): a listing error exits 1
+instead of looking like "no tags", timestamps are compared as datetimes, and
+no credential is ever printed.
+
+The selection (`matching`, `newest_first`, `split`) is pure; `cleanup` talks
+to the Hub.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ci import door
+from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.redact import Redactor
+from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, check_url
+
+TAG_PREFIX = "nightly-"
+REPO = "vllm/vllm-omni"
+DEFAULT_KEEP = 14
+PAGE_SIZE = 100
+MAX_PAGES = 1000
+_FRACTION = re.compile(r"\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Tag:
+    name: str
+    last_updated: datetime | None  # None: missing or unparseable, kept as if newest
+
+
+def parse_time(value: object) -> datetime | None:
+    """Hub's ISO-8601 `last_updated` (any fraction length, `Z` suffix) as UTC."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    text = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], text, count=1)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed
+
+
+def matching(results: Iterable[Any], prefix: str = TAG_PREFIX) -> list[Tag]:
+    """The results whose name starts with the prefix (the client-side filter)."""
+    found = []
+    for item in results:
+        if not isinstance(item, dict):
+            continue
+        name = item.get("name")
+        if isinstance(name, str) and name.startswith(prefix):
+            found.append(Tag(name, parse_time(item.get("last_updated"))))
+    return found
+
+
+def newest_first(tags: Iterable[Tag]) -> list[Tag]:
+    """Newest first; a tag without a usable time counts as newest, so it is never deleted.
+
+    Ties break by name, descending, as the script's reverse sort of
+    `<last_updated>|<name>` lines did.
+    """
+    by_name = sorted(tags, key=lambda t: t.name, reverse=True)
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(
+        by_name,
+        key=lambda t: (t.last_updated is None, t.last_updated or epoch),
+        reverse=True,
+    )
+
+
+def split(tags: list[Tag], keep: int) -> tuple[list[Tag], list[Tag]]:
+    """(kept, to delete) from a newest-first list."""
+    return tags[:keep], tags[keep:]
+
+
+def collect(hub: HubClient, log: Logger) -> list[Tag]:
+    """Every page of the name-filtered list; an HTTP error stops the task with exit 1."""
+    found: list[Tag] = []
+    page = 1
+    while page <= MAX_PAGES:
+        try:
+            body = hub.tags_page(REPO, page, PAGE_SIZE, TAG_PREFIX)
+        except HubError as exc:
+            log.fail(f"Error: Failed to list tags (page {page}): {exc}")
+        results = body.get("results")
+        if not isinstance(results, list) or not results:
+            break
+        found += matching(results)
+        if "next" in body and not body["next"]:
+            break  # the last page; asking past it would only get a 404
+        page += 1
+    else:
+        log.fail(f"Error: Failed to list tags: more than {MAX_PAGES} pages")
+    return found
+
+
+class Logger:
+    """The script's messages, on stderr, with every credential masked."""
+
+    def __init__(self, *secrets: str) -> None:
+        self._secrets = list(secrets)
+
+    def add_secret(self, *values: str) -> None:
+        self._secrets += [v for v in values if v]
+
+    @property
+    def redact(self) -> Redactor:
+        return Redactor.for_env(extra=self._secrets)
+
+    def __call__(self, message: str) -> None:
+        door.note(message, redact=self.redact)
+
+    def fail(self, message: str, code: int = FAILURE) -> Any:
+        raise Stop(code, self.redact(message))
+
+
+def cleanup(
+    *,
+    hub_url: str = DEFAULT_HUB_URL,
+    keep: int = DEFAULT_KEEP,
+    delete_interval: float = 1.0,
+    dry_run: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    source = os.environ if env is None else env
+    problems = []
+    reason = check_url(hub_url)
+    if reason:
+        problems.append(f"--hub-url: {hub_url!r} {reason}")
+    if keep < 1:
+        problems.append(f"--keep: {keep} is not a positive number of tags to keep")
+    if delete_interval < 0:
+        problems.append("--delete-interval: must not be negative")
+    UserError.collect(problems, code=USAGE)
+
+    token = source.get("DOCKERHUB_TOKEN", "")
+    username = source.get("DOCKERHUB_USERNAME", "")
+    log = Logger(token)
+    log(f"Cleaning up tags with prefix: {TAG_PREFIX} in repository: {REPO}")
+    if not token:
+        log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
+    if not username:
+        log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
+
+    hub = HubClient(hub_url)
+    log("Getting DockerHub bearer token...")
+    try:
+        hub.login(username, token)
+    except HubError as exc:
+        log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
+    log.add_secret(*hub.secrets)
+
+    log("Fetching all tags from DockerHub...")
+    tags = newest_first(collect(hub, log))
+    if not tags:
+        log("No tags found to clean up")
+        return
+    log(f"Found {len(tags)} tags")
+    _kept, doomed = split(tags, keep)
+    if not doomed:
+        log(f"No tags need to be deleted (only {len(tags)} tags found, keeping {keep})")
+        return
+    log(f"Will delete {len(doomed)} old tags, keeping the newest {keep}")
+
+    if dry_run:
+        for tag in doomed:
+            log(f"(dry-run) Would delete tag: {tag.name}")
+        sys.stdout.write("".join(f"{t.name}\n" for t in doomed))
+        return
+
+    log("Deleting old tags...")
+    failures = 0
+    for tag in doomed:
+        log(f"Deleting tag: {tag.name}")
+        if delete(hub, tag.name, log):
+            sys.stdout.write(f"{tag.name}\n")
+            sys.stdout.flush()
+        else:
+            failures += 1
+        time.sleep(delete_interval)
+    if failures:
+        log.fail(f"Cleanup finished with {failures} deletion failure(s)")
+    log("Cleanup completed successfully")
+
+
+def delete(hub: HubClient, name: str, log: Logger) -> bool:
+    try:
+        resp = hub.delete_tag(REPO, name)
+    except HubError as exc:
+        log(f"Error: Failed to delete tag {name} (HTTP 000): {exc}")
+        return False
+    if resp.ok:
+        log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
+        return True
+    log(f"Error: Failed to delete tag {name} (HTTP {resp.status}): {_detail(resp.body)}")
+    return False
+
+
+def _detail(body: bytes) -> str:
+    """`.detail` of a JSON body, else the raw body, else a placeholder (the script's rule)."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        import json
+
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if isinstance(found, dict) and found.get("detail") not in (None, False):
+        return str(found["detail"])
+    return text or "(empty response body)"

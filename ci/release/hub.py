@@ -1,0 +1,141 @@
+"""A small Docker Hub API client: login, one page of tags, delete a tag.
+
+Why not curl through the door: the bearer token would have to travel in an
+argv or a header file, both visible to other processes or left on disk.
+urllib keeps it in memory. Every request has a timeout, JSON bodies come from
+a serializer, and redirects are refused so the Authorization header never
+follows one to another host. Nothing here ever puts a credential in an
+exception message or a repr.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import IO, Any
+
+DEFAULT_HUB_URL = "https://hub.docker.com"
+TIMEOUT = 30.0
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class HubError(Exception):
+    """A request that got no usable answer. `status` is the HTTP code, if any."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: urllib would resend our Authorization header to the target."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Message,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None
+
+
+def check_url(url: str) -> str | None:
+    """Why `url` cannot be the Hub base URL (None when it can)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return None
+    if parts.scheme == "http" and parts.hostname in _LOOPBACK:
+        return None
+    return "must be an https:// URL (plain http only for 127.0.0.1/localhost)"
+
+
+@dataclass
+class HubClient:
+    base_url: str = DEFAULT_HUB_URL
+    timeout: float = TIMEOUT
+    _bearer: str = field(default="", repr=False)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values to mask in anything printed (the bearer token, once logged in)."""
+        return (self._bearer,) if self._bearer else ()
+
+    def url(self, path: str, query: dict[str, str] | None = None) -> str:
+        full = self.base_url.rstrip("/") + path
+        return f"{full}?{urllib.parse.urlencode(query)}" if query else full
+
+    def request(self, method: str, url: str, payload: object = None) -> Response:
+        headers = {"Accept": "application/json"}
+        data = None
+        if payload is not None:
+            data = json.dumps(payload).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self._bearer:
+            headers["Authorization"] = f"Bearer {self._bearer}"
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        opener = urllib.request.build_opener(_NoRedirect())
+        try:
+            with opener.open(req, timeout=self.timeout) as resp:
+                return Response(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                body = exc.read()
+            return Response(exc.code, body)
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc.__class__.__name__
+            raise HubError(f"{method} {url}: {reason}") from None
+
+    def login(self, username: str, password: str) -> None:
+        """POST /v2/users/login; keeps the bearer token for later requests."""
+        url = self.url("/v2/users/login")
+        resp = self.request("POST", url, {"username": username, "password": password})
+        token = None
+        if resp.ok:
+            try:
+                token = resp.json().get("token")
+            except (ValueError, AttributeError):
+                token = None
+        if not isinstance(token, str) or not token or token == "null":
+            raise HubError(f"POST {url}: HTTP {resp.status}, no token", status=resp.status)
+        self._bearer = token
+
+    def tags_page(self, repo: str, page: int, page_size: int, name: str) -> dict[str, Any]:
+        """One page of GET /v2/repositories/<repo>/tags, the script's query."""
+        url = self.url(
+            f"/v2/repositories/{repo}/tags",
+            {"page": str(page), "page_size": str(page_size), "name": name},
+        )
+        resp = self.request("GET", url)
+        if not resp.ok:
+            raise HubError(f"GET {url}: HTTP {resp.status}", status=resp.status)
+        try:
+            found = resp.json()
+        except ValueError:
+            raise HubError(f"GET {url}: HTTP {resp.status}, not JSON", status=resp.status) from None
+        if not isinstance(found, dict):
+            raise HubError(f"GET {url}: HTTP {resp.status}, not a JSON object", status=resp.status)
+        return found
+
+    def delete_tag(self, repo: str, tag: str) -> Response:
+        path = f"/v2/repositories/{repo}/tags/{urllib.parse.quote(tag, safe='')}"
+        return self.request("DELETE", self.url(path))

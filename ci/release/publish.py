@@ -1,0 +1,245 @@
+"""Publish the per-arch release images from ECR staging to Docker Hub.
+
+Replaces `.buildkite/release/scripts/publish-release-images.sh`: the same
+tags, the same docker commands in the same order, the same manifest
+sequence (`rm`, failure tolerated; `create`; `push`). The ECR password goes
+from `aws` to `docker login` on stdin and is never printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ci import door
+from ci.errors import FAILURE, USAGE, UserError
+
+DOCKERHUB_REPO = "vllm/vllm-omni"
+ECR_REGISTRY = "public.ecr.aws/q9t5s3a7"
+ECR_REPO = f"{ECR_REGISTRY}/vllm-omni-release-repo"
+ECR_REGION = "us-east-1"
+MODES = ("release", "nightly")
+DEFAULT_MODE = "release"
+ARCHES = ("x86_64", "aarch64")
+VERSION_PLACEHOLDER = "<release-version>"
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What one run publishes: the mode, the source commit and the tags."""
+
+    mode: str
+    commit: str
+    primary_tags: tuple[str, ...]
+    extra_tags: tuple[str, ...] = ()
+
+    def source(self, arch: str) -> str:
+        return f"{ECR_REPO}:{self.commit}-{arch}"
+
+    def published(self) -> tuple[str, ...]:
+        """Every Docker Hub ref this run writes, in the order it writes them."""
+        refs = []
+        for tag in self.primary_tags:
+            refs += [f"{DOCKERHUB_REPO}:{tag}-{arch}" for arch in ARCHES]
+            refs.append(f"{DOCKERHUB_REPO}:{tag}")
+        refs += [f"{DOCKERHUB_REPO}:{tag}" for tag in self.extra_tags]
+        return tuple(refs)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of the sequence, with the two special cases the script has."""
+
+    command: door.Command
+    tolerate_failure: bool = False  # `docker manifest rm … || true`
+    secret_output: bool = False  # aws prints the ECR password: capture it, never show it
+    stdin_from_previous: bool = False  # docker login reads that password on stdin
+
+
+def parse_mode(mode: str) -> str:
+    value = (mode or DEFAULT_MODE).strip()
+    if value not in MODES:
+        raise UserError(
+            f"--mode: unknown mode {mode!r}: allowed values are release, nightly "
+            "(usage: release.publish-images [--mode release|nightly])",
+            code=USAGE,
+        )
+    return value
+
+
+def publication(mode: str, commit: str, version: str) -> Publication:
+    """The tags of the script's `case "$MODE"` (version: release mode only)."""
+    problems = []
+    if not _TAG_RE.fullmatch(f"nightly-{commit}") or not commit:
+        problems.append(f"--commit: {commit!r} cannot be part of an image tag")
+    if (
+        mode == "release"
+        and version != VERSION_PLACEHOLDER
+        and not _TAG_RE.fullmatch(f"v{version}")
+    ):
+        problems.append(f"release-version: {version!r} cannot be part of an image tag")
+    UserError.collect(problems, code=USAGE)
+    if mode == "release":
+        return Publication(mode, commit, ("latest", f"v{version}"))
+    return Publication(mode, commit, ("nightly",), (f"nightly-{commit}",))
+
+
+def _docker(*args: str, description: str = "") -> door.Command:
+    return door.Command(("docker", *args), description=description)
+
+
+def _manifest(tag: str, arch_base: str) -> tuple[Step, ...]:
+    ref = f"{DOCKERHUB_REPO}:{tag}"
+    parts = [f"{DOCKERHUB_REPO}:{arch_base}-{arch}" for arch in ARCHES]
+    return (
+        Step(
+            _docker(
+                "manifest",
+                "rm",
+                ref,
+                description=f"drop the local manifest list {ref} (failure tolerated)",
+            ),
+            tolerate_failure=True,
+        ),
+        Step(_docker("manifest", "create", ref, *parts, description=f"create manifest {ref}")),
+        Step(_docker("manifest", "push", ref, description=f"push manifest {ref}")),
+    )
+
+
+def steps(pub: Publication) -> tuple[Step, ...]:
+    """The script's command sequence, in order."""
+    out: list[Step] = [
+        Step(
+            door.Command(
+                ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
+                description="get the ECR login password (kept secret)",
+            ),
+            secret_output=True,
+        ),
+        Step(
+            door.Command(
+                ("docker", "login", "--username", "AWS", "--password-stdin", ECR_REGISTRY),
+                description="log in to ECR (password from the previous step on stdin)",
+                stdin="",
+                stdin_secret=True,
+            ),
+            stdin_from_previous=True,
+        ),
+    ]
+    out += [Step(_docker("pull", pub.source(arch), description=f"pull {arch}")) for arch in ARCHES]
+    for tag in pub.primary_tags:
+        out += [
+            Step(_docker("tag", pub.source(arch), f"{DOCKERHUB_REPO}:{tag}-{arch}"))
+            for arch in ARCHES
+        ]
+        out += [Step(_docker("push", f"{DOCKERHUB_REPO}:{tag}-{arch}")) for arch in ARCHES]
+        out += _manifest(tag, tag)
+    for tag in pub.extra_tags:
+        out += _manifest(tag, pub.primary_tags[0])
+    return tuple(out)
+
+
+def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
+    return door.Plan(
+        commands=tuple(s.command for s in steps(pub)),
+        facts=(
+            ("mode", pub.mode),
+            ("commit", pub.commit),
+            ("primary tags", " ".join(pub.primary_tags)),
+            *((("extra manifests", " ".join(pub.extra_tags)),) if pub.extra_tags else ()),
+            *facts,
+        ),
+        title=f"publish {pub.mode} images to {DOCKERHUB_REPO}",
+    )
+
+
+def execute(sequence: tuple[Step, ...]) -> None:
+    """Run the steps in order; the first untolerated failure ends the task with its code."""
+    password = ""
+    for step in sequence:
+        cmd = step.command
+        if step.stdin_from_previous:
+            cmd = dataclasses.replace(cmd, stdin=password, stdin_secret=True)
+        if step.secret_output:
+            result = door.run(cmd, output="capture")
+            password = result.stdout
+            if not result.ok:
+                redact = door.Plan(commands=(cmd,)).redactor()
+                detail = redact(result.stderr.strip())
+                if password.strip():
+                    detail = detail.replace(password.strip(), "[REDACTED]")
+                raise door.CommandFailed(
+                    result.code,
+                    f"error: {cmd.line()} failed with exit {result.code}"
+                    + (f": {detail}" if detail else ""),
+                )
+            continue
+        if password:  # from here on, the password is masked in everything we print
+            cmd = dataclasses.replace(cmd, secrets=(*cmd.secrets, password.strip()))
+        result = door.run(cmd)
+        if not result.ok and step.tolerate_failure:
+            door.note(f"(ignored: exit {result.code})")
+        elif not result.ok:
+            raise door.CommandFailed(
+                result.code, f"error: {cmd.line()} failed with exit {result.code}"
+            )
+
+
+def release_version(given: str) -> str:
+    """The `release-version` build meta-data with one leading `v` stripped."""
+    value = given.strip()
+    if not value:
+        found = door.run(
+            door.Command(
+                ("buildkite-agent", "meta-data", "get", "release-version", "--default", ""),
+                description="read the release version",
+            ),
+            output="capture",
+        )
+        value = found.stdout.strip() if found.ok else ""
+    value = value[1:] if value.startswith("v") else value
+    if not value:
+        raise door.CommandFailed(FAILURE, "ERROR: release-version metadata not set")
+    return value
+
+
+def publish(
+    mode: str,
+    *,
+    commit: str = "",
+    version: str = "",
+    dry_run: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    source = os.environ if env is None else env
+    mode = parse_mode(mode)
+    commit = commit or source.get("BUILDKITE_COMMIT", "")
+    if not commit:
+        raise UserError("BUILDKITE_COMMIT is not set (or pass --commit)", code=USAGE)
+    facts: tuple[tuple[str, str], ...] = ()
+    if mode == "release" and dry_run and not version:
+        version = VERSION_PLACEHOLDER
+        facts = (("release-version", "read at run time: buildkite-agent meta-data get …"),)
+    elif mode == "release":
+        version = release_version(version)
+    pub = publication(mode, commit, version)
+    if dry_run:
+        door.run_plan(plan(pub, facts), dry_run=True)
+        return
+    bar = "=" * 40
+    door.note(bar)
+    door.note(f"Publishing {pub.mode} images to {DOCKERHUB_REPO}")
+    door.note(f"  Commit: {pub.commit}")
+    door.note(f"  Primary tags: {' '.join(pub.primary_tags)}")
+    if pub.extra_tags:
+        door.note(f"  Extra manifests: {' '.join(pub.extra_tags)}")
+    door.note(bar)
+    execute(steps(pub))
+    door.note("")
+    door.note(f"Successfully published {pub.mode} images")
+    sys.stdout.write("".join(ref + "\n" for ref in pub.published()))

@@ -1,0 +1,63 @@
+"""`release.publish-images` and `release.cleanup-nightly`: the Docker Hub release steps."""
+
+from __future__ import annotations
+
+from invoke.collection import Collection
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["collection"]
+
+
+@task(
+    name="publish-images",
+    help={
+        "mode": "release (default: latest, v<version>) or nightly (nightly, nightly-<commit>)",
+        "commit": "source commit of the ECR staging images (default: $BUILDKITE_COMMIT)",
+        "release_version": "release mode: the version (default: build meta-data release-version)",
+        "dry_run": "print the whole command sequence and run nothing",
+    },
+)
+def publish_images(
+    c: Context,
+    mode: str = "release",
+    commit: str = "",
+    release_version: str = "",
+    dry_run: bool = False,
+) -> None:
+    """Publish the per-arch ECR images to vllm/vllm-omni with multi-arch manifests."""
+    from ci.release.publish import publish
+
+    publish(mode, commit=commit, version=release_version, dry_run=dry_run)
+
+
+@task(
+    name="cleanup-nightly",
+    help={
+        "hub_url": "Docker Hub API base URL (default: https://hub.docker.com)",
+        "keep": "how many of the newest nightly- tags to keep (default: 14)",
+        "delete_interval": "pause after each delete (default: 1s)",
+        "dry_run": "list what would be deleted (stdout) and delete nothing",
+    },
+)
+def cleanup_nightly(
+    c: Context,
+    hub_url: str = "https://hub.docker.com",
+    keep: int = 14,
+    delete_interval: str = "1s",
+    dry_run: bool = False,
+) -> None:
+    """Delete old vllm/vllm-omni nightly- tags on Docker Hub (needs DOCKERHUB_USERNAME/_TOKEN)."""
+    from ci.durations import parse_duration
+    from ci.release.cleanup import cleanup
+
+    cleanup(
+        hub_url=hub_url,
+        keep=keep,
+        delete_interval=parse_duration(delete_interval, name="--delete-interval"),
+        dry_run=dry_run,
+    )
+
+
+collection = Collection("release", publish_images, cleanup_nightly)
