@@ -18,6 +18,7 @@ the builder only when inspecting it fails.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -30,14 +31,21 @@ DOCKER = "docker"
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?)"
-_REPOSITORY = re.compile(rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*")
+_DOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
+_PATH = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 def repository_problem(value: str, source: str) -> str | None:
-    """Why `value` cannot be the repository part of an image ref, or None."""
-    if _REPOSITORY.fullmatch(value) and len(value) <= 255:
+    """Why `value` cannot be the repository part of an image ref, or None.
+
+    As docker parses it: the first component is a registry host only if it has
+    a '.' or ':' or is `localhost`; everything else is a lowercase path.
+    """
+    host, _, path = value.partition("/")
+    if not (path and ("." in host or ":" in host or host == "localhost")):
+        host, path = "", value
+    if (not host or _DOMAIN.fullmatch(host)) and _PATH.fullmatch(path) and len(value) <= 255:
         return None
     return (
         f"{source}: {value!r} is not a valid image repository "
@@ -215,7 +223,12 @@ def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
             " (use --builder engine or auto)",
             code=IMAGE_INPUT,
         )
-    client = report.buildkit_client()
+    explicit = docker or os.environ.get(doctor.DOCKER_ENV)
+    if explicit:  # a client the user named is used as is, never swapped for another
+        named = report.client()
+        client = named.path if named and named.buildkit_without_buildx else None
+    else:
+        client = report.buildkit_client()
     if client is None:
         found = ", ".join(c.path for c in report.clients) or "none on PATH"
         raise UserError(
