@@ -7,7 +7,18 @@ inside those library calls, because this namespace loads in every CI job.
 
 from invoke.collection import Collection
 
-from ci.tasks import amd, bootstrap, covsplit, gates, images, meta, pipelines, release, runners, skipci
+from ci.tasks import (
+    amd,
+    bootstrap,
+    covsplit,
+    gates,
+    images,
+    meta,
+    pipelines,
+    release,
+    runners,
+    skipci,
+)
 
 ns = Collection()
 for module in (

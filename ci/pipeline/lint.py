@@ -1,0 +1,145 @@
+"""`lint-pipelines`: check every test YAML of a repo, whatever the diff (spec §6 W13).
+
+The uploader validates lazily: a step that the diff filters out never has its
+key or preset looked up, so a typo surfaces only on the build that finally
+needs the step (the corpus's `diffusion_joy_image_accuracy` shows up only
+when a nightly upload crashes). The linter visits every step of every test
+YAML and reports, all at once:
+
+* every `source_file_dependencies` key exists (and the value is well formed);
+* every `mirror_hardwares` preset exists;
+* every step expands, with MIRROR_HW unset and with `b200`;
+* every expanded pipeline validates against Buildkite's schema.
+
+`if` strings outside the `if` module's subset are listed as notes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci import door
+from ci.errors import FAILURE, UserError
+from ci.pipeline import ifexpr, mirror, sourcefilter
+from ci.pipeline.registries import Registries
+
+# Test YAMLs the uploader renders; AMD's go through the AMD template instead.
+TEST_GLOB = ".buildkite/*/test-*.yml"
+NOT_UPLOADER = ("amd",)
+SELECTORS: tuple[str, ...] = ("", "b200")
+
+
+def test_pipelines(repo: Path) -> list[Path]:
+    return sorted(p for p in repo.glob(TEST_GLOB) if p.parent.name not in NOT_UPLOADER)
+
+
+def _all_steps(steps: Any) -> Iterator[dict[str, Any]]:
+    if not isinstance(steps, list):
+        return
+    for step in steps:
+        if isinstance(step, dict):
+            yield step
+            yield from _all_steps(step.get("steps"))
+
+
+@dataclass
+class FileReport:
+    path: str
+    steps: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    presets: set[str] = field(default_factory=set)
+
+
+def _strict(document: dict[str, Any], registries: Registries, report: FileReport) -> None:
+    """Keys and explicit presets of every step, reachable by the diff or not."""
+    for step in _all_steps(document.get("steps")):
+        report.steps += 1
+        label = sourcefilter.step_label(step)
+        try:
+            sourcefilter.prefixes_of(step, registries.sources)
+        except UserError as exc:
+            report.problems.extend(exc.problems)
+        if isinstance(step.get("steps"), list):
+            pass
+        elif mirror.FIELD in step:
+            try:
+                name = mirror.preset_name(step[mirror.FIELD], label)
+                known = registries.presets()
+                if name not in known.presets:
+                    report.problems.append(
+                        f"unknown {mirror.FIELD} {name!r} in step {label!r}; "
+                        f"known: {', '.join(known.names)}"
+                    )
+            except UserError as exc:
+                report.problems.extend(exc.problems)
+        condition = step.get("if")
+        if isinstance(condition, str) and not ifexpr.is_evaluable(ifexpr.parse(condition)):
+            report.notes.append(f"step {label!r}: `if` not evaluable: {condition}")
+
+
+def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
+    from ci.pipeline.upload import render_file, repo_relative
+    from ci.schema import pipeline_errors
+
+    relative = repo_relative(repo, path) or str(path)
+    report = FileReport(relative)
+    try:
+        from ci import yamlio
+
+        document = yamlio.load(path)
+        if not isinstance(document, dict):
+            raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
+        _strict(document, registries, report)
+        for selector in SELECTORS:
+            rendered = render_file(
+                repo, path, scope="all", changed=None, mirror_hw=selector, registries=registries
+            )
+            report.problems.extend(rendered.problems)
+            report.presets.update(k.preset for k in rendered.kept if k.preset)
+            if not rendered.problems:
+                shown = f"MIRROR_HW={selector}" if selector else "MIRROR_HW unset"
+                report.problems.extend(
+                    f"rendered pipeline ({shown}) fails the Buildkite schema at {p}"
+                    for p in pipeline_errors(rendered.pipeline)
+                )
+    except UserError as exc:
+        report.problems.extend(exc.problems)
+    report.problems = list(dict.fromkeys(report.problems))
+    return report
+
+
+def lint(repo: Path) -> list[FileReport]:
+    """One report per test YAML; the registries are read once for all of them."""
+    registries = Registries.for_repo(repo)
+    return [lint_file(repo, path, registries) for path in test_pipelines(repo)]
+
+
+def lint_repo(repo_arg: str = "") -> None:
+    """The task: a summary on stdout, one `error:` line per problem, exit 1 on any."""
+    from ci.target import resolve_repo
+
+    repo = resolve_repo(repo_arg or None)
+    reports = lint(repo)
+    if not reports:
+        raise UserError(f"no test pipelines ({TEST_GLOB}) in {repo}", code=FAILURE)
+    root = str(repo.resolve())
+    errors: dict[str, None] = {}
+    for report in reports:
+        state = "ok  " if not report.problems else "FAIL"
+        presets = ", ".join(sorted(report.presets)) or "none"
+        sys.stdout.write(
+            f"{state} {report.path}: {report.steps} step(s), {len(report.problems)} problem(s); "
+            f"presets: {presets}\n"
+        )
+        for note in report.notes:
+            door.note(f"note: {report.path}: {note}")
+        for problem in report.problems:
+            # Registry problems name their file already and repeat for every YAML.
+            errors.setdefault(problem if root in problem else f"{report.path}: {problem}", None)
+    sys.stdout.flush()
+    UserError.collect(errors, code=FAILURE)

@@ -1,0 +1,157 @@
+"""The pytest marker registry of the target repo: SKUs and card counts.
+
+vLLM-Omni keeps its hardware vocabulary in `pyproject.toml`
+(`[tool.pytest.ini_options].markers`); each description carries tags such as
+`[hardware-resource] [cuda]` (a CUDA SKU) or `[hardware-cards]` (`cards_<n>`).
+`tests/helpers/mark.py` reads the same tags, so the uploader infers presets
+from exactly the markers pytest accepts. Reading needs no import of the
+target's code: we parse the TOML ourselves.
+
+The file is read only when a step needs it (see `Lazy`), and a needed
+registry that is missing or has no tagged markers fails closed, naming the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from ci.errors import FAILURE, UserError
+
+PYPROJECT = "pyproject.toml"
+_TAG = re.compile(r"\[([A-Za-z0-9_-]+)\]")
+_CARDS = re.compile(r"^cards_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Marker:
+    name: str
+    description: str
+    tags: frozenset[str]
+
+
+@dataclass(frozen=True)
+class MarkerRegistry:
+    """The tagged markers, in file order, and what mark.py derives from them."""
+
+    source: str
+    markers: tuple[Marker, ...]
+
+    def tagged(self, *tags: str) -> tuple[str, ...]:
+        wanted = set(tags)
+        return tuple(dict.fromkeys(m.name for m in self.markers if wanted <= m.tags))
+
+    def skus(self, platform: str) -> tuple[str, ...]:
+        """`get_skus_for_platform`: markers tagged `[hardware-resource]` and `[<platform>]`."""
+        return self.tagged("hardware-resource", platform)
+
+    @property
+    def cuda_skus(self) -> tuple[str, ...]:
+        return self.skus("cuda")
+
+    @property
+    def card_counts(self) -> tuple[int, ...]:
+        """`get_supported_card_counts`: n of every `cards_<n>` tagged `[hardware-cards]`."""
+        counts = set()
+        for name in self.tagged("hardware-cards"):
+            match = _CARDS.match(name)
+            if match:
+                counts.add(int(match.group(1)))
+        return tuple(sorted(counts))
+
+
+def parse_marker_lines(lines: list[Any], source: str) -> MarkerRegistry:
+    """`name: description [tag] ...` strings, as pytest's `markers` ini list holds them."""
+    markers = []
+    for line in lines:
+        if not isinstance(line, str) or not line.strip():
+            continue
+        name, _, description = line.partition(":")
+        tags = frozenset(_TAG.findall(description))
+        markers.append(Marker(name.strip(), _TAG.sub("", description).strip(), tags))
+    registry = MarkerRegistry(source, tuple(markers))
+    if not any(m.tags & {"hardware-resource", "hardware-cards"} for m in markers):
+        raise UserError(
+            f"no tagged pytest markers ([hardware-resource] / [hardware-cards]) in {source}",
+            code=FAILURE,
+        )
+    return registry
+
+
+def _toml() -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:  # pragma: no cover - Python 3.10 only
+        return importlib.import_module("tomli")
+    except ImportError:  # pragma: no cover
+        raise UserError(
+            "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)",
+            code=FAILURE,
+        ) from None
+
+
+def parse_pyproject(text: str, source: str) -> MarkerRegistry:
+    toml = _toml()
+    try:
+        data = toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise UserError(f"invalid pytest marker registry: {source}: {exc}", code=FAILURE) from None
+    lines = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("markers")
+    if not isinstance(lines, list):
+        raise UserError(
+            f"no [tool.pytest.ini_options].markers list in {source} "
+            "(the pytest marker registry: SKUs and cards_* marks)",
+            code=FAILURE,
+        )
+    return parse_marker_lines(lines, source)
+
+
+def load_markers(repo: Path) -> MarkerRegistry:
+    path = (repo / PYPROJECT).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"missing pytest marker registry: {path}", code=FAILURE) from None
+    except OSError as exc:
+        raise UserError(
+            f"cannot read pytest marker registry: {path}: {exc.strerror}", code=FAILURE
+        ) from None
+    return parse_pyproject(text, str(path))
+
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    """A value loaded on first use, then reused; a failure is remembered and re-raised."""
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load = load
+        self._value: T | None = None
+        self._error: UserError | None = None
+        self.loaded = False
+
+    @classmethod
+    def of(cls, value: T) -> Lazy[T]:
+        made = cls(lambda: value)
+        made.get()
+        return made
+
+    def get(self) -> T:
+        if self._error is not None:
+            raise self._error
+        if not self.loaded:
+            try:
+                self._value = self._load()
+            except UserError as exc:
+                self._error = exc
+                raise
+            self.loaded = True
+        return self._value  # type: ignore[return-value]

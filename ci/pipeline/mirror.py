@@ -1,0 +1,288 @@
+"""`mirror_hardwares`: turn a step's hardware preset into Buildkite fields (spec §3.6, §3.7).
+
+A step names a preset (`mirror_hardwares: l4_1`), or leaves it out and lets
+the pytest `-m` expression say which chip and how many cards it needs. The
+result replaces `mirror_hardwares` with the preset's agents, plugins, image
+and retry. `MIRROR_HW=b200` reroutes the CUDA jobs that can run on B200 and
+drops the rest.
+
+Pure functions: the registries come in through a `Registries` holder, whose
+pytest marker registry is read only when a step needs it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ci.errors import FAILURE, UserError
+from ci.pipeline.registries import PresetRegistry, Registries
+from ci.pipeline.sourcefilter import step_label
+
+FIELD = "mirror_hardwares"
+SELECTORS = ("b200",)
+HF_EXPORT = 'if [ -n "$${VLLM_CI_HF_TOKEN:-}" ]; then export HF_TOKEN="$${VLLM_CI_HF_TOKEN}"; fi'
+HF_SECRET_ENV = "VLLM_CI_HF_TOKEN"
+_POOL_KEYS = ("agents", "plugins", "image")
+_M_EXPR = re.compile(r"""-m\s+(?:"([^"]*)"|'([^']*)'|(\S+))""")
+_NOT_BEFORE = re.compile(r"not\s+$")
+
+
+def _fail(message: str) -> UserError:
+    return UserError(message, code=FAILURE)
+
+
+def parse_mirror_hw(value: str | None) -> str | None:
+    """`MIRROR_HW`: empty/unset -> None, `b200` in any case/padding -> "b200", else an error."""
+    selector = (value or "").strip().lower()
+    if not selector:
+        return None
+    if selector not in SELECTORS:
+        raise _fail(f"unsupported MIRROR_HW={(value or '').strip()!r}; expected empty or 'b200'")
+    return selector
+
+
+# --------------------------------------------------------------------------- -m parsing
+
+
+def command_text(step: Mapping[str, Any]) -> str:
+    """`commands` (items joined by newlines, nulls skipped), else `command`."""
+    if "commands" in step:
+        commands = step["commands"]
+        if isinstance(commands, list):
+            return "\n".join(str(c) for c in commands if c is not None)
+        return "" if commands is None else str(commands)
+    command = step.get("command")
+    return "" if command is None else str(command)
+
+
+def m_expressions(text: str) -> list[str]:
+    """Every `-m EXPR` (double-, single-quoted or bare); `python -m pytest` yields `pytest`."""
+    return [next(g for g in m.groups() if g is not None) for m in _M_EXPR.finditer(text)]
+
+
+def _words(expression: str, word: str) -> Iterable[bool]:
+    """For each whole-word occurrence of `word`: True if positive, False if after `not `."""
+    for match in re.finditer(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", expression):
+        yield _NOT_BEFORE.search(expression, 0, match.start()) is None
+
+
+Cards = int | Literal["max"] | None
+
+
+@dataclass(frozen=True)
+class MarkAsk:
+    """What the `-m` expressions of one step ask for."""
+
+    chips: frozenset[str] = frozenset()
+    cards: Cards = None
+    has_cards: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.chips and not self.has_cards
+
+
+def mirror_chips(cuda_skus: Iterable[str], preset_names: Iterable[str]) -> tuple[str, ...]:
+    """Lower-cased CUDA SKUs that have a preset `<chip>` or `<chip>_...`, longest first."""
+    names = list(preset_names)
+    chips = {
+        sku.lower()
+        for sku in cuda_skus
+        if any(n == sku.lower() or n.startswith(sku.lower() + "_") for n in names)
+    }
+    return tuple(sorted(chips, key=lambda c: (-len(c), c)))
+
+
+def read_marks(
+    expressions: Sequence[str], skus: Iterable[str], chips: Iterable[str], counts: Iterable[int]
+) -> MarkAsk:
+    """SKUs (case-sensitive whole words, not after `not `) and cards_<n> of every expression."""
+    chip_set = set(chips)
+    found: set[str] = set()
+    positive: list[int] = []
+    negated = False
+    for expression in expressions:
+        for sku in skus:
+            if sku.lower() in chip_set and any(_words(expression, sku)):
+                found.add(sku.lower())
+        for n in counts:
+            for is_positive in _words(expression, f"cards_{n}"):
+                if is_positive:
+                    positive.append(n)
+                else:
+                    negated = True
+    cards: Cards = max(positive) if positive else ("max" if negated else None)
+    return MarkAsk(frozenset(found), cards, bool(positive) or negated)
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+@dataclass
+class Expansion:
+    """One leaf's outcome: the step to emit (None = dropped), why, and log lines."""
+
+    step: dict[str, Any] | None
+    preset: str | None = None
+    dropped: str | None = None  # "mirror-hw" | "no-chip"
+    log: list[str] = field(default_factory=list)
+
+
+def _chip_of(name: str, chips: Iterable[str]) -> str | None:
+    lowered = name.lower()
+    for chip in chips:
+        if lowered == chip or lowered.startswith(chip + "_"):
+            return chip
+    return None
+
+
+def compose_preset(
+    label: str,
+    ask: MarkAsk,
+    selector: str | None,
+    presets: PresetRegistry,
+    counts: Sequence[int],
+) -> tuple[str | None, str]:
+    """The preset `<chip>_<n>` for an inferred step, or (None, why it is dropped)."""
+    shown = ", ".join(sorted(ask.chips))
+    if selector is not None:
+        if selector not in ask.chips:
+            return None, f"skip {label}: MIRROR_HW={selector!r} not in -m SKUs [{shown}]"
+        chip = selector
+    elif "h100" in ask.chips:
+        chip = "h100"
+    elif "l4" in ask.chips:
+        chip = "l4"
+    else:
+        return None, f"skip {label}: no H100 or L4 in -m SKUs [{shown}]"
+    if ask.cards is None:
+        raise _fail(
+            f"step {label!r} has a pytest -m SKU marker but no cards_* (or not cards_*); "
+            "add cards_n or set mirror_hardwares to force a preset"
+        )
+    if ask.cards == "max":
+        available = [n for n in counts if f"{chip}_{n}" in presets.presets]
+        if not available:
+            raise _fail(f"not cards_* in step {label!r} has no CUDA count presets for {chip}")
+        name = f"{chip}_{max(available)}"
+        return name, f"{label}: not cards_* → {name!r}"
+    if ask.cards not in counts:
+        supported = ", ".join(f"cards_{n}" for n in counts)
+        raise _fail(
+            f"cards_{ask.cards} in step {label!r} is not a registered cards_* mark; "
+            f"supported: {supported}"
+        )
+    name = f"{chip}_{ask.cards}"
+    if name not in presets.presets:
+        raise _fail(f"cards_{ask.cards} in step {label!r} has no preset {name!r}")
+    return name, f"{label}: cards_{ask.cards} → {name!r}"
+
+
+def preset_name(value: Any, label: str) -> str:
+    """The `mirror_hardwares` value as a preset name (strings and ints only)."""
+    if isinstance(value, bool):
+        raise _fail(f"{FIELD} must not be a boolean in step {label!r}")
+    if isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str):
+        raise _fail(f"{FIELD} must be a preset string in step {label!r}")
+    name = value.strip()
+    if not name:
+        raise _fail(f"{FIELD} must be a non-empty string in step {label!r}")
+    return name
+
+
+def plain_copy(value: Any) -> Any:
+    """Deep copy of YAML data (dicts, lists, scalars): faster than `copy.deepcopy`.
+
+    Also unshares YAML anchors, so the dumped pipeline never holds aliases.
+    """
+    if isinstance(value, dict):
+        return {k: plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_copy(v) for v in value]
+    return value
+
+
+def _mentions(value: Any, text: str) -> bool:
+    if isinstance(value, dict):
+        return any(_mentions(v, text) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, text) for v in value)
+    return isinstance(value, str) and value == text
+
+
+def needs_hf_export(preset: Mapping[str, Any]) -> bool:
+    """CUDA presets carry the HF secret as VLLM_CI_HF_TOKEN; the job shell restores HF_TOKEN."""
+    return _mentions(preset, HF_SECRET_ENV)
+
+
+def apply_preset(
+    step: Mapping[str, Any], preset: Mapping[str, Any], *, hf_export: bool
+) -> dict[str, Any]:
+    """The step without `mirror_hardwares`, overlaid with a copy of the preset."""
+    merged = {k: v for k, v in step.items() if k != FIELD}
+    merged.update(plain_copy(dict(preset)))
+    if hf_export:
+        commands = merged.get("commands")
+        if isinstance(commands, list):
+            merged["commands"] = [HF_EXPORT, *commands]
+        elif commands is None:
+            merged["commands"] = [HF_EXPORT]
+        else:
+            merged["commands"] = [HF_EXPORT, commands]
+    if "retry" in step:
+        merged["retry"] = step["retry"]
+    return merged
+
+
+def _has_pool(step: Mapping[str, Any]) -> bool:
+    return any(step.get(k) is not None for k in _POOL_KEYS)
+
+
+def expand(step: dict[str, Any], selector: str | None, registries: Registries) -> Expansion:
+    """Expand one leaf step's hardware (raises `UserError` with the spec's messages)."""
+    label = step_label(step)
+    if FIELD not in step:
+        if _has_pool(step):
+            return Expansion(step)
+        expressions = m_expressions(command_text(step))
+        if not expressions:
+            return Expansion(step)
+        markers = registries.markers()
+        presets = registries.presets()
+        chips = mirror_chips(markers.cuda_skus, presets.presets)
+        ask = read_marks(expressions, markers.cuda_skus, chips, markers.card_counts)
+        if ask.empty:
+            return Expansion(step)
+        name, line = compose_preset(label, ask, selector, presets, markers.card_counts)
+        if name is None:
+            return Expansion(None, dropped="mirror-hw" if selector else "no-chip", log=[line])
+        return Expansion(
+            apply_preset(
+                step, presets.presets[name], hf_export=needs_hf_export(presets.presets[name])
+            ),
+            preset=name,
+            log=[line],
+        )
+    if _has_pool(step):
+        raise _fail(
+            f"step {label!r} sets {FIELD} together with agents/plugins/image; use {FIELD} only"
+        )
+    name = preset_name(step[FIELD], label)
+    presets = registries.presets()
+    if selector is not None:
+        markers = registries.markers()
+        chip = _chip_of(name, mirror_chips(markers.cuda_skus, presets.presets))
+        if chip is not None and chip != selector:
+            line = f"skip {label}: preset {name!r} is {chip} hardware; MIRROR_HW={selector!r}"
+            return Expansion(None, dropped="mirror-hw", log=[line])
+    if name not in presets.presets:
+        raise _fail(
+            f"unknown {FIELD} {name!r} in step {label!r}; known: {', '.join(presets.names)}"
+        )
+    preset = presets.presets[name]
+    return Expansion(apply_preset(step, preset, hf_export=needs_hf_export(preset)), preset=name)

@@ -1,0 +1,198 @@
+"""The uploader's two YAML registries, and the per-run holder of every registry.
+
+`.buildkite/common/ci_source_file_dependencies.yml` maps job keys to path
+prefixes; `.buildkite/common/ci_mirror_hardwares.yml` maps preset names to the
+Buildkite fields they expand to. Both are read at most once per run, only when
+a step needs them, and every problem uses the original's message (spec §3.8)
+with exit code 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci.errors import FAILURE, UserError
+from ci.pipeline.markers import Lazy, MarkerRegistry, load_markers
+
+SOURCE_REGISTRY = ".buildkite/common/ci_source_file_dependencies.yml"
+PRESET_REGISTRY = ".buildkite/common/ci_mirror_hardwares.yml"
+FALLBACK_KEY = "source_filter_fallback"
+
+
+def _fail(message: str) -> UserError:
+    return UserError(message, code=FAILURE)
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _fail(f"missing CI {what} registry: {path}") from None
+    except OSError:
+        raise _fail(f"invalid CI {what} registry: {path}") from None
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        raise _fail(f"invalid CI {what} registry: {path}") from None
+
+
+def _flatten(value: list[Any], key: str, out: dict[str, None]) -> None:
+    for item in value:
+        if isinstance(item, list):
+            _flatten(item, key, out)
+            continue
+        text = "" if item is None else str(item).strip()
+        if not text:
+            raise _fail(f"empty path in source_file_dependencies[{key!r}]")
+        out.setdefault(text, None)
+
+
+@dataclass(frozen=True)
+class SourceRegistry:
+    """Job key -> path prefixes (YAML anchors flattened, duplicates dropped, order kept)."""
+
+    path: str
+    keys: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def parse(cls, data: Any, path: str) -> SourceRegistry:
+        if not isinstance(data, dict):
+            raise _fail(f"invalid CI source_file_dependencies registry: {path}")
+        table = data.get("source_file_dependencies")
+        if not isinstance(table, dict):
+            raise _fail(f"source_file_dependencies must be a mapping in {path}")
+        keys: dict[str, tuple[str, ...]] = {}
+        for key, value in table.items():
+            if not isinstance(key, str) or not key.strip():
+                raise _fail(f"source_file_dependencies keys must be non-empty strings in {path}")
+            if not isinstance(value, list):
+                raise _fail(
+                    f"source_file_dependencies[{key!r}] must be a list of path prefixes, "
+                    f"got {type(value).__name__}"
+                )
+            flat: dict[str, None] = {}
+            _flatten(value, key, flat)
+            keys[key] = tuple(flat)
+        return cls(path, keys)
+
+    @property
+    def job_keys(self) -> tuple[str, ...]:
+        """Keys a step may name (sorted; the fallback list is not a job key)."""
+        return tuple(sorted(k for k in self.keys if k != FALLBACK_KEY))
+
+    def fallback(self) -> tuple[str, ...]:
+        paths = self.keys.get(FALLBACK_KEY, ())
+        if not paths:
+            raise _fail(
+                f"source_file_dependencies[{FALLBACK_KEY!r}] must list shared uploader "
+                f"paths in {self.path}"
+            )
+        return paths
+
+
+@dataclass(frozen=True)
+class PresetRegistry:
+    """Preset name -> the Buildkite step fields it stands for."""
+
+    path: str
+    presets: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def parse(cls, data: Any, path: str) -> PresetRegistry:
+        if not isinstance(data, dict):
+            raise _fail(f"invalid CI mirror_hardwares registry: {path}")
+        table = data.get("mirror_hardwares")
+        if not isinstance(table, dict):
+            raise _fail(f"mirror_hardwares must be a mapping in {path}")
+        presets = {str(k): v for k, v in table.items() if isinstance(v, dict)}
+        bad = [str(k) for k, v in table.items() if not isinstance(v, dict)]
+        if bad:
+            raise _fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad[0]})")
+        return cls(path, presets)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.presets))
+
+
+class Registries:
+    """Every registry one run may read, each loaded on first use and then reused.
+
+    Tests and `plan` can build one from data with `from_data`; the uploader
+    builds one per run with `for_repo`.
+    """
+
+    def __init__(
+        self,
+        sources: Lazy[SourceRegistry],
+        presets: Lazy[PresetRegistry],
+        markers: Lazy[MarkerRegistry],
+    ) -> None:
+        self._sources = sources
+        self._presets = presets
+        self._markers = markers
+
+    @classmethod
+    def for_repo(cls, repo: Path) -> Registries:
+        root = repo.resolve()
+        src = root / SOURCE_REGISTRY
+        pre = root / PRESET_REGISTRY
+        return cls(
+            Lazy(
+                lambda: SourceRegistry.parse(_read_yaml(src, "source_file_dependencies"), str(src))
+            ),
+            Lazy(lambda: PresetRegistry.parse(_read_yaml(pre, "mirror_hardwares"), str(pre))),
+            Lazy(lambda: load_markers(root)),
+        )
+
+    @classmethod
+    def from_data(
+        cls,
+        *,
+        sources: Mapping[str, Any] | None = None,
+        presets: Mapping[str, Any] | None = None,
+        markers: MarkerRegistry | None = None,
+        where: str = "<data>",
+    ) -> Registries:
+        def missing(what: str) -> Any:
+            raise _fail(f"missing CI {what} registry: {where}")
+
+        return cls(
+            Lazy(
+                lambda: (
+                    SourceRegistry.parse({"source_file_dependencies": sources}, where)
+                    if sources is not None
+                    else missing("source_file_dependencies")
+                )
+            ),
+            Lazy(
+                lambda: (
+                    PresetRegistry.parse({"mirror_hardwares": presets}, where)
+                    if presets is not None
+                    else missing("mirror_hardwares")
+                )
+            ),
+            Lazy(lambda: markers if markers is not None else missing_markers(where)),
+        )
+
+    def sources(self) -> SourceRegistry:
+        return self._sources.get()
+
+    def presets(self) -> PresetRegistry:
+        return self._presets.get()
+
+    def markers(self) -> MarkerRegistry:
+        return self._markers.get()
+
+    @property
+    def markers_loaded(self) -> bool:
+        return self._markers.loaded
+
+
+def missing_markers(where: str) -> MarkerRegistry:
+    raise _fail(f"missing pytest marker registry: {where}")

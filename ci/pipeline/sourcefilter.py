@@ -1,0 +1,111 @@
+"""`source_file_dependencies`: which steps a diff keeps (spec §3.4, §3.5).
+
+Pure functions over a list of changed paths: the task layer asks the shared
+diff resolver (`ci.diff`) for that list, so `plan`, the bootstrap and the
+uploader filter the same way without running git here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ci.errors import FAILURE, UserError
+from ci.pipeline.registries import FALLBACK_KEY, SourceRegistry
+
+FIELD = "source_file_dependencies"
+KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def step_label(step: Any) -> str:
+    """The name used in messages: `group`, else `label`, else `<step>`."""
+    if isinstance(step, dict):
+        for key in ("group", "label"):
+            if step.get(key):
+                return str(step[key])
+    return "<step>"
+
+
+def _fail(message: str) -> UserError:
+    return UserError(message, code=FAILURE)
+
+
+def _keys(
+    keys: Sequence[str], label: str, sources: Callable[[], SourceRegistry]
+) -> tuple[str, ...]:
+    if FALLBACK_KEY in keys:
+        raise _fail(
+            f"{FIELD} {FALLBACK_KEY!r} bypasses filtering and cannot be attached to a step "
+            f"({label!r})"
+        )
+    registry = sources()
+    out: dict[str, None] = {}
+    for key in keys:
+        if key not in registry.keys:
+            known = ", ".join(registry.job_keys)
+            raise _fail(f"unknown {FIELD} {key!r} in step {label!r}; known: {known}")
+        out.update(dict.fromkeys(registry.keys[key]))
+    return tuple(out)
+
+
+def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, ...] | None:
+    """The step's path prefixes, or None when it has no `source_file_dependencies`.
+
+    A key-shaped string (`^[a-z][a-z0-9_]*$`) is a registry key, any other
+    string one inline prefix; a list is all keys or all prefixes (an empty
+    list is "no prefixes": the step never matches a diff).
+    """
+    if not isinstance(step, dict) or step.get(FIELD) is None:
+        return None
+    value = step[FIELD]
+    label = step_label(step)
+    if isinstance(value, str):
+        return _keys([value], label, sources) if KEY_SHAPE.match(value) else (value,)
+    if not isinstance(value, list):
+        raise _fail(f"{FIELD} must be a string key or list in step {label!r}")
+    if not all(isinstance(item, str) for item in value):
+        raise _fail(f"{FIELD} must be a string key or list of strings in step {label!r}")
+    shaped = [bool(KEY_SHAPE.match(item)) for item in value]
+    if value and all(shaped):
+        return _keys(value, label, sources)
+    if any(shaped):
+        raise _fail(f"{FIELD} in step {label!r} mixes registry keys and path prefixes")
+    return tuple(dict.fromkeys(value))
+
+
+def path_matches(prefix: str, path: str) -> bool:
+    """Segment semantics: `pkg/foo` matches `pkg/foo` and `pkg/foo/x`, not `pkg/foobar.py`."""
+    base = prefix.rstrip("/")
+    return path == base or path.startswith(base + "/")
+
+
+def matches(prefixes: Iterable[str], changed: Iterable[str]) -> bool:
+    paths = list(changed)
+    return any(path_matches(p, c) for p in prefixes for c in paths)
+
+
+def bypass(
+    gated: Iterable[tuple[str, ...]],
+    changed: Sequence[str],
+    pipeline_path: str | None,
+    sources: Callable[[], SourceRegistry],
+) -> str | None:
+    """The changed path that switches filtering off for this upload, or None (spec §3.5).
+
+    Only when no gated step matches the diff: then a change to the pipeline
+    file itself, or under a `source_filter_fallback` prefix, keeps every job.
+    `gated` holds the prefixes of every step that has any (groups included).
+    """
+    prefix_lists = list(gated)
+    if not changed or not prefix_lists:
+        return None
+    if any(matches(prefixes, changed) for prefixes in prefix_lists):
+        return None
+    if pipeline_path is not None and pipeline_path in changed:
+        return pipeline_path
+    fallback = sources().fallback()
+    for path in changed:
+        if any(path_matches(p, path) for p in fallback):
+            return path
+    return None

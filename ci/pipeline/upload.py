@@ -1,0 +1,148 @@
+"""`upload-pipeline`: render one pipeline file and print or upload it.
+
+The task layer of the uploader: it finds the repo and the file, asks the
+shared diff resolver (`ci.diff`) for the changed paths, hands everything to
+the pure renderer (`ci.pipeline.render`), validates the result against
+Buildkite's schema and only then prints it, or pipes it to
+`buildkite-agent pipeline upload` through the door.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci import door, yamlio
+from ci.errors import FAILURE, USAGE, UserError
+from ci.pipeline import scope as scopes
+from ci.pipeline.registries import Registries
+from ci.pipeline.render import Rendered, render_test_pipeline
+
+LOG_PREFIX = "upload_pipeline: "
+BOOTSTRAP_FILE = "bootstrap-upload-steps.yml"
+DEFAULT_PIPELINE = ".buildkite/cuda/bootstrap-upload-steps.yml"
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    pipeline: str = DEFAULT_PIPELINE
+    scope: str = "diff"
+    upload: bool = False
+    dry_run: bool = False
+    repo: str = ""
+
+
+def log(message: str) -> None:
+    door.note(LOG_PREFIX + message)
+
+
+def pipeline_file(repo: Path, given: str) -> Path:
+    """Relative paths are resolved against the repo root, not the cwd (spec §3.1)."""
+    path = Path(given).expanduser()
+    path = path if path.is_absolute() else repo / path
+    path = Path(os.path.abspath(path))
+    if not path.is_file():
+        raise UserError(f"upload_pipeline: missing pipeline file: {path}", code=FAILURE)
+    return path
+
+
+def repo_relative(repo: Path, path: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def upload_command(text: str) -> door.Command:
+    return door.Command(
+        ("buildkite-agent", "pipeline", "upload"),
+        description="upload the rendered pipeline",
+        stdin=text,
+    )
+
+
+def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
+    from ci.diff import resolve_diff
+
+    diff = resolve_diff(repo, env=env)
+    if diff.paths is None:
+        log(f"changed files unknown ({diff.reason}); no source filtering")
+    else:
+        log(f"filter by {len(diff.paths)} changed file(s) ({diff.reason})")
+    return diff.paths
+
+
+def render_file(
+    repo: Path,
+    path: Path,
+    *,
+    scope: str,
+    changed: tuple[str, ...] | None,
+    mirror_hw: str | None,
+    registries: Registries | None = None,
+) -> Rendered:
+    """Load and render one test YAML (problems stay in `Rendered.problems`)."""
+    import yaml
+
+    try:
+        document: Any = yaml.load(
+            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE) from None
+    return render_test_pipeline(
+        document,
+        scope="diff" if scope == "diff" else "e2e" if scope == "e2e" else "all",
+        changed=changed,
+        registries=registries or Registries.for_repo(repo),
+        mirror_hw=mirror_hw,
+        pipeline_path=repo_relative(repo, path),
+        source=str(path),
+    )
+
+
+def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None) -> None:
+    """The whole task: resolve, render, validate, then print or upload."""
+    from ci.pipeline.mirror import parse_mirror_hw
+    from ci.schema import pipeline_errors
+    from ci.target import resolve_branch, resolve_repo
+
+    source = os.environ if env is None else env
+    repo = resolve_repo(options.repo or None)
+    path = pipeline_file(repo, options.pipeline)
+    relative = repo_relative(repo, path) or str(path)
+    if path.name == BOOTSTRAP_FILE:
+        # HOOK for the bootstrap issue (#10): bootstrap mode is chosen by file name.
+        raise UserError(
+            f"{relative}: bootstrap mode (bootstrap-upload-steps.yml) is not available yet; "
+            "upload-pipeline renders test pipelines",
+            code=USAGE,
+        )
+    mirror_hw = source.get("MIRROR_HW", "")
+    parse_mirror_hw(mirror_hw)  # fail before any git work (spec §3.7)
+    requested = options.scope
+    branch = resolve_branch(repo, env=source) if requested == "auto" else ""
+    scope = scopes.resolve(requested, relative, branch, source)
+    changed = changed_paths(repo, source) if scope == "diff" else None
+    rendered = render_file(repo, path, scope=scope, changed=changed, mirror_hw=mirror_hw)
+    for line in rendered.log:
+        log(line)
+    rendered.raise_problems()
+    problems = pipeline_errors(rendered.pipeline)
+    UserError.collect(
+        (f"{relative}: rendered pipeline fails the Buildkite schema at {p}" for p in problems),
+        code=FAILURE,
+    )
+    text = yamlio.dumps(rendered.pipeline)
+    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
+    if options.upload and not options.dry_run:
+        door.run(upload_command(text), check=True)
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if options.dry_run:
+        log(f"(dry-run) not run: {upload_command(text).line()}")

@@ -1,0 +1,55 @@
+"""`upload-pipeline` and `lint-pipelines`: the uploader of test pipelines, and its linter."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["lint_pipelines", "upload_pipeline"]
+
+
+@task(
+    positional=["pipeline"],
+    help={
+        "pipeline": "pipeline YAML, relative to the repo root (.buildkite/cuda/test-ready.yml)",
+        "scope": "diff (default: filter by the build's diff), all, e2e, or auto",
+        "all": "alias of --scope all: no source filtering",
+        "e2e": "alias of --scope e2e: only groups named '… E2E Test …', unfiltered",
+        "upload": "pipe the YAML to `buildkite-agent pipeline upload` instead of printing it",
+        "dry_run": "print the YAML and the upload command; upload nothing",
+        "repo": "target checkout (default: git top-level of the current directory)",
+    },
+)
+def upload_pipeline(
+    c: Context,
+    pipeline: str,
+    scope: str = "",
+    all: bool = False,
+    e2e: bool = False,
+    upload: bool = False,
+    dry_run: bool = False,
+    repo: str = "",
+) -> None:
+    """Render a test pipeline (source filter, hardware presets), validate it, print or upload."""
+    from ci.pipeline import scope as scopes
+    from ci.pipeline.upload import UploadOptions
+    from ci.pipeline.upload import upload_pipeline as run
+
+    run(
+        UploadOptions(
+            pipeline=pipeline,
+            scope=scopes.choose(scope, all, e2e),
+            upload=upload,
+            dry_run=dry_run,
+            repo=repo,
+        )
+    )
+
+
+@task(help={"repo": "target checkout (default: git top-level of the current directory)"})
+def lint_pipelines(c: Context, repo: str = "") -> None:
+    """Check every test YAML: keys, presets, expansion and schema, whatever the diff."""
+    from ci.pipeline.lint import lint_repo
+
+    lint_repo(repo)
