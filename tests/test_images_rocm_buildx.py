@@ -31,13 +31,15 @@ def docker_standin(
     build_exit: int = 0,
 ) -> None:
     """A `docker` that answers doctor's probes and plays the builder's life cycle."""
+    version = "echo 'github.com/docker/buildx v0.99.0 standin'; exit 0" if buildx else "exit 1"
+    missing = f'echo "ERROR: no builder {BUILDER} found" >&2; exit 1'
     script = f"""
     state={state}
     case "$1 $2" in
       "version --format") echo 99.0-standin; exit 0 ;;
       "build --help") exit {0 if buildkit else 1} ;;
-      "buildx version") {"echo 'github.com/docker/buildx v0.99.0 standin'; exit 0" if buildx else "exit 1"} ;;
-      "buildx inspect") [ -e "$state" ] || {{ echo "ERROR: no builder {BUILDER} found" >&2; exit 1; }}; exit 0 ;;
+      "buildx version") {version} ;;
+      "buildx inspect") [ -e "$state" ] || {{ {missing}; }}; exit 0 ;;
       "buildx create") {create.format(state=state)} ;;
       "buildx build") echo "#1 [deps 1/2] FROM base" >&2; exit {build_exit} ;;
       "build "*) exit {build_exit} ;;
