@@ -134,10 +134,26 @@ def steps(pub: Publication) -> tuple[Step, ...]:
     out += [Step(_docker("pull", pub.source(arch), description=f"pull {arch}")) for arch in ARCHES]
     for tag in pub.primary_tags:
         out += [
-            Step(_docker("tag", pub.source(arch), f"{DOCKERHUB_REPO}:{tag}-{arch}"))
+            Step(
+                _docker(
+                    "tag",
+                    pub.source(arch),
+                    f"{DOCKERHUB_REPO}:{tag}-{arch}",
+                    description=f"tag {arch} as {DOCKERHUB_REPO}:{tag}-{arch}",
+                )
+            )
             for arch in ARCHES
         ]
-        out += [Step(_docker("push", f"{DOCKERHUB_REPO}:{tag}-{arch}")) for arch in ARCHES]
+        out += [
+            Step(
+                _docker(
+                    "push",
+                    f"{DOCKERHUB_REPO}:{tag}-{arch}",
+                    description=f"push {DOCKERHUB_REPO}:{tag}-{arch}",
+                )
+            )
+            for arch in ARCHES
+        ]
         out += _manifest(tag, tag)
     for tag in pub.extra_tags:
         out += _manifest(tag, pub.primary_tags[0])

@@ -1,0 +1,192 @@
+"""`release.publish-images`: the script's tags and command sequence, checked by stand-ins.
+
+`aws`, `docker` (pulls from public ECR, pushes to Docker Hub) and
+`buildkite-agent` cannot run here, so recording stand-ins take their place and
+check what they receive. The expected sequences are written out literally from
+publish-release-images.sh (spec §4.3).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ci.errors import UserError
+from ci.release import publish
+from tests.conftest import StandIns, run_cli
+
+COMMIT = "4f2a9c0d1e3b5a7c9e1f3a5b7c9d1e3f5a7b9c1d"
+ECR = "public.ecr.aws/q9t5s3a7/vllm-omni-release-repo"
+HUB = "vllm/vllm-omni"
+PASSWORD = "CANARY-ecr-password-5c4b3a291807"
+
+
+def manifest(tag: str, base: str) -> list[list[str]]:
+    return [
+        ["manifest", "rm", f"{HUB}:{tag}"],
+        ["manifest", "create", f"{HUB}:{tag}", f"{HUB}:{base}-x86_64", f"{HUB}:{base}-aarch64"],
+        ["manifest", "push", f"{HUB}:{tag}"],
+    ]
+
+
+def primary(tag: str) -> list[list[str]]:
+    return [
+        ["tag", f"{ECR}:{COMMIT}-x86_64", f"{HUB}:{tag}-x86_64"],
+        ["tag", f"{ECR}:{COMMIT}-aarch64", f"{HUB}:{tag}-aarch64"],
+        ["push", f"{HUB}:{tag}-x86_64"],
+        ["push", f"{HUB}:{tag}-aarch64"],
+        *manifest(tag, tag),
+    ]
+
+
+HEAD = [
+    ["login", "--username", "AWS", "--password-stdin", "public.ecr.aws/q9t5s3a7"],
+    ["pull", f"{ECR}:{COMMIT}-x86_64"],
+    ["pull", f"{ECR}:{COMMIT}-aarch64"],
+]
+NIGHTLY = [*HEAD, *primary("nightly"), *manifest(f"nightly-{COMMIT}", "nightly")]
+RELEASE = [*HEAD, *primary("latest"), *primary("v1.4.2")]
+
+# docker login must get the password on stdin, exactly; everything else just records.
+DOCKER = """
+if [ "$1" = login ]; then
+  IFS= read -r pw
+  [ "$pw" = "$EXPECTED_PASSWORD" ] || { echo "wrong password on stdin" >&2; exit 9; }
+fi
+if [ "$1 $2" = "manifest rm" ]; then echo "No such manifest" >&2; exit 1; fi
+"""
+
+
+def env_for(standins: StandIns, **extra: str) -> dict[str, str]:
+    standins.add("aws", f'echo "{PASSWORD}"')
+    base = {**os.environ, "BUILDKITE_COMMIT": COMMIT, "EXPECTED_PASSWORD": PASSWORD, **extra}
+    return standins.env(base)
+
+
+def assert_secret_kept(*texts: str) -> None:
+    for text in texts:
+        assert PASSWORD not in text
+
+
+def test_nightly_sequence(standins: StandIns) -> None:
+    standins.add("docker", DOCKER)
+    done = run_cli("release.publish-images", "--mode", "nightly", env=env_for(standins))
+    assert done.returncode == 0, done.stderr
+    assert standins.argvs("aws") == [["ecr-public", "get-login-password", "--region", "us-east-1"]]
+    assert standins.argvs("docker") == NIGHTLY
+    assert [c["name"] for c in standins.calls()][:2] == ["aws", "docker"]
+    assert done.stdout.splitlines() == [
+        f"{HUB}:nightly-x86_64",
+        f"{HUB}:nightly-aarch64",
+        f"{HUB}:nightly",
+        f"{HUB}:nightly-{COMMIT}",
+    ]
+    assert "Publishing nightly images to vllm/vllm-omni" in done.stderr
+    assert f"  Extra manifests: nightly-{COMMIT}" in done.stderr
+    assert "Successfully published nightly images" in done.stderr
+    assert_secret_kept(done.stdout, done.stderr)
+
+
+def test_release_is_the_default_mode_and_reads_the_version(standins: StandIns) -> None:
+    standins.add("docker", DOCKER)
+    standins.add("buildkite-agent", "echo v1.4.2")
+    done = run_cli("release.publish-images", env=env_for(standins))
+    assert done.returncode == 0, done.stderr
+    assert standins.argvs("buildkite-agent") == [
+        ["meta-data", "get", "release-version", "--default", ""]
+    ]
+    assert standins.argvs("docker") == RELEASE
+    assert f"{HUB}:v1.4.2" in done.stdout.splitlines()
+    assert "  Primary tags: latest v1.4.2" in done.stderr
+    assert_secret_kept(done.stdout, done.stderr)
+
+
+def test_release_without_version_metadata_exits_1(standins: StandIns) -> None:
+    standins.add("docker", DOCKER)
+    standins.add("buildkite-agent", "echo")
+    done = run_cli("release.publish-images", "--mode", "release", env=env_for(standins))
+    assert done.returncode == 1
+    assert "ERROR: release-version metadata not set" in done.stderr
+    assert standins.argvs("docker") == [] and standins.argvs("aws") == []
+
+
+def test_bad_mode_exits_2_and_runs_nothing(standins: StandIns) -> None:
+    standins.add("docker", DOCKER)
+    done = run_cli("release.publish-images", "--mode", "weekly", env=env_for(standins))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --mode: unknown mode 'weekly': allowed values are")
+    assert standins.calls() == []
+
+
+def test_failed_push_stops_with_its_code(standins: StandIns) -> None:
+    standins.add("docker", DOCKER + '[ "$1" = push ] && exit 5\nexit 0')
+    done = run_cli("release.publish-images", "--mode", "nightly", env=env_for(standins))
+    assert done.returncode == 5
+    assert standins.argvs("docker") == NIGHTLY[:6]  # stops at the first push
+    assert done.stdout == ""
+
+
+def test_failed_ecr_login_stops_before_pulls(standins: StandIns) -> None:
+    standins.add("docker", DOCKER)
+    env = env_for(standins, EXPECTED_PASSWORD="something-else")
+    done = run_cli("release.publish-images", "--mode", "nightly", env=env)
+    assert done.returncode == 9
+    assert standins.argvs("docker") == HEAD[:1]
+    assert_secret_kept(done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("nightly", NIGHTLY), ("release", RELEASE)])
+def test_dry_run_prints_the_whole_sequence_and_runs_nothing(
+    standins: StandIns, mode: str, expected: list[list[str]]
+) -> None:
+    standins.add("docker", DOCKER)
+    args = ["--release-version", "v1.4.2"] if mode == "release" else []
+    done = run_cli(
+        "release.publish-images", "--mode", mode, "--dry-run", *args, env=env_for(standins)
+    )
+    assert done.returncode == 0, done.stderr
+    assert standins.calls() == []
+    commands = [line.strip() for line in done.stdout.splitlines() if line.startswith("   ")]
+    assert commands[0] == "aws ecr-public get-login-password --region us-east-1"
+    assert commands[1:] == [
+        " ".join(["docker", *argv]) + (" < [stdin: secret]" if argv[0] == "login" else "")
+        for argv in expected
+    ]
+
+
+def test_release_dry_run_without_version_runs_nothing(standins: StandIns) -> None:
+    standins.add("buildkite-agent", "echo v9")
+    done = run_cli("release.publish-images", "--dry-run", env=env_for(standins))
+    assert done.returncode == 0, done.stderr
+    assert standins.calls() == []
+    assert "# primary tags: latest v<release-version>" in done.stdout
+
+
+def test_publication_tags() -> None:
+    nightly = publish.publication("nightly", "abc", "")
+    assert nightly.primary_tags == ("nightly",) and nightly.extra_tags == ("nightly-abc",)
+    release = publish.publication("release", "abc", "2.0.0")
+    assert release.primary_tags == ("latest", "v2.0.0") and release.extra_tags == ()
+    with pytest.raises(UserError) as err:
+        publish.publication("release", "abc", "1 0")
+    assert err.value.code == 2
+
+
+def test_steps_mark_only_manifest_rm_as_tolerated() -> None:
+    steps = publish.steps(publish.publication("nightly", "abc", ""))
+    tolerated = [s.command.argv for s in steps if s.tolerate_failure]
+    assert tolerated == [
+        ("docker", "manifest", "rm", "vllm/vllm-omni:nightly"),
+        ("docker", "manifest", "rm", "vllm/vllm-omni:nightly-abc"),
+    ]
+    assert [s.secret_output for s in steps].count(True) == 1
+    assert steps[1].stdin_from_previous and steps[1].command.stdin_secret
+
+
+def test_missing_commit_is_an_input_error(standins: StandIns, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "BUILDKITE_COMMIT"}
+    done = run_cli("release.publish-images", "--mode", "nightly", env=standins.env(env))
+    assert done.returncode == 2
+    assert "BUILDKITE_COMMIT is not set" in done.stderr
