@@ -68,3 +68,14 @@ def tests(session: nox.Session) -> None:
     if shutil.which("docker"):
         session.run("docker", "--version", external=True, success_codes=[0, 1])
     session.run("pytest", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def lint_pipelines(session: nox.Session) -> None:
+    """Lint every test YAML of a target repo: `nox -s lint_pipelines -- --repo PATH`.
+
+    Runs the installed `vllm-omni-ci lint-pipelines` (no venv: it only reads
+    YAML); without arguments it checks examples/omni-sample.
+    """
+    args = session.posargs or ["--repo", str(ROOT / "examples" / "omni-sample")]
+    session.run("vllm-omni-ci", "lint-pipelines", *args, external=True)
