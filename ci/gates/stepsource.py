@@ -1,0 +1,193 @@
+"""The command steps of a target's Buildkite YAMLs, as plain data.
+
+One walker for everything that needs "which shell text does each step run":
+the shellcheck gate today, the local tier sessions later. It yields one
+`Step` per command step (groups flattened, `wait`/`block`/`trigger` skipped),
+with the pipeline-level `env` merged under the step's own, in the order both
+Buildkite and the AMD template apply them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci.errors import FAILURE, UserError
+
+# Pipelines whose steps the AMD template renders into TEST_COMMANDS for the
+# native runner (spec §1.1); every other step runs under Buildkite's job shell.
+AMD_TIER = re.compile(r"^amd/test-amd-[^/]*\.ya?ml$")
+# Files under .buildkite/ that are registries or templates, not pipelines.
+NOT_PIPELINES = ("common/ci_mirror_hardwares.yml", "common/ci_source_file_dependencies.yml")
+
+AMD_RUNNER = "amd-runner"  # run-amd-test.sh: one bash, pipefail, no errexit, run-all
+JOB_SHELL = "job-shell"  # Buildkite's default `bash -e -c`: errexit, no pipefail
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command step: where it is, what it runs, with which env and shell."""
+
+    file: str  # relative to the repo, e.g. ".buildkite/amd/test-amd-ready.yml"
+    label: str
+    commands: tuple[str, ...]  # as written in the YAML (Buildkite escapes intact)
+    env: Mapping[str, str] = field(default_factory=dict)
+    group: str = ""
+    key: str = ""
+    shell: str = JOB_SHELL
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def shell_commands(self) -> tuple[str, ...]:
+        """The commands as the shell receives them after upload (`$$` -> `$`)."""
+        return tuple(unescape(c) for c in self.commands)
+
+    @property
+    def script(self) -> str:
+        """The commands joined as the agent / runner joins them: one per line."""
+        return "\n".join(self.shell_commands)
+
+
+# What `buildkite-agent pipeline upload` interpolates: `$$` (a literal `$`),
+# `${NAME...}` and `$NAME`. `$(`, `$?`, `$1`... are left to the job shell.
+_UPLOAD = re.compile(
+    r"\$\$|\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
+    """Buildkite's upload-time pass: `$$` -> `$`; each reference -> `resolve(name, token)`.
+
+    The single place that knows the escape. Unset variables become "" at a real
+    upload; callers choose (keep the token, a placeholder, a value).
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return resolve(match.group("braced") or match.group("bare"), match.group(0))
+
+    return _UPLOAD.sub(replace, text)
+
+
+def upload_refs(text: str) -> list[str]:
+    """Names that Buildkite expands at upload, not the job shell at run time."""
+    return [
+        m.group("braced") or m.group("bare") for m in _UPLOAD.finditer(text) if m.group(0) != "$$"
+    ]
+
+
+def unescape(text: str) -> str:
+    """`$$` -> `$`, references kept for the (local) shell to expand at run time."""
+    return upload_interpolate(text, lambda _name, token: token)
+
+
+def shell_of(rel_file: str) -> str:
+    """The dialect a file's steps run under, from its path below .buildkite/."""
+    below = rel_file.split(".buildkite/", 1)[-1]
+    return AMD_RUNNER if AMD_TIER.match(below) else JOB_SHELL
+
+
+def _commands(step: Mapping[str, Any]) -> tuple[str, ...]:
+    """`command` wins over `commands` (as in the AMD template); both may be str or list."""
+    value = step.get("command", step.get("commands"))
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    return tuple(str(item).strip() for item in items if item is not None and str(item).strip())
+
+
+def _env(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+def _label(step: Mapping[str, Any], index: int) -> str:
+    for name in ("label", "name", "key"):
+        value = step.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    return f"step {index}"
+
+
+def steps_of(
+    document: Any, rel_file: str, *, base_env: Mapping[str, str] | None = None
+) -> Iterator[Step]:
+    """The command steps of one parsed pipeline document (a mapping or a bare list)."""
+    if isinstance(document, Mapping):
+        env = {**(base_env or {}), **_env(document.get("env"))}
+        items = document.get("steps") or []
+    elif isinstance(document, list):
+        env, items = dict(base_env or {}), document
+    else:
+        return
+    shell = shell_of(rel_file)
+    counter = 0
+
+    def walk(entries: Iterable[Any], group: str, group_env: Mapping[str, str]) -> Iterator[Step]:
+        nonlocal counter
+        for entry in entries:
+            if not isinstance(entry, Mapping):
+                continue  # "wait" and other string shorthands run nothing
+            counter += 1
+            if "group" in entry and isinstance(entry.get("steps"), list):
+                name = str(entry.get("group") or entry.get("label") or "")
+                inner_env = {**group_env, **_env(entry.get("env"))}
+                yield from walk(entry["steps"], name, inner_env)
+                continue
+            commands = _commands(entry)
+            if not commands:
+                continue
+            yield Step(
+                file=rel_file,
+                label=_label(entry, counter),
+                commands=commands,
+                env={**group_env, **_env(entry.get("env"))},
+                group=group,
+                key=str(entry.get("key") or ""),
+                shell=shell,
+                raw=entry,
+            )
+
+    yield from walk(items if isinstance(items, list) else [], "", env)
+
+
+def pipeline_files(repo: Path) -> list[Path]:
+    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted."""
+    root = repo / ".buildkite"
+    if not root.is_dir():
+        raise UserError(f"--repo: {repo} has no .buildkite/ directory")
+    found = []
+    for path in sorted([*root.rglob("*.yml"), *root.rglob("*.yaml")]):
+        below = path.relative_to(root).as_posix()
+        if below not in NOT_PIPELINES and path.is_file():
+            found.append(path)
+    return found
+
+
+def load_documents(path: Path, source: str) -> list[Any]:
+    """All YAML documents of a file (old pipeline.yml files hold two)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        text = path.read_text(encoding="utf-8")
+        return [d for d in yaml.load_all(text, Loader=loader) if d is not None]
+    except OSError as exc:
+        raise UserError(f"{source}: cannot read: {exc.strerror or exc}", code=FAILURE) from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{source}: invalid YAML: {exc}", code=FAILURE) from None
+
+
+def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[Step]:
+    """The command steps of `files` (default: every pipeline under .buildkite/)."""
+    steps: list[Step] = []
+    for path in pipeline_files(repo) if files is None else files:
+        rel = path.relative_to(repo).as_posix() if path.is_relative_to(repo) else str(path)
+        for document in load_documents(path, rel):
+            steps.extend(steps_of(document, rel))
+    return steps

@@ -1,0 +1,52 @@
+"""Gates over a target checkout: `check-marks` and `shellcheck-steps`.
+
+Named apart from this repository's own `lint` / `shellcheck` / `mypy` sessions:
+these check vLLM-Omni (`--repo`), not vllm-omni-ci.
+"""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["check_marks", "shellcheck_steps"]
+
+
+@task(
+    help={
+        "repo": "target checkout (default: git top-level of the current directory)",
+    }
+)
+def check_marks(c: Context, repo: str = "") -> None:
+    """Every test file has a CI level and a hardware marker, and no direct SKU marker.
+
+    Static scan (imports nothing). Files after `--` limit the scan (pre-commit
+    passes the changed ones); default: every .py under tests/. Exit 1 on problems.
+    """
+    from ci.argv import after_dashdash
+    from ci.gates.marks import check_marks as run
+
+    run(repo, after_dashdash())
+
+
+@task(
+    help={
+        "repo": "target checkout (default: git top-level of the current directory)",
+        "severity": "lowest shellcheck level reported: error, warning, info or style (default)",
+        "exclude": "shellcheck codes to ignore, comma-separated (e.g. SC2086,SC2046)",
+        "dry_run": "print the shellcheck command and run nothing",
+    }
+)
+def shellcheck_steps(
+    c: Context, repo: str = "", severity: str = "style", exclude: str = "", dry_run: bool = False
+) -> None:
+    """shellcheck the commands of every pipeline step, in the shell dialect it runs under.
+
+    Reports the YAML file and step label of each finding. YAML files after `--`
+    limit the check; default: every pipeline under .buildkite/. Exit 1 on findings.
+    """
+    from ci.argv import after_dashdash
+    from ci.gates.shellsteps import shellcheck_steps as run
+
+    run(repo, after_dashdash(), severity=severity, exclude=exclude, dry_run=dry_run)
