@@ -1,0 +1,92 @@
+"""Real git repositories in temp dirs, for tests that need history (never mocked).
+
+`GitRepo.create(path)` makes a repo on `main` with a bare `origin` next to it;
+tests write files, commit, branch and push with real git. `buildkite_env`
+builds an environment with every BUILDKITE_* variable of the outer job removed,
+so tests behave the same locally and inside Buildkite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "omni-ci test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "omni-ci test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+}
+
+
+def buildkite_env(base: Mapping[str, str] | None = None, **values: str) -> dict[str, str]:
+    """os.environ without BUILDKITE*/CI vars, plus `values`."""
+    source = dict(os.environ if base is None else base)
+    env = {k: v for k, v in source.items() if not k.startswith("BUILDKITE")}
+    env.update(values)
+    return env
+
+
+@dataclass
+class GitRepo:
+    path: Path
+    origin: Path | None = None
+
+    @classmethod
+    def create(cls, path: Path, *, origin: bool = True) -> GitRepo:
+        path.mkdir(parents=True, exist_ok=True)
+        repo = cls(path)
+        repo.git("init", "-q", "-b", "main")
+        repo.git("config", "commit.gpgsign", "false")
+        if origin:
+            bare = path.parent / f"{path.name}-origin.git"
+            subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+            repo.git("remote", "add", "origin", str(bare))
+            repo.origin = bare
+        return repo
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=str(cwd or self.path),
+            env={**os.environ, **IDENTITY},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
+        return done.stdout
+
+    def write(self, rel: str, text: str = "x\n") -> Path:
+        path = self.path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def remove(self, rel: str) -> None:
+        (self.path / rel).unlink()
+
+    def commit(self, message: str = "change") -> str:
+        """Stage everything (deletions too) and commit; returns the new sha."""
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.sha()
+
+    def commit_files(self, files: Mapping[str, str], message: str = "change") -> str:
+        for rel, text in files.items():
+            self.write(rel, text)
+        return self.commit(message)
+
+    def sha(self, rev: str = "HEAD") -> str:
+        return self.git("rev-parse", rev).strip()
+
+    def branch(self, name: str) -> None:
+        self.git("checkout", "-q", "-b", name)
+
+    def push(self, branch: str = "main") -> None:
+        self.git("push", "-q", "origin", f"{branch}:{branch}")
+        self.git("fetch", "-q", "origin")
