@@ -1,0 +1,406 @@
+"""XPU CI image: resolve the vLLM XPU base image, then build `xpu/vllm-omni-ci:<commit>`.
+
+Replaces the build half of `.buildkite/intel/scripts/run-xpu-test.sh` (spec
+image-builds.md §3). The base is found in the script's priority order, one
+*tier* after another:
+
+1. pull `<upstream>:<version>` (refreshes moving tags);
+2. the pull failed, but a local copy of that image exists;
+3. `VLLM_BASE` (default `xpu/vllm-omni-ci-base:<version>`) exists locally;
+4. clone vLLM at the tag and build its `vllm-openai` target as `VLLM_BASE` (~30 min).
+
+What changed around the script: an engine that cannot answer an image lookup
+is an error (the script read an empty `docker images -q` as "missing" and
+started the 30-minute source build); the winning tier is logged with its
+reason; and when the engine cannot export with `--output type=image` (the
+classic image store, e.g. Docker 20.10), the build is a plain `docker build -t`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ci import door
+from ci.errors import FAILURE, IMAGE_INPUT, Stop, UserError
+from ci.images.options import BuildOptions
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+DEFAULT_UPSTREAM = "vllm/vllm-openai-xpu"
+LOCAL_BASE_REPO = "xpu/vllm-omni-ci-base"
+IMAGE_REPO = "xpu/vllm-omni-ci"
+VLLM_GIT_URL = "https://github.com/vllm-project/vllm"
+SOURCE_TARGET = "vllm-openai"
+DOCKERFILE = "docker/Dockerfile.xpu"
+DEFAULT_COMPRESSION = "zstd"
+
+
+class Tier(enum.IntEnum):
+    """Where the base image came from, in the script's priority order."""
+
+    PULLED = 1
+    LOCAL_UPSTREAM = 2
+    LOCAL_BASE = 3
+    SOURCE = 4
+
+    def describe(self) -> str:
+        return {
+            Tier.PULLED: "pulled the upstream image",
+            Tier.LOCAL_UPSTREAM: "local copy of the upstream image",
+            Tier.LOCAL_BASE: "VLLM_BASE found locally",
+            Tier.SOURCE: "VLLM_BASE built from vLLM source",
+        }[self]
+
+
+@dataclass(frozen=True)
+class XpuBuild:
+    """The resolved inputs of one XPU image build."""
+
+    repo: str
+    commit: str
+    vllm_version: str
+    upstream_repo: str = DEFAULT_UPSTREAM
+    vllm_base: str = ""
+    compression: str = DEFAULT_COMPRESSION
+    docker: str = "docker"
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.upstream_repo}:{self.vllm_version}"
+
+    @property
+    def fallback_base(self) -> str:
+        """`VLLM_BASE`, or `xpu/vllm-omni-ci-base:<version>` when unset or empty."""
+        return self.vllm_base or f"{LOCAL_BASE_REPO}:{self.vllm_version}"
+
+    @property
+    def image(self) -> str:
+        return f"{IMAGE_REPO}:{self.commit}"
+
+    def base_for(self, tier: Tier) -> str:
+        return self.upstream if tier in (Tier.PULLED, Tier.LOCAL_UPSTREAM) else self.fallback_base
+
+
+def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
+    """Options, then the script's env vars; every input problem reported at once (exit 2)."""
+    from ci.images.backends import repository_problem, tag_problem
+    from ci.target import resolve_commit, resolve_repo
+
+    version = options.vllm_version or env.get("VLLM_VERSION", "")
+    if not version:
+        raise UserError("VLLM_VERSION must be set", code=IMAGE_INPUT)
+    repo = resolve_repo(options.repo or None)
+    commit = resolve_commit(
+        repo, options.commit, env, code=IMAGE_INPUT, message="BUILDKITE_COMMIT must be set"
+    )
+    build = XpuBuild(
+        repo=str(repo),
+        commit=commit,
+        vllm_version=version,
+        upstream_repo=options.upstream_repo or DEFAULT_UPSTREAM,
+        vllm_base=env.get("VLLM_BASE", ""),
+        compression=env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION,
+        docker=options.docker or "docker",
+    )
+    problems = [
+        tag_problem(version, "VLLM_VERSION"),
+        tag_problem(commit, "--commit"),
+        repository_problem(build.upstream_repo, "--upstream-repo"),
+    ]
+    if not (repo / DOCKERFILE).is_file():
+        problems.append(f"--repo: {repo / DOCKERFILE} does not exist")
+    UserError.collect((p for p in problems if p), code=IMAGE_INPUT)
+    return build
+
+
+# --------------------------------------------------------------------------- planning (pure)
+
+
+def output_args(name: str, compression: str, export: bool) -> tuple[str, ...]:
+    """The script's `--output` (export=True), or a plain `-t` for engines that cannot export."""
+    if not export:
+        return ("-t", name)
+    if compression == "uncompressed":
+        return ("--output", f"type=image,name={name},compression=uncompressed")
+    return (
+        "--output",
+        f"type=image,name={name},compression={compression},"
+        "compression-level=3,force-compression=true",
+    )
+
+
+def pull_command(build: XpuBuild) -> door.Command:
+    return door.Command(
+        (build.docker, "pull", build.upstream), description=f"pull {build.upstream} (tier 1)"
+    )
+
+
+def clone_command(build: XpuBuild, dest: str) -> door.Command:
+    return door.Command(
+        ("git", "clone", "--depth", "1", "--branch", build.vllm_version, VLLM_GIT_URL, dest),
+        description=f"clone vLLM {build.vllm_version} (tier 4)",
+    )
+
+
+def source_build_command(build: XpuBuild, src: str, export: bool) -> door.Command:
+    return door.Command(
+        (
+            build.docker,
+            "build",
+            *output_args(build.fallback_base, build.compression, export),
+            "--target",
+            SOURCE_TARGET,
+            "-f",
+            f"{src}/{DOCKERFILE}",
+            src,
+        ),
+        description=f"build {build.fallback_base} from vLLM {build.vllm_version} source (tier 4)",
+        env={"DOCKER_BUILDKIT": "1"},
+    )
+
+
+def image_build_command(build: XpuBuild, base: str, export: bool) -> door.Command:
+    return door.Command(
+        (
+            build.docker,
+            "build",
+            *output_args(build.image, build.compression, export),
+            "--build-arg",
+            f"VLLM_BASE={base}",
+            "--build-arg",
+            f"VLLM_VERSION={build.vllm_version}",
+            "-f",
+            DOCKERFILE,
+            ".",
+        ),
+        description=f"build {build.image} on {base}",
+        env={"DOCKER_BUILDKIT": "1"},
+        cwd=build.repo,
+    )
+
+
+def export_fact(export: bool) -> tuple[str, str]:
+    if export:
+        return ("export", "--output type=image (the engine can export)")
+    return ("export", "plain docker build -t (the engine cannot do --output type=image)")
+
+
+def tier_plan(build: XpuBuild, tier: Tier, reason: str, export: bool) -> door.Plan:
+    """What runs once the tier is known (dry-run with an engine, and the log)."""
+    commands: list[door.Command] = []
+    if tier == Tier.PULLED:
+        commands.append(pull_command(build))
+    src = "<tmp>/vllm"
+    if tier == Tier.SOURCE:
+        commands += [clone_command(build, src), source_build_command(build, src, export)]
+    commands.append(image_build_command(build, build.base_for(tier), export))
+    return door.Plan(
+        commands=tuple(commands),
+        facts=(
+            ("tier", f"{int(tier)}: {tier.describe()} ({reason})"),
+            ("base", build.base_for(tier)),
+            ("image", build.image),
+            export_fact(export),
+        ),
+        title="XPU CI image",
+    )
+
+
+def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
+    """Without an engine to ask: every tier in order, each used only if the one before fails."""
+    src = "<tmp>/vllm"
+    return door.Plan(
+        commands=(
+            pull_command(build),
+            clone_command(build, src),
+            source_build_command(build, src, export=False),
+            image_build_command(build, build.upstream, export=False),
+        ),
+        facts=(
+            ("engine", why),
+            ("tier 1", f"pull {build.upstream}; on success the base is {build.upstream}"),
+            ("tier 2", f"else a local copy of {build.upstream}"),
+            ("tier 3", f"else {build.fallback_base} if it exists locally"),
+            ("tier 4", f"else clone vLLM {build.vllm_version} and build {build.fallback_base}"),
+            ("base", f"{build.upstream} (tiers 1-2) or {build.fallback_base} (tiers 3-4)"),
+            ("image", build.image),
+            ("export", "decided by the engine: --output type=image if it can, else -t"),
+        ),
+        title="XPU CI image (no engine answered: ordered fallbacks)",
+    )
+
+
+# --------------------------------------------------------------------------- engine lookups
+
+
+class EngineError(Stop):
+    """The engine could not answer a lookup: never read as "image missing"."""
+
+    def __init__(self, what: str, exc: BaseException) -> None:
+        detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        super().__init__(FAILURE, f"error: docker engine query failed ({what}): {detail}")
+
+
+def engine_client() -> DockerClient:
+    """A docker SDK client (DOCKER_HOST etc. as the CLI reads them)."""
+    import docker
+
+    try:
+        return docker.from_env(timeout=30)
+    except docker.errors.DockerException as exc:
+        raise EngineError("connect", exc) from None
+
+
+def image_exists(client: DockerClient, ref: str) -> bool:
+    """Whether `ref` is in the engine's image store; any answer but found/not found raises."""
+    import docker
+
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return False
+    except Exception as exc:  # APIError, connection errors: the engine did not answer
+        raise EngineError(f"look up {ref}", exc) from None
+    return True
+
+
+def remote_exists(client: DockerClient, ref: str) -> tuple[bool, str]:
+    """Read-only registry check (no pull) for the dry-run: (available, reason)."""
+    try:
+        client.images.get_registry_data(ref)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        return False, text[-1] if text else type(exc).__name__
+    return True, "the registry has it"
+
+
+def predict_tier(build: XpuBuild, client: DockerClient) -> tuple[Tier, str]:
+    """The tier a real run would pick, from read-only lookups only."""
+    remote, why = remote_exists(client, build.upstream)
+    if remote:
+        return Tier.PULLED, f"{build.upstream}: {why}"
+    if image_exists(client, build.upstream):
+        return Tier.LOCAL_UPSTREAM, f"{build.upstream} not pullable ({why}), local copy present"
+    if image_exists(client, build.fallback_base):
+        return Tier.LOCAL_BASE, f"{build.upstream} unavailable, {build.fallback_base} present"
+    return Tier.SOURCE, (
+        f"{build.upstream} not pullable ({why}) nor local; {build.fallback_base} not local"
+    )
+
+
+def engine_can_export(client: DockerClient) -> bool:
+    """Read-only guess for the dry-run: only the containerd image store exports type=image."""
+    try:
+        info = client.info()
+    except Exception as exc:
+        raise EngineError("info", exc) from None
+    status = info.get("DriverStatus") or []
+    return any("containerd.snapshotter" in str(value) for _key, value in status)
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Lookup:
+    """Image lookups through the docker SDK, connected on first use (tier 1 needs none)."""
+
+    def __init__(self) -> None:
+        self._client: DockerClient | None = None
+
+    def __call__(self, ref: str) -> bool:
+        if self._client is None:
+            self._client = engine_client()
+        return image_exists(self._client, ref)
+
+
+def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[Tier, str]:
+    """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
+    pulled = door.run(pull_command(build), output="capture")
+    if pulled.ok:
+        return Tier.PULLED, f"docker pull {build.upstream} succeeded"
+    lines = (pulled.stderr.strip() or pulled.stdout.strip() or "no output").splitlines()
+    reason = f"docker pull exit {pulled.code}: {lines[-1]}"
+    door.note(f"pull of {build.upstream} failed ({reason})")
+    if exists(build.upstream):
+        door.note(f"WARNING: could not pull {build.upstream}; using local copy")
+        return Tier.LOCAL_UPSTREAM, f"pull failed ({reason}); local copy present"
+    door.note(f"WARNING: {build.upstream} unavailable remotely and locally")
+    if exists(build.fallback_base):
+        return Tier.LOCAL_BASE, f"{build.upstream} unavailable; {build.fallback_base} present"
+    door.note(f"WARNING: building {build.fallback_base} from vLLM {build.vllm_version} source")
+    return Tier.SOURCE, f"neither {build.upstream} nor {build.fallback_base} is available"
+
+
+def build_from_source(build: XpuBuild, export: bool) -> None:
+    """Clone vLLM at the tag into a temp dir (always removed) and build its vllm-openai target."""
+    tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
+    try:
+        door.run(clone_command(build, tmp), check=True)
+        door.run(source_build_command(build, tmp, export), check=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def choose_client(options: BuildOptions) -> tuple[str, bool]:
+    """(docker client that can build with BuildKit, whether the engine exports type=image)."""
+    from ci import doctor
+
+    report = doctor.probe(options.docker or None, engine=True)
+    client = report.buildkit_client()
+    if client is None:
+        found = ", ".join(c.path for c in report.clients) or "none on PATH"
+        raise UserError(
+            "no usable backend: no docker client can run `DOCKER_BUILDKIT=1 docker build` "
+            f"(clients: {found}; see `vllm-omni-ci doctor`)",
+            code=IMAGE_INPUT,
+        )
+    return client, report.output_image
+
+
+def dry_run(build: XpuBuild) -> None:
+    """Read-only: with an engine, the tier it would pick and the commands; else the fallbacks."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        why = f"no engine answers ({text[-1] if text else type(exc).__name__})"
+        door.run_plan(fallback_plan(build, why), dry_run=True)
+        return
+    tier, reason = predict_tier(build, client)
+    door.run_plan(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
+
+
+def build(options: BuildOptions) -> None:
+    job = resolve(options, os.environ)
+    if options.dry_run:
+        dry_run(job)
+        return
+    docker_path, export = choose_client(options)
+    job = dataclasses.replace(job, docker=docker_path)
+    with door.buildkite_group(f"XPU base image for vLLM {job.vllm_version}"):
+        tier, reason = resolve_base(job, Lookup())
+        door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
+        door.note(f"why: {reason}")
+        if tier == Tier.SOURCE:
+            build_from_source(job, export)
+    if not export:
+        door.note(
+            "the engine cannot build with --output type=image (doctor); "
+            f"building with a plain `docker build -t {job.image}` instead"
+        )
+    with door.buildkite_group(f"XPU CI image {job.image}"):
+        door.run(image_build_command(job, job.base_for(tier), export), check=True)
+    sys.stdout.write(job.image + "\n")
+    sys.stdout.flush()
