@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ci.errors import UserError
 from ci.gates import marks
 from ci.gates.markers import MarkerRegistry, load_registry, parse_markers
-from ci.errors import UserError
 from tests.conftest import SAMPLE, run_cli
 
 # The registry of MARKERS.md (vLLM-Omni 03ce05ed), as pyproject lines with tags.
@@ -99,14 +99,20 @@ def test_registry_derives_the_sets_of_markers_md() -> None:
 
 
 def test_registry_missing_or_untagged_fails_closed_naming_the_file(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="pyproject.toml: cannot read"):
+    with pytest.raises(
+        UserError, match=r"missing pytest marker registry: .*pyproject\.toml"
+    ) as caught:
         load_registry(tmp_path)
-    repo = make_repo(tmp_path, {}, markers=["core_model: L1&L2 [ci-level]", "cpu: no tag"])
+    assert caught.value.code == 2
+    repo = make_repo(
+        tmp_path, {}, markers=["core_model: L1&L2 [ci-level]", "cards_1: one [hardware-cards]"]
+    )
     with pytest.raises(UserError) as caught:
         load_registry(repo)
     assert "[ci-level], [hardware-platform], [hardware-resource]" not in caught.value.problems[0]
     assert "[hardware-platform], [hardware-resource]" in caught.value.problems[0]
     assert str(repo / "pyproject.toml") in caught.value.problems[0]
+    assert caught.value.code == 2
 
 
 # --------------------------------------------------------------------------- rules
@@ -197,7 +203,9 @@ def test_from_pytest_import_mark_and_module_variables_are_understood() -> None:
     ],
 )
 def test_invalid_helper_arguments(call: str, expected: str) -> None:
-    source = f"import pytest\npytestmark = pytest.mark.core_model\n\n@{call}\ndef test_x():\n    pass\n"
+    source = (
+        f"import pytest\npytestmark = pytest.mark.core_model\n\n@{call}\ndef test_x():\n    pass\n"
+    )
     found = problems(source)
     assert [p.kind for p in found] == ["Invalid hardware helper"], found
     assert expected in found[0].detail
@@ -305,7 +313,9 @@ def test_cli_reports_each_problem_per_file_and_exits_1(tmp_path: Path) -> None:
                 "import pytest\n\n@pytest.mark.core_model\n@pytest.mark.cuda\n"
                 "@pytest.mark.H100\ndef test_x():\n    pass\n"
             ),
-            "tests/e2e/test_nolevel.py": "import pytest\n\n@pytest.mark.cpu\ndef test_x():\n    pass\n",
+            "tests/e2e/test_nolevel.py": (
+                "import pytest\n\n@pytest.mark.cpu\ndef test_x():\n    pass\n"
+            ),
             "tests/e2e/test_nohw.py": (
                 "import pytest\n\n@pytest.mark.core_model\ndef test_x():\n    pass\n"
             ),
@@ -354,12 +364,15 @@ def test_cli_checks_only_the_files_after_dashdash(tmp_path: Path) -> None:
 def test_cli_input_errors_exit_2(tmp_path: Path) -> None:
     no_tests = make_repo(tmp_path, {})
     done = run_cli("check-marks", "--repo", str(no_tests))
-    assert (done.returncode, done.stderr) == (2, f"error: --repo: {no_tests} has no tests/ directory\n")
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: --repo: {no_tests} has no tests/ directory\n",
+    )
     (no_tests / "pyproject.toml").unlink()
     (no_tests / "tests").mkdir()
     done = run_cli("check-marks", "--repo", str(no_tests))
     assert done.returncode == 2
-    assert "pyproject.toml: cannot read the pytest marker registry" in done.stderr
+    assert done.stderr == f"error: missing pytest marker registry: {no_tests / 'pyproject.toml'}\n"
     assert "Traceback" not in done.stderr
 
 

@@ -1,26 +1,19 @@
-"""The target's pytest marker registry, read from its `pyproject.toml` tags.
+"""What `check-marks` needs from the target's marker registry.
 
 vLLM-Omni hard-codes no SKU list: `tests/helpers/mark.py` groups the markers
-registered in `[tool.pytest.ini_options].markers` by tags in their
-descriptions (`[ci-level]`, `[hardware-platform]`, `[gpu]`,
-`[hardware-resource]` + `[<platform>]`, `[hardware-cards]`). Reading the same
-tags keeps our gate in step with the helpers whenever a SKU is added.
+registered in `pyproject.toml` by tags in their descriptions (`[ci-level]`,
+`[hardware-platform]`, `[gpu]`, `[hardware-resource]` + `[<platform>]`,
+`[hardware-cards]`). The registry itself is read by `ci.pipeline.markers`
+(shared with the uploader); this module derives the sets the gate checks.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
 
-from ci.errors import UserError
-
-_TAG = re.compile(r"\[([A-Za-z0-9_-]+)\]")
-_CARDS = re.compile(r"^cards_(\d+)$")
+from ci.errors import USAGE, UserError
 
 
 @dataclass(frozen=True)
@@ -46,84 +39,52 @@ class MarkerRegistry:
         return self.gpu_platforms | {"gpu"}
 
 
-def parse_markers(entries: list[str]) -> MarkerRegistry:
-    """Build the registry from `markers = ["name: description", ...]` lines."""
-    levels: set[str] = set()
-    platforms: set[str] = set()
-    gpu: set[str] = set()
-    resources: dict[str, set[str]] = {}
-    cards: set[int] = set()
-    for entry in entries:
-        name, _, description = entry.partition(":")
-        name = name.strip()
-        tags = set(_TAG.findall(description))
-        if "ci-level" in tags:
-            levels.add(name)
-        if "hardware-platform" in tags:
-            platforms.add(name)
-            if "gpu" in tags:
-                gpu.add(name)
-        if "hardware-resource" in tags:
-            resources[name] = tags - {"hardware-resource"}
-        match = _CARDS.match(name)
-        if "hardware-cards" in tags and match:
-            cards.add(int(match.group(1)))
+def _sets(registry: object) -> MarkerRegistry:
+    from ci.pipeline.markers import MarkerRegistry as Registry
+
+    assert isinstance(registry, Registry)
+    platforms = registry.tagged("hardware-platform")
     skus: dict[str, str] = {}
-    for sku, tags in resources.items():
-        owners = sorted(tags & platforms)
-        if owners:
-            skus[sku] = owners[0]
+    for platform in platforms:
+        for sku in registry.skus(platform):
+            skus.setdefault(sku, platform)
     return MarkerRegistry(
-        levels=frozenset(levels),
+        levels=frozenset(registry.tagged("ci-level")),
         platforms=frozenset(platforms),
-        gpu_platforms=frozenset(gpu),
+        gpu_platforms=frozenset(registry.tagged("hardware-platform", "gpu")),
         skus=skus,
-        card_counts=frozenset(cards),
+        card_counts=frozenset(registry.card_counts),
     )
 
 
-def _toml(text: str) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
+def parse_markers(entries: list[str], source: str = "<markers>") -> MarkerRegistry:
+    """The sets of `markers = ["name: description [tag]", ...]` lines."""
+    from ci.pipeline.markers import parse_marker_lines
 
-        return tomllib.loads(text)
-    try:  # Python 3.10: the tomllib backport, when installed
-        tomli = importlib.import_module("tomli")
-    except ModuleNotFoundError:
-        raise UserError(
-            "reading pyproject.toml needs Python >= 3.11 or the tomli package"
-        ) from None
-    return cast(dict[str, Any], tomli.loads(text))
+    return _sets(parse_marker_lines(list(entries), source))
 
 
 def load_registry(repo: Path) -> MarkerRegistry:
-    """The registry of `<repo>/pyproject.toml`; fails closed (exit 2) naming the file."""
-    path = repo / "pyproject.toml"
+    """The sets of `<repo>/pyproject.toml`; a missing or untagged registry exits 2."""
+    from ci.pipeline.markers import load_markers
+
     try:
-        data = _toml(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(
-            f"{path}: cannot read the pytest marker registry: {exc.strerror or exc}"
-        ) from None
-    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
-        raise UserError(f"{path}: invalid TOML: {exc}") from None
-    options = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
-    entries = options.get("markers", [])
-    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
-        raise UserError(f"{path}: [tool.pytest.ini_options].markers must be a list of strings")
-    registry = parse_markers(entries)
+        found = _sets(load_markers(repo))
+    except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
+        raise UserError(*exc.problems, code=USAGE) from None
+    path = (repo / "pyproject.toml").resolve()
     missing = [
         tag
-        for tag, found in (
-            ("[ci-level]", registry.levels),
-            ("[hardware-platform]", registry.platforms),
-            ("[hardware-resource]", registry.skus),
+        for tag, present in (
+            ("[ci-level]", found.levels),
+            ("[hardware-platform]", found.platforms),
+            ("[hardware-resource]", found.skus),
         )
-        if not found
+        if not present
     ]
     if missing:
         raise UserError(
-            f"{path}: no pytest markers tagged {', '.join(missing)} in "
-            "[tool.pytest.ini_options].markers; check-marks reads the registry from these tags"
+            f"no pytest markers tagged {', '.join(missing)} in {path} "
+            "([tool.pytest.ini_options].markers); check-marks reads the registry from these tags"
         )
-    return registry
+    return found
