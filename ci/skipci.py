@@ -302,6 +302,26 @@ class Decision:
             return True
         return (name, level) in self.runs
 
+    def run_pairs(self) -> list[str]:
+        """`platform/level` pairs that run, in the fixed order (all when not gated)."""
+        if self.skip_all:
+            return []
+        pairs = self.runs if self.yaml_gated else {(p, lvl) for p in PLATFORMS for lvl in LEVELS}
+        return _pairs(pairs).split(", ") if pairs else []
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain data for JSON output (`plan --format json`, annotations)."""
+        if self.skip_all:
+            mode = "skip-all"
+        else:
+            mode = "yaml-gated" if self.yaml_gated else "normal"
+        return {
+            "mode": mode,
+            "message": self.message,
+            "run": self.run_pairs(),
+            "buckets": {k: list(v) for k, v in vars(self.buckets).items() if v},
+        }
+
     def gate(self, platform: str | Platform, level: str) -> Word | None:
         """The CLI's word: `skip-all`, `skip-l23`, or None (run)."""
         if self.skip_all:

@@ -385,6 +385,35 @@ def test_is_run_accepts_both_platform_spellings() -> None:
         got.is_run("foo", "l2")
 
 
+def test_as_dict_for_json_output() -> None:
+    assert decide(ROWS["S4"].files).as_dict() == {
+        "mode": "yaml-gated",
+        "message": decide(ROWS["S4"].files).message,
+        "run": ["cuda/l2", "amd/l3"],
+        "buckets": {
+            "l2": [".buildkite/cuda/test-ready.yml"],
+            "l3": [".buildkite/amd/test-amd-merge.yml"],
+        },
+    }
+    assert decide(["docs/a.md"]).as_dict()["run"] == []
+    assert decide(None).as_dict() == {
+        "mode": "normal",
+        "message": skipci.MSG_UNKNOWN,
+        "run": [
+            "cuda/l2",
+            "cuda/l3",
+            "amd/l2",
+            "amd/l3",
+            "intel/l2",
+            "intel/l3",
+            "npu/l2",
+            "npu/l3",
+        ],
+        "buckets": {},
+    }
+    assert decide([".buildkite/cuda/test-nightly.yml"]).as_dict()["run"] == []
+
+
 def test_skip_all_also_stops_other_levels() -> None:
     assert not decide(["docs/a.md"]).is_run("amd", "l4")
 
