@@ -89,6 +89,8 @@ class Diff:
     head: str | None = None
     # git arguments naming the two sides (e.g. ("A...B",) or (merge-base,) for the worktree).
     revs: tuple[str, ...] = ()
+    # WORKTREE only: paths git does not track yet (listed in `paths` too).
+    untracked: tuple[str, ...] = ()
     _patches: dict[str, str | None] = field(
         default_factory=dict, compare=False, repr=False, hash=False
     )
@@ -135,10 +137,9 @@ class Diff:
         for path in paths:
             if path not in plain:
                 found.update(self._patch_batch([path]))
-        if self.kind == "worktree":
-            for path in paths:
-                if not found.get(path):
-                    found[path] = self._untracked_patch(path) or found.get(path)
+        for path in paths:
+            if path in self.untracked:
+                found[path] = self._untracked_patch(path)
         return found
 
     def _patch_batch(self, paths: list[str]) -> dict[str, str | None]:
@@ -380,5 +381,13 @@ def _with_untracked(diff: Diff) -> Diff:
     paths = tuple(sorted((*diff.paths, *extra)))
     _log(f"{len(extra)} untracked file(s) added")
     return Diff(
-        diff.repo, paths, diff.range, diff.reason, diff.kind, diff.base, diff.head, diff.revs
+        diff.repo,
+        paths,
+        diff.range,
+        diff.reason,
+        diff.kind,
+        diff.base,
+        diff.head,
+        diff.revs,
+        tuple(extra),
     )

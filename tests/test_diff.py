@@ -232,6 +232,15 @@ def test_worktree_patch_and_text_of_an_untracked_test(repo: GitRepo) -> None:
     assert got.new_text("tests/test_new.py") == "import pytest\npytestmark = pytest.mark.skip\n"
 
 
+def test_worktree_mode_change_is_not_read_as_a_new_file(repo: GitRepo) -> None:
+    repo.commit_files({"tests/test_m.py": "def test_m():\n    pass\n"}, "add test")
+    (repo.path / "tests/test_m.py").chmod(0o755)
+    got = resolve_diff(repo.path, "HEAD", WORKTREE, env=env())
+    assert got.paths == ("tests/test_m.py",) and got.untracked == ()
+    patch = got.patch("tests/test_m.py") or ""
+    assert "new mode 100755" in patch and "new file mode" not in patch
+
+
 # --------------------------------------------------------------------------- subfolder
 
 
