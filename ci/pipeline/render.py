@@ -128,15 +128,18 @@ class _Walk:
             self.out.log.append(f"skip {label!r} (no changes under [{shown}])")
             self.out.dropped.append(Dropped(label, path, "source-filter", shown))
             return None
-        body = {k: v for k, v in step.items() if k != sourcefilter.FIELD}
+        body = (
+            {k: v for k, v in step.items() if k != sourcefilter.FIELD}
+            if sourcefilter.FIELD in step
+            else step
+        )
         if isinstance(step.get("steps"), list):
             children = self.steps(step["steps"], (*path, label))
             if not children:
                 self.out.log.append(f"omit empty group {label!r}")
                 self.out.dropped.append(Dropped(label, path, "empty-group"))
                 return None
-            body["steps"] = children
-            return body
+            return {**body, "steps": children}
         try:
             done = mirror.expand(body, self.selector, self.registries)
         except UserError as exc:
