@@ -106,12 +106,13 @@ def _env(value: Any) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 
-def _label(step: Mapping[str, Any], index: int) -> str:
+def _label(step: Mapping[str, Any], position: int) -> str:
+    """`label`, else `name` (Buildkite's alias), else `key`, else its place in its list."""
     for name in ("label", "name", "key"):
         value = step.get(name)
         if isinstance(value, str) and value.strip():
             return value
-    return f"step {index}"
+    return f"step {position}"
 
 
 def steps_of(
@@ -126,14 +127,11 @@ def steps_of(
     else:
         return
     shell = shell_of(rel_file)
-    counter = 0
 
     def walk(entries: Iterable[Any], group: str, group_env: Mapping[str, str]) -> Iterator[Step]:
-        nonlocal counter
-        for entry in entries:
+        for position, entry in enumerate(entries, 1):
             if not isinstance(entry, Mapping):
                 continue  # "wait" and other string shorthands run nothing
-            counter += 1
             if "group" in entry and isinstance(entry.get("steps"), list):
                 name = str(entry.get("group") or entry.get("label") or "")
                 inner_env = {**group_env, **_env(entry.get("env"))}
@@ -144,7 +142,7 @@ def steps_of(
                 continue
             yield Step(
                 file=rel_file,
-                label=_label(entry, counter),
+                label=_label(entry, position),
                 commands=commands,
                 env={**group_env, **_env(entry.get("env"))},
                 group=group,

@@ -1,0 +1,219 @@
+"""`shellcheck-steps`: real shellcheck over fixture YAMLs and the vLLM-Omni corpus."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.gates import shellsteps
+from ci.gates.stepsource import Step
+from tests.conftest import SHARED, run_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck")
+
+AMD = """\
+env:
+  VLLM_WORKER_MULTIPROC_METHOD: spawn
+steps:
+  - group: "Simple"
+    steps:
+      - label: "AMD · cd without exit"
+        agent_pool: mi300_1
+        commands:
+          - cd /app/vllm-omni
+          - "pytest -sv tests --shard-id=$$BUILDKITE_PARALLEL_JOB"
+"""
+
+CUDA = """\
+steps:
+  - label: "CUDA · errexit shell"
+    commands:
+      - cd /app/vllm-omni
+      - docker push img:$BUILDKITE_COMMIT
+      - |
+        mkdir -p "$$TMPDIR/cache"
+        rm -rf $$TMPDIR/cache
+  - wait
+  - label: "CUDA · clean"
+    command: 'echo "$$HOME"'
+"""
+
+CLEAN = """\
+steps:
+  - label: "NPU · clean"
+    commands:
+      - 'pytest -s -v tests -m "core_model and npu"'
+      - 'echo "$${BUILDKITE_PARALLEL_JOB:-0}"'
+"""
+
+FINDING = re.compile(
+    r'^(?P<file>\S+): "(?P<label>[^"]+)": command (?P<command>\d+), line (?P<line>\d+), '
+    r"column \d+: (?P<level>\w+) SC(?P<code>\d+): "
+)
+
+
+def make_repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "target"
+    for rel, text in files.items():
+        path = repo / ".buildkite" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return repo
+
+
+def findings(stdout: str) -> list[tuple[str, str, int, int, str, int]]:
+    rows = []
+    for line in stdout.splitlines():
+        match = FINDING.match(line)
+        if match:
+            rows.append(
+                (
+                    match["file"],
+                    match["label"],
+                    int(match["command"]),
+                    int(match["line"]),
+                    match["level"],
+                    int(match["code"]),
+                )
+            )
+        else:
+            assert line.startswith("    "), line  # the source line under each finding
+    return rows
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(
+        tmp_path,
+        {
+            "amd/test-amd-ready.yml": AMD,
+            "cuda/test-ready.yml": CUDA,
+            "npu/test-npu-ready.yml": CLEAN,
+        },
+    )
+
+
+def test_findings_name_the_yaml_file_and_step_label(repo: Path) -> None:
+    done = run_cli("shellcheck-steps", "--repo", str(repo))
+    assert done.returncode == 1, done.stderr
+    assert findings(done.stdout) == [
+        # The AMD runner has no errexit: a failed cd lets later lines run elsewhere.
+        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 1, 1, "warning", 2164),
+        # `$$` is the job shell's `$`: an unquoted runtime expansion.
+        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 2, 1, "info", 2086),
+        # Same cd under `bash -e -c` is fine; $BUILDKITE_COMMIT is filled in at upload.
+        (".buildkite/cuda/test-ready.yml", "CUDA · errexit shell", 3, 2, "info", 2086),
+    ]
+    assert "    cd /app/vllm-omni\n" in done.stdout
+    assert "    rm -rf $TMPDIR/cache\n" in done.stdout
+    assert done.stderr.splitlines()[0] == (
+        "shellcheck-steps: 3 finding(s) in 2 of 4 steps (3 files): "
+        "0 error, 1 warning, 2 info, 0 style"
+    )
+    assert re.search(r"^  SC2086 x2: ", done.stderr, re.M)
+
+
+def test_a_clean_file_exits_0(repo: Path) -> None:
+    done = run_cli(
+        "shellcheck-steps", "--repo", str(repo), "--", ".buildkite/npu/test-npu-ready.yml"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("shellcheck-steps: 0 finding(s) in 0 of 1 steps (1 files)")
+
+
+def test_severity_exclude_and_the_repos_shellcheckrc(repo: Path) -> None:
+    warnings = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "warning")
+    assert [row[-1] for row in findings(warnings.stdout)] == [2164]
+    excluded = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "SC2086,2164")
+    assert (excluded.returncode, excluded.stdout) == (0, "")
+    (repo / ".shellcheckrc").write_text("disable=SC2164\n")
+    rc = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "warning")
+    assert (rc.returncode, rc.stdout) == (0, "")
+
+
+def test_dry_run_prints_the_shellcheck_command_and_runs_nothing(repo: Path) -> None:
+    done = run_cli("shellcheck-steps", "--repo", str(repo), "--dry-run", "--severity", "info")
+    assert done.returncode == 0, done.stderr
+    assert "shellcheck --shell=bash --format=json1 --severity=info --norc step-0000.sh" in (
+        done.stdout
+    )
+    assert "step-0003.sh" in done.stdout
+    assert "step-0004.sh" not in done.stdout
+
+
+def test_input_errors_exit_2(repo: Path, tmp_path: Path) -> None:
+    bad = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "loud")
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "error: --severity: 'loud' is not one of error, warning, info, style\n",
+    )
+    bad = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "SCx")
+    assert bad.returncode == 2
+    bad = run_cli("shellcheck-steps", "--repo", str(tmp_path / "nowhere"))
+    assert bad.returncode == 2
+    empty = tmp_path / "empty"
+    (empty / ".buildkite").mkdir(parents=True)
+    bad = run_cli("shellcheck-steps", "--repo", str(empty))
+    assert bad.returncode == 2
+    assert "no pipeline step with commands" in bad.stderr
+
+
+def test_missing_shellcheck_fails_closed(repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to(sys.executable)
+    done = run_cli("shellcheck-steps", "--repo", str(repo), env={"PATH": str(bare)})
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: shellcheck not found on PATH")
+    assert "Traceback" not in done.stderr
+
+
+def test_script_states_the_dialect_and_maps_lines_back() -> None:
+    amd = Step(
+        file=".buildkite/amd/test-amd-ready.yml",
+        label="s",
+        commands=("a", "b\nc $$X ${UP}"),
+        shell="amd-runner",
+    )
+    script = shellsteps.script_for(amd)
+    assert script.text == "set -o pipefail\na\nb\nc $X _____\n"
+    assert [script.locate(n) for n in (1, 2, 3, 4)] == [(0, 0), (1, 1), (2, 1), (2, 2)]
+    assert script.source(4) == "c $X ${UP}"
+    cuda = Step(file=".buildkite/cuda/test-ready.yml", label="s", commands=("a",))
+    assert shellsteps.script_for(cuda).text == "set -e\na\n"
+
+
+def test_the_vllm_omni_corpus() -> None:
+    """What the gate finds in the real YAMLs (summary in the issue's closing note)."""
+    done = run_cli("shellcheck-steps", "--repo", str(SHARED / "vllm-omni"))
+    assert done.returncode == 1, done.stderr
+    rows = findings(done.stdout)
+    assert (
+        ".buildkite/cuda/test-merge.yml",
+        "Diffusion · MiniMax-H3 L3 DLO DP2 and FastH3",
+        1,
+        4,
+        "warning",
+        2155,
+    ) in rows
+    assert (
+        ".buildkite/cuda/test-weekly.yml",
+        "Simple · CPU Coverage Test",
+        1,
+        3,
+        "info",
+        2086,
+    ) in (rows)
+    # Upload-time references are literal text in the job: no quoting advice for them
+    # (this step's only expansions are `$BUILDKITE_COMMIT`).
+    assert not [
+        row for row in rows if row[:2] == (".buildkite/cuda/pipeline.yml", ":docker: Build image")
+    ]
+    assert all(file.startswith(".buildkite/") for file, *_ in rows)
+    assert not any("/common/" in file for file, *_ in rows)
