@@ -79,3 +79,26 @@ def lint_pipelines(session: nox.Session) -> None:
     """
     args = session.posargs or ["--repo", str(ROOT / "examples" / "omni-sample")]
     session.run("vllm-omni-ci", "lint-pipelines", *args, external=True)
+
+
+@nox.session(name="check-marks", venv_backend="none")
+def check_marks(session: nox.Session) -> None:
+    """Marker gate over a target repo: `nox -s check-marks -- --repo PATH [-- FILES]`.
+
+    Runs the installed `vllm-omni-ci check-marks` (no venv: a static scan that
+    imports nothing from the tests); without arguments it checks examples/omni-sample.
+    """
+    args = session.posargs or ["--repo", str(ROOT / "examples" / "omni-sample")]
+    session.run("vllm-omni-ci", "check-marks", *args, external=True)
+
+
+@nox.session(name="shellcheck-steps", venv_backend="none")
+def shellcheck_steps(session: nox.Session) -> None:
+    """shellcheck the commands inside a target repo's pipeline YAMLs.
+
+    `nox -s shellcheck-steps -- --repo PATH [--severity warning]`; runs the
+    installed `vllm-omni-ci shellcheck-steps` (no venv); without arguments it
+    checks examples/omni-sample.
+    """
+    args = session.posargs or ["--repo", str(ROOT / "examples" / "omni-sample")]
+    session.run("vllm-omni-ci", "shellcheck-steps", *args, external=True)
