@@ -17,6 +17,7 @@ from ci.tasks import (
     pipelines,
     release,
     runners,
+    sample,
     skipci,
 )
 
@@ -31,6 +32,7 @@ for module in (
     gates,
     runners,
     pipelines,
+    sample,
 ):
     for name in module.__all__:
         ns.add_task(getattr(module, name))

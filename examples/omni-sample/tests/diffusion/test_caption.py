@@ -1,7 +1,6 @@
 """L1 CPU tests of the toy model's captions (the "Diffusion" lane)."""
 
 import pytest
-
 from omni_sample import OmniModel
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu, pytest.mark.diffusion]

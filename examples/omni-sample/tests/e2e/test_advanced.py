@@ -5,8 +5,8 @@ step, so tools must report that step as a soft failure while the tier passes.
 """
 
 import pytest
-
 from omni_sample import OmniModel
+
 from tests.helpers.mark import hardware_test
 
 

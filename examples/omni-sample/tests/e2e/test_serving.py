@@ -1,8 +1,8 @@
 """L2 GPU end-to-end smoke of the toy model (dummy weights at core_model)."""
 
 import pytest
-
 from omni_sample import OmniModel
+
 from tests.helpers.mark import hardware_test
 
 

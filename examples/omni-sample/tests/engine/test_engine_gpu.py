@@ -4,8 +4,8 @@ Hardware comes only through `hardware_test`, never a direct SKU mark.
 """
 
 import pytest
-
 from omni_sample import OmniModel, detect_accelerator
+
 from tests.helpers.mark import hardware_test
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
 from omni_sample import detect_accelerator
 
 if sys.version_info >= (3, 11):
@@ -98,7 +97,8 @@ def hardware_marks(
             raise ValueError(f"only cuda takes a list of SKUs, got {wanted!r} for {platform}")
         for sku in names:
             if sku not in reg.skus[platform]:
-                raise ValueError(f"{sku!r} is not a registered {platform} SKU: {reg.skus[platform]}")
+                known = reg.skus[platform]
+                raise ValueError(f"{sku!r} is not a registered {platform} SKU: {known}")
         marks.append(getattr(pytest.mark, platform))
         if platform in reg.gpu_platforms:
             marks.append(pytest.mark.gpu)

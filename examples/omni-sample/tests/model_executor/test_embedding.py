@@ -3,7 +3,6 @@
 import math
 
 import pytest
-
 from omni_sample import OmniModel
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu]

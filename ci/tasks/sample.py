@@ -1,0 +1,41 @@
+"""`wheelhouse`: wheels for the offline image builds (sample images, tools image)."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["wheelhouse"]
+
+
+@task(
+    iterable=["dest"],
+    help={
+        "dest": "output directory, repeatable (default: ./wheelhouse and "
+        "examples/omni-sample/wheelhouse of this checkout)",
+        "python_version": "CPython version of the images (default: 3.11, Debian bookworm)",
+        "dry_run": "print the plan and run nothing",
+    },
+)
+def wheelhouse(
+    c: Context,
+    dest: list[str] | None = None,
+    python_version: str = "",
+    dry_run: bool = False,
+) -> None:
+    """Build vllm-omni-ci's wheel and download its dependency wheels for offline images."""
+    from pathlib import Path
+
+    from ci import wheelhouse as wh
+
+    root = wh.project_root()
+    dests = tuple(Path(d).resolve() for d in dest or ()) or wh.default_dests(root)
+    wh.build(
+        wh.WheelhouseOptions(
+            root=root,
+            dests=dests,
+            python_version=python_version or wh.DEFAULT_PYTHON_VERSION,
+        ),
+        dry_run=dry_run,
+    )

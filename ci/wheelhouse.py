@@ -1,0 +1,164 @@
+"""The wheelhouse: vllm-omni-ci and its runtime dependencies as wheels, for offline images.
+
+Why: CI images (the sample's, and the tools image) must build with no network,
+so the host, where the package index is reachable, collects every wheel once
+into a directory inside the build contexts. Images then install with
+`pip install --no-index --find-links wheelhouse`. The wheels target the images'
+interpreter (Debian bookworm's CPython 3.11), not the host's, so a host on
+another Python version still produces a usable wheelhouse.
+"""
+
+from __future__ import annotations
+
+import platform as host_platform
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.door import Command, Plan, note, run_plan
+from ci.errors import Stop, UserError
+
+# Debian bookworm's python3, the interpreter of every image built offline here.
+DEFAULT_PYTHON_VERSION = "3.11"
+# Installed next to vllm-omni-ci in the images: the sample's test runner.
+EXTRA_REQUIREMENTS = ("pytest",)
+_VERSION = re.compile(r'^version\s*=\s*"([^"]+)"\s*$', re.MULTILINE)
+_PY_VERSION = re.compile(r"^3\.\d{1,2}$")
+_MANYLINUX = ("manylinux_2_28", "manylinux_2_17", "manylinux2014")
+
+
+def project_root() -> Path:
+    """The source checkout this package was installed from (editable installs only)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def default_dests(root: Path) -> tuple[Path, ...]:
+    """The build contexts that need wheels: this repo (tools image) and the sample."""
+    return (root / "wheelhouse", root / "examples" / "omni-sample" / "wheelhouse")
+
+
+@dataclass(frozen=True)
+class WheelhouseOptions:
+    root: Path
+    dests: tuple[Path, ...]
+    python_version: str = DEFAULT_PYTHON_VERSION
+    machine: str = ""
+    python: str = sys.executable
+
+
+def project_version(root: Path) -> str:
+    pyproject = root / "pyproject.toml"
+    try:
+        text = pyproject.read_text()
+    except OSError as exc:
+        raise UserError(
+            f"wheelhouse: no pyproject.toml at {root} ({exc.strerror}); "
+            "run it from a source checkout of vllm-omni-ci"
+        ) from None
+    found = _VERSION.search(text)
+    if found is None:
+        raise UserError(f'wheelhouse: no `version = "..."` line in {pyproject}')
+    return found.group(1)
+
+
+def validate(options: WheelhouseOptions) -> None:
+    problems: list[str] = []
+    if not _PY_VERSION.match(options.python_version):
+        problems.append(f"--python-version must look like 3.11, got {options.python_version!r}")
+    if not options.dests:
+        problems.append("--dest: at least one directory is needed")
+    if problems:
+        raise UserError(*problems)
+
+
+def plan(options: WheelhouseOptions) -> Plan:
+    """Build our wheel, then download the dependency wheels for the images' Python.
+
+    Both commands write into the first destination; `sync` copies the result to
+    the others, so the index is consulted once.
+    """
+    validate(options)
+    version = project_version(options.root)
+    dest = str(options.dests[0])
+    machine = options.machine or host_platform.machine() or "x86_64"
+    pip = (options.python, "-m", "pip")
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    platforms: list[str] = []
+    for tag in _MANYLINUX:
+        platforms += ["--platform", f"{tag}_{machine}"]
+    abi = f"cp{options.python_version.replace('.', '')}"
+    build = Command(
+        (*pip, "wheel", "--no-deps", "--wheel-dir", dest, str(options.root)),
+        description="build the vllm-omni-ci wheel",
+        env=env,
+    )
+    download = Command(
+        (
+            *pip,
+            "download",
+            "--dest",
+            dest,
+            "--find-links",
+            dest,
+            "--only-binary=:all:",
+            "--python-version",
+            options.python_version,
+            "--implementation",
+            "cp",
+            "--abi",
+            abi,
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+            *platforms,
+            f"vllm-omni-ci=={version}",
+            *EXTRA_REQUIREMENTS,
+        ),
+        description=f"download runtime dependency wheels for CPython {options.python_version}",
+        env=env,
+    )
+    return Plan(
+        commands=(build, download),
+        facts=(
+            ("vllm-omni-ci", version),
+            ("python", options.python_version),
+            ("machine", machine),
+            ("wheelhouse", dest),
+            ("copied to", ", ".join(str(d) for d in options.dests[1:]) or "-"),
+        ),
+        title="wheelhouse",
+    )
+
+
+def sync(source: Path, others: tuple[Path, ...]) -> None:
+    """Mirror the wheels of `source` into each other directory (stale wheels removed)."""
+    wheels = sorted(source.glob("*.whl"))
+    names = {w.name for w in wheels}
+    for other in others:
+        other.mkdir(parents=True, exist_ok=True)
+        for stale in other.glob("*.whl"):
+            if stale.name not in names:
+                stale.unlink()
+        for wheel in wheels:
+            target = other / wheel.name
+            if not target.exists() or target.stat().st_size != wheel.stat().st_size:
+                shutil.copy2(wheel, target)
+        note(f"wheelhouse: {len(wheels)} wheels in {other}")
+
+
+def build(options: WheelhouseOptions, *, dry_run: bool = False) -> None:
+    the_plan = plan(options)
+    if dry_run:
+        run_plan(the_plan, dry_run=True)
+        return
+    options.dests[0].mkdir(parents=True, exist_ok=True)
+    code = run_plan(the_plan)
+    if code != 0:
+        raise Stop(code, f"error: wheelhouse: a pip command failed (exit {code})")
+    sync(options.dests[0], options.dests[1:])
+    count = len(list(options.dests[0].glob("*.whl")))
+    sys.stdout.write("".join(f"{d}\n" for d in options.dests))
+    note(f"wheelhouse: {count} wheels in {options.dests[0]}")
