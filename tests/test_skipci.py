@@ -365,6 +365,9 @@ def test_worktree_skip_only_edit(tmp_path: Path) -> None:
         ("", False),
         ("@@ -1 +1 @@\n+pytestmark = [\n+    pytest.mark.skip,\n+]\n", True),
         ("@@ -1 +1 @@\n+pytestmark = [\n+    pytest.mark.skip,\n+],\n", False),
+        # Kept quirks: a removed "-- x" line reads as a "---" header; a mark after code counts.
+        ("@@ -1 +1 @@\n+@pytest.mark.skip\n--- x = 1\n", True),
+        ("@@ -1 +1 @@\n+x = 1  # pytest.skip(\n", True),
     ],
 )
 def test_scanner_rules(patch: str, expected: bool) -> None:
