@@ -72,7 +72,7 @@ def make_corpus(dest: Path, *, pyproject: bool = True, register_key: bool = True
     return dest
 
 
-def test_yamls(platforms: tuple[str, ...] = ("cuda", "npu")) -> list[str]:
+def uploader_yamls(platforms: tuple[str, ...] = ("cuda", "npu")) -> list[str]:
     """Repo-relative paths of the corpus test YAMLs of `platforms`."""
     return sorted(
         str(p.relative_to(CORPUS)) for pf in platforms for p in (BUILDKITE / pf).glob("test-*.yml")
