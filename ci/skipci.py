@@ -95,12 +95,6 @@ def spec_platform(value: str | Platform) -> str:
     return names[parse_platform(value)]
 
 
-def check_level(level: str) -> str:
-    if level not in LEVELS:
-        raise UserError(f"unknown level {level!r}: allowed values are l2, l3")
-    return level
-
-
 # --------------------------------------------------------------------------- buckets
 
 
