@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from ci.errors import UserError
 from ci.images import npu, variants
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
-from tests.conftest import StandIns, run_cli
+from tests.conftest import StandIns, cli_path, run_cli
 
 REG = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
 ADDR = "tcp://buildkitd-service.buildkitd:1234"
@@ -395,3 +396,54 @@ def test_install_buildctl_downloads_then_builds(
     expected = script_argv(f"{COMMIT}-a3", "-a3", tls=str(creds), config=str(creds / "config.json"))
     assert standins.argvs("buildctl") == [expected[1:]]
     assert_no_canary(done.stdout, done.stderr)
+
+
+# --------------------------------------------------------------------------- shim
+
+SHIM = Path(__file__).resolve().parents[1] / "scripts" / "npu" / "build-npu-image.sh"
+
+
+def shim_env(standins: StandIns) -> dict[str, str]:
+    env = cli_env(standins)  # stand-ins first, then the CLI's directory
+    head, _, rest = env["PATH"].partition(os.pathsep)
+    env["PATH"] = os.pathsep.join([head, str(Path(cli_path()).parent), rest])
+    return env
+
+
+@pytest.mark.parametrize(("name", "key", "tag_suffix", "device"), TABLE)
+def test_shim_keeps_the_old_arguments(
+    standins: StandIns, repo: Path, creds: Path, name: str, key: str, tag_suffix: str, device: str
+) -> None:
+    """The pipeline's old command line gives the same buildctl argv as before."""
+    standins.add("buildctl")
+    args = ["Dockerfile.npu.ci", f"{COMMIT}{tag_suffix}", device]  # "" for a2: options follow
+    done = subprocess.run(
+        ["bash", str(SHIM), *args, "--tls-dir", str(creds),
+         "--docker-config", str(creds / "config.json")],
+        env=shim_env(standins), cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = script_argv(
+        COMMIT + tag_suffix, device, tls=str(creds), config=str(creds / "config.json")
+    )
+    assert standins.argvs("buildctl") == [expected[1:]]
+
+
+def test_shim_missing_tag_is_the_scripts_error(standins: StandIns, repo: Path) -> None:
+    done = subprocess.run(
+        ["bash", str(SHIM), "Dockerfile.npu.ci"],
+        env=shim_env(standins), cwd=repo, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Image tag is required" in done.stderr
+
+
+def test_shims_are_shellcheck_clean() -> None:
+    scripts = sorted(
+        str(p) for p in SHIM.parents[1].glob("*/*.sh") if p.parent.name in ("npu", "release")
+    )
+    found = shutil.which("shellcheck")
+    if found is None:
+        pytest.skip("shellcheck is not installed")
+    done = subprocess.run([found, *scripts], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout

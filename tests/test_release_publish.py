@@ -9,13 +9,14 @@ publish-release-images.sh (spec §4.3).
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from ci.errors import UserError
 from ci.release import publish
-from tests.conftest import StandIns, run_cli
+from tests.conftest import StandIns, cli_path, run_cli
 
 COMMIT = "4f2a9c0d1e3b5a7c9e1f3a5b7c9d1e3f5a7b9c1d"
 ECR = "public.ecr.aws/q9t5s3a7/vllm-omni-release-repo"
@@ -190,3 +191,46 @@ def test_missing_commit_is_an_input_error(standins: StandIns, tmp_path: Path) ->
     done = run_cli("release.publish-images", "--mode", "nightly", env=standins.env(env))
     assert done.returncode == 2
     assert "BUILDKITE_COMMIT is not set" in done.stderr
+
+
+SHIMS = Path(__file__).resolve().parents[1] / "scripts" / "release"
+
+
+def shim_env(standins: StandIns) -> dict[str, str]:
+    env = env_for(standins)  # stand-ins first: the CLI's directory may hold a real aws
+    head, _, rest = env["PATH"].partition(os.pathsep)
+    env["PATH"] = os.pathsep.join([head, str(Path(cli_path()).parent), rest])
+    return env
+
+
+@pytest.mark.parametrize(("args", "expected"), [(["nightly"], NIGHTLY), ([], RELEASE)])
+def test_publish_shim_keeps_the_old_argument(
+    standins: StandIns, args: list[str], expected: list[list[str]]
+) -> None:
+    standins.add("docker", DOCKER)
+    standins.add("buildkite-agent", "echo 1.4.2")
+    done = subprocess.run(
+        ["bash", str(SHIMS / "publish-release-images.sh"), *args],
+        env=shim_env(standins), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert standins.argvs("docker") == expected
+
+
+def test_publish_shim_bad_mode_exits_2(standins: StandIns) -> None:
+    done = subprocess.run(
+        ["bash", str(SHIMS / "publish-release-images.sh"), "weekly"],
+        env=shim_env(standins), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert standins.calls() == []
+
+
+def test_cleanup_shim_runs_the_task(standins: StandIns) -> None:
+    env = {**shim_env(standins), "DOCKERHUB_TOKEN": ""}
+    done = subprocess.run(
+        ["bash", str(SHIMS / "cleanup-nightly-builds.sh")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Error: DOCKERHUB_TOKEN environment variable is not set" in done.stderr

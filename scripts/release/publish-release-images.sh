@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project
+#
+# Drop-in for .buildkite/release/scripts/publish-release-images.sh: the logic
+# now lives in vllm-omni-ci (`vllm-omni-ci release.publish-images`,
+# ci/release/publish.py). Same argument and tags; a bad mode still exits 2.
+#
+# Usage: publish-release-images.sh [release|nightly]
+set -euo pipefail
+exec vllm-omni-ci release.publish-images --mode "${1:-release}"
