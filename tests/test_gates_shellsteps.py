@@ -53,7 +53,7 @@ steps:
 
 FINDING = re.compile(
     r'^(?P<file>\S+): "(?P<label>[^"]+)": command (?P<command>\d+), line (?P<line>\d+), '
-    r"column \d+: (?P<level>\w+) SC(?P<code>\d+): "
+    r"column \d+: (?P<level>\w+) (?P<code>SC\d+|upload-expansion): "
 )
 
 
@@ -66,7 +66,7 @@ def make_repo(tmp_path: Path, files: dict[str, str]) -> Path:
     return repo
 
 
-def findings(stdout: str) -> list[tuple[str, str, int, int, str, int]]:
+def findings(stdout: str) -> list[tuple[str, str, int, int, str, str]]:
     rows = []
     for line in stdout.splitlines():
         match = FINDING.match(line)
@@ -78,7 +78,7 @@ def findings(stdout: str) -> list[tuple[str, str, int, int, str, int]]:
                     int(match["command"]),
                     int(match["line"]),
                     match["level"],
-                    int(match["code"]),
+                    match["code"],
                 )
             )
         else:
@@ -103,11 +103,11 @@ def test_findings_name_the_yaml_file_and_step_label(repo: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert findings(done.stdout) == [
         # The AMD runner has no errexit: a failed cd lets later lines run elsewhere.
-        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 1, 1, "warning", 2164),
+        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 1, 1, "warning", "SC2164"),
         # `$$` is the job shell's `$`: an unquoted runtime expansion.
-        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 2, 1, "info", 2086),
+        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 2, 1, "info", "SC2086"),
         # Same cd under `bash -e -c` is fine; $BUILDKITE_COMMIT is filled in at upload.
-        (".buildkite/cuda/test-ready.yml", "CUDA · errexit shell", 3, 2, "info", 2086),
+        (".buildkite/cuda/test-ready.yml", "CUDA · errexit shell", 3, 2, "info", "SC2086"),
     ]
     assert "    cd /app/vllm-omni\n" in done.stdout
     assert "    rm -rf $TMPDIR/cache\n" in done.stdout
@@ -116,6 +116,37 @@ def test_findings_name_the_yaml_file_and_step_label(repo: Path) -> None:
         "0 error, 1 warning, 2 info, 0 style"
     )
     assert re.search(r"^  SC2086 x2: ", done.stderr, re.M)
+
+
+def test_upload_time_expansions_that_cannot_be_meant_are_flagged(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path,
+        {
+            "cuda/test-merge.yml": """\
+                steps:
+                  - label: "upload-time"
+                    env: {OUT: out.xml}
+                    commands:
+                      - 'REPORT=r.xml; echo "$$REPORT"'
+                      - 'echo "$REPORT" "${BUILDKITE_PARALLEL_JOB:-0}" "$OUT" "$BUILDKITE_COMMIT"'
+                """
+        },
+    )
+    done = run_cli("shellcheck-steps", "--repo", str(repo))
+    assert done.returncode == 1, done.stderr
+    ours = [line for line in done.stdout.splitlines() if " upload-expansion: " in line]
+    assert [line.split(": ", 2)[2].split(" is expanded")[0] for line in ours] == [
+        "command 2, line 1, column 7: warning upload-expansion: $REPORT",
+        "command 2, line 1, column 17: warning upload-expansion: $BUILDKITE_PARALLEL_JOB",
+        "command 2, line 1, column 48: warning upload-expansion: $OUT",
+    ]
+    assert "the step assigns it at run time; write $$REPORT" in ours[0]
+    assert "differs between the uploading job and this one" in ours[1]
+    assert "set in the step's env" in ours[2]
+    quiet = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "upload-expansion")
+    assert (quiet.returncode, quiet.stdout) == (0, "")
+    info = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "error")
+    assert (info.returncode, info.stdout) == (0, "")
 
 
 def test_a_clean_file_exits_0(repo: Path) -> None:
@@ -129,7 +160,7 @@ def test_a_clean_file_exits_0(repo: Path) -> None:
 
 def test_severity_exclude_and_the_repos_shellcheckrc(repo: Path) -> None:
     warnings = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "warning")
-    assert [row[-1] for row in findings(warnings.stdout)] == [2164]
+    assert [row[-1] for row in findings(warnings.stdout)] == ["SC2164"]
     excluded = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "SC2086,2164")
     assert (excluded.returncode, excluded.stdout) == (0, "")
     (repo / ".shellcheckrc").write_text("disable=SC2164\n")
@@ -200,7 +231,7 @@ def test_the_vllm_omni_corpus() -> None:
         1,
         4,
         "warning",
-        2155,
+        "SC2155",
     ) in rows
     assert (
         ".buildkite/cuda/test-weekly.yml",
@@ -208,8 +239,11 @@ def test_the_vllm_omni_corpus() -> None:
         1,
         3,
         "info",
-        2086,
+        "SC2086",
     ) in (rows)
+    # `export PATH="$HOME/.local/bin:$PATH"` bakes the uploader's HOME and PATH into the job.
+    release = (".buildkite/release/release-pipeline.yml", "Build and upload wheel", 2, 1)
+    assert (*release, "warning", "upload-expansion") in rows
     # Upload-time references are literal text in the job: no quoting advice for them
     # (this step's only expansions are `$BUILDKITE_COMMIT`).
     assert not [

