@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -376,10 +378,18 @@ def test_cli_input_errors_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(
-    not (SAMPLE / "tests").is_dir(), reason="examples/omni-sample has not landed yet"
-)
-def test_the_sample_passes() -> None:
+def test_the_sample_passes_and_a_sku_mark_in_it_fails(tmp_path: Path) -> None:
     done = run_cli("check-marks", "--repo", str(SAMPLE))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ": OK" in done.stderr
+    assert re.search(r"check-marks: [1-9]\d* test files, \d+ files scanned: OK", done.stderr)
+    copy = tmp_path / "sample"
+    shutil.copytree(SAMPLE / "tests", copy / "tests")
+    shutil.copy(SAMPLE / "pyproject.toml", copy / "pyproject.toml")
+    gpu = copy / "tests" / "engine" / "test_engine_gpu.py"
+    gpu.write_text(
+        gpu.read_text() + "\n\n@pytest.mark.core_model\n@pytest.mark.L4\ndef test_x():\n    pass\n"
+    )
+    broken = run_cli("check-marks", "--repo", str(copy))
+    assert broken.returncode == 1
+    assert broken.stdout.startswith("tests/engine/test_engine_gpu.py:\n  Direct SKU: line ")
+    assert "pytest.mark.L4;" in broken.stdout
