@@ -82,9 +82,14 @@ class Tree:
         if any(pid == proc.pid for pid, _ in self.known):
             return True
         try:
-            return os.getpgid(proc.pid) == self.root
+            if os.getpgid(proc.pid) == self.root:
+                return True
         except OSError:
             return False
+        # An orphan in a new session (`(setsid server &)`) that exited its parent
+        # before a sweep saw it: when ours is the only command running, an orphan
+        # re-parented to us after it started can only descend from it.
+        return _active_roots == {self.root}
 
     def alive(self) -> list[psutil.Process]:
         found: list[psutil.Process] = []

@@ -1,0 +1,140 @@
+"""SIGTERM to `run-tests` ends it with 143 within 10 s, and no descendant survives.
+
+The commands start a `setsid` child (new session: a group kill misses it), a
+child that ignores TERM (needs KILL), and an orphan whose parent already
+exited. The test watches the real process tree with psutil, by pid and start
+time, and checks every process it saw is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import psutil
+
+from tests.conftest import ROOT, cli_path
+
+# Distinct sleep lengths mark each kind of descendant.
+HOSTILE = (
+    "setsid sleep 301 &\nbash -c 'trap \"\" TERM; sleep 302' &\n(setsid sleep 304 &)\nsleep 303\n"
+)
+MARKS = ("sleep 301", "sleep 302", "sleep 303", "sleep 304")
+
+
+@dataclass
+class Watch:
+    """A started process and every descendant seen while it ran."""
+
+    proc: subprocess.Popen[str]
+    seen: dict[tuple[int, float], str] = field(default_factory=dict)
+
+    def poll_tree(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self.seen[(child.pid, child.create_time())] = " ".join(child.cmdline())
+
+    def has(self, marks: Sequence[str]) -> bool:
+        return all(any(m in cmd for cmd in self.seen.values()) for m in marks)
+
+    def wait_for(self, marks: Sequence[str], timeout: float = 60) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.proc.poll() is None:
+            self.poll_tree()
+            if self.has(marks):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"descendants {marks} never appeared; saw {list(self.seen.values())}")
+
+    def wait_exit(self, timeout: float) -> tuple[int, float]:
+        start = time.monotonic()
+        while self.proc.poll() is None:
+            self.poll_tree()
+            if time.monotonic() - start > timeout:
+                break
+            time.sleep(0.05)
+        try:
+            code = self.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        return code, time.monotonic() - start
+
+    def survivors(self) -> list[str]:
+        left = []
+        for (pid, started), cmd in self.seen.items():
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
+                    left.append(f"{pid} {cmd}")
+        return left
+
+    def cleanup(self) -> None:
+        """Never leave sleeps behind, even when the test fails."""
+        for pid, started in self.seen:
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if proc.create_time() == started:
+                    proc.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start(args: Sequence[str], env: Mapping[str, str]) -> Watch:
+    proc = subprocess.Popen(
+        [cli_path(), *args],
+        env=dict(env),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return Watch(proc)
+
+
+def job_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "VLLM_CI_DOCKER_DISABLED": "1",
+        "VLLM_CI_EXPECTED_GPU_COUNT": "0",
+        "BUILDKITE_JOB_ID": f"test-runner-signals-{uuid.uuid4().hex[:8]}",
+        "HF_HOME": f"/tmp/test-runner-signals-hf-{uuid.uuid4().hex[:8]}",
+    }
+
+
+def test_sigterm_to_run_tests_ends_the_whole_tree() -> None:
+    env = {**job_env(), "TEST_COMMANDS": HOSTILE}
+    watch = start(["run-tests", "--platform", "rocm"], env)
+    try:
+        watch.wait_for(MARKS)
+        watch.proc.send_signal(signal.SIGTERM)
+        code, took = watch.wait_exit(timeout=15)
+        assert code == 143
+        assert took < 10
+        assert watch.survivors() == []
+    finally:
+        watch.cleanup()
+        shutil.rmtree(f"/tmp/vllm-omni-native-{env['BUILDKITE_JOB_ID']}", ignore_errors=True)
+        shutil.rmtree(env["HF_HOME"], ignore_errors=True)
+
+
+def test_sigterm_to_npu_run_tests_ends_the_whole_tree() -> None:
+    env = {**job_env(), "TEST_COMMANDS": HOSTILE}
+    watch = start(["run-tests", "--platform", "npu"], env)
+    try:
+        watch.wait_for(MARKS)
+        watch.proc.send_signal(signal.SIGTERM)
+        code, took = watch.wait_exit(timeout=15)
+        assert (code, took < 10) == (143, True)
+        assert watch.survivors() == []
+    finally:
+        watch.cleanup()
