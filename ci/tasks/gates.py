@@ -34,7 +34,7 @@ def check_marks(c: Context, repo: str = "") -> None:
     help={
         "repo": "target checkout (default: git top-level of the current directory)",
         "severity": "lowest shellcheck level reported: error, warning, info or style (default)",
-        "exclude": "shellcheck codes to ignore, comma-separated (e.g. SC2086,SC2046)",
+        "exclude": "codes to ignore, comma-separated (e.g. SC2086,SC2046,upload-expansion)",
         "dry_run": "print the shellcheck command and run nothing",
     }
 )
