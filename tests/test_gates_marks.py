@@ -393,3 +393,33 @@ def test_the_sample_passes_and_a_sku_mark_in_it_fails(tmp_path: Path) -> None:
     assert broken.returncode == 1
     assert broken.stdout.startswith("tests/engine/test_engine_gpu.py:\n  Direct SKU: line ")
     assert "pytest.mark.L4;" in broken.stdout
+
+
+def test_from_ref_checks_only_the_changed_test_files(tmp_path: Path) -> None:
+    from tests.gitrepo import GitRepo
+
+    repo = make_repo(tmp_path, {"tests/test_ok.py": GOOD, "tests/test_old.py": "X = 1\n"})
+    git = GitRepo.create(repo, origin=False)
+    git.commit("base: test_old.py is already mis-marked")
+    git.branch("feature")
+    git.commit_files(
+        {"tests/test_new.py": "import pytest\n\n@pytest.mark.cpu\ndef test_x(): ...\n"}
+    )
+    done = run_cli("check-marks", "--repo", str(repo), "--from-ref", "main")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == "tests/test_new.py:"
+    assert "test_old.py" not in done.stdout
+    clean = run_cli("check-marks", "--repo", str(repo), "--from-ref", "HEAD")
+    assert clean.returncode == 0, clean.stderr
+    assert "no changed .py file under tests/ since HEAD" in clean.stderr
+    git.write("tests/test_wip.py", "def test_x(): ...\n")
+    wip = run_cli("check-marks", "--repo", str(repo), "--from-ref", "HEAD", "--to-ref", "WORKTREE")
+    assert wip.returncode == 1
+    assert wip.stdout.startswith("tests/test_wip.py:\n  Level:")
+    bad = run_cli("check-marks", "--repo", str(repo), "--from-ref", "no-such-ref")
+    assert bad.returncode == 2
+    both = run_cli("check-marks", "--repo", str(repo), "--from-ref", "main", "--", "tests/x.py")
+    assert (both.returncode, both.stderr) == (
+        2,
+        "error: give files after `--` or --from-ref, not both\n",
+    )

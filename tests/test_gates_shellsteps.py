@@ -251,3 +251,28 @@ def test_the_vllm_omni_corpus() -> None:
     ]
     assert all(file.startswith(".buildkite/") for file, *_ in rows)
     assert not any("/common/" in file for file, *_ in rows)
+
+
+def test_from_ref_checks_only_the_changed_pipelines(repo: Path) -> None:
+    from tests.gitrepo import GitRepo
+
+    git = GitRepo.create(repo, origin=False)
+    git.commit("base: amd and cuda files already have findings")
+    git.branch("feature")
+    git.commit_files(
+        {".buildkite/npu/test-npu-nightly.yml": "steps:\n  - label: n\n    command: cd /x\n"}
+    )
+    done = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "main")
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    assert "0 finding(s) in 0 of 1 steps (1 files)" in done.stderr
+    git.commit_files(
+        {".buildkite/npu/test-npu-nightly.yml": "steps:\n  - label: n\n    command: cd $$D\n"}
+    )
+    done = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "main")
+    assert done.returncode == 1
+    assert [row[:2] for row in findings(done.stdout)] == [
+        (".buildkite/npu/test-npu-nightly.yml", "n")
+    ]
+    none = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "HEAD")
+    assert none.returncode == 0
+    assert "no changed pipeline YAML since HEAD" in none.stderr

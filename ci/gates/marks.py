@@ -466,13 +466,33 @@ def render(reports: Sequence[FileReport]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def check_marks(repo_arg: str, files: Sequence[str] = ()) -> None:
-    """Scan the target's tests; print problems on stdout; exit 1 when there are any."""
+def check_marks(
+    repo_arg: str, files: Sequence[str] = (), *, from_ref: str = "", to_ref: str = ""
+) -> None:
+    """Scan the target's tests; print problems on stdout; exit 1 when there are any.
+
+    `files` (what pre-commit passes) or `from_ref`/`to_ref` (a range: its
+    changed files) narrow the scan; default: every .py under tests/.
+    """
     from ci.gates.markers import load_registry
     from ci.target import resolve_repo
 
     repo = resolve_repo(repo_arg)
-    chosen = select_files(repo, files)
+    if from_ref and files:
+        raise UserError("give files after `--` or --from-ref, not both")
+    if to_ref and not from_ref:
+        raise UserError("--to-ref needs --from-ref")
+    if from_ref:
+        from ci.gates.changed import changed_files
+
+        chosen = changed_files(
+            repo, from_ref, to_ref, lambda p: p.startswith("tests/") and p.endswith(".py")
+        )
+        if not chosen:
+            sys.stderr.write(f"check-marks: no changed .py file under tests/ since {from_ref}\n")
+            return
+    else:
+        chosen = select_files(repo, files)
     registry = load_registry(repo)
     reports = scan_files(repo, chosen, registry)
     tests = sum(1 for r in reports if is_test_file(r.path))

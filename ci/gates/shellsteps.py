@@ -283,6 +283,8 @@ def shellcheck_steps(
     severity: str = "style",
     exclude: str = "",
     dry_run: bool = False,
+    from_ref: str = "",
+    to_ref: str = "",
 ) -> None:
     """Check every step's shell text; findings on stdout, a summary on stderr."""
     from ci import door
@@ -292,7 +294,19 @@ def shellcheck_steps(
     level = parse_severity(severity)
     codes = parse_excludes(exclude)
     repo = resolve_repo(repo_arg)
+    if from_ref and files:
+        raise UserError("give YAML files after `--` or --from-ref, not both")
+    if to_ref and not from_ref:
+        raise UserError("--to-ref needs --from-ref")
     chosen = _yaml_files(repo, files) if files else None
+    if from_ref:
+        from ci.gates.changed import changed_files
+        from ci.gates.stepsource import is_pipeline
+
+        chosen = changed_files(repo, from_ref, to_ref, is_pipeline)
+        if not chosen:
+            sys.stderr.write(f"shellcheck-steps: no changed pipeline YAML since {from_ref}\n")
+            return
     steps = read_steps(repo, chosen)
     if not steps:
         raise UserError(f"--repo: no pipeline step with commands under {repo}/.buildkite/")

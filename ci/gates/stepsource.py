@@ -166,6 +166,12 @@ def steps_of(
     yield from walk(items if isinstance(items, list) else [], "", env)
 
 
+def is_pipeline(rel: str) -> bool:
+    """A repo-relative path of a pipeline YAML (under .buildkite/, not a registry)."""
+    below = rel[len(".buildkite/") :] if rel.startswith(".buildkite/") else None
+    return below is not None and below.endswith((".yml", ".yaml")) and below not in NOT_PIPELINES
+
+
 def pipeline_files(repo: Path) -> list[Path]:
     """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted."""
     root = repo / ".buildkite"
@@ -173,8 +179,7 @@ def pipeline_files(repo: Path) -> list[Path]:
         raise UserError(f"--repo: {repo} has no .buildkite/ directory")
     found = []
     for path in sorted([*root.rglob("*.yml"), *root.rglob("*.yaml")]):
-        below = path.relative_to(root).as_posix()
-        if below not in NOT_PIPELINES and path.is_file():
+        if is_pipeline(path.relative_to(repo).as_posix()) and path.is_file():
             found.append(path)
     return found
 

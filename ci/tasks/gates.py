@@ -16,9 +16,11 @@ __all__ = ["check_marks", "shellcheck_steps"]
 @task(
     help={
         "repo": "target checkout (default: git top-level of the current directory)",
+        "from_ref": "check only the tests/ files changed since this git revision",
+        "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
     }
 )
-def check_marks(c: Context, repo: str = "") -> None:
+def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = "") -> None:
     """Every test file has a CI level and a hardware marker, and no direct SKU marker.
 
     Static scan (imports nothing). Files after `--` limit the scan (pre-commit
@@ -27,7 +29,7 @@ def check_marks(c: Context, repo: str = "") -> None:
     from ci.argv import after_dashdash
     from ci.gates.marks import check_marks as run
 
-    run(repo, after_dashdash())
+    run(repo, after_dashdash(), from_ref=from_ref, to_ref=to_ref)
 
 
 @task(
@@ -36,10 +38,18 @@ def check_marks(c: Context, repo: str = "") -> None:
         "severity": "lowest shellcheck level reported: error, warning, info or style (default)",
         "exclude": "codes to ignore, comma-separated (e.g. SC2086,SC2046,upload-expansion)",
         "dry_run": "print the shellcheck command and run nothing",
+        "from_ref": "check only the pipeline YAMLs changed since this git revision",
+        "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
     }
 )
 def shellcheck_steps(
-    c: Context, repo: str = "", severity: str = "style", exclude: str = "", dry_run: bool = False
+    c: Context,
+    repo: str = "",
+    severity: str = "style",
+    exclude: str = "",
+    dry_run: bool = False,
+    from_ref: str = "",
+    to_ref: str = "",
 ) -> None:
     """shellcheck the commands of every pipeline step, in the shell dialect it runs under.
 
@@ -49,4 +59,12 @@ def shellcheck_steps(
     from ci.argv import after_dashdash
     from ci.gates.shellsteps import shellcheck_steps as run
 
-    run(repo, after_dashdash(), severity=severity, exclude=exclude, dry_run=dry_run)
+    run(
+        repo,
+        after_dashdash(),
+        severity=severity,
+        exclude=exclude,
+        dry_run=dry_run,
+        from_ref=from_ref,
+        to_ref=to_ref,
+    )

@@ -1,0 +1,31 @@
+"""The files a range changed, for gates that run on the diff only.
+
+Spec §6 TARGET: in CI, the hooks GitHub Actions skips (check-mark, shellcheck)
+run on the diff, as they do locally under pre-commit. The range comes from the
+one diff resolver (`ci.diff`), like every other task's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ci.errors import UserError
+
+
+def changed_files(
+    repo: Path, from_ref: str, to_ref: str, wanted: Callable[[str], bool]
+) -> list[Path]:
+    """Existing files of `repo` changed in `from_ref...to_ref` that `wanted` keeps.
+
+    `to_ref` defaults to HEAD; `WORKTREE` includes uncommitted and untracked
+    work. Files are read from the working tree (as pre-commit does); deleted
+    ones are skipped.
+    """
+    from ci.diff import WORKTREE, resolve_diff
+
+    head = WORKTREE if to_ref.upper() == "WORKTREE" else (to_ref or "HEAD")
+    diff = resolve_diff(repo, base=from_ref, head=head)
+    if diff.paths is None:
+        raise UserError(f"--from-ref {from_ref}: cannot list the changed files ({diff.reason})")
+    return [repo / p for p in diff.paths if wanted(p) and (repo / p).is_file()]
