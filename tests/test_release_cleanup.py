@@ -70,6 +70,7 @@ EXTRA = [
 class FakeHub:
     tags: list[dict[str, object]] = field(default_factory=catalogue)
     fail_list_page: int | None = None
+    flaky_pages: dict[int, int] = field(default_factory=dict)  # page -> 503s before success
     fail_delete: dict[str, int] = field(default_factory=dict)
     delay: float = 0.0
     requests: list[tuple[str, str]] = field(default_factory=list)
@@ -119,6 +120,10 @@ class FakeHub:
                 page = int(query["page"])
                 if page == hub.fail_list_page:
                     self.reply(500, {"detail": "internal error"})
+                    return
+                if hub.flaky_pages.get(page, 0) > 0:
+                    hub.flaky_pages[page] -= 1
+                    self.reply(503, {"detail": "try later"})
                     return
                 name = query.get("name", "")
                 found = [t for t in [*hub.tags, *EXTRA] if name in str(t["name"])]
@@ -242,6 +247,8 @@ def test_http_500_while_listing_exits_1_and_deletes_nothing(
     done = run(url, tmp_path)
     assert done.returncode == 1
     assert "Error: Failed to list tags (page 2)" in done.stderr and "HTTP 500" in done.stderr
+    pages = [p.split("&")[0] for m, p in fake.requests if m == "GET"]
+    assert pages == [f"{REPO_PATH}?page={n}" for n in (1, 2, 2, 2)]  # retried twice
     assert "No tags found" not in done.stderr
     assert fake.deleted == [] and not any(m == "DELETE" for m, _ in fake.requests)
     assert_no_canary(tmp_path, done.stdout, done.stderr)
@@ -320,7 +327,7 @@ def test_bad_options_exit_2(tmp_path: Path) -> None:
 def test_every_request_times_out(hub: tuple[FakeHub, str]) -> None:
     fake, url = hub
     fake.delay = 3.0
-    client = HubClient(url, timeout=0.5)
+    client = HubClient(url, timeout=0.5, attempts=1)
     client.login(USERNAME, TOKEN)
     started = time.monotonic()
     with pytest.raises(HubError) as err:
@@ -329,6 +336,17 @@ def test_every_request_times_out(hub: tuple[FakeHub, str]) -> None:
     for canary in CANARIES:
         assert canary not in str(err.value) and canary not in repr(err.value)
         assert canary not in repr(client)
+
+
+def test_transient_errors_are_retried_but_deletes_are_not(hub: tuple[FakeHub, str]) -> None:
+    fake, url = hub
+    fake.flaky_pages = {1: 2}
+    client = HubClient(url, backoff=0.01)
+    client.login(USERNAME, TOKEN)
+    assert len(client.tags_page("vllm/vllm-omni", 1, 100, "nightly-")["results"]) == SERVER_PAGE
+    fake.fail_delete = {"nightly-x86_64": 503}
+    assert client.delete_tag("vllm/vllm-omni", "nightly-x86_64").status == 503
+    assert [m for m, _ in fake.requests].count("DELETE") == 1
 
 
 def test_exceptions_carry_no_secret(hub: tuple[FakeHub, str]) -> None:

@@ -4,13 +4,14 @@ Why not curl through the door: the bearer token would have to travel in an
 argv or a header file, both visible to other processes or left on disk.
 urllib keeps it in memory. Every request has a timeout, JSON bodies come from
 a serializer, and redirects are refused so the Authorization header never
-follows one to another host. Nothing here ever puts a credential in an
-exception message or a repr.
+follows one to another host. Calls other than DELETE are retried on 429/5xx.
+Nothing here ever puts a credential in an exception message or a repr.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,7 +20,10 @@ from email.message import Message
 from typing import IO, Any
 
 DEFAULT_HUB_URL = "https://hub.docker.com"
-TIMEOUT = 30.0
+TIMEOUT = 30.0  # seconds, for every request
+ATTEMPTS = 3  # tries per request on 429/5xx or no answer (DELETE: one)
+BACKOFF = 1.0  # seconds before the first retry, doubling after
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -73,6 +77,8 @@ def check_url(url: str) -> str | None:
 class HubClient:
     base_url: str = DEFAULT_HUB_URL
     timeout: float = TIMEOUT
+    attempts: int = ATTEMPTS
+    backoff: float = BACKOFF
     _bearer: str = field(default="", repr=False)
 
     @property
@@ -85,6 +91,25 @@ class HubClient:
         return f"{full}?{urllib.parse.urlencode(query)}" if query else full
 
     def request(self, method: str, url: str, payload: object = None) -> Response:
+        """One call, retried on 429/5xx and connection errors unless it is a DELETE.
+
+        A DELETE is not repeated: a retry after a lost answer would report a
+        404 for a tag that was in fact deleted.
+        """
+        attempts = 1 if method == "DELETE" else self.attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                resp = self._once(method, url, payload)
+            except HubError:
+                if attempt == attempts:
+                    raise
+            else:
+                if resp.status not in RETRY_STATUSES or attempt == attempts:
+                    return resp
+            time.sleep(self.backoff * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _once(self, method: str, url: str, payload: object) -> Response:
         headers = {"Accept": "application/json"}
         data = None
         if payload is not None:
