@@ -25,6 +25,11 @@ def _validator() -> Any:
     return cls(schema)
 
 
+def validator() -> Any:
+    """The cached validator of the packaged schema, for callers that walk the error tree."""
+    return _validator()
+
+
 def pipeline_errors(pipeline: Any) -> list[str]:
     """Every schema violation, as `path: message` lines (empty when valid)."""
     errors = sorted(_validator().iter_errors(pipeline), key=lambda e: list(e.absolute_path))

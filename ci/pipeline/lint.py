@@ -33,7 +33,7 @@ NOT_UPLOADER = ("amd",)
 SELECTORS: tuple[str, ...] = ("", "b200")
 
 
-def test_pipelines(repo: Path) -> list[Path]:
+def pipeline_files(repo: Path) -> list[Path]:
     return sorted(p for p in repo.glob(TEST_GLOB) if p.parent.name not in NOT_UPLOADER)
 
 
@@ -83,8 +83,8 @@ def _strict(document: dict[str, Any], registries: Registries, report: FileReport
 
 
 def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
+    from ci.pipeline.schemacheck import schema_problems
     from ci.pipeline.upload import render_file, repo_relative
-    from ci.schema import pipeline_errors
 
     relative = repo_relative(repo, path) or str(path)
     report = FileReport(relative)
@@ -105,7 +105,7 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
                 shown = f"MIRROR_HW={selector}" if selector else "MIRROR_HW unset"
                 report.problems.extend(
                     f"rendered pipeline ({shown}) fails the Buildkite schema at {p}"
-                    for p in pipeline_errors(rendered.pipeline)
+                    for p in schema_problems(rendered.pipeline)
                 )
     except UserError as exc:
         report.problems.extend(exc.problems)
@@ -116,7 +116,7 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
 def lint(repo: Path) -> list[FileReport]:
     """One report per test YAML; the registries are read once for all of them."""
     registries = Registries.for_repo(repo)
-    return [lint_file(repo, path, registries) for path in test_pipelines(repo)]
+    return [lint_file(repo, path, registries) for path in pipeline_files(repo)]
 
 
 def lint_repo(repo_arg: str = "") -> None:

@@ -108,7 +108,7 @@ def render_file(
 def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None) -> None:
     """The whole task: resolve, render, validate, then print or upload."""
     from ci.pipeline.mirror import parse_mirror_hw
-    from ci.schema import pipeline_errors
+    from ci.pipeline.schemacheck import schema_problems
     from ci.target import resolve_branch, resolve_repo
 
     source = os.environ if env is None else env
@@ -132,7 +132,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
     for line in rendered.log:
         log(line)
     rendered.raise_problems()
-    problems = pipeline_errors(rendered.pipeline)
+    problems = schema_problems(rendered.pipeline)
     UserError.collect(
         (f"{relative}: rendered pipeline fails the Buildkite schema at {p}" for p in problems),
         code=FAILURE,
