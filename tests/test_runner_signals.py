@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -89,11 +90,11 @@ class Watch:
             self.proc.wait()
 
 
-def start(args: Sequence[str], env: Mapping[str, str]) -> Watch:
+def start(args: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT) -> Watch:
     proc = subprocess.Popen(
         [cli_path(), *args],
         env=dict(env),
-        cwd=ROOT,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

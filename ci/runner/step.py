@@ -243,6 +243,11 @@ def execute(plan: StepPlan) -> int:
         os.makedirs(plan.artifact_dir, exist_ok=True)
     if plan.junit and os.path.dirname(plan.junit):
         os.makedirs(os.path.dirname(plan.junit), exist_ok=True)
+    if plan.leak_check:
+        # Orphans of the command must be re-parented to us, where the check sees them.
+        from ci.proctree import become_subreaper
+
+        become_subreaper()
     before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
     try:
         code = door.run(plan.command).code

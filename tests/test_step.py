@@ -1,0 +1,365 @@
+"""`step [OPTIONS] -- COMMAND...`: the planner exhaustively, the executor for real.
+
+Real processes throughout: pytest on a tiny test file for JUnit and summaries,
+`sleep` for leaks, timeouts and signals (watched with psutil by pid and start
+time). Nothing of ours is mocked.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci.errors import UserError
+from ci.runner import leaks
+from ci.runner.leaks import FAIL_LINE, PASS_LINE, Proc
+from ci.runner.step import StepOptions, StepPlan, plan_step
+from tests.conftest import run_cli
+from tests.test_runner_signals import HOSTILE, MARKS, start
+
+PRINT_ARGV = ("python3", "-c", "import sys; print('ARGV=' + repr(sys.argv[1:]))")
+
+
+def argv_printed(stderr: str) -> list[str]:
+    line = next(line for line in stderr.splitlines() if line.startswith("ARGV="))
+    value = ast.literal_eval(line[len("ARGV=") :])
+    assert isinstance(value, list)
+    return value
+
+
+def plan(environ: dict[str, str] | None = None, cwd: str = "/work", **options: Any) -> StepPlan:
+    return plan_step(StepOptions(**options), ["pytest", "-m", "a and b"], environ or {}, cwd)
+
+
+def problems(
+    environ: dict[str, str] | None = None, argv: tuple[str, ...] = ("x",), **options: Any
+) -> list[str]:
+    with pytest.raises(UserError) as info:
+        plan_step(StepOptions(**options), list(argv), environ or {}, "/work")
+    assert info.value.code == 2
+    return list(info.value.problems)
+
+
+# --------------------------------------------------------------------------- planner
+
+
+def test_argv_is_kept_intact() -> None:
+    assert plan().command.argv == ("pytest", "-m", "a and b")
+    assert plan().command.timeout is None
+
+
+def test_timeout_and_kill_after() -> None:
+    made = plan(timeout="80m", kill_after="2m").command
+    assert (made.timeout, made.grace) == (4800.0, 120.0)
+    assert plan(timeout="1h30m").command.grace == 120.0  # default kill-after 2m
+
+
+@pytest.mark.parametrize(
+    ("options", "environ", "extra"),
+    [
+        ({"shard": "1/3"}, {}, ["--num-shards=3", "--shard-id=1"]),
+        ({"shard": "0/1"}, {}, ["--num-shards=1", "--shard-id=0"]),
+        (
+            {"shard": "auto"},
+            {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "4"},
+            ["--num-shards=4", "--shard-id=2"],
+        ),
+        ({"shard_list": "t1.py,t2.py::x,t3.py"}, {"BUILDKITE_PARALLEL_JOB": "1"}, ["t2.py::x"]),
+        (
+            {"shard_list": "a,b,c"},
+            {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"},
+            ["c"],
+        ),
+        ({"shard_list": "a,b", "shard": "0/2"}, {}, ["a"]),
+        ({}, {"BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"}, []),
+    ],
+    ids=["explicit", "single", "auto", "list", "list-count", "list-explicit", "not-asked"],
+)
+def test_shard_arguments(
+    options: dict[str, str], environ: dict[str, str], extra: list[str]
+) -> None:
+    assert list(plan(environ, **options).command.argv) == ["pytest", "-m", "a and b", *extra]
+
+
+@pytest.mark.parametrize(
+    ("options", "environ", "message"),
+    [
+        (  # G38: fail fast instead of `pytest ""`
+            {"shard_list": "a,b,c"},
+            {"BUILDKITE_PARALLEL_JOB": "3"},
+            "shard index 3 is out of range for --shard-list (0..2)",
+        ),
+        (  # G39: require the variable instead of silently running element 0
+            {"shard_list": "a,b,c"},
+            {},
+            "BUILDKITE_PARALLEL_JOB is not set: give --shard i/n, or run in a parallel step",
+        ),
+        (
+            {"shard_list": "a,b,c"},
+            {"BUILDKITE_PARALLEL_JOB": "0", "BUILDKITE_PARALLEL_JOB_COUNT": "4"},
+            "--shard-list has 3 entries but the step has 4 shards",
+        ),
+        (
+            {"shard_list": "a,,c"},
+            {"BUILDKITE_PARALLEL_JOB": "0"},
+            "--shard-list: empty entry in 'a,,c'",
+        ),
+        ({"shard": "3/3"}, {}, "shard index 3 is out of range for 3 shards (0..2)"),
+        ({"shard": "2"}, {}, "--shard: '2' is not i/n (0-based i) or auto"),
+        ({"shard": "x/2"}, {}, "--shard index: 'x' is not an integer"),
+        (
+            {"shard": "auto"},
+            {"BUILDKITE_PARALLEL_JOB": "0"},
+            "BUILDKITE_PARALLEL_JOB_COUNT is not set: give --shard i/n",
+        ),
+        (
+            {"timeout": "soon"},
+            {},
+            "--timeout: 'soon' is not a duration (examples: 90s, 80m, 1h30m)",
+        ),
+        (
+            {"summary_tail": 5},
+            {},
+            "--summary-tail needs --artifact-dir (the log and summary go there)",
+        ),
+        ({"leak_scope": "pod"}, {}, "--leak-scope: 'pod': allowed values are tree, all"),
+    ],
+    ids=[
+        "G38",
+        "G39",
+        "count",
+        "empty",
+        "range",
+        "form",
+        "index",
+        "auto-count",
+        "timeout",
+        "tail",
+        "scope",
+    ],
+)
+def test_input_errors(options: dict[str, object], environ: dict[str, str], message: str) -> None:
+    assert message in problems(environ, **options)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    found = problems(argv=(), timeout="x", kill_after="y", leak_scope="z")
+    assert len(found) == 4
+    assert found[0].startswith("no command: put it after `--`")
+
+
+def test_artifact_dir_copy_target(tmp_path: Path) -> None:
+    app, checkout = tmp_path / "app", tmp_path / "checkout"
+    app.mkdir()
+    checkout.mkdir()
+    env = {"BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
+    made = plan(env, cwd=str(app), artifact_dir="artifacts/x")
+    assert made.artifact_dir == f"{app}/artifacts/x"
+    assert made.copy_to == f"{checkout}/artifacts/x"
+    # Same directory (through a symlink): nothing to copy.
+    (tmp_path / "link").symlink_to(checkout)
+    assert plan(env, cwd=str(tmp_path / "link"), artifact_dir="a").copy_to is None
+    assert plan({}, cwd=str(app), artifact_dir="a").copy_to is None
+    assert plan(env, cwd=str(app), artifact_dir="/abs/a").copy_to is None
+
+
+def test_summary_wraps_the_command_in_a_tee() -> None:
+    made = plan(artifact_dir="out", summary_tail=10, junit="out/pytest.xml")
+    argv = made.command.argv
+    assert argv[:2] == ("bash", "-c")
+    assert argv[4:] == (
+        "/work/out/pytest.log",
+        "pytest",
+        "-m",
+        "a and b",
+        "--junitxml=out/pytest.xml",
+    )
+    assert made.summary == "/work/out/pytest-summary.txt"
+
+
+# --------------------------------------------------------------------------- leak comparison (pure)
+
+
+def test_g40_pid_reuse_is_a_leak() -> None:
+    before = [Proc(100, 1000.0, name="python3")]
+    after = [Proc(100, 2000.0, name="python3")]
+    assert leaks.leaked(before, after) == after
+    assert leaks.report(leaks.leaked(before, after))[-1] == FAIL_LINE
+
+
+def test_g41_only_ps_is_new() -> None:
+    before = [Proc(1, 1.0, name="init")]
+    after = [Proc(1, 1.0, name="init"), Proc(200, 5.0, name="ps")]
+    assert leaks.report(leaks.leaked(before, after)) == [PASS_LINE]
+
+
+def test_g42_zombie_counts() -> None:
+    zombie = Proc(300, 9.0, ppid=1, status="zombie", name="python3")
+    found = leaks.leaked([], [zombie])
+    assert found == [zombie]
+    assert "status=zombie" in leaks.report(found)[0]
+
+
+def test_own_pid_is_ignored() -> None:
+    assert leaks.leaked([], [Proc(400, 1.0, name="x")], ignore_pids=[400]) == []
+
+
+# --------------------------------------------------------------------------- executor (CLI)
+
+
+def step(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_cli("step", *args, env=env, cwd=cwd)
+
+
+def test_exit_code_passes_through_and_args_stay_intact() -> None:
+    done = step("--", *PRINT_ARGV, "a b", "c'd", "")
+    assert done.returncode == 0
+    assert argv_printed(done.stderr) == ["a b", "c'd", ""]
+    assert step("--", "bash", "-c", "exit 7").returncode == 7
+    assert step("--", "python3", "-c", "import os; os.abort()").returncode == 134
+
+
+def test_no_command_is_a_usage_error() -> None:
+    done = step("--timeout", "1m")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: no command")
+
+
+def test_shard_from_buildkite_env() -> None:
+    env = {**os.environ, "BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"}
+    done = step("--shard", "auto", "--", *PRINT_ARGV, "-m", "x and y", env=env)
+    assert argv_printed(done.stderr) == ["-m", "x and y", "--num-shards=2", "--shard-id=1"]
+
+
+def test_g38_out_of_range_fails_before_running(tmp_path: Path) -> None:
+    env = {**os.environ, "BUILDKITE_PARALLEL_JOB": "3", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}
+    done = step("--shard-list", "a,b,c", "--", "touch", "ran", env=env, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "error: --shard-list has 3 entries" not in done.stderr
+    assert "error: shard index 3 is out of range for --shard-list (0..2)" in done.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_dry_run_runs_nothing(tmp_path: Path) -> None:
+    done = step("--dry-run", "--timeout", "80m", "--", "touch", "ran", cwd=tmp_path)
+    assert done.returncode == 0
+    assert not (tmp_path / "ran").exists()
+    assert "$ touch ran" in done.stdout
+    assert "# timeout: 4800s, then KILL after 120s" in done.stdout
+
+
+SAMPLE_TESTS = """\
+def test_ok():
+    print("ok-output")
+
+def test_fails():
+    assert 1 == 2
+"""
+
+
+def test_artifacts_junit_and_summary_even_on_failure(tmp_path: Path) -> None:
+    app, checkout = tmp_path / "app", tmp_path / "checkout"
+    app.mkdir()
+    checkout.mkdir()
+    (app / "test_sample.py").write_text(SAMPLE_TESTS)
+    env = {**os.environ, "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
+    env.pop("PYTEST_ADDOPTS", None)
+    done = step(
+        "--artifact-dir", "artifacts/sample",
+        "--junit", "artifacts/sample/pytest.xml",
+        "--summary-tail", "3",
+        "--",
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_sample.py",
+        env=env,
+        cwd=app,
+    )  # fmt: skip
+    assert done.returncode == 1  # pytest's own code
+    copied = checkout / "artifacts" / "sample"
+    assert "<testsuite" in (copied / "pytest.xml").read_text()
+    log = (copied / "pytest.log").read_text().splitlines()
+    summary = (copied / "pytest-summary.txt").read_text().splitlines()
+    assert summary == log[-3:]
+    assert "1 failed, 1 passed" in summary[-1]
+    assert "1 failed, 1 passed" in done.stderr  # still streamed live
+
+
+# --------------------------------------------------------------------------- leaks
+
+
+def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
+    watch = start(
+        [
+            "step", "--leak-check", "--leak-settle", "1s", "--artifact-dir", "out",
+            "--", "bash", "-c", "sleep 331 & (setsid sleep 332 &); exit 0",
+        ],
+        {**os.environ},
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        code, _ = watch.wait_exit(timeout=60)
+        stderr = watch.proc.stderr.read() if watch.proc.stderr else ""
+        assert code == 1
+        assert FAIL_LINE in stderr
+        assert "cmd=sleep 331" in stderr and "cmd=sleep 332" in stderr
+        assert watch.survivors() == []  # listed, then ended
+        assert FAIL_LINE in (tmp_path / "out" / "process-cleanup.txt").read_text()
+    finally:
+        watch.cleanup()
+
+
+def test_leak_check_passes_and_keeps_the_failing_code(tmp_path: Path) -> None:
+    clean = step("--leak-check", "--artifact-dir", "out", "--", "true", cwd=tmp_path)
+    assert clean.returncode == 0
+    assert PASS_LINE in clean.stderr
+    assert (tmp_path / "out" / "process-cleanup.txt").read_text() == PASS_LINE + "\n"
+    failing = step("--leak-check", "--leak-settle", "0", "--", "bash", "-c", "sleep 333 & exit 3")
+    assert failing.returncode == 3
+    assert FAIL_LINE in failing.stderr
+
+
+# --------------------------------------------------------------------------- timeouts and signals
+
+
+@pytest.mark.parametrize(
+    ("script", "code"),
+    [
+        ("setsid sleep 341 & sleep 342", 124),  # G35: TERM suffices
+        ("trap '' TERM; setsid sleep 343 & sleep 344", 137),  # G36: KILL needed
+    ],
+    ids=["G35-124", "G36-137"],
+)
+def test_timeout_ends_the_whole_tree(script: str, code: int) -> None:
+    watch = start(
+        ["step", "--timeout", "2s", "--kill-after", "1s", "--", "bash", "-c", script], os.environ
+    )
+    try:
+        marks = [m for m in ("sleep 341", "sleep 342", "sleep 343", "sleep 344") if m in script]
+        watch.wait_for(marks)
+        got, took = watch.wait_exit(timeout=30)
+        assert got == code
+        assert took < 10
+        assert watch.survivors() == []
+    finally:
+        watch.cleanup()
+
+
+def test_sigterm_to_step_ends_the_whole_tree() -> None:
+    watch = start(["step", "--", "bash", "-c", HOSTILE], os.environ)
+    try:
+        watch.wait_for(MARKS)
+        watch.proc.send_signal(signal.SIGTERM)
+        code, took = watch.wait_exit(timeout=15)
+        assert code == 143
+        assert took < 10
+        assert watch.survivors() == []
+    finally:
+        watch.cleanup()
