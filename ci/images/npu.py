@@ -241,17 +241,19 @@ def build(options: BuildOptions) -> None:
     env = dict(os.environ)
     job = resolve(options, env)
     found = shutil.which("buildctl", path=env.get("PATH", os.defpath))
-    install_dir = env.get(INSTALL_DIR_ENV) or DEFAULT_INSTALL_DIR
+    install_dir = os.path.abspath(env.get(INSTALL_DIR_ENV) or DEFAULT_INSTALL_DIR)
     install: tuple[door.Command, ...] = ()
     buildctl = "buildctl"
+    url = ""
     facts: tuple[tuple[str, str], ...] = ()
     if found is None and options.install_buildctl:
         import platform
 
         arch = download_arch(platform.machine())
+        url = download_url(arch)
         install = install_commands(arch, install_dir)
-        buildctl = f"{install_dir.rstrip('/')}/buildctl"
-        facts = (("buildctl", f"not on PATH; --install-buildctl downloads {download_url(arch)}"),)
+        buildctl = os.path.join(install_dir, "buildctl")
+        facts = (("buildctl", f"not on PATH; --install-buildctl downloads {url}"),)
     elif found is None:
         facts = (("buildctl", "not on PATH: a real run stops (pass --install-buildctl)"),)
 
@@ -275,9 +277,9 @@ def build(options: BuildOptions) -> None:
     door.note(f"Dockerfile: {job.dockerfile}")
     if install:
         door.note(
-            f"buildctl is not on PATH; --install-buildctl: downloading {install[1].argv[2]} "
-            f"to {DOWNLOAD_TO}, extracting it into {EXTRACT_TO}, copying "
-            f"{EXTRACT_TO}/bin/buildctl to {buildctl} (no checksum is verified, as before)"
+            f"buildctl is not on PATH; --install-buildctl: downloading {url} to {DOWNLOAD_TO}, "
+            f"extracting it into {EXTRACT_TO}, copying {EXTRACT_TO}/bin/buildctl to {buildctl} "
+            "(no checksum is verified, as before)"
         )
     code = door.run_plan(plan(job, install=install, buildctl=buildctl))
     if code != 0:
