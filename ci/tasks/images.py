@@ -19,7 +19,11 @@ __all__ = ["build_image"]
         "docker": "docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
         "registry": "image registry (rocm: $ROCM_CI_IMAGE_REGISTRY, npu: $IMAGE_REGISTRY, …)",
         "arch": "rocm: PYTORCH_ROCM_ARCH (default: $PYTORCH_ROCM_ARCH, else gfx942)",
-        "builder": "rocm/cuda: auto, buildx or engine",
+        "builder": (
+            "rocm/cuda: auto (buildx if `docker buildx` works, else engine), buildx, or engine"
+            " (DOCKER_BUILDKIT=1 docker build; its inline cache is mode=min: only layers of"
+            " the final image are cached)"
+        ),
         "variant": "npu: a2 (default), a3, a5 or 310p",
         "tag": "npu: override the variant's tag",
         "dockerfile": "npu: override the variant's Dockerfile",
