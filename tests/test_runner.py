@@ -672,6 +672,15 @@ def test_npu_no_commands(job: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- task
 
 
+def test_platform_is_required_and_help_works(job: dict[str, str]) -> None:
+    done = run_cli("run-tests", "--", "true", env=job)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: --platform is required: rocm (alias amd) or npu"
+    helped = run_cli("run-tests", "--help", env=job)
+    assert helped.returncode == 0
+    assert "PYTORCH_ROCM_ARCH (forced empty)" in " ".join(helped.stdout.split())
+
+
 def test_unsupported_platform_is_a_usage_error(job: dict[str, str]) -> None:
     done = run_cli("run-tests", "--platform", "cuda", "--", "true", env=job)
     assert done.returncode == 2

@@ -10,12 +10,13 @@ __all__ = ["run_tests", "step"]
 
 
 @task(
+    auto_shortflags=False,
     help={
-        "platform": "rocm (amd) or npu; xpu is added by the XPU runner",
+        "platform": "rocm (amd) or npu (required); xpu is added by the XPU runner",
         "dry_run": "print the rendered bash program and run nothing",
-    }
+    },
 )
-def run_tests(c: Context, platform: str, dry_run: bool = False) -> None:
+def run_tests(c: Context, platform: str = "", dry_run: bool = False) -> None:
     """Run the job's commands: $TEST_COMMANDS, else the words after `--` joined by spaces.
 
     rocm (replaces run-amd-test.sh): defaults PYTHONFAULTHANDLER=1,
@@ -36,6 +37,8 @@ def run_tests(c: Context, platform: str, dry_run: bool = False) -> None:
     from ci.errors import UserError
     from ci.platforms import Platform, parse_platform
 
+    if not platform:
+        raise UserError("--platform is required: rocm (alias amd) or npu")
     chosen = parse_platform(platform)
     if chosen in (Platform.ROCM, Platform.NPU):
         from ci.runner.native import run_tests as run_native
@@ -49,6 +52,7 @@ def run_tests(c: Context, platform: str, dry_run: bool = False) -> None:
 
 
 @task(
+    auto_shortflags=False,
     help={
         "timeout": "end the command after this long (e.g. 80m): TERM, then KILL; exit 124/137",
         "kill_after": "grace between TERM and KILL (default 2m)",
@@ -65,7 +69,7 @@ def run_tests(c: Context, platform: str, dry_run: bool = False) -> None:
         "leak_scope": "tree (our descendants, default) or all (every visible process)",
         "leak_settle": "how long leftovers may take to exit before they count (default 5s)",
         "dry_run": "print the plan and run nothing",
-    }
+    },
 )
 def step(
     c: Context,
