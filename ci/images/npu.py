@@ -25,9 +25,9 @@ from ci.images import variants
 from ci.images.options import BuildOptions
 from ci.images.variants import NpuVariant
 
-DEFAULT_IMAGE_NAME = "vllm-omni-ci-npu"
-DEFAULT_IMAGE_REGISTRY = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
-DEFAULT_BUILDKITD_ADDR = "tcp://buildkitd-service.buildkitd:1234"
+DEFAULT_IMAGE_NAME = variants.IMAGE_NAME
+DEFAULT_IMAGE_REGISTRY = variants.IMAGE_REGISTRY
+DEFAULT_BUILDKITD_ADDR = variants.BUILDKITD_ADDR
 DEFAULT_TLS_DIR = "/home/user/.docker"
 DEFAULT_DOCKER_CONFIG = "/home/user/.docker/config.json"
 TLS_FILES = (("ca.pem", "--tlscacert"), ("cert.pem", "--tlscert"), ("key.pem", "--tlskey"))

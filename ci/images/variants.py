@@ -22,11 +22,14 @@ BUILD_AGENTS: tuple[tuple[str, str], ...] = (
     ("queue", "ascend-a2b3"),
     ("resource_class", "npu-1"),
 )
-# The env every NPU build step set in the old YAML (the script's defaults).
+# The script's defaults, which every NPU build step also set as env in the old YAML.
+IMAGE_NAME = "vllm-omni-ci-npu"
+IMAGE_REGISTRY = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
+BUILDKITD_ADDR = "tcp://buildkitd-service.buildkitd:1234"
 STEP_ENV: tuple[tuple[str, str], ...] = (
-    ("IMAGE_NAME", "vllm-omni-ci-npu"),
-    ("IMAGE_REGISTRY", "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"),
-    ("BUILDKITD_ADDR", "tcp://buildkitd-service.buildkitd:1234"),
+    ("IMAGE_NAME", IMAGE_NAME),
+    ("IMAGE_REGISTRY", IMAGE_REGISTRY),
+    ("BUILDKITD_ADDR", BUILDKITD_ADDR),
 )
 
 
@@ -52,6 +55,10 @@ class NpuVariant:
 
     def image_tag(self, commit: str) -> str:
         return f"{commit}{self.tag_suffix}"
+
+    def image(self, commit: str, registry: str = IMAGE_REGISTRY, name: str = IMAGE_NAME) -> str:
+        """The image the build pushes and the test presets pull (commit may be `${…}`)."""
+        return f"{registry}/{name}:{self.image_tag(commit)}"
 
     def build_args(self) -> tuple[tuple[str, str], ...]:
         return ((DEVICE_SUFFIX_ARG, self.device_suffix),) if self.device_suffix else ()
