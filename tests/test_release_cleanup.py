@@ -204,6 +204,7 @@ def test_deletes_all_but_the_newest_14_over_every_page(
     hub: tuple[FakeHub, str], tmp_path: Path
 ) -> None:
     fake, url = hub
+    assert len(catalogue()) == 40 and -(-40 // SERVER_PAGE) == 3
     done = run(url, tmp_path)
     assert done.returncode == 0, done.stderr
     doomed = expected_doomed()
