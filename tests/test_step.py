@@ -250,10 +250,22 @@ def test_g38_out_of_range_fails_before_running(tmp_path: Path) -> None:
 
 
 def test_dry_run_runs_nothing(tmp_path: Path) -> None:
-    done = step("--dry-run", "--timeout", "80m", "--", "touch", "ran", cwd=tmp_path)
+    env = {**os.environ, "HF_TOKEN": "hf_stepdryrun"}
+    done = step(
+        "--dry-run",
+        "--timeout",
+        "80m",
+        "--",
+        "touch",
+        "ran",
+        "hf_stepdryrun",
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0
+    assert "hf_stepdryrun" not in done.stdout
     assert not (tmp_path / "ran").exists()
-    assert "$ touch ran" in done.stdout
+    assert "$ touch ran [REDACTED]" in done.stdout
     assert "# timeout: 4800s, then KILL after 120s" in done.stdout
 
 

@@ -273,7 +273,9 @@ def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False
 
     plan = plan_step(options, argv, os.environ, os.getcwd())
     if dry_run:
-        sys.stdout.write(plan.render())
+        from ci.redact import Redactor
+
+        sys.stdout.write(Redactor.for_env()(plan.render()))
         sys.stdout.flush()
         return
     code = execute(plan)
