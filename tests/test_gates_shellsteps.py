@@ -57,10 +57,12 @@ FINDING = re.compile(
 )
 
 
-def check(capsys: pytest.CaptureFixture[str], repo: Path, **options: str) -> tuple[int, str]:
+def check(
+    capsys: pytest.CaptureFixture[str], repo: Path, severity: str = "style", exclude: str = ""
+) -> tuple[int, str]:
     """The library call in-process (faster than the CLI): (exit code, stdout)."""
     try:
-        shellsteps.shellcheck_steps(str(repo), **options)
+        shellsteps.shellcheck_steps(str(repo), severity=severity, exclude=exclude)
         code = 0
     except (Stop, UserError) as exc:
         code = exc.code
