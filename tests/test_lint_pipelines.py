@@ -35,7 +35,9 @@ def test_registered_corpus_is_clean(clean: Path) -> None:
     done = run_cli("lint-pipelines", "--repo", str(clean))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 6 and all(line.startswith("ok   ") for line in lines)
+    assert len(lines) == 16 and all(line.startswith("ok   ") for line in lines)
+    assert "ok   .buildkite/amd/test-amd-ready.yml: 25 step(s), 0 problem(s); schema only" in lines
+    assert "ok   .buildkite/cuda/pipeline.yml: 6 step(s), 0 problem(s); schema only" in lines
     assert f"ok   {NIGHTLY}: 62 step(s), 0 problem(s); presets: b200_1, b200_2" in done.stdout
 
 
@@ -122,3 +124,25 @@ def test_nox_session_runs_the_task(clean: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert f"ok   {NIGHTLY}" in done.stdout + done.stderr
+
+
+def test_other_buildkite_yamls_are_validated_as_they_are(tmp_path: Path) -> None:
+    repo = make_corpus(tmp_path / "repo")
+    amd = repo / ".buildkite/amd/test-amd-ready.yml"
+    document = yaml.safe_load(amd.read_text())
+    document["steps"][0]["steps"][0]["timeout_in_minutes"] = "soon"
+    amd.write_text(yaml.safe_dump(document, sort_keys=False))
+    entry = repo / ".buildkite/cuda/pipeline.yml"
+    entry.write_text(entry.read_text() + "\n---\nsteps:\n  - label: x\n    bogus: 1\n")
+    (repo / ".buildkite/npu/pipeline-npu-a3.yml").write_text("not: [a, pipeline]\n")
+    reports = {r.path: r for r in lint(repo)}
+    assert ".buildkite/npu/pipeline-npu-a3.yml" not in reports
+    assert ".buildkite/common/ci_mirror_hardwares.yml" not in reports
+    assert reports[".buildkite/amd/test-amd-ready.yml"].problems == [
+        "fails the Buildkite schema at steps/0/steps/0/timeout_in_minutes: "
+        "'soon' is not of type 'integer'"
+    ]
+    assert reports[".buildkite/cuda/pipeline.yml"].problems == [
+        "document 3: fails the Buildkite schema at steps/0: "
+        "Additional properties are not allowed ('bogus' was unexpected)"
+    ]

@@ -11,7 +11,9 @@ YAML and reports, all at once:
 * every step expands, with MIRROR_HW unset and with `b200`;
 * every expanded pipeline validates against Buildkite's schema.
 
-`if` strings outside the `if` module's subset are listed as notes.
+`if` strings outside the `if` module's subset are listed as notes. Every
+other `.buildkite/` YAML is validated against the schema as it is (AMD test
+YAMLs without their template-only keys), as `check_buildkite.py` did.
 """
 
 from __future__ import annotations
@@ -31,10 +33,35 @@ from ci.pipeline.registries import Registries
 TEST_GLOB = ".buildkite/*/test-*.yml"
 NOT_UPLOADER = ("amd",)
 SELECTORS: tuple[str, ...] = ("", "b200")
+# Every other Buildkite YAML is checked as check_buildkite.py did: as-is, except
+# AMD test YAMLs (template-only keys stripped) and the files it skipped.
+SKIP_FILES = (
+    ".buildkite/common/ci_mirror_hardwares.yml",
+    ".buildkite/common/ci_source_file_dependencies.yml",
+    ".buildkite/npu/pipeline-npu-a3.yml",
+)
+TEMPLATE_KEYS = ("mirror_hardwares", "agent_pool", "grade", "source_file_dependencies")
 
 
 def pipeline_files(repo: Path) -> list[Path]:
     return sorted(p for p in repo.glob(TEST_GLOB) if p.parent.name not in NOT_UPLOADER)
+
+
+def other_files(repo: Path) -> list[Path]:
+    """The remaining `.buildkite/**/*.y(a)ml` files, validated against the schema as they are."""
+    rendered = set(pipeline_files(repo))
+    found = [*repo.glob(".buildkite/**/*.yml"), *repo.glob(".buildkite/**/*.yaml")]
+    return sorted(
+        p for p in found if p not in rendered and p.relative_to(repo).as_posix() not in SKIP_FILES
+    )
+
+
+def _strip(value: Any, keys: tuple[str, ...]) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [_strip(v, keys) for v in value]
+    return value
 
 
 def _all_steps(steps: Any) -> Iterator[dict[str, Any]]:
@@ -53,6 +80,7 @@ class FileReport:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     presets: set[str] = field(default_factory=set)
+    rendered: bool = True
 
 
 def _strict(document: dict[str, Any], registries: Registries, report: FileReport) -> None:
@@ -113,10 +141,46 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
     return report
 
 
-def lint(repo: Path) -> list[FileReport]:
-    """One report per test YAML; the registries are read once for all of them."""
+def lint_static(repo: Path, path: Path) -> FileReport:
+    """A pipeline the uploader does not render: every YAML document must pass the schema."""
+    import yaml
+
+    from ci.pipeline.schemacheck import schema_problems
+
+    relative = path.relative_to(repo).as_posix()
+    report = FileReport(relative, rendered=False)
+    template = path.parent.name == "amd" and path.name.startswith("test-")
+    try:
+        documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_loader()))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        report.problems.append(f"invalid YAML: {str(exc).splitlines()[0]}")
+        return report
+    for index, document in enumerate(d for d in documents if d is not None):
+        if template:
+            document = _strip(document, TEMPLATE_KEYS)
+        report.steps += (
+            len(list(_all_steps(document.get("steps")))) if isinstance(document, dict) else 0
+        )
+        where = f"document {index + 1}: " if len(documents) > 1 else ""
+        report.problems.extend(
+            f"{where}fails the Buildkite schema at {p}" for p in schema_problems(document)
+        )
+    return report
+
+
+def _loader() -> Any:
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def lint(repo: Path, *, others: bool = True) -> list[FileReport]:
+    """One report per pipeline file; the registries are read once for all of them."""
     registries = Registries.for_repo(repo)
-    return [lint_file(repo, path, registries) for path in pipeline_files(repo)]
+    reports = [lint_file(repo, path, registries) for path in pipeline_files(repo)]
+    if others:
+        reports += [lint_static(repo, path) for path in other_files(repo)]
+    return reports
 
 
 def lint_repo(repo_arg: str = "") -> None:
@@ -132,9 +196,10 @@ def lint_repo(repo_arg: str = "") -> None:
     for report in reports:
         state = "ok  " if not report.problems else "FAIL"
         presets = ", ".join(sorted(report.presets)) or "none"
+        what = f"presets: {presets}" if report.rendered else "schema only"
         sys.stdout.write(
             f"{state} {report.path}: {report.steps} step(s), {len(report.problems)} problem(s); "
-            f"presets: {presets}\n"
+            f"{what}\n"
         )
         for note in report.notes:
             door.note(f"note: {report.path}: {note}")
