@@ -12,11 +12,15 @@ __all__ = ["run_tests", "step"]
 @task(
     auto_shortflags=False,
     help={
-        "platform": "rocm (amd) or npu (required); xpu is added by the XPU runner",
+        "platform": "rocm (amd), npu or xpu (intel) (required)",
         "dry_run": "print the rendered bash program and run nothing",
+        "timeout": "xpu: kill the test container after this long, exit 124 (default 30m)",
+        "prune": "xpu: also `docker system prune -f` after the run (shared hosts: off)",
     },
 )
-def run_tests(c: Context, platform: str = "", dry_run: bool = False) -> None:
+def run_tests(
+    c: Context, platform: str = "", dry_run: bool = False, timeout: str = "", prune: bool = False
+) -> None:
     """Run the job's commands: $TEST_COMMANDS, else the words after `--` joined by spaces.
 
     rocm (replaces run-amd-test.sh): defaults PYTHONFAULTHANDLER=1,
@@ -32,22 +36,37 @@ def run_tests(c: Context, platform: str = "", dry_run: bool = False) -> None:
     Every command runs; the first failure is kept (a real one replaces 5);
     VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
     npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
+    xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:<commit> with the
+    XPU command table (ci/runner/xpu_commands.py); --timeout, --prune.
     """
     from ci.argv import after_dashdash
     from ci.errors import UserError
     from ci.platforms import Platform, parse_platform
 
     if not platform:
-        raise UserError("--platform is required: rocm (alias amd) or npu")
+        raise UserError("--platform is required: rocm (alias amd), npu or xpu (alias intel)")
     chosen = parse_platform(platform)
     if chosen in (Platform.ROCM, Platform.NPU):
         from ci.runner.native import run_tests as run_native
 
         run_native(chosen, after_dashdash(), dry_run=dry_run)
         return
-    # Hook: the XPU runner adds its branch here (with --timeout and --prune).
+    if chosen is Platform.XPU:
+        import os
+
+        from ci.runner.xpu import run_tests as run_xpu
+
+        run_xpu(
+            os.environ,
+            timeout=timeout,
+            prune=prune,
+            positional=tuple(after_dashdash()),
+            dry_run=dry_run,
+        )
+        return
     raise UserError(
-        f"run-tests does not support platform {chosen}: allowed values are rocm (alias amd), npu"
+        f"run-tests does not support platform {chosen}: allowed values are "
+        "rocm (alias amd), npu, xpu (alias intel)"
     )
 
 
