@@ -1,0 +1,128 @@
+"""`wheelhouse`: the plan (pure), the mirroring into other build contexts, the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci import wheelhouse as wh
+from ci.errors import UserError
+from tests.conftest import ROOT, SAMPLE, run_cli
+
+
+def options(tmp_path: Path, **kw: object) -> wh.WheelhouseOptions:
+    base: dict[str, object] = {
+        "root": ROOT,
+        "dests": (tmp_path / "a", tmp_path / "b"),
+        "machine": "x86_64",
+        "python": "/py",
+    }
+    base.update(kw)
+    return wh.WheelhouseOptions(**base)  # type: ignore[arg-type]
+
+
+def test_plan_builds_our_wheel_then_downloads_for_the_images_python(tmp_path: Path) -> None:
+    plan = wh.plan(options(tmp_path))
+    build, download = plan.commands
+    dest = str(tmp_path / "a")
+    assert build.argv == ("/py", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", dest, str(ROOT))
+    assert download.argv == (
+        "/py",
+        "-m",
+        "pip",
+        "download",
+        "--dest",
+        dest,
+        "--find-links",
+        dest,
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--platform",
+        "manylinux_2_17_x86_64",
+        "--platform",
+        "manylinux2014_x86_64",
+        f"vllm-omni-ci=={wh.project_version(ROOT)}",
+        "pytest",
+    )
+    assert dict(plan.facts)["copied to"] == str(tmp_path / "b")
+
+
+def test_plan_follows_python_version_and_machine(tmp_path: Path) -> None:
+    plan = wh.plan(options(tmp_path, python_version="3.12", machine="aarch64"))
+    argv = plan.commands[1].argv
+    assert argv[argv.index("--python-version") + 1] == "3.12"
+    assert argv[argv.index("--abi") + 1] == "cp312"
+    assert "manylinux_2_17_aarch64" in argv
+
+
+def test_offline_variant_only_adds_no_index(tmp_path: Path) -> None:
+    download = wh.plan(options(tmp_path)).commands[1]
+    offline = wh.offline(download)
+    assert offline.argv[:5] == ("/py", "-m", "pip", "download", "--no-index")
+    assert tuple(a for a in offline.argv if a != "--no-index") == download.argv
+
+
+def test_version_comes_from_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "9.8.7"\n')
+    assert wh.project_version(tmp_path) == "9.8.7"
+    with pytest.raises(UserError, match=r"no pyproject\.toml"):
+        wh.project_version(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("version", ["3", "3.11.7", "py3.11", ""])
+def test_bad_python_version_is_rejected(tmp_path: Path, version: str) -> None:
+    with pytest.raises(UserError, match=r"--python-version must look like 3\.11"):
+        wh.plan(options(tmp_path, python_version=version))
+
+
+def test_sync_mirrors_wheels_and_drops_stale_ones(tmp_path: Path) -> None:
+    source, other = tmp_path / "src", tmp_path / "other"
+    source.mkdir()
+    (source / "a-1-py3-none-any.whl").write_bytes(b"new-a")
+    (source / "b-1-py3-none-any.whl").write_bytes(b"b")
+    other.mkdir()
+    (other / "a-1-py3-none-any.whl").write_bytes(b"old")
+    (other / "stale-0-py3-none-any.whl").write_bytes(b"x")
+    (other / "notes.txt").write_text("kept")
+    wh.sync(source, (other,))
+    assert sorted(p.name for p in other.iterdir()) == [
+        "a-1-py3-none-any.whl",
+        "b-1-py3-none-any.whl",
+        "notes.txt",
+    ]
+    assert (other / "a-1-py3-none-any.whl").read_bytes() == b"new-a"
+
+
+def test_cli_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path) -> None:
+    dest = tmp_path / "wheels"
+    result = run_cli("wheelhouse", "--dest", str(dest), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("# plan: wheelhouse\n")
+    assert f"--wheel-dir {dest}" in result.stdout
+    assert not dest.exists()
+
+
+def test_cli_defaults_to_this_repo_and_the_sample(tmp_path: Path) -> None:
+    result = run_cli("wheelhouse", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"# wheelhouse: {ROOT / 'wheelhouse'}\n" in result.stdout
+    assert f"# copied to: {SAMPLE / 'wheelhouse'}\n" in result.stdout
+
+
+def test_cli_bad_input_exits_2_with_one_error_line() -> None:
+    result = run_cli("wheelhouse", "--python-version", "3", "--dry-run")
+    assert result.returncode == 2
+    assert result.stderr == "error: --python-version must look like 3.11, got '3'\n"
+    assert result.stdout == ""
