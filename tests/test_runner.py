@@ -620,6 +620,16 @@ def test_g33_cd_to_missing_dir(job: dict[str, str], tmp_path: Path) -> None:
     assert str(tmp_path) in done.stderr.splitlines()
 
 
+def test_long_command_text_runs_from_a_file(job: dict[str, str], tmp_path: Path) -> None:
+    """120 kB of commands: too long for one `bash -c` argument once embedded twice."""
+    filler = "\n".join(f": line {i} {'x' * 100}" for i in range(1100))
+    commands = f"{filler}\ntouch ran\n(exit 3)"
+    assert len(commands) > 120_000
+    done = cli({**job, "TEST_COMMANDS": commands}, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr[-500:]
+    assert (tmp_path / "ran").exists()
+
+
 def test_g34_sigabrt_is_134(job: dict[str, str]) -> None:
     done = cli({**job, "TEST_COMMANDS": "python3 -c 'import os; os.abort()'"})
     assert done.returncode == 134

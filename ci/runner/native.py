@@ -9,8 +9,9 @@ this module only resolves the command text and runs the rendered program.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from ci.platforms import Platform
 from ci.runner.program import (
@@ -103,9 +104,25 @@ def run_tests(platform: Platform, positional: Sequence[str], *, dry_run: bool = 
         sys.stdout.write(Redactor.for_env()(program))
         sys.stdout.flush()
         return
-    result = door.run(
-        door.Command(("bash", "-c", program), description=f"run-tests ({platform})"),
-        quiet=True,
-    )
+    with _program_argv(program) as argv:
+        result = door.run(door.Command(argv, description=f"run-tests ({platform})"), quiet=True)
     if result.code != 0:
         raise Stop(result.code)
+
+
+# Linux limits one argv string to 128 KiB; the program holds the commands twice.
+MAX_INLINE = 100_000
+
+
+@contextlib.contextmanager
+def _program_argv(program: str) -> Iterator[tuple[str, ...]]:
+    """`bash -c PROGRAM`, or `bash FILE` for a program too long for one argument."""
+    if len(program.encode()) <= MAX_INLINE:
+        yield ("bash", "-c", program)
+        return
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", prefix="vllm-omni-ci-", suffix=".sh") as fh:
+        fh.write(program)
+        fh.flush()
+        yield ("bash", fh.name)

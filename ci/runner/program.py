@@ -281,7 +281,9 @@ def render_program(
     - `secrets`: values masked in the `Commands:` log line.
 
     Run it with `bash -c PROGRAM` (or `docker run IMAGE bash -c PROGRAM`); its
-    exit status is the job's.
+    exit status is the job's. One argv string may not exceed 128 KiB on Linux
+    and the program holds the command text twice: above ~100 kB, write it to a
+    file and run `bash FILE` (what `ci.runner.native.run_tests` does).
     """
     text = commands if isinstance(commands, str) else "\n".join(commands)
     exports = tuple((env or {}).items())
