@@ -236,3 +236,21 @@ def test_unmodified_corpus_nightly_names_the_unregistered_key(tmp_path: Path) ->
         )
         assert ("missing pytest marker registry" in done.stderr) is not pyproject
         assert "Traceback" not in done.stderr
+
+
+def test_kept_steps_carry_their_group_and_step_conditions(corpus: Path) -> None:
+    from ci.pipeline import ifexpr
+
+    rendered = run_case(corpus, "all", ".buildkite/cuda/test-nightly.yml")
+    nightly = ifexpr.Context.of("main", env={"NIGHTLY": "1"})
+    email = {k.label: k for k in rendered.kept}[":email: Nightly Collection & Email"]
+    assert email.conditions == (
+        'build.env("NIGHTLY") == "1" && build.env("EMAIL_DISTRIBUTION") == "1"',
+    )
+    assert ifexpr.check(email.conditions[0], nightly) is False
+    first = rendered.kept[0]
+    assert first.path == (":card_index_dividers: Omni Model Test",)
+    assert first.conditions == (
+        'build.env("NIGHTLY") == "1" || build.pull_request.labels includes "nightly-test"',
+    )
+    assert all(ifexpr.check(c, nightly) for c in first.conditions)

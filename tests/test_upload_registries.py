@@ -132,3 +132,33 @@ def test_registries_are_not_read_when_no_step_uses_them(repo: Path) -> None:
     assert problems(repo, steps, scope="diff", changed=["other.py"]) == [
         f"missing CI source_file_dependencies registry: {(repo / SOURCE_REGISTRY).resolve()}"
     ]
+
+
+def test_registries_from_data() -> None:
+    from ci.pipeline.markers import parse_marker_lines
+
+    markers = parse_marker_lines(
+        ["H100: GPU [hardware-resource] [cuda]", "cards_2: two [hardware-cards]"], "<m>"
+    )
+    registries = Registries.from_data(
+        sources={"model_a": ["pkg/a/"], "source_filter_fallback": ["tests/helpers/"]},
+        presets={"h100_2": {"agents": {"queue": "gpu"}}},
+        markers=markers,
+    )
+    steps = [
+        KEYED,
+        {"label": "infer", "command": 'pytest -m "H100 and cards_2"'},
+    ]
+    rendered = render_test_pipeline(
+        {"steps": steps}, scope="diff", changed=["pkg/a/x.py"], registries=registries
+    )
+    assert rendered.problems == []
+    assert [(k.label, k.preset) for k in rendered.kept] == [("k", None), ("infer", "h100_2")]
+    assert rendered.kept[1].step["agents"] == {"queue": "gpu"}
+    empty = Registries.from_data(where="<none>")
+    assert render_test_pipeline(
+        {"steps": steps}, scope="all", changed=None, registries=empty
+    ).problems == [
+        "missing CI source_file_dependencies registry: <none>",
+        "missing pytest marker registry: <none>",
+    ]

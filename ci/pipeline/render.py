@@ -34,6 +34,8 @@ class Kept:
     path: tuple[str, ...]  # labels of the enclosing groups
     preset: str | None
     step: dict[str, Any]
+    # `if` strings of the enclosing groups, then of the step (parse with ci.pipeline.ifexpr)
+    conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,18 +105,22 @@ class _Walk:
                 found += self.gated(step["steps"])
         return found
 
-    def steps(self, steps: Sequence[Any], path: tuple[str, ...]) -> list[Any]:
+    def steps(
+        self, steps: Sequence[Any], path: tuple[str, ...], conditions: tuple[str, ...] = ()
+    ) -> list[Any]:
         result = []
         for step in steps:
-            kept = self.step(step, path)
+            kept = self.step(step, path, conditions)
             if kept is not None:
                 result.append(kept)
         return result
 
-    def step(self, step: Any, path: tuple[str, ...]) -> Any:
+    def step(self, step: Any, path: tuple[str, ...], conditions: tuple[str, ...]) -> Any:
         if not isinstance(step, dict):
             return step
         label = step_label(step)
+        if isinstance(step.get("if"), str):
+            conditions = (*conditions, step["if"])
         prefixes = self.resolve(step)
         if id(step) in self.failed:
             self.out.dropped.append(Dropped(label, path, "error"))
@@ -134,7 +140,7 @@ class _Walk:
             else step
         )
         if isinstance(step.get("steps"), list):
-            children = self.steps(step["steps"], (*path, label))
+            children = self.steps(step["steps"], (*path, label), conditions)
             if not children:
                 self.out.log.append(f"omit empty group {label!r}")
                 self.out.dropped.append(Dropped(label, path, "empty-group"))
@@ -151,7 +157,7 @@ class _Walk:
             reason: DropReason = "mirror-hw" if done.dropped == "mirror-hw" else "no-chip"
             self.out.dropped.append(Dropped(label, path, reason, done.log[0] if done.log else ""))
             return None
-        self.out.kept.append(Kept(label, path, done.preset, done.step))
+        self.out.kept.append(Kept(label, path, done.preset, done.step, conditions))
         return done.step
 
 

@@ -1,0 +1,24 @@
+"""Pipeline rendering shared by `upload-pipeline`, `lint-pipelines`, the bootstrap and `plan`.
+
+Public API (pure functions unless noted; import the submodule you need):
+
+* `ci.pipeline.ifexpr` — Buildkite `if` strings: `parse`, `render`, `evaluate`,
+  `check`, `is_evaluable`, `Context.of(branch, labels, env)`, and builders
+  (`env_eq`, `env_ne`, `branch_eq`, `branch_ne`, `label`, `all_of`, `any_of`,
+  `paren`). Nothing else parses `if` strings.
+* `ci.pipeline.render.render_test_pipeline(document, scope=, changed=,
+  registries=, mirror_hw=, pipeline_path=)` — test mode of the uploader;
+  returns `Rendered` (`pipeline`, `kept`, `dropped` with reasons, `log`,
+  `problems`, `bypassed_by`; `raise_problems()` exits 1 with every problem).
+* `ci.pipeline.registries.Registries.for_repo(repo)` / `.from_data(...)` — the
+  source-dependency, preset and pytest-marker registries, each read once,
+  lazily (I/O on first use).
+* `ci.pipeline.sourcefilter` — `prefixes_of`, `path_matches`, `matches`,
+  `bypass`, `step_label`.
+* `ci.pipeline.mirror` — `parse_mirror_hw`, `m_expressions`, `read_marks`,
+  `mirror_chips`, `compose_preset`, `expand`, `apply_preset`, `HF_EXPORT`.
+* `ci.pipeline.markers` — `load_markers(repo)`, `parse_pyproject`, `MarkerRegistry`.
+* `ci.pipeline.schemacheck.schema_problems(pipeline)` — schema errors at the field.
+* `ci.pipeline.upload` — the task layer (`upload_pipeline`, `render_file`);
+  `ci.pipeline.scope` — `choose` and the `auto_scope` hook; `ci.pipeline.lint`.
+"""
