@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import ROOT, cli_path
 
@@ -112,14 +113,15 @@ def job_env() -> dict[str, str]:
     }
 
 
-def test_sigterm_to_run_tests_ends_the_whole_tree() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_signal_to_run_tests_ends_the_whole_tree(signum: int) -> None:
     env = {**job_env(), "TEST_COMMANDS": HOSTILE}
     watch = start(["run-tests", "--platform", "rocm"], env)
     try:
         watch.wait_for(MARKS)
-        watch.proc.send_signal(signal.SIGTERM)
+        watch.proc.send_signal(signum)
         code, took = watch.wait_exit(timeout=15)
-        assert code == 143
+        assert code == 128 + signum
         assert took < 10
         assert watch.survivors() == []
     finally:
