@@ -102,3 +102,68 @@ def shellcheck_steps(session: nox.Session) -> None:
     """
     args = session.posargs or ["--repo", str(ROOT / "examples" / "omni-sample")]
     session.run("vllm-omni-ci", "shellcheck-steps", *args, external=True)
+
+
+# --------------------------------------------------------------------------- tiers
+# `nox -s ready|merge|nightly|weekly -- [--platform rocm|cuda|npu|xpu] [--repo PATH]
+#  [--image IMG] [--native] [--force] [--list] [--step TEXT] [--keep-going]`.
+# Each runs one tier of a target repo on this machine the way Buildkite would;
+# steps come only from the repo's tier YAMLs (xpu: the XPU runner's table).
+SAMPLE = str(ROOT / "examples" / "omni-sample")
+
+
+@nox.session(venv_backend="none", tags=["ready", "tiers"])
+def ready(session: nox.Session) -> None:
+    """Run the ready tier (L1 CPU + L2) here: `nox -s ready -- --platform rocm --repo PATH`.
+
+    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
+    term (and it has at least one); those run in the platform's CI image (or
+    --native) with the no-GPU pre-flight. Every other step is reported as
+    "needs <hardware>" (rocm: agent_pool; cuda/npu: the upload preset) and runs
+    only with --force. Exit 1 only when a blocking step fails.
+    """
+    from ci.tiers.session import nox_session
+
+    nox_session("ready", session.posargs, default_repo=SAMPLE)
+
+
+@nox.session(venv_backend="none", tags=["merge", "tiers"])
+def merge(session: nox.Session) -> None:
+    """Run the merge tier (L3) here: `nox -s merge -- --platform rocm|cuda --repo PATH`.
+
+    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
+    term (and it has at least one); those run with the no-GPU pre-flight. Every
+    other step is reported as "needs <hardware>" (rocm: agent_pool; cuda: the
+    upload preset) and runs only with --force. Exit 1 only when a blocking step fails.
+    """
+    from ci.tiers.session import nox_session
+
+    nox_session("merge", session.posargs, default_repo=SAMPLE)
+
+
+@nox.session(venv_backend="none", tags=["nightly", "tiers"])
+def nightly(session: nox.Session) -> None:
+    """Run the nightly tier (L4) here: `nox -s nightly -- --platform rocm|cuda|npu --repo PATH`.
+
+    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
+    term (and it has at least one); those run with the no-GPU pre-flight. Every
+    other step is reported as "needs <hardware>" (rocm: agent_pool; cuda/npu: the
+    upload preset) and runs only with --force. Exit 1 only when a blocking step fails.
+    """
+    from ci.tiers.session import nox_session
+
+    nox_session("nightly", session.posargs, default_repo=SAMPLE)
+
+
+@nox.session(venv_backend="none", tags=["weekly", "tiers"])
+def weekly(session: nox.Session) -> None:
+    """Run the weekly tier (L5, cuda) here: `nox -s weekly -- --platform cuda --repo PATH`.
+
+    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
+    term (and it has at least one); those run with the no-GPU pre-flight. Every
+    other step is reported as "needs <hardware>" (the upload preset) and runs
+    only with --force. Exit 1 only when a blocking step fails.
+    """
+    from ci.tiers.session import nox_session
+
+    nox_session("weekly", session.posargs, default_repo=SAMPLE)

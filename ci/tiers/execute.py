@@ -1,0 +1,121 @@
+"""Run a tier's jobs one after another and record what happened to each.
+
+Each job's output goes to its own log file (and to stderr when streaming, as
+in CI). A container is removed after its job whatever happened, timeouts and
+interrupts included: the timeout ends the docker client's process tree, and
+`docker rm -f` ends the container itself. Without `--keep-going`, a failing
+blocking job stops the run; soft failures never do.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ci.tiers.plan import Job
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SOFT = "soft failure"
+    SKIPPED = "skipped"  # not runnable here (needs hardware, dropped by the upload)
+    NOT_RUN = "not run"  # stopped after a blocking failure
+    RUNNING = "running"
+    PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job: Job
+    outcome: Outcome
+    code: int | None = None
+    seconds: float = 0.0
+    timed_out: bool = False
+    note: str = ""
+
+    @property
+    def detail(self) -> str:
+        if self.outcome in (Outcome.SKIPPED, Outcome.NOT_RUN):
+            return self.note
+        if self.timed_out:
+            return f"timed out after {self.job.step.timeout_minutes}m"
+        return self.note
+
+
+Progress = Callable[[Sequence[JobResult]], None]
+
+
+def outcome_of(job: Job, code: int) -> Outcome:
+    if code == 0:
+        return Outcome.PASSED
+    return Outcome.SOFT if job.step.soft_fail.covers(code) else Outcome.FAILED
+
+
+def _remove(job: Job, docker: str) -> None:
+    from ci import door
+
+    if job.container:
+        door.run(
+            door.Command((docker, "rm", "-f", job.container), description="remove container"),
+            output="null",
+            quiet=True,
+        )
+
+
+def run_job(job: Job, docker: str, stream: bool) -> JobResult:
+    from ci import door
+
+    assert job.command is not None and job.log is not None
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    where = f"container {job.image}" if job.container else "natively"
+    title = f"{job.name}" + (f" (shard {job.shard_text})" if job.shard_text else "")
+    if stream:
+        with door.buildkite_group(f"{title} — {where}"):
+            door.note(f"log: {job.log}")
+    started = time.monotonic()
+    try:
+        result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
+    finally:
+        _remove(job, docker)
+    seconds = time.monotonic() - started
+    return JobResult(
+        job, outcome_of(job, result.code), result.code, seconds, timed_out=result.timed_out
+    )
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    *,
+    docker: str = "docker",
+    stream: bool = True,
+    keep_going: bool = False,
+    progress: Progress | None = None,
+) -> list[JobResult]:
+    """Run every runnable job in order; the results keep the jobs' order."""
+    results = [
+        JobResult(j, Outcome.PENDING) if j.runs else JobResult(j, Outcome.SKIPPED, note=j.reason)
+        for j in jobs
+    ]
+    stopped = ""
+    for i, job in enumerate(jobs):
+        if not job.runs:
+            continue
+        if stopped:
+            results[i] = JobResult(job, Outcome.NOT_RUN, note=stopped)
+            continue
+        results[i] = JobResult(job, Outcome.RUNNING)
+        if progress:
+            progress(results)
+        results[i] = run_job(job, docker, stream)
+        if results[i].outcome is Outcome.FAILED and not keep_going:
+            stopped = f"not run: {job.name} failed (use --keep-going to run the rest)"
+        if progress:
+            progress(results)
+    return results
+
+
+def blocking_failures(results: Sequence[JobResult]) -> list[JobResult]:
+    return [r for r in results if r.outcome is Outcome.FAILED]

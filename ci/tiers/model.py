@@ -1,0 +1,246 @@
+"""Tier x platform → the tier's steps, read only from the target repo's own sources.
+
+- rocm: `.buildkite/amd/test-amd-<tier>.yml` (grade, agent_pool, parallelism);
+- cuda: `.buildkite/cuda/test-<tier>.yml` (hardware = the upload-pipeline preset);
+- npu: `.buildkite/npu/test-npu-<tier>.yml` (same);
+- xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
+
+A pair without a source is `no <tier> tier for <platform>` (exit 2). Steps are
+walked by the shared step source (`ci.gates.stepsource`), so this module adds
+only what a tier run needs: shards, timeout, soft-fail, hardware, CPU rule.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci.errors import UserError
+from ci.platforms import Platform
+from ci.tiers.rules import SoftFail, amd_soft_fail, cpu_runnable, soft_fail_of
+
+
+class Tier(str, enum.Enum):
+    READY = "ready"
+    MERGE = "merge"
+    NIGHTLY = "nightly"
+    WEEKLY = "weekly"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TIER_FILES: dict[Platform, str] = {
+    Platform.ROCM: ".buildkite/amd/test-amd-{tier}.yml",
+    Platform.CUDA: ".buildkite/cuda/test-{tier}.yml",
+    Platform.NPU: ".buildkite/npu/test-npu-{tier}.yml",
+}
+XPU_TIERS = (Tier.READY,)
+XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
+# The AMD template's default pool and mirror (spec §1.1).
+AMD_DEFAULT_POOL = "mi300_1"
+AMD_MIRROR = "amdproduction"
+
+
+def parse_tier(value: str | Tier) -> Tier:
+    if isinstance(value, Tier):
+        return value
+    try:
+        return Tier(value.strip().lower())
+    except ValueError:
+        allowed = ", ".join(t.value for t in Tier)
+        raise UserError(f"unknown tier {value!r}: allowed values are {allowed}") from None
+
+
+def missing(tier: Tier, platform: Platform) -> UserError:
+    return UserError(f"no {tier} tier for {platform}")
+
+
+def tier_file(repo: Path, tier: Tier, platform: Platform) -> Path | None:
+    """The tier YAML of a platform in `repo`, or None when the pair has none."""
+    pattern = TIER_FILES.get(platform)
+    if pattern is None:
+        return None
+    path = repo / pattern.format(tier=tier.value)
+    return path if path.is_file() else None
+
+
+def has_tier(repo: Path, tier: Tier, platform: Platform) -> bool:
+    if platform is Platform.XPU:
+        return tier in XPU_TIERS
+    return tier_file(repo, tier, platform) is not None
+
+
+def source_of(repo: Path, tier: Tier, platform: Platform) -> str:
+    if platform is Platform.XPU:
+        return XPU_SOURCE
+    pattern = TIER_FILES[platform]
+    return pattern.format(tier=tier.value)
+
+
+@dataclass(frozen=True)
+class TierStep:
+    """One step of a tier, with everything a local run carries over from CI."""
+
+    platform: Platform
+    tier: Tier
+    label: str
+    commands: tuple[str, ...]  # as written in the YAML (Buildkite `$$` escapes intact)
+    env: Mapping[str, str] = field(default_factory=dict)  # file env, then group and step env
+    file_env: Mapping[str, str] = field(default_factory=dict)
+    group: str = ""
+    key: str = ""
+    parallelism: int = 1
+    timeout_minutes: int | None = None
+    soft_fail: SoftFail = field(default_factory=SoftFail)
+    grade: str = ""  # AMD grade as written ("" elsewhere)
+    hardware: str = ""  # what CI runs it on: agent_pool (rocm), preset (cuda/npu), queue
+    runs_on_cpu: bool = False  # the CPU-runnable rule
+    dropped: str = ""  # why the upload would not emit this step ("" = emitted)
+    source: str = ""
+    yaml_escaped: bool = True  # commands still hold Buildkite's `$$` escapes
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def shell_commands(self) -> tuple[str, ...]:
+        """The commands as the job shell receives them after upload (`$$` -> `$`)."""
+        if not self.yaml_escaped:
+            return self.commands
+        from ci.gates.stepsource import unescape
+
+        return tuple(unescape(c) for c in self.commands)
+
+    @property
+    def blocking(self) -> bool:
+        return self.soft_fail.blocking
+
+    @property
+    def grade_text(self) -> str:
+        if self.grade or self.platform is Platform.ROCM:
+            shown = self.grade or "no grade"
+            return f"{shown} ({'blocking' if self.blocking else 'soft_fail'})"
+        return self.soft_fail.describe()
+
+    @property
+    def need(self) -> str:
+        """`needs <hardware>`, as reported for steps that do not run here."""
+        return f"needs {self.hardware or self.platform.value}"
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _env(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+class _Hardware:
+    """The preset the upload-pipeline code resolves for a CUDA/NPU step (registries read once)."""
+
+    def __init__(self, repo: Path, environ: Mapping[str, str]) -> None:
+        from ci.pipeline.registries import Registries
+
+        self.registries = Registries.for_repo(repo)
+        self.environ = environ
+        self._selector: str | None = None
+        self._selector_error = ""
+        try:
+            from ci.pipeline.mirror import parse_mirror_hw
+
+            self._selector = parse_mirror_hw(environ.get("MIRROR_HW"))
+        except UserError as exc:
+            self._selector_error = "; ".join(exc.problems)
+
+    def resolve(self, raw: Mapping[str, Any]) -> tuple[str, str]:
+        """(hardware, dropped reason) of one step, the way the uploader expands it."""
+        from ci.pipeline.mirror import expand, plain_copy
+
+        if self._selector_error:
+            return f"unresolved ({self._selector_error})", ""
+        try:
+            expansion = expand(plain_copy(dict(raw)), self._selector, self.registries)
+        except UserError as exc:
+            return f"unresolved preset ({'; '.join(exc.problems)})", ""
+        if expansion.step is None:
+            return "", "; ".join(expansion.log) or "dropped by the uploader"
+        if expansion.preset:
+            return expansion.preset, ""
+        agents = raw.get("agents")
+        if isinstance(agents, Mapping) and agents.get("queue"):
+            return f"queue {agents['queue']}", ""
+        return "", ""
+
+
+def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[TierStep]:
+    from ci.gates.stepsource import load_documents, steps_of
+
+    rel = path.relative_to(repo).as_posix()
+    hardware = None if platform is Platform.ROCM else _Hardware(repo, os.environ)
+    found: list[TierStep] = []
+    for document in load_documents(path, rel):
+        file_env = _env(document.get("env")) if isinstance(document, Mapping) else {}
+        for step in steps_of(document, rel):
+            raw = step.raw
+            dropped = ""
+            if platform is Platform.ROCM:
+                pool = str(raw.get("agent_pool") or AMD_DEFAULT_POOL)
+                need, soft, grade = (
+                    pool,
+                    amd_soft_fail(raw.get("grade")),
+                    str(raw.get("grade") or ""),
+                )
+                mirrors = raw.get("mirror_hardwares") or []
+                if AMD_MIRROR not in (mirrors if isinstance(mirrors, list) else [mirrors]):
+                    dropped = f"not mirrored to {AMD_MIRROR}"
+            else:
+                assert hardware is not None
+                need, dropped = hardware.resolve(raw)
+                soft, grade = soft_fail_of(raw.get("soft_fail")), ""
+            found.append(
+                TierStep(
+                    platform=platform,
+                    tier=tier,
+                    label=step.label,
+                    commands=step.commands,
+                    env=dict(step.env),
+                    file_env=file_env,
+                    group=step.group,
+                    key=step.key,
+                    parallelism=max(_int(raw.get("parallelism")) or 1, 1),
+                    timeout_minutes=_int(raw.get("timeout_in_minutes")),
+                    soft_fail=soft,
+                    grade=grade,
+                    hardware=need,
+                    runs_on_cpu=cpu_runnable(step.shell_commands),
+                    dropped=dropped,
+                    source=rel,
+                    raw=raw,
+                )
+            )
+    return found
+
+
+def load_tier(repo: Path, tier: Tier, platform: Platform) -> list[TierStep]:
+    """Every step of the tier, in file order; `no <tier> tier for <platform>` when none."""
+    if platform is Platform.XPU:
+        if tier not in XPU_TIERS:
+            raise missing(tier, platform)
+        from ci.tiers.xpu import xpu_steps
+
+        return xpu_steps(tier)
+    path = tier_file(repo, tier, platform)
+    if path is None:
+        raise missing(tier, platform)
+    return _yaml_steps(repo, tier, platform, path)

@@ -1,0 +1,306 @@
+"""Steps → jobs: one per parallelism shard, each a ready-to-run command (pure).
+
+Every job runs the native runner's rendered program (`ci.runner.program`):
+rocm with the MI300 runner's semantics on the AMD template's TEST_COMMANDS
+(`ci.amd.render`), cuda/npu/xpu with Buildkite's `bash -e` job shell. In
+container mode the program runs in the platform's CI image with the repo
+mounted at the platform's working directory; `--native` runs it here, in the
+repo. What the machine offers (devices, image, commit) comes in as `Host`, so
+the plan is a pure function of the steps, the options and the host.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ci.door import Command
+from ci.platforms import Platform
+from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
+from ci.tiers.model import AMD_DEFAULT_POOL, Tier, TierStep
+
+# Every tier container carries this label (and TIER_LABEL=<tier>), so leftovers can be found.
+CONTAINER_LABEL = "vllm-omni-ci.tier"
+JOB_SHELL = {
+    Platform.CUDA: Semantics(
+        platform="cuda",
+        preflight=(RequireCommands(), Section("CUDA tests")),
+        mode=Mode.FAIL_FAST,
+    ),
+    Platform.XPU: Semantics(
+        platform="xpu",
+        preflight=(RequireCommands(), Section("Intel XPU tests")),
+        mode=Mode.FAIL_FAST,
+    ),
+}
+# Where each platform's job runs: the AMD runner's `cd`, the Buildkite k8s
+# checkout for cuda/npu, the XPU script's checkout in its image.
+WORKDIRS = {
+    Platform.ROCM: "/app/vllm-omni",
+    Platform.CUDA: "/workspace",
+    Platform.NPU: "/workspace",
+    Platform.XPU: "/workspace/vllm-omni",
+}
+# Wraps every job: output to its log file, and to our stderr too when streaming.
+_WRAP = (
+    'log=$1; mode=$2; shift 2; if [ "$mode" = tee ]; then set -o pipefail; '
+    '"$@" 2>&1 | tee -- "$log"; else "$@" >"$log" 2>&1; fi'
+)
+
+
+@dataclass(frozen=True)
+class Host:
+    """What this machine offers a tier run (probed by the session, not here)."""
+
+    repo: Path
+    commit: str
+    results: Path
+    images: Mapping[Platform, str] = field(default_factory=dict)  # per platform (npu: a2)
+    npu_images: Mapping[str, str] = field(default_factory=dict)  # preset -> image
+    devices: Mapping[Platform, tuple[str, ...]] = field(default_factory=dict)  # docker args
+    environ: Mapping[str, str] = field(default_factory=dict)
+    docker: str = "docker"
+    run_id: str = "local"
+
+
+@dataclass(frozen=True)
+class Options:
+    native: bool = False
+    force: bool = False
+    step: str = ""
+    keep_going: bool = False
+    image: str = ""
+    labels: tuple[str, ...] = ()
+    stream: bool = True  # tee job output to stderr (CI) or only to the log (live table)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One step shard: run it, or say why not."""
+
+    step: TierStep
+    position: int  # 1-based place of the step in its tier
+    name: str  # the label as Buildkite shows it (%n/%N/%t filled in)
+    shard: int | None = None  # 0-based, for parallel steps
+    reason: str = ""  # why it does not run ("" = it runs)
+    env: Mapping[str, str] = field(default_factory=dict)
+    program: str = ""
+    image: str = ""
+    container: str = ""
+    log: Path | None = None
+    command: Command | None = None
+
+    @property
+    def runs(self) -> bool:
+        return self.command is not None
+
+    @property
+    def shard_text(self) -> str:
+        return "" if self.shard is None else f"{self.shard + 1}/{self.step.parallelism}"
+
+    @property
+    def blocking(self) -> bool:
+        return self.step.blocking
+
+
+def shard_label(label: str, shard: int | None, count: int) -> str:
+    """Buildkite's parallel label placeholders: %n (0-based), %N (1-based), %t (total)."""
+    if shard is None:
+        return label
+    return label.replace("%n", str(shard)).replace("%N", str(shard + 1)).replace("%t", str(count))
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"%[nNt]", "", text)
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "step"
+
+
+def _interpolate(env: Mapping[str, str], context: Mapping[str, str]) -> dict[str, str]:
+    """Upload-time interpolation of env values (`${BUILDKITE_COMMIT}` -> the commit)."""
+    from ci.gates.stepsource import upload_interpolate
+
+    return {
+        k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()
+    }
+
+
+def _gpu_count(pool: str) -> int:
+    match = re.search(r"_(\d+)$", pool)
+    return int(match.group(1)) if match else 1
+
+
+def rocm_job(
+    step: TierStep, workdir: str, context: Mapping[str, str], gpus: int
+) -> tuple[dict[str, str], str]:
+    """(env, program) of an AMD step: the template's job env and TEST_COMMANDS, run natively."""
+    from ci.amd.render import render_step
+    from ci.gates.stepsource import unescape
+    from ci.runner.native import ROCM
+
+    raw = dict(step.raw)
+    raw.setdefault("agent_pool", AMD_DEFAULT_POOL)
+    if not step.raw.get("working_dir"):
+        raw["working_dir"] = workdir
+    rendered = render_step(raw, dict(step.file_env))
+    env = {str(k): str(v) for k, v in rendered["env"].items()}
+    commands = unescape(env.pop("TEST_COMMANDS"))
+    env = _interpolate(env, context)
+    # No persistent volume is mounted locally; the no-GPU pre-flight when count is 0.
+    env["VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE"] = "0"
+    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)
+    return env, render_program(ROCM, commands)
+
+
+def shell_job(step: TierStep, context: Mapping[str, str], gpus: int) -> tuple[dict[str, str], str]:
+    """(env, program) of a cuda/npu/xpu step: its env, and its commands under `bash -e`."""
+    from ci.runner.native import NPU
+
+    semantics = NPU if step.platform is Platform.NPU else JOB_SHELL[step.platform]
+    env = _interpolate(step.env, context)
+    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)
+    return env, render_program(semantics, step.shell_commands)
+
+
+def image_for(step: TierStep, host: Host, options: Options) -> str:
+    if options.image:
+        return options.image
+    if step.platform is Platform.NPU and step.hardware in host.npu_images:
+        return host.npu_images[step.hardware]
+    return host.images.get(step.platform, "")
+
+
+def _docker_argv(
+    job_env: Mapping[str, str],
+    program: str,
+    *,
+    step: TierStep,
+    host: Host,
+    options: Options,
+    image: str,
+    container: str,
+    workdir: str,
+) -> tuple[str, ...]:
+    labels = [f"{CONTAINER_LABEL}={step.tier}", f"{CONTAINER_LABEL}.run={host.run_id}"]
+    labels += list(options.labels)
+    argv = [host.docker, "run", "--rm", "--name", container]
+    for label in labels:
+        argv += ["--label", label]
+    argv += ["--entrypoint", "bash", "-v", f"{host.repo}:{workdir}", "-w", workdir]
+    argv += list(host.devices.get(step.platform, ()))
+    for name in job_env:  # values travel in the client's environment, never in argv
+        argv += ["-e", name]
+    argv += [image, "-c", program]
+    return tuple(argv)
+
+
+def plan_step(step: TierStep, position: int, host: Host, options: Options) -> list[Job]:
+    """The jobs of one step: one per shard; not-run jobs carry their reason."""
+    shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
+    devices = bool(host.devices.get(step.platform))
+    reason = ""
+    if step.dropped:
+        reason = f"dropped: {step.dropped}"
+    elif not step.runs_on_cpu and not options.force:
+        reason = step.need
+    jobs: list[Job] = []
+    for shard in shards:
+        name = shard_label(step.label, shard, step.parallelism)
+        if reason:
+            jobs.append(Job(step, position, name, shard, reason=reason))
+            continue
+        workdir = str(host.repo) if options.native else WORKDIRS[step.platform]
+        context = {
+            **host.environ,
+            "BUILDKITE_COMMIT": host.commit,
+            "BUILDKITE_BUILD_CHECKOUT_PATH": workdir,
+        }
+        # CPU-runnable steps, and forced steps on a machine without the devices,
+        # get the no-GPU pre-flight; forced steps with devices present check them.
+        wanted = _gpu_count(step.hardware) if step.platform is Platform.ROCM else 1
+        gpus = wanted if (options.force and not step.runs_on_cpu and devices) else 0
+        if step.platform is Platform.ROCM:
+            env, program = rocm_job(step, workdir, context, gpus)
+        else:
+            env, program = shell_job(step, context, gpus)
+        if options.native and "HF_HOME" in env and step.platform is Platform.ROCM:
+            env["HF_HOME"] = host.environ.get("HF_HOME") or str(
+                Path(host.environ.get("HOME", "/tmp")) / ".cache" / "huggingface"
+            )
+        env["BUILDKITE_BUILD_CHECKOUT_PATH"] = workdir
+        env["BUILDKITE_COMMIT"] = host.commit
+        env["BUILDKITE_LABEL"] = name
+        if step.key:
+            env["BUILDKITE_STEP_KEY"] = step.key
+        if shard is not None:
+            env["BUILDKITE_PARALLEL_JOB"] = str(shard)
+            env["BUILDKITE_PARALLEL_JOB_COUNT"] = str(step.parallelism)
+        suffix = "" if shard is None else f"-shard{shard + 1}"
+        log = host.results / step.platform.value / f"{position:02d}-{_slug(step.label)}{suffix}.log"
+        image = container = ""
+        if options.native:
+            inner: tuple[str, ...] = ("bash", "-c", program)
+            cwd: str | None = str(host.repo)
+        else:
+            image = image_for(step, host, options)
+            container = f"vllm-omni-ci-tier-{step.tier}-{step.platform}-{host.run_id}-{position}"
+            container += suffix
+            inner = _docker_argv(
+                env,
+                program,
+                step=step,
+                host=host,
+                options=options,
+                image=image,
+                container=container,
+                workdir=workdir,
+            )
+            cwd = None
+        wrapped = ("bash", "-c", _WRAP, "tier-job", str(log), "tee" if options.stream else "log")
+        command = Command(
+            (*wrapped, *inner),
+            description=name,
+            env=env,
+            cwd=cwd,
+            timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
+        )
+        jobs.append(
+            Job(
+                step,
+                position,
+                name,
+                shard,
+                env=env,
+                program=program,
+                image=image,
+                container=container,
+                log=log,
+                command=command,
+            )
+        )
+    return jobs
+
+
+def select(steps: Sequence[TierStep], text: str) -> list[tuple[int, TierStep]]:
+    """(position, step) of the steps whose label contains `text` (all when empty)."""
+    return [(i, s) for i, s in enumerate(steps, 1) if not text or text in s.label]
+
+
+def plan_tier(steps: Sequence[TierStep], host: Host, options: Options) -> list[Job]:
+    jobs: list[Job] = []
+    for position, step in select(steps, options.step):
+        jobs.extend(plan_step(step, position, host, options))
+    return jobs
+
+
+def describe(job: Job) -> str:
+    """The job's command line as a copy-pasteable shell line (for logs and --list)."""
+    if job.command is None:
+        return ""
+    return shlex.join(job.command.argv[6:])
+
+
+def tier_of(jobs: Sequence[Job]) -> Tier | None:
+    return jobs[0].step.tier if jobs else None

@@ -1,0 +1,97 @@
+"""Which steps may run on this machine, and which failures block the tier.
+
+The CPU-runnable rule: a step runs here (without `--force`) only when it has at
+least one pytest `-m` expression and every one of them has a positive `cpu`
+term (`cpu` as a whole word, not directly after `not`). A step with no `-m` at
+all is not CPU-runnable: nothing says it needs no accelerator. `python -m
+pytest` is a module switch, not a marker expression, and is ignored.
+
+Soft failures follow Buildkite: `soft_fail: true` (every AMD grade except
+`Blocking`, missing grades included) or a list of `exit_status` rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ci.pipeline.mirror import m_expressions
+
+_PYTHON_MODULE = re.compile(r"\bpython[0-9.]*\s+-m\s+\S+")
+_CPU = re.compile(r"(?<![A-Za-z0-9_])cpu(?![A-Za-z0-9_])")
+_NOT_BEFORE = re.compile(r"\bnot\s*$")
+
+RULE = (
+    "A step is CPU-runnable only if it has a pytest -m expression and every -m in it "
+    "has a positive `cpu` term (not negated); those run here with the no-GPU pre-flight "
+    "(VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step is reported as `needs <hardware>` "
+    "and does not run unless --force is given."
+)
+
+
+def marker_expressions(commands: Iterable[str]) -> list[str]:
+    """Every pytest `-m EXPR` in the commands (`python -m module` switches removed)."""
+    text = "\n".join(commands)
+    return m_expressions(_PYTHON_MODULE.sub(" ", text))
+
+
+def positive_cpu(expression: str) -> bool:
+    """True if `cpu` occurs as a whole word that is not directly negated."""
+    return any(
+        _NOT_BEFORE.search(expression, 0, match.start()) is None
+        for match in _CPU.finditer(expression)
+    )
+
+
+def cpu_runnable(commands: Iterable[str]) -> bool:
+    expressions = marker_expressions(commands)
+    return bool(expressions) and all(positive_cpu(e) for e in expressions)
+
+
+@dataclass(frozen=True)
+class SoftFail:
+    """Buildkite's `soft_fail`: none, every non-zero exit, or listed exit statuses."""
+
+    every: bool = False
+    statuses: frozenset[int] = frozenset()
+
+    def covers(self, code: int) -> bool:
+        return code != 0 and (self.every or code in self.statuses)
+
+    @property
+    def blocking(self) -> bool:
+        return not self.every and not self.statuses
+
+    def describe(self) -> str:
+        if self.every:
+            return "soft_fail"
+        if self.statuses:
+            return "soft_fail on exit " + ", ".join(str(s) for s in sorted(self.statuses))
+        return "blocking"
+
+
+def soft_fail_of(value: Any) -> SoftFail:
+    """Parse a step's `soft_fail` value (bool, "true", or a list of `{exit_status: N|"*"}`)."""
+    if isinstance(value, bool):
+        return SoftFail(every=value)
+    if isinstance(value, str):
+        return SoftFail(every=value.strip().lower() == "true")
+    if isinstance(value, list):
+        statuses: set[int] = set()
+        for rule in value:
+            status = rule.get("exit_status") if isinstance(rule, Mapping) else None
+            if status == "*":
+                return SoftFail(every=True)
+            try:
+                statuses.add(int(str(status)))
+            except ValueError:
+                continue
+        return SoftFail(statuses=frozenset(statuses))
+    return SoftFail()
+
+
+def amd_soft_fail(grade: Any) -> SoftFail:
+    """The AMD template: `soft_fail: false` only for grade Blocking (a missing grade is soft)."""
+    return SoftFail(every=grade != "Blocking")
