@@ -685,7 +685,9 @@ def test_npu_no_commands(job: dict[str, str]) -> None:
 def test_platform_is_required_and_help_works(job: dict[str, str]) -> None:
     done = run_cli("run-tests", "--", "true", env=job)
     assert done.returncode == 2
-    assert done.stderr.strip() == "error: --platform is required: rocm (alias amd) or npu"
+    assert done.stderr.strip() == (
+        "error: --platform is required: rocm (alias amd), npu or xpu (alias intel)"
+    )
     helped = run_cli("run-tests", "--help", env=job)
     assert helped.returncode == 0
     assert "PYTORCH_ROCM_ARCH (forced empty)" in " ".join(helped.stdout.split())
@@ -695,7 +697,8 @@ def test_unsupported_platform_is_a_usage_error(job: dict[str, str]) -> None:
     done = run_cli("run-tests", "--platform", "cuda", "--", "true", env=job)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: run-tests does not support platform cuda: allowed values are rocm (alias amd), npu"
+        "error: run-tests does not support platform cuda: allowed values are "
+        "rocm (alias amd), npu, xpu (alias intel)"
     )
     bad = run_cli("run-tests", "--platform", "arm", "--", "true", env=job)
     assert bad.returncode == 2
