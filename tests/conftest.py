@@ -110,7 +110,7 @@ class StandIns:
         keys = json.dumps(list(env_keys))
         path.write_text(
             "#!/usr/bin/env bash\n"
-            f"{shlex.quote(sys.executable)} - \"$0\" \"$@\" <<'PY'\n"
+            f'{shlex.quote(sys.executable)} - "$0" "$@" <<\'PY\'\n'
             "import json, os, sys\n"
             f"keys = {keys}\n"
             "entry = {'name': os.path.basename(sys.argv[1]), 'argv': sys.argv[2:],\n"
