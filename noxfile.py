@@ -20,9 +20,9 @@ ROOT = Path(__file__).parent
 
 
 def _install(session: nox.Session, *extra: str) -> None:
-    session.run_install("python", "-m", "pip", "install", "-q", "-e", ".[dev]", *extra) if (
-        session.venv_backend == "virtualenv"
-    ) else session.install("-e", ".[dev]", *extra)
+    """The project with its dev extra; pip too, because uv-made venvs have none and
+    the wheelhouse task runs `python -m pip wheel`."""
+    session.install("-e", ".[dev]", "pip", *extra)
 
 
 @nox.session
