@@ -27,17 +27,17 @@ def _fail(message: str) -> UserError:
 
 
 def _read_yaml(path: Path, what: str) -> Any:
-    import yaml
+    from ci import yamlio
 
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise _fail(f"missing CI {what} registry: {path}") from None
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         raise _fail(f"invalid CI {what} registry: {path}") from None
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+        return yamlio.loads(text, source=str(path))
+    except UserError:
         raise _fail(f"invalid CI {what} registry: {path}") from None
 
 

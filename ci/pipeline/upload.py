@@ -86,13 +86,9 @@ def render_file(
     registries: Registries | None = None,
 ) -> Rendered:
     """Load and render one test YAML (problems stay in `Rendered.problems`)."""
-    import yaml
-
     try:
-        document: Any = yaml.load(
-            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        )
-    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        document: Any = yamlio.loads(path.read_text(encoding="utf-8"), source=str(path))
+    except (UserError, OSError, UnicodeDecodeError):
         raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE) from None
     return render_test_pipeline(
         document,
