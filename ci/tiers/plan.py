@@ -105,6 +105,13 @@ class Job:
     def blocking(self) -> bool:
         return self.step.blocking
 
+    @property
+    def title(self) -> str:
+        """The name, plus `[shard i/n]` when the label has no %n/%N placeholder."""
+        if self.shard is None or self.name != self.step.label:
+            return self.name
+        return f"{self.name} [shard {self.shard_text}]"
+
 
 def shard_label(label: str, shard: int | None, count: int) -> str:
     """Buildkite's parallel label placeholders: %n (0-based), %N (1-based), %t (total)."""

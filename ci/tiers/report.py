@@ -10,6 +10,7 @@ its reason ("needs mi300_2").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,8 @@ def plain_lines(results: Sequence[JobResult]) -> list[str]:
     """The summary as plain lines (CI logs): `RESULT  step [shard]  exit N  12.3s  log`."""
     lines = []
     for result in results:
-        label, shard, shown, code, duration, log = row(result)
-        parts = [f"{shown:<14}", label + (f" [shard {shard}]" if shard else "")]
+        _label, _shard, shown, code, duration, log = row(result)
+        parts = [f"{shown:<14}", f"[{result.job.step.platform}] {result.job.title}"]
         if code:
             parts.append(f"exit {code}")
         if duration:
@@ -149,11 +150,12 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
         )
         for result in mine:
             job = result.job
-            name = job.name + (f" [shard {job.shard_text}]" if job.shard_text else "")
+            name = job.title
+            group = re.sub(r":[a-z0-9_+-]+:", "", job.step.group).strip()
             case = ET.SubElement(
                 node,
                 "testcase",
-                classname=f"{job.step.tier}.{platform}.{job.step.group or job.step.source}",
+                classname=f"{job.step.tier}.{platform}.{group or job.step.source}",
                 name=name,
                 time=f"{result.seconds:.3f}",
                 file=job.step.source,

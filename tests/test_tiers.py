@@ -1,0 +1,403 @@
+"""Tier model, CPU rule, planner and reports (no Docker).
+
+The step counts of the real corpus are the issue's numbers and are also
+recounted here by an independent walk of the parsed YAML, so an extractor bug
+cannot hide behind a matching count.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ci.errors import UserError
+from ci.platforms import Platform
+from ci.tiers import report
+from ci.tiers.execute import JobResult, Outcome, outcome_of
+from ci.tiers.model import Tier, TierStep, load_tier
+from ci.tiers.plan import CONTAINER_LABEL, Host, Options, plan_step, plan_tier, shard_label
+from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail_of
+from ci.tiers.session import parse_args, run
+from tests.conftest import ROOT, SAMPLE, SHARED
+from tests.corpus import make_corpus
+
+CORPUS = SHARED / "vllm-omni"
+
+COUNTS = [
+    ("rocm", "ready", "amd/test-amd-ready.yml", 22),
+    ("rocm", "merge", "amd/test-amd-merge.yml", 22),
+    ("rocm", "nightly", "amd/test-amd-nightly.yml", 9),
+    ("cuda", "ready", "cuda/test-ready.yml", 31),
+    ("cuda", "merge", "cuda/test-merge.yml", 20),
+    ("cuda", "nightly", "cuda/test-nightly.yml", 55),
+    ("cuda", "weekly", "cuda/test-weekly.yml", 48),
+    ("npu", "ready", "npu/test-npu-ready.yml", 9),
+    ("npu", "nightly", "npu/test-npu-nightly.yml", 15),
+]
+
+LABELS = {
+    ("rocm", "ready"): [
+        "Simple · Model Executor Test · Shard %N/%t",
+        "Diffusion · Offloader Test",
+        "CosyVoice3-TTS E2E Smoke (SDPA)",
+    ],
+    ("rocm", "merge"): [
+        "Simple · Model Executor Test · Shard %N/%t",
+        "Diffusion Sequence Parallelism Test (Need 4 GPUs) · Shard 2/2",
+        "Qwen3-TTS Base E2E Test",
+    ],
+    ("rocm", "nightly"): ["Qwen3-Omni Function Expansion", "Simple · Pi0.5 CPU Test"],
+    ("cuda", "ready"): ["Simple · Model Executor Test", "Distributed Test"],
+    ("cuda", "merge"): ["TTS · Qwen3-TTS Base Test"],
+    ("cuda", "nightly"): [":email: Nightly Collection & Email"],
+    ("cuda", "weekly"): ["Simple · CPU Coverage Test", "Diffusion · Bagel · H100 · Single-GPU"],
+    ("npu", "ready"): ["Platforms Test", "Diffusion NPU layer tests - 310P"],
+    ("npu", "nightly"): [":full_moon: Diffusion X2V · Wan 2.2 Perf Test"],
+}
+
+
+def independent_leaves(items: list[Any]) -> list[dict[str, Any]]:
+    """Command steps by a separate walk: groups recurse, anything with command(s) counts."""
+    found: list[dict[str, Any]] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if "group" in item:
+            found += independent_leaves(item.get("steps") or [])
+        elif item.get("command") or item.get("commands"):
+            found.append(item)
+    return found
+
+
+def raw_commands(item: dict[str, Any]) -> list[str]:
+    value = item["command"] if "command" in item else item["commands"]
+    values = value if isinstance(value, list) else [value]
+    return [str(v).strip() for v in values if v is not None and str(v).strip()]
+
+
+@pytest.mark.parametrize(("platform", "tier", "rel", "count"), COUNTS)
+def test_corpus_tier_steps_match_independent_count_and_commands(
+    platform: str, tier: str, rel: str, count: int
+) -> None:
+    document = yaml.safe_load((CORPUS / ".buildkite" / rel).read_text())
+    leaves = independent_leaves(document["steps"])
+    assert len(leaves) == count
+
+    steps = load_tier(CORPUS, Tier(tier), Platform(platform))
+    assert len(steps) == count
+    assert [s.label for s in steps] == [leaf.get("label") for leaf in leaves]
+    for step, leaf in zip(steps, leaves, strict=True):
+        assert list(step.commands) == raw_commands(leaf), step.label  # byte for byte
+        assert step.source == f".buildkite/{rel}"
+        for shell, written in zip(step.shell_commands, step.commands, strict=True):
+            assert shell == written.replace("$$", "$")
+        assert dict(document.get("env") or {}).keys() <= step.env.keys()
+    labels = {s.label for s in steps}
+    for label in LABELS[(platform, tier)]:
+        assert label in labels
+
+
+def test_corpus_amd_details_carried_over() -> None:
+    steps = {s.label: s for s in load_tier(CORPUS, Tier.READY, Platform.ROCM)}
+    shards = steps["Simple · Model Executor Test · Shard %N/%t"]
+    assert shards.parallelism == 3 and shards.runs_on_cpu and shards.blocking
+    assert shards.hardware == "mi300_1" and shards.timeout_minutes == 90
+    smoke = steps["CosyVoice3-TTS E2E Smoke (SDPA)"]
+    assert not smoke.runs_on_cpu and smoke.need == "needs mi300_1"
+    cpu = [s.label for s in steps.values() if s.runs_on_cpu]
+    assert len(cpu) == 6 and all(label.startswith("Simple") for label in cpu)
+    soft = [s for s in steps.values() if not s.blocking]
+    assert soft and all(s.grade != "Blocking" for s in soft)
+    nightly = load_tier(CORPUS, Tier.NIGHTLY, Platform.ROCM)
+    assert all(not s.blocking for s in nightly)  # all NonBlocking
+
+
+def test_corpus_cuda_and_npu_hardware_is_the_upload_preset(tmp_path: Path) -> None:
+    repo = make_corpus(tmp_path / "corpus")
+    ready = {s.label: s for s in load_tier(repo, Tier.READY, Platform.CUDA)}
+    assert ready["Simple · Model Executor Test"].hardware == "l4_1"
+    assert ready["Simple · Model Executor Test"].runs_on_cpu
+    assert ready["Distributed Test"].need == "needs l4_1"
+    nightly = load_tier(repo, Tier.NIGHTLY, Platform.CUDA)
+    # Inferred from -m (H100 + cards) like the uploader does; none unresolved.
+    assert not [s.label for s in nightly if s.hardware.startswith("unresolved")]
+    assert {s.hardware for s in nightly} & {"h100_1", "h100_2"}
+    npu = {s.label: s for s in load_tier(repo, Tier.READY, Platform.NPU)}
+    assert npu["Platforms Test"].hardware == "a3_npu_2"
+    assert npu["Diffusion NPU layer tests - 310P"].hardware == "310p_npu_1"
+    assert not any(s.runs_on_cpu for s in npu.values())
+
+
+def test_corpus_without_marker_registry_reports_unresolved_but_still_loads() -> None:
+    nightly = load_tier(CORPUS, Tier.NIGHTLY, Platform.CUDA)
+    assert len(nightly) == 55
+    assert any("missing pytest marker registry" in s.hardware for s in nightly)
+
+
+@pytest.mark.parametrize(
+    ("tier", "platform"),
+    [("merge", "npu"), ("weekly", "rocm"), ("weekly", "npu"), ("nightly", "xpu"), ("merge", "xpu")],
+)
+def test_missing_tier_platform_pair_exits_2(tier: str, platform: str) -> None:
+    with pytest.raises(UserError) as caught:
+        run(tier, ["--platform", platform, "--repo", str(CORPUS), "--list"])
+    assert caught.value.problems == (f"no {tier} tier for {platform}",)
+    assert caught.value.code == 2
+
+
+def test_xpu_ready_tier_is_the_runner_table() -> None:
+    from ci.runner.xpu_commands import command_lines
+
+    (step,) = load_tier(CORPUS, Tier.READY, Platform.XPU)
+    assert step.commands == tuple(command_lines())
+    assert step.shell_commands == step.commands  # not YAML: no `$$` unescaping
+    assert not step.runs_on_cpu and step.need == "needs intel-gpu-omni"
+    assert step.blocking and step.timeout_minutes == 60
+
+
+# --------------------------------------------------------------------------- CPU rule
+
+
+@pytest.mark.parametrize(
+    ("commands", "expected"),
+    [
+        (["pytest -sv tests -m 'core_model and cpu'"], True),
+        (['pytest tests -m "cpu"'], True),
+        (["pytest tests -m cpu"], True),
+        (["pytest -m 'core_model and cpu and not (cards_2 or cards_4)' x"], True),
+        (["python3 -m pytest tests -m 'core_model and cpu'"], True),
+        (["pytest a -m 'core_model and cpu'", "pytest b -m 'core_model and cuda'"], False),
+        (["pytest tests -m 'core_model and not cpu'"], False),
+        (["pytest tests -m 'core_model and cuda'"], False),
+        (["pytest tests/foo_cpu_test.py -m 'core_model and cpus'"], False),
+        (["timeout 10m pytest -s -v tests/model_executor/x.py"], False),  # no -m at all
+        (["python -m pytest tests"], False),
+    ],
+)
+def test_cpu_runnable_rule(commands: list[str], expected: bool) -> None:
+    assert cpu_runnable(commands) is expected
+
+
+def test_marker_expressions_skip_python_module_switch() -> None:
+    assert marker_expressions(["python3 -m pytest t -m 'a and cpu'"]) == ["a and cpu"]
+
+
+def test_soft_fail_values() -> None:
+    assert soft_fail_of(True).covers(1) and not soft_fail_of(True).covers(0)
+    assert soft_fail_of(None).blocking and soft_fail_of(False).blocking
+    listed = soft_fail_of([{"exit_status": 5}, {"exit_status": "3"}])
+    assert listed.covers(5) and listed.covers(3) and not listed.covers(1)
+    assert soft_fail_of([{"exit_status": "*"}]).every
+
+
+# --------------------------------------------------------------------------- planner
+
+
+def sample_host(tmp_path: Path, **kw: Any) -> Host:
+    defaults: dict[str, Any] = {
+        "repo": SAMPLE,
+        "commit": "abc123",
+        "results": tmp_path / "results",
+        "images": {Platform.ROCM: "rocm/vllm-omni:abc123"},
+        "environ": {},
+        "run_id": "t1",
+    }
+    defaults.update(kw)
+    return Host(**defaults)
+
+
+def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    jobs = plan_tier(steps, sample_host(tmp_path), Options(labels=("vllm-omni-ci.test=1",)))
+    names = [(j.name, j.shard) for j in jobs]
+    assert ("Simple · Model Executor Test · Shard 1/2", 0) in names
+    assert ("Simple · Model Executor Test · Shard 2/2", 1) in names
+    shard = next(j for j in jobs if j.shard == 1)
+    assert shard.env["BUILDKITE_PARALLEL_JOB"] == "1"
+    assert shard.env["BUILDKITE_PARALLEL_JOB_COUNT"] == "2"
+    assert shard.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"  # the no-GPU pre-flight
+    assert shard.env["VLLM_CI_DOCKER_DISABLED"] == "1"
+    assert shard.env["VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE"] == "0"
+    assert 'export VLLM_WORKER_MULTIPROC_METHOD="spawn"' in shard.program  # file env
+    # The AMD template's TEST_COMMANDS, `$$` unescaped, inside the ROCm program.
+    assert '--num-shards="$BUILDKITE_PARALLEL_JOB_COUNT"' in shard.program
+    assert "cd /app/vllm-omni" in shard.program
+    assert "Native in-pod ROCm CI" in shard.program
+    gpu = next(j for j in jobs if j.name == "Engine · Two-GPU Test")
+    assert not gpu.runs and gpu.reason == "needs mi300_2"
+    soft = next(j for j in jobs if "quarantined" in j.name)
+    assert soft.runs and not soft.blocking
+    assert soft.command is not None and soft.command.timeout == 20 * 60
+
+
+def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    host = sample_host(tmp_path, devices={Platform.ROCM: ("--device", "/dev/kfd")})
+    (job,) = plan_step(steps[1], 2, host, Options(labels=("vllm-omni-ci.test=1",), stream=False))
+    assert job.command is not None
+    argv = job.command.argv
+    assert argv[:3] == ("bash", "-c", argv[2]) and argv[4:6] == (str(job.log), "log")
+    docker = list(argv[6:])
+    assert docker[:5] == ["docker", "run", "--rm", "--name", job.container]
+    assert job.container == "vllm-omni-ci-tier-ready-rocm-t1-2"
+    assert f"{CONTAINER_LABEL}=ready" in docker and "vllm-omni-ci.test=1" in docker
+    assert docker[docker.index("-v") + 1] == f"{SAMPLE}:/app/vllm-omni"
+    assert docker[docker.index("-w") + 1] == "/app/vllm-omni"
+    assert "/dev/kfd" in docker  # devices only when the host has them
+    assert docker[-3:] == ["rocm/vllm-omni:abc123", "-c", job.program]
+    passed = [docker[i + 1] for i, a in enumerate(docker) if a == "-e"]
+    assert set(passed) == set(job.env)
+    assert all("=" not in name for name in passed)  # values never in argv
+    assert job.log == tmp_path / "results" / "rocm" / "02-simple-omni-processor-test.log"
+
+
+def test_force_runs_gpu_step_with_device_count_only_when_devices_exist(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    gpu = next(s for s in steps if s.hardware == "mi300_2")
+    (without,) = plan_step(gpu, 6, sample_host(tmp_path), Options(force=True))
+    assert without.runs and without.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
+    host = sample_host(tmp_path, devices={Platform.ROCM: ("--device", "/dev/kfd")})
+    (with_devices,) = plan_step(gpu, 6, host, Options(force=True))
+    assert with_devices.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
+
+
+def test_native_plan_runs_bash_in_the_repo(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    host = sample_host(tmp_path, environ={"HOME": "/home/u"})
+    (job,) = plan_step(steps[1], 2, host, Options(native=True))
+    assert job.command is not None and job.command.cwd == str(SAMPLE)
+    assert job.command.argv[6:9] == ("bash", "-c", job.program)
+    assert f"cd {SAMPLE}" in job.program and not job.container
+    assert job.env["HF_HOME"] == "/home/u/.cache/huggingface"
+
+
+def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.CUDA)
+    host = sample_host(tmp_path, images={Platform.CUDA: "cuda:abc"})
+    jobs = plan_tier(steps, host, Options(step="Simple · Diffusion"))
+    (job,) = jobs
+    assert job.step.hardware == "l4_1" and job.runs
+    assert '"${BASH:-/bin/bash}" -e -c' in job.program
+    assert job.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert job.command is not None
+    docker = list(job.command.argv[6:])
+    assert docker[docker.index("-w") + 1] == "/workspace"
+    skipped = plan_tier(steps, host, Options(step="Engine"))
+    assert [j.reason for j in skipped] == ["needs l4_1"]
+
+
+def test_shard_label_placeholders() -> None:
+    assert shard_label("T · Shard %N/%t", 0, 3) == "T · Shard 1/3"
+    assert shard_label("T %n", 2, 3) == "T 2"
+    assert shard_label("T %N", None, 1) == "T %N"
+
+
+def test_parse_args_rejects_bad_input() -> None:
+    with pytest.raises(UserError) as caught:
+        parse_args(Tier.READY, ["--platform", "tpu", "--native", "--image", "x", "--label", "y"])
+    text = "\n".join(caught.value.problems)
+    assert "unknown platform 'tpu'" in text
+    assert "--image" in text and "--label: 'y'" in text
+    with pytest.raises(UserError):
+        parse_args(Tier.READY, ["--bogus"])
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def results_for(tmp_path: Path) -> list[JobResult]:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    jobs = plan_tier(steps, sample_host(tmp_path), Options())
+    out = []
+    for job in jobs:
+        if not job.runs:
+            out.append(JobResult(job, Outcome.SKIPPED, note=job.reason))
+            continue
+        code = 1 if "quarantined" in job.name else 0
+        out.append(JobResult(job, outcome_of(job, code), code, 1.5))
+    return out
+
+
+def test_outcomes_and_junit(tmp_path: Path) -> None:
+    results = results_for(tmp_path)
+    assert [r.outcome for r in results].count(Outcome.SOFT) == 1
+    path = report.write_junit(results, "ready tier", tmp_path / "junit.xml")
+    root = ET.parse(path).getroot()
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert len(cases) == 7 and suite.get("tests") == "7"
+    names = [c.get("name") for c in cases]
+    assert "Simple · Model Executor Test · Shard 2/2" in names
+    gpu = cases[names.index("Engine · Two-GPU Test")]
+    assert gpu.find("skipped").get("message") == "needs mi300_2"  # type: ignore[union-attr]
+    soft = next(c for c in cases if "quarantined" in (c.get("name") or ""))
+    assert soft.find("failure").get("type") == "soft_fail"  # type: ignore[union-attr]
+    assert cases[0].get("classname") == "ready.rocm.Simple Test"
+
+
+def test_plain_lines_and_markdown(tmp_path: Path) -> None:
+    results = results_for(tmp_path)
+    lines = report.plain_lines(results)
+    assert lines[-1].startswith("needs mi300_2")
+    assert any(line.startswith("soft failure") and "exit 1" in line for line in lines)
+    text = report.markdown(results, "ready")
+    assert "| step | shard | result | exit | duration | log |" in text
+    assert report.annotation_style(results) == "warning"
+    assert "5 passed, 0 failed, 1 soft failures, 1 not runnable here" in text
+
+
+def test_soft_fail_on_listed_exit_only() -> None:
+    step = TierStep(
+        Platform.CUDA, Tier.READY, "x", ("true",), soft_fail=SoftFail(statuses=frozenset({5}))
+    )
+    from ci.tiers.plan import Job
+
+    job = Job(step, 1, "x")
+    assert outcome_of(job, 5) is Outcome.SOFT and outcome_of(job, 1) is Outcome.FAILED
+
+
+# --------------------------------------------------------------------------- session
+
+
+def test_list_prints_steps_and_runs_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("ready", ["--platform", "amd", "--repo", str(SAMPLE), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
+    assert "hardware: mi300_2 — needs mi300_2" in out
+    assert "grade: NonBlocking (soft_fail)" in out
+    assert "parallelism 2, timeout 20m" in out
+    assert "$ pytest -sv tests/e2e -m 'advanced_model and cpu' --run-level advanced_model" in out
+
+
+def test_nox_lists_the_tier_sessions_with_tags() -> None:
+    if shutil.which("nox") is None:
+        pytest.skip("nox is not installed")
+    listed = subprocess.run(
+        ["nox", "-l"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    for tier in ("ready", "merge", "nightly", "weekly"):
+        assert f"- {tier} [{tier},tiers] -> Run the {tier} tier" in listed
+    tagged = subprocess.run(
+        ["nox", "-l", "-t", "nightly"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    ).stdout
+    assert "nightly ->" in tagged and "ready ->" not in tagged
+
+
+def test_nox_missing_pair_exits_2() -> None:
+    if shutil.which("nox") is None:
+        pytest.skip("nox is not installed")
+    done = subprocess.run(
+        ["nox", "-s", "weekly", "--", "--platform", "rocm", "--repo", str(SAMPLE)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "error: no weekly tier for rocm" in done.stderr
