@@ -775,3 +775,30 @@ def test_invalid_yaml_file(gitrepo: Path) -> None:
     )
     assert done.returncode == 1
     assert f"error: invalid pipeline YAML: {gitrepo.resolve()}/broken.yml" in done.stderr
+
+
+def test_errors_are_annotated_in_a_buildkite_upload_job(gitrepo: Path, standins: StandIns) -> None:
+    standins.add("buildkite-agent")
+    bad = {"steps": [{"label": "y", "mirror_hardwares": "nope"}]}
+    (gitrepo / "bad.yml").write_text(yaml.safe_dump(bad))
+    env = standins.env(clean_env(BUILDKITE="true", BUILDKITE_COMMIT="abc", BUILDKITE_BRANCH="x"))
+    done = run_cli(
+        "upload-pipeline", "bad.yml", "--upload", "--all", "--repo", str(gitrepo), env=env
+    )
+    assert done.returncode == 1
+    (call,) = standins.argvs("buildkite-agent")
+    assert call[:5] == ["annotate", "--style", "error", "--context", "upload-pipeline-bad.yml"]
+    assert "- unknown mirror_hardwares 'nope' in step 'y'; known: " in call[5]
+    # Outside Buildkite, or without --upload, nothing is annotated.
+    for extra_env, flags in (({}, ["--upload"]), ({"BUILDKITE": "true"}, [])):
+        standins.log.unlink(missing_ok=True)
+        run_cli(
+            "upload-pipeline",
+            "bad.yml",
+            "--all",
+            *flags,
+            "--repo",
+            str(gitrepo),
+            env=standins.env(clean_env(**extra_env)),
+        )
+        assert standins.calls() == []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import door, yamlio
-from ci.errors import FAILURE, USAGE, UserError
+from ci.errors import FAILURE, UserError
 from ci.pipeline import scope as scopes
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import Rendered, render_test_pipeline
@@ -34,6 +34,7 @@ class UploadOptions:
     upload: bool = False
     dry_run: bool = False
     repo: str = ""
+    platform: str = ""  # bootstrap mode only: cuda or npu (default: from the path)
 
 
 def log(message: str) -> None:
@@ -101,23 +102,59 @@ def render_file(
     )
 
 
+def annotate_command(pipeline: str, problems: tuple[str, ...]) -> door.Command:
+    body = "\n".join(
+        [f"**upload-pipeline failed for `{pipeline}`** (nothing was uploaded):", ""]
+        + [f"- {p}" for p in problems]
+    )
+    return door.Command(
+        (
+            "buildkite-agent",
+            "annotate",
+            "--style",
+            "error",
+            "--context",
+            f"upload-pipeline-{pipeline}",
+            body,
+        ),
+        description="annotate the build with the upload errors",
+    )
+
+
 def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None) -> None:
-    """The whole task: resolve, render, validate, then print or upload."""
+    """The task; in a Buildkite upload job, errors are also annotated on the build."""
+    source = os.environ if env is None else env
+    try:
+        _upload_pipeline(options, source)
+    except UserError as exc:
+        if options.upload and not options.dry_run and source.get("BUILDKITE") == "true":
+            # Spec §6 W21: the PR author sees why the tier did not run (failure ignored).
+            door.run(annotate_command(options.pipeline, exc.problems), quiet=True)
+        raise
+
+
+def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     from ci.pipeline.mirror import parse_mirror_hw
     from ci.pipeline.schemacheck import schema_problems
     from ci.target import resolve_branch, resolve_repo
 
-    source = os.environ if env is None else env
     repo = resolve_repo(options.repo or None)
     path = pipeline_file(repo, options.pipeline)
     relative = repo_relative(repo, path) or str(path)
     if path.name == BOOTSTRAP_FILE:
-        # HOOK for the bootstrap issue (#10): bootstrap mode is chosen by file name.
-        raise UserError(
-            f"{relative}: bootstrap mode (bootstrap-upload-steps.yml) is not available yet; "
-            "upload-pipeline renders test pipelines",
-            code=USAGE,
+        # Bootstrap mode is chosen by file name (spec §3.1); `--all`/`--e2e` are ignored.
+        from ci.pipeline.bootstrap_mode import upload_bootstrap_file
+
+        upload_bootstrap_file(
+            repo,
+            path,
+            platform=options.platform,
+            scope=options.scope,
+            upload=options.upload,
+            dry_run=options.dry_run,
+            env=source,
         )
+        return
     mirror_hw = source.get("MIRROR_HW", "")
     parse_mirror_hw(mirror_hw)  # fail before any git work (spec §3.7)
     requested = options.scope
