@@ -386,7 +386,7 @@ def test_nox_lists_the_tier_sessions_with_tags() -> None:
     tagged = subprocess.run(
         ["nox", "-l", "-t", "nightly"], cwd=ROOT, capture_output=True, text=True, timeout=120
     ).stdout
-    assert "nightly ->" in tagged and "ready ->" not in tagged
+    assert "* nightly [nightly,tiers] ->" in tagged and "- ready [ready,tiers] ->" in tagged
 
 
 def test_nox_missing_pair_exits_2() -> None:
