@@ -3,7 +3,7 @@
 `--all` and `--e2e` are aliases of `--scope all` / `--scope e2e` (the original
 uploader's flags). `auto` lets the task make the choice the bootstrap YAMLs'
 inline shell makes today (`EXTRA="--all"` on a scheduled nightly, ...); its
-rules belong to the bootstrap issue (#10), which fills in `auto_scope`.
+rules live with the bootstrap mode (`ci.pipeline.bootstrap_mode.AUTO_RULES`).
 """
 
 from __future__ import annotations
@@ -30,16 +30,14 @@ def choose(scope: str = "", all_: bool = False, e2e: bool = False) -> str:
 
 
 def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
-    """HOOK for the bootstrap issue (#10): the scope spec §4's table gives this file.
+    """The scope spec §4's table gives this file (rules: `ci.pipeline.bootstrap_mode`).
 
     Inputs: the repo-relative pipeline path, the build branch, and the env
-    (NIGHTLY, WEEKLY, NON_CRITICAL). Until #10 lands, `auto` is refused.
+    (NIGHTLY, WEEKLY, NON_CRITICAL).
     """
-    raise UserError(
-        "--scope auto is not available yet (it is defined by the bootstrap task); "
-        "use --scope diff, all or e2e",
-        code=USAGE,
-    )
+    from ci.pipeline import bootstrap_mode
+
+    return bootstrap_mode.auto_scope(pipeline_path, branch, env)
 
 
 def resolve(requested: str, pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:

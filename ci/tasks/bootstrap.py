@@ -28,6 +28,6 @@ def bootstrap(c: Context, platform: str, repo: str = "", dry_run: bool = False) 
 
         amd.run(target, dry_run=dry_run)
         return
-    from ci.bootstraps import run  # type: ignore[import-not-found, unused-ignore]
+    from ci.bootstraps import run
 
     run(chosen, target, dry_run=dry_run)

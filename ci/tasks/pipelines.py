@@ -19,6 +19,8 @@ __all__ = ["lint_pipelines", "upload_pipeline"]
         "upload": "pipe the YAML to `buildkite-agent pipeline upload` instead of printing it",
         "dry_run": "print the YAML and the upload command; upload nothing",
         "repo": "target checkout (default: git top-level of the current directory)",
+        "platform": "bootstrap-upload-steps.yml only: cuda or npu (default: npu when a "
+        "path component is `npu`, else cuda)",
     },
 )
 def upload_pipeline(
@@ -30,6 +32,7 @@ def upload_pipeline(
     upload: bool = False,
     dry_run: bool = False,
     repo: str = "",
+    platform: str = "",
 ) -> None:
     """Render a test pipeline (source filter, hardware presets), validate it, print or upload."""
     from ci.pipeline import scope as scopes
@@ -43,6 +46,7 @@ def upload_pipeline(
             upload=upload,
             dry_run=dry_run,
             repo=repo,
+            platform=platform,
         )
     )
 

@@ -1,0 +1,337 @@
+"""Bootstrap mode of the uploader: `if` gates on `bootstrap-upload-steps.yml` (spec §3.2).
+
+The CUDA and NPU bootstrap files list an image build and one upload step per
+tier. Which of them may run depends on the skip-ci decision (docs-only builds
+run only scheduled jobs; a CI-YAML-only change runs the levels it touched) and
+on Buildkite's own knowledge at upload time (branch, PR labels, schedule env).
+This module turns the decision into the spec's exact `if` strings, built from
+`ci.pipeline.ifexpr` nodes (never string pasting), and injects them by step key.
+
+It also holds `auto_scope`: the choice the upload steps' inline shell made
+(`EXTRA="--all"` on a scheduled nightly, ...), as one table per test file
+(spec §4.1, §4.2, §4.4), so the emitted steps can say `--scope auto`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from ci.errors import FAILURE, USAGE, UserError
+from ci.pipeline import ifexpr
+from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
+
+if TYPE_CHECKING:
+    from ci.pipeline.render import Scope
+    from ci.skipci import Decision
+
+BootstrapPlatform = Literal["cuda", "npu"]
+Gate = Expr | bool  # True: no `if`; False: the step is omitted
+
+MAIN: Final = "main"
+IMAGE_KEYS: Final = frozenset(
+    {"image-build", "image-build-a2", "image-build-a3", "image-build-a5", "image-build-310p"}
+)
+READY_KEY: Final = "upload-ready-pipeline"
+MERGE_KEY: Final = "upload-merge-pipeline"
+NIGHTLY_KEY: Final = "upload-nightly-pipeline"
+WEEKLY_KEY: Final = "upload-weekly-pipeline"
+UPLOAD_KEYS: Final = (READY_KEY, MERGE_KEY, NIGHTLY_KEY, WEEKLY_KEY)
+
+
+# --------------------------------------------------------------------------- expressions
+# The named expressions of spec §3.2. Each reference to another name keeps its
+# own parentheses (`Paren`), so the rendered text is the spec's, character for character.
+
+
+def _p(expr: Expr) -> Paren:
+    """One more pair of parentheses, always (ifexpr.paren would not nest two)."""
+    return Paren(expr)
+
+
+NIGHTLY_MAIN: Final[Expr] = all_of(branch_eq(MAIN), env_eq("NIGHTLY", "1"))
+NIGHTLY_LABEL: Final[Expr] = any_of(
+    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.label("nightly-test")))
+)
+WEEKLY_E2E: Final[Expr] = all_of(branch_eq(MAIN), env_eq("WEEKLY", "1"))
+WEEKLY_MAIN: Final[Expr] = all_of(
+    branch_eq(MAIN), _p(any_of(env_eq("WEEKLY", "1"), env_eq("NON_CRITICAL", "1")))
+)
+WEEKLY_LABEL: Final[Expr] = any_of(
+    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.label("weekly-test")))
+)
+READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("ready"))
+MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("merge-test"))
+MERGE_MAIN: Final[Expr] = all_of(
+    branch_eq(MAIN),
+    env_ne("NIGHTLY", "1"),
+    env_ne("WEEKLY", "1"),
+    env_ne("NON_CRITICAL", "1"),
+)
+READY_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(READY_LABEL))
+MERGE_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(any_of(_p(MERGE_MAIN), _p(MERGE_LABEL))))
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The five gates of one bootstrap file, before the final wrapping."""
+
+    image: Gate
+    ready: Gate
+    merge: Gate
+    nightly: Gate
+    weekly: Gate
+
+    def by_key(self, image_keys: Iterable[str] = IMAGE_KEYS) -> dict[str, Gate]:
+        found: dict[str, Gate] = {key: self.image for key in image_keys}
+        found.update(
+            {
+                READY_KEY: self.ready,
+                MERGE_KEY: self.merge,
+                NIGHTLY_KEY: self.nightly,
+                WEEKLY_KEY: self.weekly,
+            }
+        )
+        return found
+
+
+def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
+    """The spec §3.2 table: normal CI, skip-all (per platform) and yaml-gated."""
+    cuda = platform == "cuda"
+    ready_up: Gate = READY_UPLOAD if cuda else READY_LABEL
+    merge_up: Gate = MERGE_UPLOAD if cuda else False
+    weekly_lbl: Gate = WEEKLY_LABEL if cuda else False
+    if decision.skip_all:
+        if cuda:
+            image = any_of(_p(NIGHTLY_MAIN), _p(WEEKLY_MAIN))
+            return Gates(image, WEEKLY_E2E, WEEKLY_E2E, NIGHTLY_MAIN, WEEKLY_MAIN)
+        return Gates(NIGHTLY_MAIN, False, False, NIGHTLY_MAIN, False)
+    if not decision.yaml_gated:
+        return Gates(True, ready_up, merge_up, NIGHTLY_LABEL, weekly_lbl)
+    l2_on = decision.is_run(platform, "l2")
+    l3_on = cuda and decision.is_run("cuda", "l3")
+    parts: list[Gate] = []
+    if l2_on:
+        parts.append(ready_up)
+    if l3_on:
+        parts.append(merge_up)
+    parts.append(NIGHTLY_LABEL)
+    if cuda:
+        parts.append(weekly_lbl)
+    image = any_of(*(_p(p) for p in parts if not isinstance(p, bool)))
+    return Gates(
+        image,
+        ready_up if l2_on else False,
+        merge_up if l3_on else False,
+        NIGHTLY_LABEL,
+        weekly_lbl,
+    )
+
+
+def gate_value(gate: Gate) -> str | bool:
+    """What goes into the step: True/False stay words, anything else gets one more ( )."""
+    if isinstance(gate, bool):
+        return gate
+    return ifexpr.render(_p(gate))
+
+
+# --------------------------------------------------------------------------- platform
+
+
+def detect_platform(path: str | Path) -> BootstrapPlatform:
+    """The original's rule (W16): `npu` if a path component is `npu`, else cuda."""
+    return "npu" if "npu" in Path(path).parts else "cuda"
+
+
+def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
+    """`--platform` if given (cuda or npu), else the path rule."""
+    if not value:
+        return detect_platform(path)
+    from ci.platforms import Platform, parse_platform
+
+    chosen = parse_platform(value)
+    if chosen is Platform.CUDA:
+        return "cuda"
+    if chosen is Platform.NPU:
+        return "npu"
+    raise UserError(
+        f"--platform: bootstrap-upload-steps.yml exists for cuda and npu, got {value!r}",
+        code=USAGE,
+    )
+
+
+# --------------------------------------------------------------------------- walk
+
+
+@dataclass
+class BootstrapRendered:
+    """The bootstrap steps with their gates, and what was omitted."""
+
+    pipeline: dict[str, Any]
+    gates: dict[str, str | bool] = field(default_factory=dict)
+    omitted: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+
+def load_document(text: str, source: str) -> dict[str, Any]:
+    """Parse and check the file's shape (spec §3.2 step 2, messages verbatim)."""
+    import yaml
+
+    try:
+        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        document = None
+    if not isinstance(document, dict):
+        raise UserError(f"invalid bootstrap steps YAML for {source}", code=FAILURE)
+    if not isinstance(document.get("steps"), list):
+        raise UserError(f"bootstrap steps YAML must contain steps: list in {source}", code=FAILURE)
+    return document
+
+
+def _is_false(value: Any) -> bool:
+    return value is False or value == "false"
+
+
+def _is_true(value: Any) -> bool:
+    return value is True or value == "true"
+
+
+def render_bootstrap(
+    document: Mapping[str, Any],
+    decision: Decision,
+    platform: BootstrapPlatform,
+    *,
+    image_keys: Iterable[str] = IMAGE_KEYS,
+) -> BootstrapRendered:
+    """Inject the gates by step key, drop disabled steps and empty groups (pure)."""
+    by_key = gates(decision, platform).by_key(image_keys)
+    out = BootstrapRendered(pipeline=dict(document))
+
+    def walk(steps: Sequence[Any]) -> list[Any]:
+        kept: list[Any] = []
+        for step in steps:
+            if not isinstance(step, dict):
+                kept.append(step)
+                continue
+            if isinstance(step.get("steps"), list):
+                children = walk(step["steps"])
+                if children:
+                    kept.append({**step, "steps": children})
+                else:
+                    out.log.append(f"omit empty group {step.get('group') or step.get('label')!r}")
+                continue
+            leaf = dict(step)
+            key = leaf.get("key")
+            if isinstance(key, str) and key in by_key:
+                leaf["if"] = gate_value(by_key[key])
+                out.gates[key] = leaf["if"]
+            if "if" in leaf and _is_false(leaf["if"]):
+                out.log.append(f"omit disabled bootstrap step {key!r}")
+                out.omitted.append(str(key))
+                continue
+            if "if" in leaf and _is_true(leaf["if"]):
+                del leaf["if"]
+            kept.append(leaf)
+        return kept
+
+    out.pipeline["steps"] = walk(document["steps"])
+    return out
+
+
+# --------------------------------------------------------------------------- --scope auto
+
+
+@dataclass(frozen=True)
+class AutoRule:
+    """On `main` with one of `env` set to "1", upload `scope`; otherwise the diff."""
+
+    scope: Scope
+    env: tuple[str, ...]
+
+
+# Spec §4.1/§4.2/§4.4, per test file. Files not listed are always diff-aware
+# (NPU ready, every other file): the inline shell passed no flag for them.
+AUTO_RULES: Final[Mapping[str, AutoRule]] = {
+    ".buildkite/cuda/test-ready.yml": AutoRule("e2e", ("WEEKLY",)),
+    ".buildkite/cuda/test-merge.yml": AutoRule("e2e", ("WEEKLY",)),
+    ".buildkite/cuda/test-nightly.yml": AutoRule("all", ("NIGHTLY",)),
+    ".buildkite/cuda/test-weekly.yml": AutoRule("all", ("WEEKLY", "NON_CRITICAL")),
+    ".buildkite/npu/test-npu-nightly.yml": AutoRule("all", ("NIGHTLY",)),
+}
+
+
+def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
+    """The scope `--scope auto` picks for one test file on this build."""
+    rule = AUTO_RULES.get(PurePosixPath(pipeline_path).as_posix())
+    if rule is None or branch != MAIN:
+        return "diff"
+    if any(env.get(name, "") == "1" for name in rule.env):
+        return rule.scope
+    return "diff"
+
+
+# --------------------------------------------------------------------------- task layer
+
+
+def emit(
+    pipeline: Mapping[str, Any],
+    source: str,
+    *,
+    upload: bool,
+    dry_run: bool,
+    log: Callable[[str], None],
+) -> None:
+    """Validate against Buildkite's schema, then print (stdout: the YAML alone) or upload."""
+    import sys
+
+    from ci import door, yamlio
+    from ci.pipeline.schemacheck import schema_problems
+    from ci.pipeline.upload import upload_command
+
+    UserError.collect(
+        (
+            f"{source}: rendered pipeline fails the Buildkite schema at {p}"
+            for p in schema_problems(pipeline)
+        ),
+        code=FAILURE,
+    )
+    text = yamlio.dumps(dict(pipeline))
+    if upload and not dry_run:
+        door.run(upload_command(text), check=True)
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if dry_run:
+        log(f"(dry-run) not run: {upload_command(text).line()}")
+
+
+def upload_bootstrap_file(
+    repo: Path,
+    path: Path,
+    *,
+    platform: str = "",
+    scope: str = "diff",
+    upload: bool = False,
+    dry_run: bool = False,
+    env: Mapping[str, str],
+) -> None:
+    """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
+    from ci import skipci
+    from ci.pipeline.upload import log, repo_relative
+
+    relative = repo_relative(repo, path) or str(path)
+    chosen = parse_bootstrap_platform(platform, relative)
+    if scope != "diff":
+        log(f"--scope {scope} is ignored for {path.name} (bootstrap mode)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise UserError(f"invalid bootstrap steps YAML for {path}", code=FAILURE) from None
+    document = load_document(text, str(path))
+    decision = skipci.decision(repo, env=env)
+    rendered = render_bootstrap(document, decision, chosen)
+    for line in rendered.log:
+        log(line)
+    emit(rendered.pipeline, relative, upload=upload, dry_run=dry_run, log=log)
