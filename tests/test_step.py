@@ -211,6 +211,22 @@ def test_own_pid_is_ignored() -> None:
     assert leaks.leaked([], [Proc(400, 1.0, name="x")], ignore_pids=[400]) == []
 
 
+def test_snapshots_see_a_real_child_by_identity() -> None:
+    child = subprocess.Popen(["sleep", "351"])
+    try:
+        for scope in ("tree", "all"):
+            found = {p.pid: p for p in leaks.snapshot(scope)}
+            assert child.pid in found, scope
+            assert found[child.pid].name == "sleep"
+            assert found[child.pid].cmdline == "sleep 351"
+            assert os.getpid() not in found  # never ourselves
+        before = leaks.snapshot("tree")
+        assert leaks.leaked(before, leaks.snapshot("tree")) == []
+    finally:
+        child.kill()
+        child.wait()
+
+
 # --------------------------------------------------------------------------- executor (CLI)
 
 
