@@ -16,12 +16,15 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci import door
 from ci.amd import combine, render, suites
 from ci.errors import FAILURE, Stop, UserError
 from ci.redact import Redactor
+
+if TYPE_CHECKING:
+    from ci.diff import Diff
 
 LABEL_ERROR = "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier."
 SKIP_ANNOTATION = ":memo: CI skipped — docs or pytest skip-mark changes only"
@@ -159,10 +162,28 @@ class Outcome:
     kept: tuple[suites.Suite, ...]
     skipped: tuple[tuple[suites.Suite, str], ...]
     annotate: bool = False
+    # Why steps are missing from `pipeline` (read by `plan`): labels the mirror
+    # filter dropped, groups left empty by it, and (suite group, label) of duplicates.
+    not_mirrored: tuple[str, ...] = ()
+    empty_groups: tuple[str, ...] = ()
+    duplicates: tuple[tuple[str, str], ...] = ()
+    mirror_hw: str = ""
 
 
-def plan_pipeline(repo: Path, env: Mapping[str, str], labels: str | None = None) -> Outcome:
-    """Steps 1-9 of §1.2 without uploading. `labels` given means: don't ask GitHub."""
+def plan_pipeline(
+    repo: Path,
+    env: Mapping[str, str],
+    labels: str | None = None,
+    *,
+    diff: Diff | None = None,
+    validate: bool = True,
+) -> Outcome:
+    """Steps 1-9 of §1.2 without uploading. `labels` given means: don't ask GitHub.
+
+    `diff` replaces the env-resolved diff (`plan` passes its explicit range);
+    `validate=False` skips the schema check (`plan` is a preview, and the check
+    costs more than the rest of the render).
+    """
     from ci import skipci
     from ci.diff import resolve_diff
     from ci.schema import validate_pipeline
@@ -172,7 +193,8 @@ def plan_pipeline(repo: Path, env: Mapping[str, str], labels: str | None = None)
         labels = ""
         if inputs.is_pr and not inputs.debug_test_yaml:
             labels = fetch_labels(inputs.pull_request, env)
-    diff = resolve_diff(repo, env=env)
+    if diff is None:
+        diff = resolve_diff(repo, env=env)
     try:
         selection = suites.select_suites(
             inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly
@@ -208,11 +230,27 @@ def plan_pipeline(repo: Path, env: Mapping[str, str], labels: str | None = None)
     docs = [combine.load_suite(amd_dir, suite) for suite in kept]
     combined = combine.combine(docs)
     combine.report_dropped(combined)
-    pipeline, dropped = render.render_pipeline(combined.env, combined.steps, inputs.mirror_hw)
+    empty: list[str] = []
+    pipeline, dropped = render.render_pipeline(
+        combined.env, combined.steps, inputs.mirror_hw, empty_groups=empty
+    )
     for label in dropped:
         log(f"Not mirrored on {inputs.mirror_hw}: {label}")
-    validate_pipeline(pipeline, source="the AMD pipeline", code=FAILURE)
-    return Outcome(pipeline, tuple(kept), tuple(skipped))
+    if validate:
+        validate_pipeline(pipeline, source="the AMD pipeline", code=FAILURE)
+    duplicates = tuple(
+        (suite.group, str(step.get("label", "")) if isinstance(step, dict) else "")
+        for suite, step in combined.dropped
+    )
+    return Outcome(
+        pipeline,
+        tuple(kept),
+        tuple(skipped),
+        not_mirrored=tuple(dropped),
+        empty_groups=tuple(empty),
+        duplicates=duplicates,
+        mirror_hw=inputs.mirror_hw,
+    )
 
 
 def upload_commands(repo: Path) -> tuple[door.Command, ...]:

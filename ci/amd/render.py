@@ -179,12 +179,17 @@ def _mirrored(step: dict[str, Any], mirror_hw: str) -> bool:
 
 
 def render_pipeline(
-    env: dict[str, Any], steps: list[Any], mirror_hw: str = "amdproduction"
+    env: dict[str, Any],
+    steps: list[Any],
+    mirror_hw: str = "amdproduction",
+    *,
+    empty_groups: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The whole pipeline, plus the labels dropped by the mirror filter.
 
     Groups whose children are all filtered out are dropped, because the schema
-    (and Buildkite) reject an empty group.
+    (and Buildkite) reject an empty group; their names go to `empty_groups`
+    when a list is given (`plan` reports them).
     """
     dropped: list[str] = []
     rendered: list[Any] = [image_build_group()]
@@ -199,6 +204,8 @@ def render_pipeline(
                 elif isinstance(child, dict):
                     dropped.append(str(child.get("label", "")))
             if not children:
+                if empty_groups is not None:
+                    empty_groups.append(str(entry["group"]))
                 continue
             group: dict[str, Any] = {"group": str(entry["group"])}
             if entry.get("depends_on"):
