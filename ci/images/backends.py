@@ -208,6 +208,13 @@ def steps_for(kind: str, spec: BuildSpec, builder: Builder, docker: str = DOCKER
     return buildx_steps(spec, builder, docker) if kind == BUILDX else engine_steps(spec, docker)
 
 
+def describe(kind: str, builder: Builder) -> str:
+    """The plan's `backend` fact."""
+    if kind == BUILDX:
+        return f"buildx (builder {builder.name})"
+    return "engine (DOCKER_BUILDKIT=1 docker build; inline cache, mode=min)"
+
+
 def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
     """(backend, docker client). Dry-run probes nothing: `auto` plans buildx (production)."""
     if dry_run:

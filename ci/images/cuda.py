@@ -98,18 +98,13 @@ class CudaBuild:
         return backends.steps_for(self.backend, self.spec(), BUILDER, self.docker)
 
     def plan(self) -> door.Plan:
-        backend = (
-            f"buildx (builder {BUILDER.name})"
-            if self.backend == backends.BUILDX
-            else "engine (inline cache: mode=min)"
-        )
         login = self.login()
         facts = (
             ("cache key", self.cache_tag),
             ("key inputs", ", ".join(self.key.inputs)),
             ("cache ref", self.cache_ref),
             ("image", self.image_ref),
-            ("backend", backend),
+            ("backend", backends.describe(self.backend, BUILDER)),
             ("push", "yes" if self.push else "no (--no-push)"),
             ("login", login[1].argv[-1] if login else "none"),
         )

@@ -68,18 +68,13 @@ class RocmBuild:
         return backends.steps_for(self.backend, self.spec(), BUILDER, self.docker)
 
     def plan(self) -> door.Plan:
-        backend = (
-            f"buildx (builder {BUILDER.name})"
-            if self.backend == backends.BUILDX
-            else "engine (inline cache: mode=min)"
-        )
         facts = (
             ("cache key", self.key.key),
             ("key inputs", ", ".join(self.key.inputs)),
             ("arch", self.arch),
             ("cache ref", self.cache_ref),
             ("image", self.image_ref),
-            ("backend", backend),
+            ("backend", backends.describe(self.backend, BUILDER)),
             ("push", "yes" if self.push else "no (--no-push)"),
         )
         return door.Plan(self.steps().commands, facts, title="ROCm CI image")
