@@ -146,3 +146,14 @@ def test_other_buildkite_yamls_are_validated_as_they_are(tmp_path: Path) -> None
         "document 3: fails the Buildkite schema at steps/0: "
         "Additional properties are not allowed ('bogus' was unexpected)"
     ]
+
+
+def test_the_sample_lints_clean() -> None:
+    from tests.conftest import SAMPLE
+
+    reports = lint(SAMPLE)
+    assert {r.path for r in reports} >= {
+        ".buildkite/cuda/test-ready.yml",
+        ".buildkite/npu/test-npu-ready.yml",
+    }
+    assert [(r.path, r.problems) for r in reports if r.problems] == []
