@@ -401,3 +401,40 @@ def test_nox_missing_pair_exits_2() -> None:
     )
     assert done.returncode == 2
     assert "error: no weekly tier for rocm" in done.stderr
+
+
+def test_native_fixture_tier_real_bash_and_pytest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--native: the rendered ROCm program runs here with the host's pytest, shard by shard."""
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    results = tmp_path / "results"
+    base = ["--platform", "rocm", "--repo", str(repo), "--native", "--results", str(results)]
+    assert run("ready", base) == 1
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(("passed", "failed", "not run"))]
+    assert any(line.startswith("failed") and "Blocking failure" in line for line in lines)
+    assert any(line.startswith("not run") and "After the failure" in line for line in lines)
+    assert "needs mi300_4" in err
+    for shard in (0, 1):
+        log = (results / "rocm" / f"01-env-shard-shard{shard + 1}.log").read_text()
+        assert f"tier-env job={shard} count=2 file=from-file step=from-step gpus=0" in log
+        assert f"pwd={repo} tmpdir=/tmp/vllm-omni-native-{shard}/tmp" in log
+        assert "4 passed, 4 deselected" in log  # the sample's 8 tests, split by the shard flags
+
+    assert run("ready", [*base, "--keep-going"]) == 1
+    err = capfd.readouterr().err
+    assert any(
+        line.startswith("passed") and "After the failure" in line for line in err.splitlines()
+    )
+    assert run("ready", [*base, "--step", "Env"]) == 0
+    root = ET.parse(results / "junit-ready.xml").getroot()
+    assert [c.get("name") for c in root.iter("testcase")] == [
+        "Env · Shard 1/2",
+        "Env · Shard 2/2",
+    ]

@@ -71,7 +71,7 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
     assert job.command is not None and job.log is not None
     job.log.parent.mkdir(parents=True, exist_ok=True)
     where = f"container {job.image}" if job.container else "natively"
-    title = f"{job.name}" + (f" (shard {job.shard_text})" if job.shard_text else "")
+    title = job.title
     if stream:
         with door.buildkite_group(f"{title} — {where}"):
             door.note(f"log: {job.log}")
