@@ -224,9 +224,10 @@ def test_p20_boolean_and_empty(corpus: Path) -> None:
     assert problems(corpus, [step(None, mirror_hardwares=True)]) == [
         "mirror_hardwares must not be a boolean in step 's'"
     ]
-    assert problems(corpus, [step(None, mirror_hardwares="  ")]) == [
-        "mirror_hardwares must be a non-empty string in step 's'"
-    ]
+    for empty in ("", "  "):
+        assert problems(corpus, [step(None, mirror_hardwares=empty)]) == [
+            "mirror_hardwares must be a non-empty string in step 's'"
+        ]
 
 
 def test_p21_b200_filters_explicit_cuda_presets(corpus: Path) -> None:
