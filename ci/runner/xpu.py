@@ -247,7 +247,10 @@ def execute(spec: XpuRunSpec) -> int:
     timer.daemon = True
     started = time.monotonic()
     try:
-        os.makedirs(spec.hf_cache, exist_ok=True)
+        try:
+            os.makedirs(spec.hf_cache, exist_ok=True)
+        except OSError as exc:
+            raise Stop(1, f"error: HF_CACHE: cannot create {spec.hf_cache}: {exc}") from None
         timer.start()
         result = door.run(run_command(spec))
         timer.cancel()
