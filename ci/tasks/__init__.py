@@ -15,6 +15,7 @@ from ci.tasks import (
     images,
     meta,
     pipelines,
+    plan,
     release,
     runners,
     sample,
@@ -32,6 +33,7 @@ for module in (
     gates,
     runners,
     pipelines,
+    plan,
     sample,
 ):
     for name in module.__all__:

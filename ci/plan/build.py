@@ -1,0 +1,67 @@
+"""Make the plan: one diff, one skip-ci decision, then every platform's planner.
+
+The range goes to the shared diff resolver as a PR build (`--worktree` adds
+uncommitted work). A platform whose render fails keeps its error in the plan
+and the others are still planned; bad input stops everything first (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ci.errors import UserError
+from ci.plan.model import Plan, PlatformPlan
+
+if TYPE_CHECKING:
+    from ci.plan.inputs import PlanInputs
+    from ci.plan.platforms import Situation
+
+
+def _planners() -> dict[str, Callable[[Situation], PlatformPlan]]:
+    from ci.plan import platforms
+
+    return {
+        "rocm": platforms.plan_rocm,
+        "cuda": lambda s: platforms.plan_upload(s, "cuda"),
+        "npu": lambda s: platforms.plan_upload(s, "npu"),
+        "xpu": platforms.plan_xpu,
+    }
+
+
+def make_plan(inputs: PlanInputs) -> Plan:
+    from ci import diff as diffs
+    from ci import skipci
+    from ci.plan.platforms import Situation, bootstrap_labels
+
+    base = inputs.base or diffs.default_base(inputs.repo)
+    head = diffs.WORKTREE if inputs.worktree else (inputs.head or "HEAD")
+    diff = diffs.resolve_diff(inputs.repo, base, head)
+    decision = skipci.decision_for(diff)
+    situation = Situation(inputs, diff, decision, bootstrap_labels())
+    plan = Plan(
+        repo=str(inputs.repo),
+        diff={
+            "range": diff.range,
+            "reason": diff.reason,
+            "paths": None if diff.paths is None else list(diff.paths),
+        },
+        inputs={**inputs.as_dict(), "base": base},
+        skip_ci=decision.as_dict(),
+    )
+    planners = _planners()
+    for platform in inputs.platforms:
+        try:
+            made = planners[platform.value](situation)
+        except UserError as exc:
+            made = PlatformPlan(platform.value, status="error", errors=list(exc.problems))
+            made.reason = exc.problems[0] if exc.problems else "error"
+            made.skip_ci = situation.skip_words(platform.value)
+        plan.platforms.append(made)
+    unknown = [label for label in inputs.labels if label not in situation.known_labels]
+    plan.warnings += [
+        f"label {label!r} is not used by any pipeline (known: "
+        f"{', '.join(sorted(situation.known_labels)) or 'none'})"
+        for label in unknown
+    ]
+    return plan

@@ -1,0 +1,150 @@
+"""`plan`'s inputs, checked before any work: one `error:` line per problem, exit 2.
+
+The plan never reads the build's environment for its decisions: the branch,
+labels and schedule flags come from the options (the branch defaults to the
+checkout's), so the same command gives the same answer on a laptop and in a
+Buildkite job. `env()` is the build env the bootstraps would see.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ci.errors import USAGE, UserError
+from ci.platforms import Platform
+
+if TYPE_CHECKING:
+    from ci.pipeline.ifexpr import Context
+
+FORMATS: Final = ("table", "json", "markdown")
+ORDER: Final = (Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU)
+MAIN: Final = "main"
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    repo: Path
+    base: str | None = None
+    head: str | None = None
+    worktree: bool = False
+    labels: tuple[str, ...] = ()
+    branch: str = ""
+    nightly: bool = False
+    weekly: bool = False
+    non_critical: bool = False
+    mirror_hw: str | None = None
+    platforms: tuple[Platform, ...] = ORDER
+    format: str = "table"
+
+    def env(self) -> dict[str, str]:
+        """The schedule env of the build (what `build.env(...)` and `--scope auto` read)."""
+        flags = (("NIGHTLY", self.nightly), ("WEEKLY", self.weekly))
+        env = {name: "1" for name, on in (*flags, ("NON_CRITICAL", self.non_critical)) if on}
+        if self.mirror_hw:
+            env["MIRROR_HW"] = self.mirror_hw
+        return env
+
+    def amd_env(self) -> dict[str, str]:
+        """What the AMD bootstrap reads (labels are passed separately: no GitHub call)."""
+        return {
+            "BUILDKITE_BRANCH": self.branch,
+            "BUILDKITE_PULL_REQUEST": "false" if self.branch == MAIN else "plan",
+            "NIGHTLY": "1" if self.nightly else "0",
+        }
+
+    def context(self) -> Context:
+        from ci.pipeline.ifexpr import Context
+
+        return Context.of(self.branch, self.labels, self.env())
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "base": self.base,
+            "head": "WORKTREE" if self.worktree else (self.head or "HEAD"),
+            "branch": self.branch,
+            "labels": list(self.labels),
+            "nightly": self.nightly,
+            "weekly": self.weekly,
+            "non_critical": self.non_critical,
+            "mirror_hw": self.mirror_hw,
+            "platforms": [p.value for p in self.platforms],
+        }
+
+
+def split_labels(labels: str) -> tuple[str, ...]:
+    """Commas or newlines, as the AMD selector reads them (duplicates dropped)."""
+    from ci.amd.suites import split_labels as split
+
+    return tuple(dict.fromkeys(split(labels)))
+
+
+def parse_platforms(values: Iterable[str]) -> tuple[tuple[Platform, ...], list[str]]:
+    from ci.platforms import parse_platform
+
+    chosen: set[Platform] = set()
+    problems: list[str] = []
+    for value in values:
+        for part in re.split(r"[,\s]+", value):
+            if not part:
+                continue
+            try:
+                chosen.add(parse_platform(part))
+            except UserError as exc:
+                problems += [f"--platform: {p}" for p in exc.problems]
+    return (tuple(p for p in ORDER if p in chosen) or ORDER), problems
+
+
+def parse_inputs(
+    *,
+    repo: str = "",
+    base: str = "",
+    head: str = "",
+    worktree: bool = False,
+    labels: str = "",
+    branch: str = "",
+    nightly: bool = False,
+    weekly: bool = False,
+    non_critical: bool = False,
+    mirror_hw: str = "",
+    platforms: Iterable[str] = (),
+    format: str = "table",
+) -> PlanInputs:
+    """Check every option (all problems at once), then find the repo and the branch."""
+    from ci.pipeline.mirror import parse_mirror_hw
+    from ci.target import resolve_branch, resolve_repo
+
+    problems: list[str] = []
+    if head and worktree:
+        problems.append("--head and --worktree are mutually exclusive")
+    shown = format.strip().lower() or "table"
+    if shown not in FORMATS:
+        problems.append(
+            f"--format: unknown format {format!r}: allowed values are table, json, markdown"
+        )
+    chosen, bad = parse_platforms(platforms)
+    problems += bad
+    selector: str | None = None
+    try:
+        selector = parse_mirror_hw(mirror_hw)
+    except UserError as exc:
+        problems += [f"--mirror-hw: {p}" for p in exc.problems]
+    UserError.collect(problems, code=USAGE)
+    target = resolve_repo(repo or None)
+    return PlanInputs(
+        repo=target,
+        base=base.strip() or None,
+        head=head.strip() or None,
+        worktree=worktree,
+        labels=split_labels(labels),
+        branch=branch.strip() or resolve_branch(target, env={}),
+        nightly=nightly,
+        weekly=weekly,
+        non_critical=non_critical,
+        mirror_hw=selector,
+        platforms=chosen,
+        format=shown,
+    )

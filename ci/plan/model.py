@@ -1,0 +1,170 @@
+"""What `plan` found, as plain data: one `PlatformPlan` per platform.
+
+Every output format (table, JSON, markdown) is made from these values, and
+`Plan.as_dict()` is exactly the documented JSON (`ci/data/plan.schema.json`,
+version `SCHEMA_VERSION`). A pipeline is something that gets uploaded (a
+bootstrap, a tier's test YAML, the AMD suites, the Intel pipeline); its steps
+are the jobs that would run, and `dropped` says what was left out and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA_ID = "vllm-omni-ci/plan"
+SCHEMA_VERSION = 1
+
+# Why a step (or a whole child pipeline) does not run.
+Reason = Literal[
+    "skip-ci",  # the skip-ci decision turned it off
+    "source-filter",  # no changed path under its source_file_dependencies
+    "mirror-hw",  # MIRROR_HW (CUDA) or the AMD mirror list leaves it out
+    "no-chip",  # its pytest -m names no chip with a preset
+    "empty-group",  # every child of the group was dropped
+    "if-false",  # a Buildkite `if` (of the step or a group) is false for this build
+    "e2e-scope",  # `--scope e2e` keeps only the E2E groups
+    "duplicate",  # AMD: identical to a step of an earlier suite
+    "error",  # the step could not be rendered (see the platform's errors)
+]
+# `yes`: runs; `conditional`: an `if` outside the expression subset decides at build time.
+Runs = Literal["yes", "conditional"]
+PipelineStatus = Literal["uploaded", "conditional", "not-uploaded"]
+PlatformStatus = Literal["run", "skip", "error"]
+NOT_EVALUATED = "conditional, not evaluated"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One job that would run."""
+
+    label: str
+    groups: tuple[str, ...] = ()
+    queue: str | None = None
+    preset: str | None = None
+    parallelism: int | None = None
+    timeout_in_minutes: int | None = None
+    soft_fail: bool = False
+    runs: Runs = "yes"
+    conditions: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def blocking(self) -> bool:
+        return not self.soft_fail
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "groups": list(self.groups),
+            "queue": self.queue,
+            "preset": self.preset,
+            "parallelism": self.parallelism,
+            "timeout_in_minutes": self.timeout_in_minutes,
+            "blocking": self.blocking,
+            "soft_fail": self.soft_fail,
+            "runs": self.runs,
+            "conditions": list(self.conditions),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """One step (or group, or child pipeline) left out, and why."""
+
+    label: str
+    reason: Reason
+    groups: tuple[str, ...] = ()
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "groups": list(self.groups),
+            "reason": self.reason,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Pipeline:
+    """One uploaded (or not uploaded) pipeline of a platform."""
+
+    name: str
+    file: str | None
+    status: PipelineStatus = "uploaded"
+    reason: str = ""
+    scope: str | None = None
+    steps: list[Step] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "file": self.file,
+            "status": self.status,
+            "reason": self.reason,
+            "scope": self.scope,
+            "steps": [s.as_dict() for s in self.steps],
+            "dropped": [d.as_dict() for d in self.dropped],
+        }
+
+
+@dataclass
+class PlatformPlan:
+    """Everything one platform's bootstrap would do for this change."""
+
+    platform: str
+    status: PlatformStatus = "run"
+    reason: str = ""
+    skip_ci: str = ""  # the skip-ci word for this platform (run, skip-all, skip-l23)
+    pipelines: list[Pipeline] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def steps(self) -> list[Step]:
+        """Every job that would run, bootstrap jobs included."""
+        return [s for p in self.pipelines for s in p.steps]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform,
+            "status": self.status,
+            "reason": self.reason,
+            "skip_ci": self.skip_ci,
+            "pipelines": [p.as_dict() for p in self.pipelines],
+            "errors": list(self.errors),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Plan:
+    """The whole answer: inputs, the diff, the skip-ci decision, every platform."""
+
+    repo: str
+    diff: dict[str, Any]
+    inputs: dict[str, Any]
+    skip_ci: dict[str, Any]
+    platforms: list[PlatformPlan] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(p.status == "error" for p in self.platforms)
+
+    def platform(self, name: str) -> PlatformPlan:
+        return next(p for p in self.platforms if p.platform == name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_ID,
+            "version": SCHEMA_VERSION,
+            "repo": self.repo,
+            "diff": dict(self.diff),
+            "inputs": dict(self.inputs),
+            "skip_ci": dict(self.skip_ci),
+            "warnings": list(self.warnings),
+            "platforms": [p.as_dict() for p in self.platforms],
+        }

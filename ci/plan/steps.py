@@ -1,0 +1,118 @@
+"""Rendered Buildkite steps as plan rows, with their `if` conditions evaluated.
+
+Every condition is read by `ci.pipeline.ifexpr` (the one `if` parser) against
+what Buildkite would know for this build: branch, PR labels and the schedule
+env. False drops the step (`if-false`); text outside the module's subset
+keeps it as "conditional, not evaluated".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ci.pipeline import ifexpr
+from ci.plan.model import NOT_EVALUATED, Dropped, Step
+
+
+def step_name(step: dict[str, Any]) -> str:
+    for key in ("label", "name", "group", "key"):
+        if step.get(key):
+            return str(step[key])
+    return "<step>"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def verdict(conditions: Sequence[str], ctx: ifexpr.Context) -> tuple[bool | None, str]:
+    """(True, "") runs; (False, text) an `if` is false; (None, text) not evaluable."""
+    unknown = ""
+    for text in conditions:
+        value = ifexpr.check(text, ctx)
+        if value is False:
+            return False, text
+        if value is None and not unknown:
+            unknown = text
+    return (None, unknown) if unknown else (True, "")
+
+
+def row(
+    step: dict[str, Any],
+    groups: tuple[str, ...],
+    conditions: tuple[str, ...],
+    ctx: ifexpr.Context,
+    *,
+    preset: str | None = None,
+) -> Step | Dropped:
+    """The plan row of one rendered leaf step (a `Dropped` when an `if` is false)."""
+    label = step_name(step)
+    value, text = verdict(conditions, ctx)
+    if value is False:
+        return Dropped(label, "if-false", groups, f"if {' '.join(text.split())}")
+    agents = step.get("agents")
+    queue = agents.get("queue") if isinstance(agents, dict) else None
+    soft = step.get("soft_fail")
+    return Step(
+        label=label,
+        groups=groups,
+        queue=None if queue is None else str(queue),
+        preset=preset,
+        parallelism=_int(step.get("parallelism")),
+        timeout_in_minutes=_int(step.get("timeout_in_minutes")),
+        soft_fail=bool(soft) and soft != "false",
+        runs="conditional" if value is None else "yes",
+        conditions=tuple(" ".join(c.split()) for c in conditions),
+        note=f"{NOT_EVALUATED}: {' '.join(text.split())}" if value is None else "",
+    )
+
+
+def walk(
+    steps: Iterable[Any],
+    ctx: ifexpr.Context,
+    groups: tuple[str, ...] = (),
+    conditions: tuple[str, ...] = (),
+    *,
+    presets: Mapping[int, str | None] | None = None,
+) -> tuple[list[Step], list[Dropped]]:
+    """Rows of every leaf of a rendered pipeline; group `if`s apply to their children.
+
+    `presets` maps `id(step)` of rendered leaves to the hardware preset they
+    were expanded from (the uploader's `Kept` records).
+    """
+    kept: list[Step] = []
+    dropped: list[Dropped] = []
+    for step in steps:
+        if not isinstance(step, dict) or "wait" in step:
+            continue
+        here = conditions
+        if isinstance(step.get("if"), str):
+            here = (*conditions, step["if"])
+        if isinstance(step.get("steps"), list):
+            value, text = verdict(here, ctx)
+            if value is False:
+                detail = f"if {' '.join(text.split())}"
+                dropped.append(Dropped(step_name(step), "if-false", groups, detail))
+                continue
+            more, less = walk(step["steps"], ctx, (*groups, step_name(step)), here, presets=presets)
+            kept += more
+            dropped += less
+            continue
+        made = row(step, groups, here, ctx, preset=(presets or {}).get(id(step)))
+        if isinstance(made, Step):
+            kept.append(made)
+        else:
+            dropped.append(made)
+    return kept, dropped
+
+
+def labels_in(expr: ifexpr.Expr) -> set[str]:
+    """The PR labels an expression tests (`build.pull_request.labels includes …`)."""
+    if isinstance(expr, ifexpr.LabelIncludes):
+        return {expr.label}
+    if isinstance(expr, ifexpr.Paren):
+        return labels_in(expr.inner)
+    if isinstance(expr, ifexpr.And | ifexpr.Or):
+        return set().union(*(labels_in(p) for p in expr.parts))
+    return set()

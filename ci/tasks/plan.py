@@ -1,0 +1,64 @@
+"""`plan`: what CI will run for this change on every platform, before pushing."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["plan"]
+
+
+@task(
+    iterable=["platform"],
+    auto_shortflags=False,
+    help={
+        "base": "base revision (default: merge-base with origin/main, else main)",
+        "head": "head revision (default: HEAD)",
+        "worktree": "compare the working tree instead of --head (uncommitted work counts)",
+        "labels": "PR labels, separated by commas or newlines (never fetched from GitHub)",
+        "branch": "the build's branch (default: the checkout's branch; main plans a main build)",
+        "nightly": "plan a scheduled build with NIGHTLY=1",
+        "weekly": "plan a scheduled build with WEEKLY=1",
+        "non_critical": "plan a scheduled build with NON_CRITICAL=1",
+        "mirror_hw": "MIRROR_HW for the CUDA pipelines: empty or b200",
+        "platform": "rocm (amd), cuda, npu, xpu (intel); repeat or comma-separate (default: all)",
+        "repo": "target checkout (default: git top-level of the current directory)",
+        "format": "table (default), json or markdown",
+    },
+)
+def plan(
+    c: Context,
+    base: str = "",
+    head: str = "",
+    worktree: bool = False,
+    labels: str = "",
+    branch: str = "",
+    nightly: bool = False,
+    weekly: bool = False,
+    non_critical: bool = False,
+    mirror_hw: str = "",
+    platform: list[str] | None = None,
+    repo: str = "",
+    format: str = "table",
+) -> None:
+    """Show what CI would run for this change on every platform; uploads nothing."""
+    from ci.plan import run
+    from ci.plan.inputs import parse_inputs
+
+    run(
+        parse_inputs(
+            repo=repo,
+            base=base,
+            head=head,
+            worktree=worktree,
+            labels=labels,
+            branch=branch,
+            nightly=nightly,
+            weekly=weekly,
+            non_critical=non_critical,
+            mirror_hw=mirror_hw,
+            platforms=platform or (),
+            format=format,
+        )
+    )
