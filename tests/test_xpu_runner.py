@@ -485,3 +485,50 @@ def test_cleanup_runs_after_an_earlier_failure(
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"error: HF_CACHE: cannot create {blocker / 'hf'}")
     assert not image_present(docker_cli, f"xpu/vllm-omni-ci:{commit}")
+
+
+# --------------------------------------------------------------------------- the script shim
+
+# Answers doctor like an engine that builds with BuildKit but cannot export.
+PLAIN_DOCKER = """\
+case "$1" in
+  version) echo 20.10.0 ;;
+  info) echo '{"ServerVersion": "20.10.0", "Driver": "overlay2"}' ;;
+  buildx) exit 1 ;;
+  build) case "$*" in *type=image*) cat >/dev/null; exit 1 ;; esac ;;
+  run) exit 4 ;;
+esac
+exit 0
+"""
+
+
+def test_run_xpu_test_shim_builds_then_runs(tmp_path: Path, standins: StandIns) -> None:
+    repo = tmp_path / "omni"
+    (repo / "docker").mkdir(parents=True)
+    (repo / "docker" / "Dockerfile.xpu").write_text("ARG VLLM_BASE=x\nFROM ${VLLM_BASE}\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "sub").mkdir()
+    standins.add("docker", PLAIN_DOCKER)
+    shim = Path(__file__).resolve().parents[1] / "scripts" / "intel" / "run-xpu-test.sh"
+    env = runner_env(
+        standins.env(),
+        BUILDKITE_COMMIT="c0ffee",
+        VLLM_VERSION="v0.29.0",
+        HF_CACHE=str(tmp_path / "hf"),
+    )
+    done = subprocess.run(
+        [str(shim)], env=env, cwd=repo / "sub", capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 4, done.stderr  # the container's status
+    work = [
+        a[:3]
+        for a in standins.argvs("docker")
+        if a[0] in ("pull", "build", "run") and "--help" not in a and "--label" not in a
+    ]
+    assert work == [
+        ["pull", "vllm/vllm-openai-xpu:v0.29.0"],
+        ["build", "-t", "xpu/vllm-omni-ci:c0ffee"],
+        ["run", "--net=host", "--ipc=host"],
+    ]
+    build = next(c for c in standins.calls("docker") if c["argv"][:2] == ["build", "-t"])
+    assert build["cwd"] == str(repo)
