@@ -627,7 +627,10 @@ def test_p38_scope_conflicts_exit_2(gitrepo: Path, flags: list[str], message: st
     assert done.stdout == ""
 
 
-def test_auto_scope_is_a_hook_until_the_bootstrap_lands(gitrepo: Path) -> None:
+def test_auto_scope_is_diff_for_a_file_without_a_schedule(gitrepo: Path) -> None:
+    """`--scope auto` (rules: ci.pipeline.bootstrap_mode) falls back to the diff."""
+    head = git(gitrepo, "rev-parse", "HEAD")
+    env = clean_env(BUILDKITE_BRANCH="main", BUILDKITE_COMMIT=head, NIGHTLY="1", WEEKLY="1")
     done = run_cli(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
@@ -635,12 +638,10 @@ def test_auto_scope_is_a_hook_until_the_bootstrap_lands(gitrepo: Path) -> None:
         "auto",
         "--repo",
         str(gitrepo),
-        env=clean_env(BUILDKITE_BRANCH="main"),
+        env=env,
     )
-    if done.returncode == 0:  # the bootstrap issue has defined `auto`
-        assert yaml.safe_load(done.stdout)["steps"]
-    else:
-        assert done.returncode == 2 and "--scope auto" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert labels(done.stdout) == ["ungated", "gated_a", "l4"]
 
 
 def test_p43_relative_path_is_resolved_against_the_repo(gitrepo: Path, tmp_path: Path) -> None:
