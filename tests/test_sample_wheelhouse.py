@@ -27,6 +27,7 @@ def test_plan_builds_our_wheel_then_downloads_for_the_images_python(tmp_path: Pa
     build, download = plan.commands
     dest = str(tmp_path / "a")
     assert build.argv == ("/py", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", dest, str(ROOT))
+    assert build.env["SOURCE_DATE_EPOCH"] == "315532800"
     assert download.argv == (
         "/py",
         "-m",
@@ -93,7 +94,7 @@ def test_sync_mirrors_wheels_and_drops_stale_ones(tmp_path: Path) -> None:
     (source / "a-1-py3-none-any.whl").write_bytes(b"new-a")
     (source / "b-1-py3-none-any.whl").write_bytes(b"b")
     other.mkdir()
-    (other / "a-1-py3-none-any.whl").write_bytes(b"old")
+    (other / "a-1-py3-none-any.whl").write_bytes(b"old-a")  # same size, other bytes
     (other / "stale-0-py3-none-any.whl").write_bytes(b"x")
     (other / "notes.txt").write_text("kept")
     wh.sync(source, (other,))
