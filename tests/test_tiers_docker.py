@@ -1,0 +1,178 @@
+"""`nox -s ready` in real containers: the sample's ROCm image, built by build-image.
+
+The image is built once per module with `build-image --platform rocm --builder
+engine --no-push` under a test-only registry name and commit, and removed at
+the end; every container carries the test label (`--label`) and the tier
+label, and none may be left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REGISTRY, ROOT, SAMPLE, TEST_LABEL, run_cli
+from tests.tiers_fixture import fixture_repo
+
+pytestmark = pytest.mark.docker
+
+IMAGE_REGISTRY = f"{REGISTRY}/omni-ci-tiers-test/rocm"
+COMMIT = f"tiers-{os.getpid()}"
+IMAGE = f"{IMAGE_REGISTRY}:{COMMIT}"
+
+
+def tier_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"BUILDKITE_COMMIT": COMMIT, "ROCM_CI_IMAGE_REGISTRY": IMAGE_REGISTRY})
+    for name in ("BUILDKITE", "CI"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def sample_image() -> Iterator[str]:
+    from tests.conftest import engine_client
+
+    docker = engine_client()
+    if docker is None:
+        pytest.skip("no Docker engine answers")
+    built = run_cli(
+        "build-image",
+        "--platform",
+        "rocm",
+        "--repo",
+        str(SAMPLE),
+        "--builder",
+        "engine",
+        "--no-push",
+        env=tier_env(),
+        timeout=900,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    yield IMAGE
+    subprocess.run([docker, "rmi", "-f", IMAGE], capture_output=True)
+
+
+def nox_tier(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["nox", "-s", "ready", "--", *args],
+        cwd=cwd,
+        env=tier_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def leftovers(docker: str) -> list[str]:
+    return subprocess.run(
+        [docker, "ps", "-aq", "--filter", "label=vllm-omni-ci.tier"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+
+
+def test_ready_tier_of_the_sample_in_containers(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    results = tmp_path / "results"
+    done = nox_tier(
+        "--platform",
+        "rocm",
+        "--repo",
+        "examples/omni-sample",
+        "--label",
+        TEST_LABEL,
+        "--results",
+        str(results),
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = [line for line in done.stderr.splitlines() if "[rocm]" in line]
+    by_step = {line.split("[rocm] ", 1)[1].split("  ")[0]: line for line in summary}
+    for shard in ("1/2", "2/2"):
+        assert by_step[f"Simple · Model Executor Test · Shard {shard}"].startswith("passed")
+    for label in ("Simple · Omni Processor Test", "Simple · Diffusion Test", "Simple · Other Test"):
+        assert by_step[label].startswith("passed"), by_step[label]
+    assert by_step["Simple · Advanced CPU Test (quarantined)"].startswith("soft failure")
+    assert "exit 1" in by_step["Simple · Advanced CPU Test (quarantined)"]
+    assert by_step["Engine · Two-GPU Test"].startswith("needs mi300_2")
+    assert f"container {sample_image}" in done.stderr
+
+    # Both shards ran in the image, each with its own BUILDKITE_PARALLEL_JOB.
+    for shard in (1, 2):
+        log = (
+            results / "rocm" / f"01-simple-model-executor-test-shard-shard{shard}.log"
+        ).read_text()
+        assert "--- Native in-pod ROCm CI" in log
+        assert "no-GPU pre-flight" in log
+        assert f"shard={shard - 1}/2" in log  # the sample's conftest header (pytest -sv)
+        assert re.search(r"\b[34] passed, [45] deselected", log), log[-500:]
+
+    root = ET.parse(results / "junit-ready.xml").getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert len(cases) == 7
+    assert cases["Engine · Two-GPU Test"].find("skipped") is not None
+    soft = cases["Simple · Advanced CPU Test (quarantined)"].find("failure")
+    assert soft is not None and soft.get("type") == "soft_fail"
+    assert "deliberate failure" in (soft.text or "")
+    passed = cases["Simple · Model Executor Test · Shard 2/2"]
+    assert passed.find("failure") is None and float(passed.get("time") or 0) > 0
+    assert leftovers(docker_cli) == []
+
+
+def test_failing_blocking_step_exits_non_zero(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    repo = fixture_repo(tmp_path / "target")
+    results = tmp_path / "results"
+    done = nox_tier(
+        "--platform",
+        "rocm",
+        "--repo",
+        str(repo),
+        "--image",
+        sample_image,
+        "--label",
+        TEST_LABEL,
+        "--results",
+        str(results),
+    )
+    assert done.returncode == 1, done.stderr[-4000:]
+    lines = done.stderr.splitlines()
+    assert any(line.startswith("failed") and "Blocking failure" in line for line in lines)
+    assert any(line.startswith("not run") and "After the failure" in line for line in lines)
+    assert any(line.startswith("needs mi300_4") for line in lines)
+    for shard in (0, 1):
+        log = (results / "rocm" / f"01-env-shard-shard{shard + 1}.log").read_text()
+        assert (
+            f"tier-env job={shard} count=2 file=from-file step=from-step gpus=0 "
+            f"pwd=/app/vllm-omni tmpdir=/tmp/vllm-omni-native-{shard}/tmp"
+        ) in log
+    junit = ET.parse(results / "junit-ready.xml").getroot()
+    failure = next(c for c in junit.iter("testcase") if c.get("name") == "Blocking failure")
+    assert failure.find("failure") is not None and failure.find("failure").get("type") == "failure"  # type: ignore[union-attr]
+    assert leftovers(docker_cli) == []
+
+
+def test_missing_image_fails_closed_with_a_build_hint(tmp_path: Path) -> None:
+    env = tier_env()
+    env["BUILDKITE_COMMIT"] = "no-such-commit"
+    done = subprocess.run(
+        ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", "examples/omni-sample"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    assert f"error: image {IMAGE_REGISTRY}:no-such-commit (rocm) is not present locally" in (
+        done.stderr
+    )
+    assert "vllm-omni-ci build-image --platform rocm" in done.stderr
