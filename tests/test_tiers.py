@@ -438,3 +438,45 @@ def test_native_fixture_tier_real_bash_and_pytest(
         "Env · Shard 1/2",
         "Env · Shard 2/2",
     ]
+
+
+def test_buildkite_annotation_through_the_agent(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    standins: Any,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Under Buildkite: `--- ` groups, plain summary lines, and the table as an annotation."""
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    note = tmp_path / "annotation.md"
+    standins.add("buildkite-agent", f"cat > {note}")
+    monkeypatch.setenv("PATH", standins.env()["PATH"])
+    monkeypatch.setenv("BUILDKITE", "true")
+    monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    code = run(
+        "ready",
+        [
+            "--platform",
+            "rocm",
+            "--repo",
+            str(repo),
+            "--native",
+            "--step",
+            "Blocking failure",
+            "--results",
+            str(tmp_path / "results"),
+        ],
+    )
+    assert code == 1
+    assert standins.argvs("buildkite-agent") == [
+        ["annotate", "--style", "error", "--context", "vllm-omni-ci-ready"]
+    ]
+    text = note.read_text()
+    assert "| [rocm] Blocking failure |  | failed | 1 |" in text
+    assert "0 passed, 1 failed, 0 soft failures, 0 not runnable here" in text
+    err = capfd.readouterr().err
+    assert "--- Blocking failure — natively" in err
+    assert "--- ready tier summary" in err
