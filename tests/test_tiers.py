@@ -480,3 +480,15 @@ def test_buildkite_annotation_through_the_agent(
     err = capfd.readouterr().err
     assert "--- Blocking failure — natively" in err
     assert "--- ready tier summary" in err
+
+
+def test_tier_task_lists_and_fails_closed() -> None:
+    from tests.conftest import run_cli
+
+    listed = run_cli("tier", "ready", "--", "--platform", "amd", "--repo", str(SAMPLE), "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
+    missing_pair = run_cli("tier", "weekly", "--", "--platform", "amd", "--repo", str(SAMPLE))
+    assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
+    bad = run_cli("tier", "bogus")
+    assert bad.returncode == 2 and "unknown tier 'bogus'" in bad.stderr

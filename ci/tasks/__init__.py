@@ -20,6 +20,7 @@ from ci.tasks import (
     runners,
     sample,
     skipci,
+    tiers,
 )
 
 ns = Collection()
@@ -35,6 +36,7 @@ for module in (
     pipelines,
     plan,
     sample,
+    tiers,
 ):
     for name in module.__all__:
         ns.add_task(getattr(module, name))

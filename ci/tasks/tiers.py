@@ -1,0 +1,27 @@
+"""`tier NAME -- [options]`: the nox tier sessions' runner, for places without nox (CI pods)."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+__all__ = ["tier"]
+
+
+@task(help={"name": "ready, merge, nightly or weekly"})
+def tier(c: Context, name: str) -> None:
+    """Run one tier here, as `nox -s NAME -- ...` does; options go after `--`.
+
+    `vllm-omni-ci tier ready -- --platform rocm --repo PATH [--image IMG] [--native]
+    [--force] [--list] [--step TEXT] [--keep-going]`. A step is CPU-runnable only
+    if every pytest -m in it has a positive `cpu` term; other steps report
+    "needs <hardware>" unless --force. Exit 1 only when a blocking step fails.
+    """
+    from ci.argv import after_dashdash
+    from ci.errors import Stop
+    from ci.tiers.session import run
+
+    code = run(name, after_dashdash())
+    if code:
+        raise Stop(code)
