@@ -1,0 +1,266 @@
+"""`plan` on a real git repository built from the vLLM-Omni corpus.
+
+Each test makes a temporary repo: the corpus `.buildkite/` (copied at test
+time from ../shared), the pyproject.toml generated from MARKERS.md and the
+`diffusion_joy_image_accuracy` key registered (tests/corpus.py), a few source
+files, `main` pushed to a bare origin, then a feature branch with real commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ci import skipci
+from ci.plan.build import make_plan
+from ci.plan.inputs import parse_inputs
+from ci.plan.model import Plan
+from tests.conftest import run_cli
+from tests.corpus import make_corpus
+from tests.gitrepo import GitRepo
+
+MODEL = "vllm_omni/model_executor/models/qwen3_omni/model.py"
+OTHER = "vllm_omni/entrypoints/unrelated_helper.py"
+SOURCES = {
+    MODEL: "class Model:\n    pass\n",
+    OTHER: "X = 1\n",
+    "vllm_omni/diffusion/models/qwen_image/transformer.py": "Y = 1\n",
+    "docs/index.md": "# vLLM-Omni\n",
+    "README.md": "# readme\n",
+}
+ALL_LABELS = "ready,merge-test,nightly-test,weekly-test"
+SOURCE_REGISTRY = ".buildkite/common/ci_source_file_dependencies.yml"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> Iterator[None]:
+    skipci.clear_cache()
+    yield
+    skipci.clear_cache()
+
+
+def corpus_repo(tmp_path: Path, *, register_key: bool = True) -> GitRepo:
+    repo = GitRepo.create(tmp_path / "omni")
+    make_corpus(repo.path, register_key=register_key)
+    for rel, text in SOURCES.items():
+        repo.write(rel, text)
+    repo.commit("corpus")
+    repo.push("main")
+    repo.branch("feature")
+    return repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    return corpus_repo(tmp_path)
+
+
+def plan_of(repo: GitRepo, **options: Any) -> Plan:
+    return make_plan(parse_inputs(repo=str(repo.path), **options))
+
+
+def labels_of(plan: Plan, platform: str, pipeline: str) -> list[str]:
+    found = [p for p in plan.platform(platform).pipelines if p.name == pipeline]
+    assert found, f"{platform} has no pipeline {pipeline!r}"
+    return [s.label for s in found[0].steps]
+
+
+def pipeline_of(plan: Plan, platform: str, name: str) -> Any:
+    return next(p for p in plan.platform(platform).pipelines if p.name == name)
+
+
+def leaves(steps: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for step in steps or []:
+        if isinstance(step, dict) and isinstance(step.get("steps"), list):
+            found += leaves(step["steps"])
+        elif isinstance(step, dict):
+            found.append(step)
+    return found
+
+
+# --------------------------------------------------------------------------- behaviour
+
+
+def test_docs_only_change_skips_every_platform_and_says_why(repo: GitRepo) -> None:
+    repo.commit_files({"docs/index.md": "# vLLM-Omni docs, edited\n"}, "docs")
+    plan = plan_of(repo, labels="ready,merge-test")
+    assert plan.skip_ci["mode"] == "skip-all"
+    for platform in plan.platforms:
+        assert platform.status == "skip", platform
+        assert platform.reason == f"skip-ci: {skipci.MSG_SKIP_ALL}"
+        assert not [s for p in platform.pipelines[1:] for s in p.steps]
+    # CUDA: the upload steps are there but gated off; the skip is skip-ci's.
+    cuda_boot = plan.platform("cuda").pipelines[0]
+    assert cuda_boot.steps == []
+    assert {d.reason for d in cuda_boot.dropped} == {"skip-ci"}
+    assert pipeline_of(plan, "xpu", "intel").status == "not-uploaded"
+    assert pipeline_of(plan, "rocm", "READY_TESTS + MERGE_TESTS").dropped[0].reason == "skip-ci"
+
+
+def _filter_oracle(repo: GitRepo, pipeline: str, path: str) -> dict[str, bool]:
+    """label -> "its source_file_dependencies cover `path`" (None-gated steps omitted)."""
+    registry = yaml.safe_load((repo.path / SOURCE_REGISTRY).read_text())["source_file_dependencies"]
+    document = yaml.safe_load((repo.path / pipeline).read_text())
+
+    def prefixes(value: Any) -> list[str]:
+        items = [value] if isinstance(value, str) else list(value)
+        out: list[str] = []
+        for item in items:
+            found = registry.get(item, item) if "/" not in item else item
+            out += found if isinstance(found, list) else [found]
+        flat: list[str] = []
+        for p in out:
+            flat += p if isinstance(p, list) else [p]
+        return flat
+
+    covered: dict[str, bool] = {}
+    for step in leaves(document["steps"]):
+        deps = step.get("source_file_dependencies")
+        if deps is None:
+            continue
+        ps = [p.rstrip("/") for p in prefixes(deps)]
+        covered[str(step.get("label"))] = any(path == p or path.startswith(p + "/") for p in ps)
+    return covered
+
+
+def test_one_models_change_keeps_only_that_models_jobs_on_cuda_and_npu(repo: GitRepo) -> None:
+    repo.commit_files({OTHER: "X = 2\n"}, "unrelated")
+    baseline = plan_of(repo, labels=ALL_LABELS, platforms=["cuda", "npu"])
+    repo.git("reset", "-q", "--hard", "origin/main")
+    repo.commit_files({MODEL: "class Model:\n    size = 2\n"}, "one model")
+    skipci.clear_cache()  # the diff of `origin/main...HEAD` is cached per process
+    plan = plan_of(repo, labels=ALL_LABELS, platforms=["cuda", "npu"])
+    extra_total = 0
+    for platform in ("cuda", "npu"):
+        for child in plan.platform(platform).pipelines[1:]:
+            assert child.status == "uploaded" or child.name in ("merge", "weekly")
+            if child.status != "uploaded":
+                continue
+            before = set(labels_of(baseline, platform, child.name))
+            after = labels_of(plan, platform, child.name)
+            extra = [label for label in after if label not in before]
+            oracle = _filter_oracle(repo, child.file, MODEL)
+            # Every gated job that remains covers the model; every other gated job is dropped.
+            for label in after:
+                assert oracle.get(label, True), f"{platform} {child.name}: {label} kept"
+            for drop in child.dropped:
+                if drop.reason == "source-filter":
+                    assert oracle[drop.label] is False
+            assert all(oracle.get(label) for label in extra)
+            extra_total += len(extra)
+    assert extra_total > 0
+    assert labels_of(plan, "npu", "nightly") == [
+        ":full_moon: Omni · Perf Test · No Async Chunk",
+        ":full_moon: Omni · Perf Test · Async Chunk",
+    ]
+    assert "Omni · Qwen3-Omni Test" in labels_of(plan, "cuda", "ready")
+    assert "Omni · Qwen3-Omni Test" not in labels_of(baseline, "cuda", "ready")
+
+
+def test_nightly_label_adds_the_nightly_suites(repo: GitRepo) -> None:
+    repo.commit_files({MODEL: "class Model:\n    size = 3\n"}, "model")
+    ready = plan_of(repo, labels="ready")
+    nightly = plan_of(repo, labels="ready,nightly-test")
+    assert pipeline_of(ready, "rocm", "READY_TESTS").status == "uploaded"
+    rocm = pipeline_of(nightly, "rocm", "READY_TESTS + NIGHTLY_TESTS")
+    assert any(s.groups[:1] == ("NIGHTLY_TESTS",) for s in rocm.steps)
+    for platform in ("cuda", "npu"):
+        assert pipeline_of(ready, platform, "nightly").status == "not-uploaded"
+        assert "nightly-test" in pipeline_of(ready, platform, "nightly").reason
+        child = pipeline_of(nightly, platform, "nightly")
+        assert child.status == "uploaded" and child.scope == "diff"
+        assert child.steps
+        assert all(s.runs == "yes" for s in child.steps)  # the groups' `if`s are true
+    # Without the label, the nightly groups' own `if` would be false: evaluated, not guessed.
+    assert nightly.warnings == []
+
+
+def test_mirror_hw_b200_selects_presets_only_cuda_nightly_has(repo: GitRepo) -> None:
+    # A change to the preset registry bypasses the source filter: every job is considered.
+    registry = repo.path / ".buildkite/common/ci_mirror_hardwares.yml"
+    repo.commit_files({str(registry.relative_to(repo.path)): registry.read_text() + "\n# x\n"})
+    plain = plan_of(repo, labels=ALL_LABELS, platforms=["cuda"])
+    b200 = plan_of(repo, labels=ALL_LABELS, platforms=["cuda"], mirror_hw="B200")
+    assert b200.inputs["mirror_hw"] == "b200"
+
+    def presets(plan: Plan) -> dict[str, set[str]]:
+        return {
+            p.file or "": {s.preset or "" for s in p.steps}
+            for p in plan.platform("cuda").pipelines[1:]
+        }
+
+    with_b200 = {
+        f for f, names in presets(b200).items() if any(n.startswith("b200") for n in names)
+    }
+    assert with_b200 == {".buildkite/cuda/test-nightly.yml"}
+    assert not any(n.startswith("b200") for names in presets(plain).values() for n in names)
+    for child in b200.platform("cuda").pipelines[1:]:
+        assert child.status == "uploaded"
+        assert child.reason.startswith("source filter bypassed by")
+        gpu = [s for s in child.steps if s.preset and not s.preset.startswith("b200")]
+        assert gpu == [], [(s.label, s.preset) for s in gpu]
+        if child.name != "nightly":
+            assert child.steps == [] and any(d.reason == "mirror-hw" for d in child.dropped)
+            assert any(d.reason == "empty-group" for d in child.dropped)
+    nightly = pipeline_of(b200, "cuda", "nightly")
+    assert nightly.steps and all(s.queue == "b200-k8s" for s in nightly.steps if s.preset)
+
+
+def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
+    repo = corpus_repo(tmp_path, register_key=False)
+    repo.commit_files({MODEL: "class Model:\n    size = 4\n"}, "model")
+    done = run_cli(
+        "plan", "--labels", "ready,nightly-test", "--repo", str(repo.path), "--format", "json"
+    )
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    status = {p["platform"]: p["status"] for p in data["platforms"]}
+    assert status == {"rocm": "run", "cuda": "error", "npu": "run", "xpu": "run"}
+    cuda = next(p for p in data["platforms"] if p["platform"] == "cuda")
+    assert any(
+        "unknown source_file_dependencies 'diffusion_joy_image_accuracy'" in e
+        for e in cuda["errors"]
+    )
+    assert "error: plan failed for cuda" in done.stderr
+    # The table still prints every platform, then the same exit code.
+    table = run_cli("plan", "--labels", "ready,nightly-test", "--repo", str(repo.path))
+    assert table.returncode == 1
+    for name in ("rocm: RUN", "cuda: ERROR", "npu: RUN", "xpu: RUN"):
+        assert name in table.stdout
+
+
+def test_json_validates_against_the_documented_schema(repo: GitRepo) -> None:
+    import jsonschema
+
+    schema = json.loads(resources.files("ci").joinpath("data/plan.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    repo.commit_files({MODEL: "class Model:\n    size = 5\n"}, "model")
+    done = run_cli(
+        "plan",
+        "--labels",
+        ALL_LABELS + ",not-a-label",
+        "--repo",
+        str(repo.path),
+        "--format",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert list(validator.iter_errors(data)) == []
+    assert data["schema"] == "vllm-omni-ci/plan" and data["version"] == 1
+    assert data["warnings"] and "'not-a-label'" in data["warnings"][0]
+    # Every place the schema names is documented.
+    docs = (Path(__file__).resolve().parents[1] / "docs/plan.md").read_text()
+    for key in ("plan.schema.json", "version", "dropped", "conditional, not evaluated"):
+        assert key in docs
+    # The schema rejects what it should (a test of the test's oracle).
+    data["platforms"][0]["status"] = "maybe"
+    assert list(validator.iter_errors(data))
