@@ -176,3 +176,38 @@ def test_missing_image_fails_closed_with_a_build_hint(tmp_path: Path) -> None:
         done.stderr
     )
     assert "vllm-omni-ci build-image --platform rocm" in done.stderr
+
+
+def test_default_platforms_are_those_with_a_local_image(
+    sample_image: str, tmp_path: Path, docker_cleanup: None
+) -> None:
+    done = nox_tier(
+        "--repo",
+        "examples/omni-sample",
+        "--step",
+        "Omni Processor",
+        "--label",
+        TEST_LABEL,
+        "--results",
+        str(tmp_path / "results"),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ready tier (rocm) — " in done.stderr  # cuda/npu/xpu images are absent
+    assert "passed          [rocm] Simple · Omni Processor Test  exit 0" in done.stderr
+
+    env = tier_env()
+    env["BUILDKITE_COMMIT"] = "no-such-commit"
+    none = subprocess.run(
+        ["nox", "-s", "ready", "--", "--repo", "examples/omni-sample"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert none.returncode == 2
+    assert "error: no CI image for the ready tier is present locally" in none.stderr
+    for platform in ("rocm", "cuda", "npu", "xpu"):
+        assert (
+            f"  {platform}: vllm-omni-ci build-image --platform {platform} --repo " in none.stderr
+        )

@@ -220,10 +220,12 @@ def _platforms(
     commit = resolve_commit(repo)
     present = [p for p in found if image_present(docker, image_ref(p, commit, environ))]
     if not present:
-        raise UserError(
-            f"no CI image for the {tier} tier is present locally "
-            f"({', '.join(image_ref(p, commit, environ) for p in found)})",
-            *(build_hint(p, repo) for p in found),
+        raise Stop(
+            2,
+            f"error: no CI image for the {tier} tier is present locally "
+            f"({', '.join(image_ref(p, commit, environ) for p in found)}); "
+            "build one, or give --platform with --image, or --native:",
+            *(f"  {p}: {build_hint(p, repo).removeprefix('build it with: ')}" for p in found),
         )
     return present
 
