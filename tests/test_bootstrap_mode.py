@@ -83,7 +83,7 @@ def by_key(pipeline: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if isinstance(step, dict) and isinstance(step.get("steps"), list):
                 walk(step["steps"])
             elif isinstance(step, dict):
-                found[step.get("key", step.get("label", "?"))] = step
+                found[str(step.get("key", step.get("label", "?")))] = step
 
     walk(pipeline["steps"])
     return found
@@ -295,7 +295,7 @@ def test_auto_scope_table(path: str, branch: str, env: dict[str, str], scope: st
 
 def cli_env(**values: str) -> dict[str, str]:
     # PYTHONPATH: run this checkout's code even if the editable install points elsewhere.
-    env = buildkite_env(**values)
+    env = buildkite_env(None, **values)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 

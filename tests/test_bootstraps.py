@@ -26,13 +26,14 @@ import yaml
 from ci import skipci
 from ci.images import variants
 from ci.pipeline import bootstrap_mode, ifexpr
+from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.schema import pipeline_errors
 from tests.conftest import ROOT, SAMPLE, StandIns, run_cli
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
 
 TIERS = ("ready", "merge", "nightly", "weekly")
-KIND_FILES = {
+KIND_FILES: dict[str, dict[str, str | None]] = {
     "docs": {"docs/a.md": "# doc\n"},
     "code": {"vllm_omni/model.py": "x = 2\n"},
     "cuda-ready-yaml": {".buildkite/cuda/test-ready.yml": None},
@@ -43,9 +44,9 @@ KIND_FILES = {
 SKIP_ANNOTATION = ":memo: CI skipped — docs or pytest skip-mark changes only"
 
 
-def cli_env(base: Mapping[str, str] | None = None, **values: str) -> dict[str, str]:
+def cli_env(values: Mapping[str, str] | None = None, **more: str) -> dict[str, str]:
     # PYTHONPATH: run this checkout's code even if the editable install points elsewhere.
-    env = buildkite_env(base, **values)
+    env = buildkite_env(None, **{**(values or {}), **more})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -239,7 +240,7 @@ def test_real_bootstrap_files_gates_and_scopes(
         branch, labels, env = build_env(shas[kind], build)
         skipci.clear_cache()
         pipeline = bootstraps.plan_pipeline(
-            "cuda" if platform == "cuda" else "npu", repo.path, cli_env(**env)
+            "cuda" if platform == "cuda" else "npu", repo.path, cli_env(env)
         )
         assert pipeline_errors(pipeline) == [], build
         assert outcome(pipeline, branch, labels, env) == expected[build], (platform, kind, build)
@@ -253,7 +254,7 @@ def test_upload_pipeline_bootstrap_mode_gives_the_same_gates(
 
     repo, shas = corpus_repo
     for kind in ("docs", "code", "cuda-ready-yaml"):
-        env = cli_env(**build_env(shas[kind], "pr:ready")[2])
+        env = cli_env(build_env(shas[kind], "pr:ready")[2])
         done = run_cli(
             "upload-pipeline",
             ".buildkite/cuda/bootstrap-upload-steps.yml",
@@ -272,10 +273,11 @@ def test_no_bash_in_emitted_steps(corpus_repo: tuple[GitRepo, dict[str, str]]) -
     from ci import bootstraps
 
     repo, shas = corpus_repo
-    env = cli_env(**build_env(shas["code"], "main")[2])
-    for platform in ("cuda", "npu"):
+    env = cli_env(build_env(shas["code"], "main")[2])
+    platforms: tuple[BootstrapPlatform, ...] = ("cuda", "npu")
+    for platform in platforms:
         skipci.clear_cache()
-        pipeline = bootstraps.plan_pipeline(platform, repo.path, env)  # type: ignore[arg-type]
+        pipeline = bootstraps.plan_pipeline(platform, repo.path, env)
         for step in leaves(pipeline):
             assert "command" not in step
             (command,) = step["commands"]
@@ -292,7 +294,7 @@ def test_npu_image_steps_come_from_the_variant_table(
     repo, shas = corpus_repo
     skipci.clear_cache()
     pipeline = bootstraps.plan_pipeline(
-        "npu", repo.path, cli_env(**build_env(shas["code"], "main")[2])
+        "npu", repo.path, cli_env(build_env(shas["code"], "main")[2])
     )
     images = [s for s in leaves(pipeline) if s["key"].startswith("image-build")]
     assert [s["key"] for s in images] == [v.step_key for v in variants.VARIANTS]
@@ -317,7 +319,7 @@ def test_cuda_image_step_builds_with_the_tool(corpus_repo: tuple[GitRepo, dict[s
     repo, shas = corpus_repo
     skipci.clear_cache()
     pipeline = bootstraps.plan_pipeline(
-        "cuda", repo.path, cli_env(**build_env(shas["code"], "main")[2])
+        "cuda", repo.path, cli_env(build_env(shas["code"], "main")[2])
     )
     image = leaves(pipeline)[0]
     assert image == {
@@ -370,7 +372,7 @@ def bootstrap_and_run(
     Returns the bootstrap pipeline, {tier: uploaded test pipeline}, {tier: stderr}.
     """
     branch, labels, values = build_env(sha, build)
-    env = standins.env(cli_env(**values))
+    env = standins.env(cli_env(values))
     out = tmp_path / f"agent-{platform}-{build.replace(':', '_')}"
     agent(standins, out)
     done = run_cli("bootstrap", "--platform", platform, env=env, cwd=repo.path)
@@ -409,7 +411,7 @@ def test_f1_cuda_nightly_on_main_uploads_everything(
         repo, "cuda", shas["code"], "main:NIGHTLY", standins, tmp_path
     )
     assert set(tiers) == {"nightly"}
-    env = cli_env(**build_env(shas["code"], "main:NIGHTLY")[2])
+    env = cli_env(build_env(shas["code"], "main:NIGHTLY")[2])
     assert tiers["nightly"] == rendered(repo, ".buildkite/cuda/test-nightly.yml", ["--all"], env)
     assert "(all scope)" in logs["nightly"]
 
@@ -420,7 +422,7 @@ def test_f2_cuda_weekly_on_non_critical_main_is_all(
     repo, shas = corpus_repo
     build = "main:NON_CRITICAL"
     _, tiers, _ = bootstrap_and_run(repo, "cuda", shas["code"], build, standins, tmp_path)
-    env = cli_env(**build_env(shas["code"], build)[2])
+    env = cli_env(build_env(shas["code"], build)[2])
     assert tiers["weekly"] == rendered(repo, ".buildkite/cuda/test-weekly.yml", ["--all"], env)
 
 
@@ -432,7 +434,7 @@ def test_f2_cuda_weekly_label_on_a_pr_is_diff_aware(
         repo, "cuda", shas["code"], "pr:weekly-test", standins, tmp_path
     )
     assert set(tiers) == {"weekly"}
-    env = cli_env(**build_env(shas["code"], "pr:weekly-test")[2])
+    env = cli_env(build_env(shas["code"], "pr:weekly-test")[2])
     everything = rendered(repo, ".buildkite/cuda/test-weekly.yml", ["--all"], env)
     assert tiers["weekly"] == rendered(repo, ".buildkite/cuda/test-weekly.yml", [], env)
     assert tiers["weekly"] != everything  # the unrelated product change filters steps out
@@ -445,7 +447,7 @@ def test_f3_cuda_ready_and_merge_on_weekly_main_are_e2e(
     repo, shas = corpus_repo
     _, tiers, _ = bootstrap_and_run(repo, "cuda", shas["code"], "main:WEEKLY", standins, tmp_path)
     assert set(tiers) == {"ready", "merge", "weekly"}
-    env = cli_env(**build_env(shas["code"], "main:WEEKLY")[2])
+    env = cli_env(build_env(shas["code"], "main:WEEKLY")[2])
     for tier in ("ready", "merge"):
         path = f".buildkite/cuda/test-{tier}.yml"
         assert tiers[tier] == rendered(repo, path, ["--e2e"], env)
@@ -462,7 +464,7 @@ def test_f4_cuda_main_push_uploads_merge_against_the_commit_parent(
     assert set(tiers) == {"merge"}
     assert f"changed file(s) (main build: {sha}^..{sha})" in logs["merge"]
     assert "(diff scope)" in logs["merge"]
-    env = cli_env(**build_env(sha, "main")[2])
+    env = cli_env(build_env(sha, "main")[2])
     assert tiers["merge"] == rendered(repo, ".buildkite/cuda/test-merge.yml", [], env)
 
 
@@ -476,7 +478,7 @@ def test_f8_npu_nightly_on_main(
     assert set(tiers) == {"nightly"}  # ready not uploaded
     images = [s for s in leaves(pipeline) if s["key"].startswith("image-build")]
     assert len(images) == 4 and all("if" not in s for s in images)
-    env = cli_env(**build_env(shas["code"], "main:NIGHTLY")[2])
+    env = cli_env(build_env(shas["code"], "main:NIGHTLY")[2])
     assert tiers["nightly"] == rendered(repo, ".buildkite/npu/test-npu-nightly.yml", ["--all"], env)
 
 
@@ -488,7 +490,7 @@ def test_f8_npu_docs_only_nightly_still_builds_images(
     repo, shas = corpus_repo
     branch, labels, env = build_env(shas["docs"], "main:NIGHTLY")
     skipci.clear_cache()
-    pipeline = bootstraps.plan_pipeline("npu", repo.path, cli_env(**env))
+    pipeline = bootstraps.plan_pipeline("npu", repo.path, cli_env(env))
     assert outcome(pipeline, branch, labels, env) == (True, {"nightly": "all"})
 
 
@@ -714,3 +716,20 @@ def test_upload_step_without_a_test_yaml_is_refused(tmp_path: Path) -> None:
     assert "error: bootstrap step 'upload-ready-pipeline': cannot tell which test pipeline" in (
         done.stderr
     )
+
+
+def test_rewrite_is_idempotent_on_the_real_files() -> None:
+    """A bootstrap file already migrated by hand to the emitted commands is accepted as is."""
+    from ci import bootstraps
+    from tests.corpus import BUILDKITE
+
+    platforms: tuple[BootstrapPlatform, ...] = ("cuda", "npu")
+    for platform in platforms:
+        path = BUILDKITE / platform / "bootstrap-upload-steps.yml"
+        document = yaml.safe_load(path.read_text())
+        once, keys = bootstraps.rewrite_steps(document, platform)
+        twice, again = bootstraps.rewrite_steps(once, platform)
+        assert twice == once and keys == again
+    intel = yaml.safe_load((BUILDKITE / "intel" / "pipeline-intel.yml").read_text())
+    once_intel = bootstraps.rewrite_intel(intel, "x")
+    assert bootstraps.rewrite_intel(once_intel, "x") == once_intel
