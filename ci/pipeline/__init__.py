@@ -20,5 +20,8 @@ Public API (pure functions unless noted; import the submodule you need):
 * `ci.pipeline.markers` — `load_markers(repo)`, `parse_pyproject`, `MarkerRegistry`.
 * `ci.pipeline.schemacheck.schema_problems(pipeline)` — schema errors at the field.
 * `ci.pipeline.upload` — the task layer (`upload_pipeline`, `render_file`);
-  `ci.pipeline.scope` — `choose` and the `auto_scope` hook; `ci.pipeline.lint`.
+  `ci.pipeline.scope` — `choose` and `auto_scope`; `ci.pipeline.lint`.
+* `ci.pipeline.bootstrap_mode` — bootstrap-upload-steps.yml: `gates(decision,
+  platform)` (the spec's `if` strings as ifexpr trees), `render_bootstrap`,
+  `AUTO_RULES`/`auto_scope` (what `--scope auto` picks per test file).
 """
