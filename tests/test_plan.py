@@ -21,9 +21,9 @@ from ci import skipci
 from ci.plan.build import make_plan
 from ci.plan.inputs import parse_inputs
 from ci.plan.model import Plan
-from tests.conftest import run_cli
+from tests.conftest import StandIns, run_cli
 from tests.corpus import make_corpus
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, buildkite_env
 
 MODEL = "vllm_omni/model_executor/models/qwen3_omni/model.py"
 OTHER = "vllm_omni/entrypoints/unrelated_helper.py"
@@ -264,3 +264,101 @@ def test_json_validates_against_the_documented_schema(repo: GitRepo) -> None:
     # The schema rejects what it should (a test of the test's oracle).
     data["platforms"][0]["status"] = "maybe"
     assert list(validator.iter_errors(data))
+
+
+# --------------------------------------------------------------------------- inputs and formats
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--platform", "cuda,tpu"), "error: --platform: unknown platform 'tpu'"),
+        (("--head", "no-such-rev"), "error: head revision 'no-such-rev' does not name a commit"),
+        (("--base", "nope"), "error: base revision 'nope' does not name a commit"),
+        (("--head", "HEAD", "--worktree"), "error: --head and --worktree are mutually exclusive"),
+        (("--format", "yaml"), "error: --format: unknown format 'yaml'"),
+        (("--mirror-hw", "b20o"), "error: --mirror-hw: unsupported MIRROR_HW='b20o'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    repo: GitRepo, args: tuple[str, ...], message: str
+) -> None:
+    done = run_cli("plan", "--repo", str(repo.path), *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(message), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_worktree_counts_uncommitted_work(repo: GitRepo) -> None:
+    repo.commit_files({MODEL: "class Model:\n    size = 6\n"}, "model")
+    repo.git("reset", "-q", "--soft", "HEAD~1")  # the change is now staged, not committed
+    committed = plan_of(repo, platforms=["xpu"])
+    assert committed.diff["paths"] == []
+    skipci.clear_cache()
+    repo.write("docs/new-page.md", "# untracked\n")
+    work = plan_of(repo, platforms=["xpu"], worktree=True)
+    assert work.inputs["head"] == "WORKTREE"
+    assert work.diff["paths"] == ["docs/new-page.md", MODEL]
+    assert work.platform("xpu").status == "run"
+
+
+def test_if_outside_the_subset_is_conditional_not_evaluated(repo: GitRepo) -> None:
+    ready = repo.path / ".buildkite/cuda/test-ready.yml"
+    document = yaml.safe_load(ready.read_text())
+    document["steps"].append(
+        {
+            "group": "Scheduled only",
+            "if": 'build.source == "schedule"',
+            "steps": [{"label": "Scheduled CPU step", "commands": ["true"], "soft_fail": True}],
+        }
+    )
+    ready.write_text(yaml.safe_dump(document, sort_keys=False))
+    repo.commit("a group with an if outside the subset")
+    plan = plan_of(repo, labels="ready", platforms=["cuda"])
+    step = next(
+        s for s in pipeline_of(plan, "cuda", "ready").steps if s.label == "Scheduled CPU step"
+    )
+    assert step.runs == "conditional"
+    assert step.note == 'conditional, not evaluated: build.source == "schedule"'
+    assert step.soft_fail and not step.blocking
+    assert step.groups == ("Scheduled only",)
+    text = run_cli("plan", "--labels", "ready", "--platform", "cuda", "--repo", str(repo.path))
+    assert text.returncode == 0, text.stderr
+    assert "conditional, not evaluated" in text.stdout
+
+
+def test_markdown_and_table_show_every_platform_and_no_side_effects(
+    repo: GitRepo, standins: StandIns
+) -> None:
+    standins.add("buildkite-agent")
+    repo.commit_files({MODEL: "class Model:\n    size = 7\n"}, "model")
+    env = buildkite_env(standins.env(), VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9")
+    done = run_cli(
+        "plan", "--labels", "ready", "--repo", str(repo.path), "--format", "markdown", env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("## What will CI run?")
+    for name in ("### rocm: RUN", "### cuda: RUN", "### npu: RUN", "### xpu: RUN"):
+        assert name in done.stdout
+    assert "| step | hardware | par. | timeout | blocking | runs |" in done.stdout
+    assert "**source-filter**" in done.stdout
+    assert "<details><summary>" in done.stdout
+    # Nothing was uploaded or annotated, and no label request was made (port 9 is closed).
+    assert standins.calls() == []
+    assert "label request failed" not in done.stderr
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_unknown_label_is_a_warning(repo: GitRepo) -> None:
+    repo.commit_files({MODEL: "class Model:\n    size = 8\n"}, "model")
+    plan = plan_of(repo, labels="ready\ndocumentation, nightly-test", platforms=["xpu"])
+    assert plan.inputs["labels"] == ["ready", "documentation", "nightly-test"]
+    assert len(plan.warnings) == 1
+    assert plan.warnings[0].startswith("label 'documentation' is not used by any pipeline")
+    done = run_cli(
+        "plan", "--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path)
+    )
+    assert done.returncode == 0
+    assert "warning: label 'documentation'" in done.stdout
