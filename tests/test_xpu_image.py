@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import subprocess
 import textwrap
 import threading
@@ -128,10 +129,7 @@ def test_tier_plan_runs_only_what_the_tier_needs(tier: xpu.Tier) -> None:
 
 
 def fixture_repo(root: Path) -> Path:
-    """A checkout with the XPU Dockerfile: the sample's when it has one, else a tiny one."""
-    sample = SAMPLE / "docker" / "Dockerfile.xpu"
-    if sample.is_file():
-        return SAMPLE
+    """A checkout with a tiny XPU Dockerfile (for the cases that build nothing for real)."""
     repo = root / "omni"
     (repo / "docker").mkdir(parents=True)
     (repo / "docker" / "Dockerfile.xpu").write_text(
@@ -148,7 +146,22 @@ def fixture_repo(root: Path) -> Path:
             """
         )
     )
-    (repo / "marker.txt").write_text("omni\n")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample (its real docker/Dockerfile.xpu) with a fresh wheelhouse, in a tmp dir.
+
+    Falls back to the tiny fixture while the sample has no Dockerfile.xpu.
+    """
+    root = tmp_path_factory.mktemp("xpu-sample")
+    if not (SAMPLE / "docker" / "Dockerfile.xpu").is_file():
+        return fixture_repo(root)
+    repo = root / "omni-sample"
+    shutil.copytree(SAMPLE, repo, symlinks=True, ignore=shutil.ignore_patterns("wheelhouse"))
+    done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
     return repo
 
 
@@ -374,32 +387,37 @@ def docker_calls(standins: StandIns, verb: str) -> list[list[str]]:
 
 @pytest.mark.docker
 def test_tier1_upstream_in_the_registry_is_pulled(
-    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, tmp_path: Path
+    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, sample_repo: Path
 ) -> None:
     upstream = names.upstream("pulled")
     build_base(docker_cli, upstream, "upstream")
     sh(docker_cli, "push", upstream)
     sh(docker_cli, "rmi", upstream)  # so only a real pull can bring it back
     git_standin(standins)
-    repo = fixture_repo(tmp_path)
-
-    done = run_build(repo, names, "pulled", recording_docker, standins)
+    done = run_build(sample_repo, names, "pulled", recording_docker, standins)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"xpu/vllm-omni-ci:{names.commit('pulled')}\n"
     assert docker_calls(standins, "pull") == [["pull", upstream]]
     assert "tier 1 (pulled the upstream image)" in done.stderr, done.stderr
     assert image_label(docker_cli, done.stdout.strip()) == "upstream"
+    if sample_repo.name == "omni-sample":  # the sample records the VLLM_VERSION build arg
+        env = sh(
+            docker_cli, "image", "inspect", "--format", "{{json .Config.Env}}", done.stdout.strip()
+        )
+        assert f"VLLM_OMNI_SAMPLE_VLLM_VERSION={names.upstream_version('pulled')}" in json.loads(
+            env
+        )
     assert all(a[0] != "clone" for a in standins.argvs("git"))
 
 
 @pytest.mark.docker
 def test_tier2_local_copy_when_the_pull_fails(
-    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, tmp_path: Path
+    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, sample_repo: Path
 ) -> None:
     upstream = names.upstream("local")  # tagged here, never pushed: the pull fails
     build_base(docker_cli, upstream, "upstream-local")
     git_standin(standins)
-    done = run_build(fixture_repo(tmp_path), names, "local", recording_docker, standins)
+    done = run_build(sample_repo, names, "local", recording_docker, standins)
     assert done.returncode == 0, done.stderr
     assert docker_calls(standins, "pull") == [["pull", upstream]]
     assert f"WARNING: could not pull {upstream}; using local copy" in done.stderr, done.stderr
@@ -412,14 +430,12 @@ def test_tier2_local_copy_when_the_pull_fails(
 
 @pytest.mark.docker
 def test_tier3_vllm_base_found_locally(
-    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, tmp_path: Path
+    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, sample_repo: Path
 ) -> None:
     base = names.local_base("base")
     build_base(docker_cli, base, "vllm-base")
     git_standin(standins)
-    done = run_build(
-        fixture_repo(tmp_path), names, "base", recording_docker, standins, VLLM_BASE=base
-    )
+    done = run_build(sample_repo, names, "base", recording_docker, standins, VLLM_BASE=base)
     assert done.returncode == 0, done.stderr
     upstream = names.upstream("base")
     assert f"WARNING: {upstream} unavailable remotely and locally" in done.stderr, done.stderr
@@ -430,13 +446,11 @@ def test_tier3_vllm_base_found_locally(
 
 @pytest.mark.docker
 def test_tier4_source_build_when_nothing_exists(
-    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, tmp_path: Path
+    names: Names, recording_docker: Path, standins: StandIns, docker_cli: str, sample_repo: Path
 ) -> None:
     base = names.local_base("source")
     git_standin(standins, "source")
-    done = run_build(
-        fixture_repo(tmp_path), names, "source", recording_docker, standins, VLLM_BASE=base
-    )
+    done = run_build(sample_repo, names, "source", recording_docker, standins, VLLM_BASE=base)
     assert done.returncode == 0, done.stderr
     version = names.upstream_version("source")
     clones = [a for a in standins.argvs("git") if a[0] == "clone"]
