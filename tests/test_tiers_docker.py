@@ -211,3 +211,79 @@ def test_default_platforms_are_those_with_a_local_image(
         assert (
             f"  {platform}: vllm-omni-ci build-image --platform {platform} --repo " in none.stderr
         )
+
+
+def _container_ids(docker: str, label: str) -> list[str]:
+    return subprocess.run(
+        [docker, "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True
+    ).stdout.split()
+
+
+def test_timeout_ends_the_job_and_removes_its_container(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    import dataclasses
+
+    from ci.platforms import Platform
+    from ci.tiers.execute import Outcome, run_job
+    from ci.tiers.model import Tier, TierStep
+    from ci.tiers.plan import Host, Options, plan_step
+
+    step = TierStep(
+        Platform.ROCM,
+        Tier.READY,
+        "Sleeper",
+        ("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
+        hardware="mi300_1",
+        runs_on_cpu=True,
+        raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
+    )
+    host = Host(
+        repo=SAMPLE,
+        commit=COMMIT,
+        results=tmp_path,
+        images={Platform.ROCM: sample_image},
+        docker=docker_cli,
+        run_id="timeout",
+    )
+    (job,) = plan_step(step, 1, host, Options(labels=(TEST_LABEL,)))
+    assert job.command is not None
+    job = dataclasses.replace(job, command=dataclasses.replace(job.command, timeout=5, grace=2))
+    result = run_job(job, docker_cli, stream=False)
+    assert result.timed_out and result.code in (124, 137)
+    assert result.outcome is Outcome.FAILED
+    assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeout") == []
+
+
+def test_sigterm_removes_the_running_container(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    import signal
+    import time
+
+    repo = fixture_repo(tmp_path / "target")
+    path = repo / ".buildkite/amd/test-amd-ready.yml"
+    path.write_text(
+        path.read_text().replace(
+            "- \"pytest -q tests/e2e -m 'advanced_model and cpu' --run-level advanced_model\"",
+            "- \"sleep 300; pytest -q tests/e2e -m 'advanced_model and cpu'\"",
+        )
+    )
+    assert "sleep 300" in path.read_text()
+    argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo)]
+    argv += ["--image", sample_image, "--label", TEST_LABEL, "--step", "Blocking failure"]
+    argv += ["--results", str(tmp_path / "results")]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not _container_ids(docker_cli, "vllm-omni-ci.tier=ready"):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    time.sleep(2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert time.monotonic() - sent < 15
+    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []

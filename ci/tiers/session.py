@@ -247,7 +247,8 @@ def _check_images(jobs: Sequence[Job], docker: str, repo: Path) -> None:
             problems.append(
                 f"image {job.image} ({job.step.platform}) is not present locally; "
                 + build_hint(job.step.platform, repo)
-                + " (or give --image, or --native)"
+                + " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
+                "or give --image, or --native)"
             )
     UserError.collect(problems)
 
