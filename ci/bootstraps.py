@@ -151,11 +151,14 @@ def rewrite_steps(
         if not generated:
             return value
         names = [value] if isinstance(value, str) else value
-        if not isinstance(names, list) or not any(n in templates for n in names):
+        if not isinstance(names, list):
+            return value
+        image = [isinstance(n, str) and n in templates for n in names]
+        if not any(image):
             return value
         out: list[Any] = []
-        for name in names:
-            for new in [s["key"] for s in generated] if name in templates else [name]:
+        for name, is_image in zip(names, image, strict=True):
+            for new in [s["key"] for s in generated] if is_image else [name]:
                 if new not in out:
                     out.append(new)
         return out

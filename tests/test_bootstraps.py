@@ -733,3 +733,27 @@ def test_rewrite_is_idempotent_on_the_real_files() -> None:
     intel = yaml.safe_load((BUILDKITE / "intel" / "pipeline-intel.yml").read_text())
     once_intel = bootstraps.rewrite_intel(intel, "x")
     assert bootstraps.rewrite_intel(once_intel, "x") == once_intel
+
+
+def test_npu_depends_on_keeps_other_dependencies() -> None:
+    from ci import bootstraps
+
+    document = {
+        "steps": [
+            {"key": "image-build-a2", "label": "a2", "command": "bash b.sh", "timeout": 5},
+            {"key": "lint", "command": "true"},
+            {
+                "key": "upload-ready-pipeline",
+                "depends_on": ["lint", "image-build-a2", {"step": "lint", "allow_failure": True}],
+                "command": "python3 x/upload_pipeline.py --upload .buildkite/npu/r.yml",
+            },
+        ]
+    }
+    out, keys = bootstraps.rewrite_steps(document, "npu")
+    generated = [v.step_key for v in variants.VARIANTS]
+    assert keys == frozenset(generated)
+    assert [s["key"] for s in out["steps"]] == [*generated, "lint", "upload-ready-pipeline"]
+    upload = out["steps"][-1]
+    assert upload["depends_on"] == ["lint", *generated, {"step": "lint", "allow_failure": True}]
+    assert all(s["timeout"] == 5 for s in out["steps"][:4])  # template keys carried over
+    assert out["steps"][len(generated)] == {"key": "lint", "command": "true"}  # untouched
