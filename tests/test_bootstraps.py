@@ -757,3 +757,13 @@ def test_npu_depends_on_keeps_other_dependencies() -> None:
     assert upload["depends_on"] == ["lint", *generated, {"step": "lint", "allow_failure": True}]
     assert all(s["timeout"] == 5 for s in out["steps"][:4])  # template keys carried over
     assert out["steps"][len(generated)] == {"key": "lint", "command": "true"}  # untouched
+
+
+def test_a_failed_upload_passes_the_agent_exit_code(standins: StandIns) -> None:
+    standins.add("buildkite-agent", "cat > /dev/null; exit 5")
+    done = run_cli(
+        "bootstrap", "--platform", "npu", "--repo", str(SAMPLE), env=standins.env(cli_env())
+    )
+    assert done.returncode == 5
+    assert done.stdout == ""
+    assert standins.argvs("buildkite-agent") == [["pipeline", "upload"]]
