@@ -7,6 +7,7 @@ schema in `ci/data/plan.schema.json` describes exactly what is printed.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import IO
 
 from ci.plan.model import Dropped, Plan, PlatformPlan, Step
@@ -89,10 +90,8 @@ def print_table(plan: Plan, file: IO[str]) -> None:
             head += f": {pipeline.status}"
             if pipeline.reason:
                 head += f" — {pipeline.reason}"
-            if not pipeline.steps and not pipeline.dropped:
-                console.print(Text(f"  {head}"))
-                continue
-            table = Table(title=Text(head), title_justify="left", show_lines=False, expand=False)
+            console.print(Text(head, style="bold"))
+            table = Table(show_lines=False, expand=False)
             for column in ("group", "step", "hardware", "par.", "timeout", "blocking", "runs"):
                 table.add_column(column, overflow="fold")
             for step in pipeline.steps:
@@ -106,17 +105,16 @@ def print_table(plan: Plan, file: IO[str]) -> None:
                     _runs(step),
                 )
                 table.add_row(*(Text(c) for c in cells))
-            for drop in pipeline.dropped:
-                table.add_row(
-                    Text(SEP.join(drop.groups), style="dim"),
-                    Text(drop.label, style="dim"),
-                    "",
-                    "",
-                    "",
-                    "",
-                    Text(f"dropped: {drop.reason} {_short(drop.detail, 60)}".rstrip(), "dim"),
-                )
-            console.print(table)
+            if pipeline.steps:
+                console.print(table)
+            if pipeline.dropped:
+                counts = Counter(d.reason for d in pipeline.dropped)
+                summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
+                console.print(Text(f"  dropped {len(pipeline.dropped)}: {summary}", style="dim"))
+                for drop in pipeline.dropped:
+                    detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
+                    line = f"    - {_label(drop.groups, drop.label)}: {drop.reason}{detail}"
+                    console.print(Text(line, style="dim"))
 
 
 # --------------------------------------------------------------------------- markdown

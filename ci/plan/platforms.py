@@ -278,7 +278,13 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
         "error": "error",
     }
     child.dropped = [
-        Dropped(d.label, reasons[d.reason], d.path, d.detail) for d in rendered.dropped
+        Dropped(
+            d.label,
+            reasons[d.reason],
+            d.path,
+            f"no change under {d.detail}" if d.reason == "source-filter" else d.detail,
+        )
+        for d in rendered.dropped
     ] + dropped
     if rendered.bypassed_by:
         child.reason = f"source filter bypassed by {rendered.bypassed_by}"
@@ -305,7 +311,7 @@ def plan_xpu(situation: Situation) -> PlatformPlan:
         pipeline.status = "not-uploaded"
         pipeline.reason = f"{word}: {situation.decision.message}"
         plan.status = "skip"
-        plan.reason = f"skip-ci ({word}): {situation.decision.message}"
+        plan.reason = situation.skip_reason()
         return plan
     path = inputs.repo / bootstraps.INTEL_PIPELINE
     if not path.is_file():
