@@ -362,3 +362,40 @@ def test_unknown_label_is_a_warning(repo: GitRepo) -> None:
     )
     assert done.returncode == 0
     assert "warning: label 'documentation'" in done.stdout
+
+
+def test_rocm_says_what_the_mirror_filter_and_duplicates_dropped(repo: GitRepo) -> None:
+    ready = repo.path / ".buildkite/amd/test-amd-ready.yml"
+    document = yaml.safe_load(ready.read_text())
+    document["steps"].append(
+        {
+            "group": "Tentative only",
+            "steps": [
+                {
+                    "label": "MI325 probe",
+                    "agent_pool": "mi325_1",
+                    "mirror_hardwares": ["amdtentative"],
+                    "commands": ["true"],
+                }
+            ],
+        }
+    )
+    ready.write_text(yaml.safe_dump(document, sort_keys=False))
+    repo.commit_files({MODEL: "class Model:\n    size = 10\n"}, "tentative step")
+    plan = plan_of(repo, labels="ready", platforms=["rocm"])
+    rocm = pipeline_of(plan, "rocm", "READY_TESTS")
+    reasons = {(d.label, d.reason) for d in rocm.dropped}
+    assert ("MI325 probe", "mirror-hw") in reasons
+    assert ("Tentative only", "empty-group") in reasons
+    assert "MI325 probe" not in [s.label for s in rocm.steps]
+    assert plan.platform("rocm").notes == ["RUN_ALL=0 VLLM_USE_PRECOMPILED=1"]
+    skipci.clear_cache()
+    both = plan_of(repo, labels="ready,merge-test", platforms=["rocm"])
+    combined = pipeline_of(both, "rocm", "READY_TESTS + MERGE_TESTS")
+    duplicates = [d for d in combined.dropped if d.reason == "duplicate"]
+    assert duplicates and all(d.groups == ("MERGE_TESTS",) for d in duplicates)
+    kept = {(s.groups, s.label) for s in combined.steps}
+    for d in duplicates:
+        assert (("READY_TESTS",), f"mi300_1: {d.label}") in kept or any(
+            g == ("READY_TESTS",) and label.endswith(d.label) for g, label in kept
+        )
