@@ -492,3 +492,64 @@ def test_tier_task_lists_and_fails_closed() -> None:
     assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
     bad = run_cli("tier", "bogus")
     assert bad.returncode == 2 and "unknown tier 'bogus'" in bad.stderr
+
+
+RETRY_TIER = """\
+steps:
+  - label: "Retried"
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    retry:
+      automatic:
+        - exit_status: 134
+          limit: 1
+    commands:
+      - "test -f {marker} || {{ touch {marker}; exit 134; }}"
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+  - label: "Retried once only"
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    retry:
+      automatic:
+        - exit_status: 134
+          limit: 1
+    commands:
+      - "pytest -q tests/diffusion -m 'core_model and cpu'; exit 134"
+"""
+
+
+def test_retry_automatic_reruns_on_the_listed_exit_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    marker = tmp_path / "attempted"
+    (repo / ".buildkite/amd/test-amd-ready.yml").write_text(RETRY_TIER.format(marker=marker))
+    steps = load_tier(repo, Tier.READY, Platform.ROCM)
+    assert [(r.status, r.limit) for r in steps[0].retries] == [(134, 1)]
+    monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    args = ["--platform", "rocm", "--repo", str(repo), "--native", "--keep-going"]
+    assert run("ready", [*args, "--results", str(tmp_path / "r")]) == 1
+    lines = capfd.readouterr().err.splitlines()
+    assert any(line.startswith("passed (retried 1x)") and "Retried" in line for line in lines)
+    assert any(
+        line.startswith("failed (retried 1x)") and "Retried once only  exit 134" in line
+        for line in lines
+    )
+
+
+def test_retries_of_forms() -> None:
+    from ci.tiers.rules import Retry, retries_of
+
+    assert retries_of({"automatic": True}) == (Retry(None, 2),)
+    assert retries_of({"automatic": {"exit_status": "*"}}) == (Retry(None, 2),)
+    assert retries_of({"automatic": [{"signal_reason": "agent_stop", "limit": 1}]}) == ()
+    assert retries_of({"automatic": [{"exit_status": -1, "limit": 1}]}) == (Retry(-1, 1),)
+    assert retries_of(None) == () and retries_of({"manual": {"allowed": False}}) == ()
+    assert Retry(134, 1).matches(134) and not Retry(134, 1).matches(1)
+    assert not Retry(None, 2).matches(0)

@@ -76,13 +76,30 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
         with door.buildkite_group(f"{title} — {where}"):
             door.note(f"log: {job.log}")
     started = time.monotonic()
-    try:
-        result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
-    finally:
-        _remove(job, docker)
+    used = [0] * len(job.step.retries)
+    retried = 0
+    while True:
+        try:
+            result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
+        finally:
+            _remove(job, docker)
+        rule = next(
+            (
+                i
+                for i, r in enumerate(job.step.retries)
+                if r.matches(result.code) and used[i] < r.limit
+            ),
+            None,
+        )
+        if rule is None:
+            break
+        used[rule] += 1
+        retried += 1
+        door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {retried + 1}")
     seconds = time.monotonic() - started
+    note = f"retried {retried}x" if retried else ""
     return JobResult(
-        job, outcome_of(job, result.code), result.code, seconds, timed_out=result.timed_out
+        job, outcome_of(job, result.code), result.code, seconds, result.timed_out, note
     )
 
 

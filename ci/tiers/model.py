@@ -21,7 +21,7 @@ from typing import Any
 
 from ci.errors import UserError
 from ci.platforms import Platform
-from ci.tiers.rules import SoftFail, amd_soft_fail, cpu_runnable, soft_fail_of
+from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
 
 
 class Tier(str, enum.Enum):
@@ -97,6 +97,7 @@ class TierStep:
     parallelism: int = 1
     timeout_minutes: int | None = None
     soft_fail: SoftFail = field(default_factory=SoftFail)
+    retries: tuple[Retry, ...] = ()  # the step's own retry.automatic exit-status rules
     grade: str = ""  # AMD grade as written ("" elsewhere)
     hardware: str = ""  # what CI runs it on: agent_pool (rocm), preset (cuda/npu), queue
     runs_on_cpu: bool = False  # the CPU-runnable rule
@@ -221,6 +222,7 @@ def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[
                     parallelism=max(_int(raw.get("parallelism")) or 1, 1),
                     timeout_minutes=_int(raw.get("timeout_in_minutes")),
                     soft_fail=soft,
+                    retries=retries_of(raw.get("retry")),
                     grade=grade,
                     hardware=need,
                     runs_on_cpu=cpu_runnable(step.shell_commands),

@@ -12,7 +12,6 @@ the plan is a pure function of the steps, the options and the host.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from ci.door import Command
 from ci.platforms import Platform
 from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
-from ci.tiers.model import AMD_DEFAULT_POOL, Tier, TierStep
+from ci.tiers.model import AMD_DEFAULT_POOL, TierStep
 
 # Every tier container carries this label (and TIER_LABEL=<tier>), so leftovers can be found.
 CONTAINER_LABEL = "vllm-omni-ci.tier"
@@ -71,7 +70,6 @@ class Options:
     native: bool = False
     force: bool = False
     step: str = ""
-    keep_going: bool = False
     image: str = ""
     labels: tuple[str, ...] = ()
     stream: bool = True  # tee job output to stderr (CI) or only to the log (live table)
@@ -300,14 +298,3 @@ def plan_tier(steps: Sequence[TierStep], host: Host, options: Options) -> list[J
     for position, step in select(steps, options.step):
         jobs.extend(plan_step(step, position, host, options))
     return jobs
-
-
-def describe(job: Job) -> str:
-    """The job's command line as a copy-pasteable shell line (for logs and --list)."""
-    if job.command is None:
-        return ""
-    return shlex.join(job.command.argv[6:])
-
-
-def tier_of(jobs: Sequence[Job]) -> Tier | None:
-    return jobs[0].step.tier if jobs else None

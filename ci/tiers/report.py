@@ -49,6 +49,8 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
         shown = "soft failure"
     else:
         shown = result.outcome.value
+    if result.note and result.outcome in (Outcome.PASSED, Outcome.FAILED, Outcome.SOFT):
+        shown += f" ({result.note})"
     if result.timed_out:
         shown += f" (timed out after {job.step.timeout_minutes}m)"
     code = "" if result.code is None else str(result.code)

@@ -95,3 +95,38 @@ def soft_fail_of(value: Any) -> SoftFail:
 def amd_soft_fail(grade: Any) -> SoftFail:
     """The AMD template: `soft_fail: false` only for grade Blocking (a missing grade is soft)."""
     return SoftFail(every=grade != "Blocking")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """One `retry.automatic` rule on an exit status ("*" = any failure)."""
+
+    status: int | None  # None = any non-zero exit
+    limit: int
+
+    def matches(self, code: int) -> bool:
+        return code != 0 and (self.status is None or self.status == code)
+
+
+def retries_of(value: Any) -> tuple[Retry, ...]:
+    """A step's `retry.automatic` exit-status rules (`signal_reason` rules are infra-only).
+
+    `automatic: true` and a rule without `limit` mean Buildkite's default of 2.
+    """
+    automatic = value.get("automatic") if isinstance(value, Mapping) else None
+    if automatic is True:
+        return (Retry(None, 2),)
+    rules = automatic if isinstance(automatic, list) else [automatic]
+    found = []
+    for rule in rules:
+        if not isinstance(rule, Mapping) or "exit_status" not in rule:
+            continue
+        raw_status, raw_limit = rule.get("exit_status"), rule.get("limit", 2)
+        try:
+            status = None if raw_status == "*" else int(str(raw_status))
+            limit = int(str(raw_limit))
+        except ValueError:
+            continue
+        if limit > 0:
+            found.append(Retry(status, limit))
+    return tuple(found)

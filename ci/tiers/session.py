@@ -312,7 +312,6 @@ def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "") -> int:
         native=args.native,
         force=args.force,
         step=args.step,
-        keep_going=args.keep_going,
         image=args.image,
         labels=args.labels,
         stream=not live,
