@@ -423,6 +423,7 @@ def test_tier2_local_copy_when_the_pull_fails(
     assert f"WARNING: could not pull {upstream}; using local copy" in done.stderr, done.stderr
     assert "tier 2 (local copy of the upstream image)" in done.stderr
     assert "why: pull failed (docker pull exit 1" in done.stderr, done.stderr
+    assert "manifest unknown" in done.stderr  # the pull's own error, streamed to the log
     assert image_label(docker_cli, done.stdout.strip()) == "upstream-local"
     build = docker_calls(standins, "build")[-1]
     assert f"VLLM_BASE={upstream}" in build

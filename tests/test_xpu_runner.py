@@ -179,6 +179,12 @@ def test_input_errors_exit_2_before_docker(
     assert standins.calls() == []
 
 
+def test_xpu_options_are_refused_for_other_platforms(tmp_path: Path) -> None:
+    done = run_cli("run-tests", "--platform", "rocm", "--timeout", "5m", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "error: --timeout and --prune are for --platform xpu, not rocm\n"
+
+
 def test_dry_run_prints_the_plan(tmp_path: Path, standins: StandIns) -> None:
     standins.add("docker")
     env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))

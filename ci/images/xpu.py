@@ -324,11 +324,11 @@ class Lookup:
 
 def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[Tier, str]:
     """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
-    pulled = door.run(pull_command(build), output="capture")
+    # Streamed, not captured: the upstream image is ~37 GB and the log should show progress.
+    pulled = door.run(pull_command(build))
     if pulled.ok:
         return Tier.PULLED, f"docker pull {build.upstream} succeeded"
-    lines = (pulled.stderr.strip() or pulled.stdout.strip() or "no output").splitlines()
-    reason = f"docker pull exit {pulled.code}: {lines[-1]}"
+    reason = f"docker pull exit {pulled.code}, its error is in the log above"
     door.note(f"pull of {build.upstream} failed ({reason})")
     if exists(build.upstream):
         door.note(f"WARNING: could not pull {build.upstream}; using local copy")

@@ -46,6 +46,8 @@ def run_tests(
     if not platform:
         raise UserError("--platform is required: rocm (alias amd), npu or xpu (alias intel)")
     chosen = parse_platform(platform)
+    if (timeout or prune) and chosen is not Platform.XPU:
+        raise UserError(f"--timeout and --prune are for --platform xpu, not {chosen}")
     if chosen in (Platform.ROCM, Platform.NPU):
         from ci.runner.native import run_tests as run_native
 
