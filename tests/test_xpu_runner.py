@@ -437,6 +437,7 @@ def test_timeout_kills_and_removes_the_container(
     assert done.returncode == 124, done.stderr
     assert ran(done.stderr) == ["core", "mxfp8"]
     assert "killing container xpu_" in done.stderr
+    print(f"--timeout 8s -> exit 124 after {elapsed:.2f}s")
     assert elapsed < 8 + 25, elapsed
     assert containers(docker_cli, commit) == []
     assert not image_present(docker_cli, f"xpu/vllm-omni-ci:{commit}")
@@ -471,6 +472,7 @@ def test_sigterm_removes_the_container_within_10s(
         finally:
             if proc.poll() is None:
                 proc.kill()
+    print(f"SIGTERM to runner -> container gone after {gone_after:.2f}s")
     assert gone_after < 10, (gone_after, log.read_text())
     assert containers(docker_cli, commit) == []
     assert code == 128 + signal.SIGTERM, log.read_text()

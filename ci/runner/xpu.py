@@ -215,13 +215,22 @@ class Engine:
             pass
 
 
-def _kill_at_deadline(spec: XpuRunSpec, engine: Engine, fired: threading.Event) -> None:
+def _kill_at_deadline(
+    spec: XpuRunSpec, engine: Engine, fired: threading.Event, finished: threading.Event
+) -> None:
+    """Kill the container; retry while it does not exist yet or is still starting."""
     fired.set()
     door.note(f"timeout: {spec.timeout:g}s passed; killing container {spec.container}")
-    try:
-        engine.kill(spec.container)
-    except Exception as exc:  # the client backstop still ends the run
-        door.note(f"warning: could not kill {spec.container}: {exc}")
+    last: Exception | None = None
+    while not finished.is_set():
+        try:
+            engine.kill(spec.container)
+            return
+        except Exception as exc:  # not created / not running yet; the client backstop remains
+            last = exc
+            finished.wait(0.2)
+    if last is not None:
+        door.note(f"note: {spec.container} was not killed ({last}); the run had ended")
 
 
 def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
@@ -242,8 +251,8 @@ def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
 def execute(spec: XpuRunSpec) -> int:
     """Run the container; return its exit status (124 after a timeout)."""
     engine = Engine()
-    fired = threading.Event()
-    timer = threading.Timer(spec.timeout, _kill_at_deadline, (spec, engine, fired))
+    fired, finished = threading.Event(), threading.Event()
+    timer = threading.Timer(spec.timeout, _kill_at_deadline, (spec, engine, fired, finished))
     timer.daemon = True
     started = time.monotonic()
     try:
@@ -253,10 +262,12 @@ def execute(spec: XpuRunSpec) -> int:
             raise Stop(1, f"error: HF_CACHE: cannot create {spec.hf_cache}: {exc}") from None
         timer.start()
         result = door.run(run_command(spec))
+        finished.set()
         timer.cancel()
         door.note(f"docker run ended with {result.code} after {time.monotonic() - started:.1f}s")
         return TIMEOUT_CODE if fired.is_set() else result.code
     finally:
+        finished.set()
         timer.cancel()
         cleanup(spec, engine)
 
