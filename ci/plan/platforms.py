@@ -153,7 +153,7 @@ def _upload_steps(steps: list[Any]) -> list[dict[str, Any]]:
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
     from ci import bootstraps
-    from ci.pipeline import bootstrap_mode, ifexpr
+    from ci.pipeline import bootstrap_mode
     from ci.pipeline import scope as scopes
     from ci.pipeline.bootstrap_mode import BootstrapPlatform
 
@@ -206,7 +206,7 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
             child.reason = (
                 situation.skip_reason()
                 if decision.skip_all
-                else f"upload step's if is false ({_gate_labels(str(gate), ifexpr)})"
+                else f"upload step's if is false ({_gate_labels(str(gate))})"
             )
             continue
         if value is None:
@@ -222,11 +222,15 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     return plan
 
 
-def _gate_labels(gate: str, ifexpr: Any) -> str:
+def _gate_labels(gate: str) -> str:
+    """What would make a false upload gate true, in words (from the gate's own labels)."""
+    from ci.pipeline import ifexpr
+
     wanted = sorted(labels_in(ifexpr.parse(gate)))
     if wanted:
-        return "needs label " + " or ".join(repr(w) for w in wanted) + " or a scheduled build"
-    return "scheduled builds only"
+        names = " or ".join(repr(w) for w in wanted)
+        return f"needs label {names}, or a main or scheduled build"
+    return "main or scheduled builds only"
 
 
 def bootstrap_labels() -> set[str]:
@@ -246,6 +250,7 @@ def bootstrap_labels() -> set[str]:
 
 
 def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
+    from ci.pipeline import ifexpr
     from ci.pipeline.upload import render_file
 
     inputs = situation.inputs
@@ -263,8 +268,6 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
     presets = {id(k.step): k.preset for k in rendered.kept}
     for kept in rendered.kept:
         for text in kept.conditions:
-            from ci.pipeline import ifexpr
-
             situation.known_labels.update(labels_in(ifexpr.parse(text)))
     child.steps, dropped = walk(
         rendered.pipeline.get("steps") or [], inputs.context(), presets=presets
