@@ -399,3 +399,27 @@ def test_rocm_says_what_the_mirror_filter_and_duplicates_dropped(repo: GitRepo) 
         assert (("READY_TESTS",), f"mi300_1: {d.label}") in kept or any(
             g == ("READY_TESTS",) and label.endswith(d.label) for g, label in kept
         )
+
+
+def test_ci_yaml_only_change_runs_just_that_level(repo: GitRepo) -> None:
+    nightly = repo.path / ".buildkite/cuda/test-nightly.yml"
+    repo.commit_files({".buildkite/cuda/test-nightly.yml": nightly.read_text() + "\n# edit\n"})
+    plan = plan_of(repo, labels="ready,nightly-test")
+    assert plan.skip_ci["mode"] == "yaml-gated"
+    cuda = plan.platform("cuda")
+    assert cuda.skip_ci == "l2 skip-l23, l3 skip-l23"
+    assert pipeline_of(plan, "cuda", "ready").status == "not-uploaded"
+    assert pipeline_of(plan, "cuda", "ready").reason.startswith("skip-ci: only CI config YAML")
+    assert ("Upload Ready Pipeline", "skip-ci") in {
+        (d.label, d.reason) for d in cuda.pipelines[0].dropped
+    }
+    child = pipeline_of(plan, "cuda", "nightly")
+    assert child.status == "uploaded" and child.steps  # the file itself changed: filter bypassed
+    assert child.reason == "source filter bypassed by .buildkite/cuda/test-nightly.yml"
+    assert plan.platform("xpu").status == "skip"
+    assert plan.platform("xpu").reason.startswith("skip-ci: only CI config YAML")
+    rocm = plan.platform("rocm")
+    assert [d.reason for d in rocm.pipelines[0].dropped if d.label.startswith("READY")] == [
+        "skip-ci"
+    ]
+    assert rocm.status == "run"  # the nightly suite is never skip-gated
