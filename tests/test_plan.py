@@ -71,6 +71,11 @@ def labels_of(plan: Plan, platform: str, pipeline: str) -> list[str]:
     return [s.label for s in found[0].steps]
 
 
+def plan_cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    """`vllm-omni-ci plan ARGS` outside any Buildkite build (the plan ignores that env anyway)."""
+    return run_cli("plan", *args, env=buildkite_env() if env is None else env)
+
+
 def pipeline_of(plan: Plan, platform: str, name: str) -> Any:
     return next(p for p in plan.platform(platform).pipelines if p.name == name)
 
@@ -216,9 +221,7 @@ def test_mirror_hw_b200_selects_presets_only_cuda_nightly_has(repo: GitRepo) -> 
 def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
     repo = corpus_repo(tmp_path, register_key=False)
     repo.commit_files({MODEL: "class Model:\n    size = 4\n"}, "model")
-    done = run_cli(
-        "plan", "--labels", "ready,nightly-test", "--repo", str(repo.path), "--format", "json"
-    )
+    done = plan_cli("--labels", "ready,nightly-test", "--repo", str(repo.path), "--format", "json")
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
     status = {p["platform"]: p["status"] for p in data["platforms"]}
@@ -230,7 +233,7 @@ def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
     )
     assert "error: plan failed for cuda" in done.stderr
     # The table still prints every platform, then the same exit code.
-    table = run_cli("plan", "--labels", "ready,nightly-test", "--repo", str(repo.path))
+    table = plan_cli("--labels", "ready,nightly-test", "--repo", str(repo.path))
     assert table.returncode == 1
     for name in ("rocm: RUN", "cuda: ERROR", "npu: RUN", "xpu: RUN"):
         assert name in table.stdout
@@ -243,8 +246,7 @@ def test_json_validates_against_the_documented_schema(repo: GitRepo) -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     repo.commit_files({MODEL: "class Model:\n    size = 5\n"}, "model")
-    done = run_cli(
-        "plan",
+    done = plan_cli(
         "--labels",
         ALL_LABELS + ",not-a-label",
         "--repo",
@@ -283,7 +285,7 @@ def test_json_validates_against_the_documented_schema(repo: GitRepo) -> None:
 def test_bad_input_is_one_line_and_exit_2(
     repo: GitRepo, args: tuple[str, ...], message: str
 ) -> None:
-    done = run_cli("plan", "--repo", str(repo.path), *args)
+    done = plan_cli("--repo", str(repo.path), *args)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -324,7 +326,7 @@ def test_if_outside_the_subset_is_conditional_not_evaluated(repo: GitRepo) -> No
     assert step.note == 'conditional, not evaluated: build.source == "schedule"'
     assert step.soft_fail and not step.blocking
     assert step.groups == ("Scheduled only",)
-    text = run_cli("plan", "--labels", "ready", "--platform", "cuda", "--repo", str(repo.path))
+    text = plan_cli("--labels", "ready", "--platform", "cuda", "--repo", str(repo.path))
     assert text.returncode == 0, text.stderr
     assert "conditional, not evaluated" in text.stdout
 
@@ -335,9 +337,7 @@ def test_markdown_and_table_show_every_platform_and_no_side_effects(
     standins.add("buildkite-agent")
     repo.commit_files({MODEL: "class Model:\n    size = 7\n"}, "model")
     env = buildkite_env(standins.env(), VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9")
-    done = run_cli(
-        "plan", "--labels", "ready", "--repo", str(repo.path), "--format", "markdown", env=env
-    )
+    done = plan_cli("--labels", "ready", "--repo", str(repo.path), "--format", "markdown", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("## What will CI run?")
     for name in ("### rocm: RUN", "### cuda: RUN", "### npu: RUN", "### xpu: RUN"):
@@ -357,9 +357,7 @@ def test_unknown_label_is_a_warning(repo: GitRepo) -> None:
     assert plan.inputs["labels"] == ["ready", "documentation", "nightly-test"]
     assert len(plan.warnings) == 1
     assert plan.warnings[0].startswith("label 'documentation' is not used by any pipeline")
-    done = run_cli(
-        "plan", "--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path)
-    )
+    done = plan_cli("--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path))
     assert done.returncode == 0
     assert "warning: label 'documentation'" in done.stdout
 
@@ -423,3 +421,32 @@ def test_ci_yaml_only_change_runs_just_that_level(repo: GitRepo) -> None:
         "skip-ci"
     ]
     assert rocm.status == "run"  # the nightly suite is never skip-gated
+
+
+def test_the_build_environment_does_not_change_the_plan(repo: GitRepo) -> None:
+    repo.commit_files({MODEL: "class Model:\n    size = 11\n"}, "model")
+    args = (
+        "--labels",
+        "ready",
+        "--branch",
+        "feature",
+        "--repo",
+        str(repo.path),
+        "--format",
+        "json",
+    )
+    clean = plan_cli(*args)
+    noisy_env = buildkite_env(
+        BUILDKITE="true",
+        BUILDKITE_BRANCH="main",
+        BUILDKITE_PULL_REQUEST="12",
+        BUILDKITE_PULL_REQUEST_BASE_BRANCH="release-v1",
+        NIGHTLY="1",
+        WEEKLY="1",
+        MIRROR_HW="b20o",
+        AMD_MIRROR_HW="amdtentative",
+        DEBUG_TEST_YAML="nightly",
+    )
+    noisy = plan_cli(*args, env=noisy_env)
+    assert clean.returncode == noisy.returncode == 0, noisy.stderr
+    assert json.loads(noisy.stdout) == json.loads(clean.stdout)

@@ -34,7 +34,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     from ci import skipci
     from ci.plan.platforms import Situation, bootstrap_labels
 
-    base = inputs.base or diffs.default_base(inputs.repo)
+    base = inputs.base or diffs.default_base(inputs.repo, env={})
     head = diffs.WORKTREE if inputs.worktree else (inputs.head or "HEAD")
     diff = diffs.resolve_diff(inputs.repo, base, head)
     decision = skipci.decision_for(diff)
