@@ -61,7 +61,11 @@ def parser(tier: Tier) -> argparse.ArgumentParser:
         help=f"one of {ALLOWED}; default: every platform whose "
         "tier exists and whose CI image is present locally",
     )
-    made.add_argument("--repo", default="", help="the target checkout (default: the sample)")
+    made.add_argument(
+        "--repo",
+        default="",
+        help="the target checkout (default: the sample under nox, else the git checkout here)",
+    )
     made.add_argument("--image", default="", help="run every step in this image")
     made.add_argument("--native", action="store_true", help="run here, not in containers")
     made.add_argument("--force", action="store_true", help="also run steps that need hardware")
