@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ci.errors import UserError
+from ci.pipeline.mirror import HF_EXPORT
 from ci.platforms import Platform
 from ci.tiers import report
 from ci.tiers.execute import JobResult, Outcome, outcome_of
@@ -284,6 +285,10 @@ def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     (job,) = jobs
     assert job.step.hardware == "l4_1" and job.runs
     assert '"${BASH:-/bin/bash}" -e -c' in job.program
+    # The upload's CUDA preset prologue runs first, `$$` unescaped.
+    assert job.step.prologue == (HF_EXPORT,)
+    assert job.step.job_commands[0] == HF_EXPORT.replace("$$", "$")
+    assert 'export HF_TOKEN="${VLLM_CI_HF_TOKEN}"; fi\npytest -sv tests/diffusion' in job.program
     assert job.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
     assert job.command is not None
     docker = list(job.command.argv[6:])

@@ -90,6 +90,7 @@ class TierStep:
     tier: Tier
     label: str
     commands: tuple[str, ...]  # as written in the YAML (Buildkite `$$` escapes intact)
+    prologue: tuple[str, ...] = ()  # prepended by the upload (CUDA presets' HF_TOKEN export)
     env: Mapping[str, str] = field(default_factory=dict)  # file env, then group and step env
     file_env: Mapping[str, str] = field(default_factory=dict)
     group: str = ""
@@ -114,6 +115,13 @@ class TierStep:
         from ci.gates.stepsource import unescape
 
         return tuple(unescape(c) for c in self.commands)
+
+    @property
+    def job_commands(self) -> tuple[str, ...]:
+        """What the job shell runs: the upload's prologue, then the step's commands."""
+        from ci.gates.stepsource import unescape
+
+        return (*(unescape(c) for c in self.prologue), *self.shell_commands)
 
     @property
     def blocking(self) -> bool:
@@ -164,24 +172,32 @@ class _Hardware:
         except UserError as exc:
             self._selector_error = "; ".join(exc.problems)
 
-    def resolve(self, raw: Mapping[str, Any]) -> tuple[str, str]:
-        """(hardware, dropped reason) of one step, the way the uploader expands it."""
-        from ci.pipeline.mirror import expand, plain_copy
+    def resolve(self, raw: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+        """(hardware, dropped reason, prologue) of one step, as the uploader expands it.
+
+        The prologue is what the preset prepends to the commands (the CUDA
+        presets' `HF_TOKEN` export from `VLLM_CI_HF_TOKEN`).
+        """
+        from ci.pipeline.mirror import HF_EXPORT, expand, plain_copy
 
         if self._selector_error:
-            return f"unresolved ({self._selector_error})", ""
+            return f"unresolved ({self._selector_error})", "", ()
         try:
             expansion = expand(plain_copy(dict(raw)), self._selector, self.registries)
         except UserError as exc:
-            return f"unresolved preset ({'; '.join(exc.problems)})", ""
+            return f"unresolved preset ({'; '.join(exc.problems)})", "", ()
         if expansion.step is None:
-            return "", "; ".join(expansion.log) or "dropped by the uploader"
+            return "", "; ".join(expansion.log) or "dropped by the uploader", ()
+        commands = expansion.step.get("commands")
+        prologue = (
+            (HF_EXPORT,) if isinstance(commands, list) and commands[:1] == [HF_EXPORT] else ()
+        )
         if expansion.preset:
-            return expansion.preset, ""
+            return expansion.preset, "", prologue
         agents = raw.get("agents")
         if isinstance(agents, Mapping) and agents.get("queue"):
-            return f"queue {agents['queue']}", ""
-        return "", ""
+            return f"queue {agents['queue']}", "", prologue
+        return "", "", prologue
 
 
 def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[TierStep]:
@@ -195,6 +211,7 @@ def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[
         for step in steps_of(document, rel):
             raw = step.raw
             dropped = ""
+            prologue: tuple[str, ...] = ()
             if platform is Platform.ROCM:
                 pool = str(raw.get("agent_pool") or AMD_DEFAULT_POOL)
                 need, soft, grade = (
@@ -207,7 +224,7 @@ def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[
                     dropped = f"not mirrored to {AMD_MIRROR}"
             else:
                 assert hardware is not None
-                need, dropped = hardware.resolve(raw)
+                need, dropped, prologue = hardware.resolve(raw)
                 soft, grade = soft_fail_of(raw.get("soft_fail")), ""
             found.append(
                 TierStep(
@@ -215,6 +232,7 @@ def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[
                     tier=tier,
                     label=step.label,
                     commands=step.commands,
+                    prologue=prologue,
                     env=dict(step.env),
                     file_env=file_env,
                     group=step.group,

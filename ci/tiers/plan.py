@@ -166,7 +166,7 @@ def shell_job(step: TierStep, context: Mapping[str, str], gpus: int) -> tuple[di
     semantics = NPU if step.platform is Platform.NPU else JOB_SHELL[step.platform]
     env = _interpolate(step.env, context)
     env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)
-    return env, render_program(semantics, step.shell_commands)
+    return env, render_program(semantics, step.job_commands)
 
 
 def image_for(step: TierStep, host: Host, options: Options) -> str:

@@ -194,6 +194,9 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
             extra.append(f"timeout {step.timeout_minutes}m")
         if extra:
             lines.append(f"     {', '.join(extra)}")
+        if step.prologue:
+            lines.append("     prepended by the upload:")
+            lines.extend(f"       $ {line}" for line in step.prologue)
         lines.append("     commands:")
         for command in step.commands:
             first, *rest = command.splitlines() or [""]
