@@ -287,3 +287,35 @@ def test_sigterm_removes_the_running_container(
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert time.monotonic() - sent < 15
     assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []
+
+
+def test_cuda_ready_tier_runs_fail_fast_in_a_container(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    """cuda: Buildkite's `bash -e` job shell in the checkout, the preset prologue first."""
+    results = tmp_path / "results"
+    done = nox_tier(
+        "--platform",
+        "cuda",
+        "--repo",
+        "examples/omni-sample",
+        "--image",
+        sample_image,
+        "--label",
+        TEST_LABEL,
+        "--results",
+        str(results),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if "[cuda]" in line]
+    assert [line.split("  ")[0].strip() for line in lines] == [
+        "passed",
+        "passed",
+        "passed",
+        "needs l4_1",
+        "needs h100_1",
+    ]
+    log = (results / "cuda" / "01-simple-model-executor-test.log").read_text()
+    assert log.startswith('--- CUDA tests\nCommands:if [ -n "${VLLM_CI_HF_TOKEN:-}" ]')
+    assert "rootdir: /workspace" in log
+    assert leftovers(docker_cli) == []
