@@ -462,7 +462,15 @@ def test_sigterm_removes_the_container_within_10s(
             while "RAN core" not in log.read_text() and time.monotonic() < deadline:
                 assert proc.poll() is None, log.read_text()
                 time.sleep(0.2)
-            assert containers(docker_cli, commit), log.read_text()
+            running = containers(docker_cli, commit)
+            assert running, log.read_text()
+            labelled = subprocess.run(
+                [docker_cli, "ps", "--filter", f"label={TEST_LABEL}", "--format", "{{.Names}}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            assert set(running) <= set(labelled)  # it carries the image's test label
             signalled = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             while containers(docker_cli, commit) and time.monotonic() - signalled < 15:
