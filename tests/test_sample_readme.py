@@ -6,11 +6,14 @@ so a task added without a README line fails here.
 
 from __future__ import annotations
 
+import os
 import re
-import shlex
 import subprocess
+import uuid
 
-from tests.conftest import ROOT, run_cli
+import pytest
+
+from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
 
@@ -53,19 +56,47 @@ def test_the_test_command_is_what_ci_runs() -> None:
     assert ci_run[-1] == tests
 
 
-def test_main_job_build_step_prints_the_sample_plan_and_says_so() -> None:
-    """Runs the README's build-image step as written (it is a dry-run for now)."""
-    steps = [s.strip() for s in fenced_bash()[0].split("&&")]
-    (build,) = [s for s in steps if "build-image" in s]
-    argv = shlex.split(build)
-    assert argv[0] == "vllm-omni-ci"
-    result = run_cli(*argv[1:])
-    assert result.returncode == 0, result.stderr
-    if "--dry-run" in argv:
-        assert result.stdout.startswith("# plan: ROCm CI image")
-        assert "--target test" in result.stdout
-        assert "examples/omni-sample" in result.stdout
-        assert any("echo" in s and "dry-run" in s for s in steps), "must say it is a dry-run"
+def main_job_steps() -> list[str]:
+    return [step.strip() for step in fenced_bash()[0].split("&&")]
+
+
+def test_main_job_installs_builds_the_sample_image_and_runs_its_ready_tier() -> None:
+    assert main_job_steps() == [
+        "python3 -m pip install -e '.[dev]'",
+        "vllm-omni-ci wheelhouse",
+        "vllm-omni-ci build-image --platform rocm --repo examples/omni-sample"
+        " --builder engine --no-push",
+        "nox -s ready -- --platform rocm --repo examples/omni-sample",
+    ]
+
+
+@pytest.mark.docker
+def test_main_job_runs_as_written(docker_cli: str) -> None:
+    """The README's main job, minus the install this test already runs under.
+
+    The commit is pinned so that the image the build tags is the one the tier
+    looks up, even if HEAD moves meanwhile; the image is removed afterwards.
+    """
+    steps = main_job_steps()[1:]
+    commit = f"readme-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "BUILDKITE_COMMIT": commit, "VLLM_OMNI_CI_DOCKER": docker_cli}
+    env.pop("BUILDKITE", None)
+    try:
+        result = subprocess.run(
+            ["bash", "-c", " && ".join(steps)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
+    finally:
+        subprocess.run([docker_cli, "rmi", "-f", f"rocm/vllm-omni:{commit}"], capture_output=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = result.stdout + result.stderr
+    assert "Shard 1/2" in summary and "Shard 2/2" in summary
+    assert re.search(r"soft failure\s+\[rocm\] Simple · Advanced CPU Test", summary)
+    assert re.search(r"needs mi300_2\s+\[rocm\] Engine · Two-GPU Test", summary)
 
 
 def test_table_lists_every_task_and_session() -> None:
