@@ -83,7 +83,7 @@ def spec(devices: tuple[str, ...] = ()) -> xpu.XpuRunSpec:
 
 
 def expected_argv(dev: str | None, hf: str, name: str, image: str, program: str) -> list[str]:
-    argv = ["run"]
+    argv = ["run", "--pull=never"]
     if dev:
         argv += ["--device", f"{dev}/dri:/dev/dri"]
     argv += ["--net=host", "--ipc=host"]
@@ -151,7 +151,7 @@ def test_prune_is_opt_in(tmp_path: Path, standins: StandIns) -> None:
     done = run_cli("run-tests", "--platform", "xpu", "--prune", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert [a[:3] for a in standins.argvs("docker")][1:] == [
-        ["run", "--net=host", "--ipc=host"],
+        ["run", "--pull=never", "--net=host"],
         ["system", "prune", "-f"],
     ]
 
@@ -190,7 +190,7 @@ def test_dry_run_prints_the_plan(tmp_path: Path, standins: StandIns) -> None:
     env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
     done = run_cli("run-tests", "--platform", "xpu", "--dry-run", "--prune", env=env)
     assert done.returncode == 0, done.stderr
-    assert "docker run --net=host --ipc=host" in done.stdout
+    assert "docker run --pull=never --net=host --ipc=host" in done.stdout
     assert "# always, also on failure/timeout/SIGTERM: remove container xpu_c_" in done.stdout
     assert "docker system prune -f" in done.stdout
     assert standins.calls() == []
@@ -544,7 +544,18 @@ def test_run_xpu_test_shim_builds_then_runs(tmp_path: Path, standins: StandIns) 
     assert work == [
         ["pull", "vllm/vllm-openai-xpu:v0.29.0"],
         ["build", "-t", "xpu/vllm-omni-ci:c0ffee"],
-        ["run", "--net=host", "--ipc=host"],
+        ["run", "--pull=never", "--net=host"],
     ]
     build = next(c for c in standins.calls("docker") if c["argv"][:2] == ["build", "-t"])
     assert build["cwd"] == str(repo)
+
+
+@pytest.mark.docker
+def test_missing_image_is_never_pulled(docker_cli: str, tmp_path: Path) -> None:
+    """`--pull=never`: Docker Hub's `xpu/` namespace is not ours; exit 125 from docker run."""
+    commit = f"xputestmissing{secrets.token_hex(4)}"
+    env = runner_env(dict(os.environ), BUILDKITE_COMMIT=commit, HF_CACHE=str(tmp_path / "hf"))
+    done = run_cli("run-tests", "--platform", "xpu", env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 125, done.stderr
+    assert "No such image" in done.stderr or "not found" in done.stderr, done.stderr
+    assert containers(docker_cli, commit) == []

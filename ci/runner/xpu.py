@@ -102,9 +102,11 @@ def program() -> str:
 
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
-    """The script's `docker run`, flag for flag, minus devices the host does not have."""
+    """The script's `docker run`, flag for flag, minus absent devices, plus `--pull=never`."""
     dri, by_path = f"{spec.dev_root}/dri", f"{spec.dev_root}/dri/by-path"
-    argv: list[str] = [spec.docker, "run"]
+    # Never pull: a missing local image would otherwise be fetched from Docker Hub's
+    # `xpu/` namespace, which we do not own, and be given HF_TOKEN.
+    argv: list[str] = [spec.docker, "run", "--pull=never"]
     if dri in spec.devices:
         argv += ["--device", f"{dri}:/dev/dri"]
     argv += ["--net=host", "--ipc=host"]
