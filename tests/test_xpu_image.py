@@ -555,11 +555,25 @@ def broken_engine() -> Iterator[str]:
 def test_engine_error_during_lookup_does_not_start_the_source_build(
     broken_engine: str, tmp_path: Path, standins: StandIns
 ) -> None:
+    """The client's pull fails, then the SDK lookup gets a 500 from the (sick) engine."""
     git_standin(standins)
+    docker = standins.add(
+        "docker",
+        """\
+        case "$1" in
+          version) echo 20.10.0 ;;
+          info) echo "Error response from daemon: engine exploded" >&2; exit 1 ;;
+          buildx) exit 1 ;;
+          pull) echo "Error response from daemon: engine exploded" >&2; exit 1 ;;
+        esac
+        exit 0
+        """,
+    )
     env = {**clean_env(standins.env()), "DOCKER_HOST": broken_engine}
     done = run_cli(
         "build-image", "--platform", "xpu", "--repo", str(fixture_repo(tmp_path)),
-        "--commit", "c", "--vllm-version", "v0.29.0", env=env, timeout=300,
+        "--commit", "c", "--vllm-version", "v0.29.0", "--docker", str(docker),
+        env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert (
@@ -568,3 +582,7 @@ def test_engine_error_during_lookup_does_not_start_the_source_build(
     assert "engine exploded" in done.stderr
     assert [a for a in standins.argvs("git") if a[0] == "clone"] == []
     assert "WARNING: building" not in done.stderr
+    work = [
+        a[0] for a in standins.argvs("docker") if a[0] in ("pull", "build") and a[1:] != ["--help"]
+    ]
+    assert work == ["pull"]
