@@ -495,8 +495,11 @@ def test_dry_run_with_an_engine_probes_read_only(
     assert done.returncode == 0, done.stderr
     assert "# tier: 3: VLLM_BASE found locally" in done.stdout
     assert f"VLLM_BASE={base}" in done.stdout
+    assert f"{docker} build -t xpu/vllm-omni-ci:dry" in done.stdout  # the client a run would use
     assert "docker pull" not in done.stdout
-    assert standins.calls() == []  # lookups went through the SDK; nothing ran
+    # Lookups went through the SDK; the client was only asked about itself.
+    assert {a[0] for a in standins.argvs("docker")} <= {"version", "build", "buildx"}
+    assert all(a[0] != "build" or a[1:] == ["--help"] for a in standins.argvs("docker"))
 
 
 def test_dry_run_without_an_engine_prints_the_fallbacks(tmp_path: Path, standins: StandIns) -> None:

@@ -366,7 +366,7 @@ def choose_client(options: BuildOptions) -> tuple[str, bool]:
     return client, report.output_image
 
 
-def dry_run(build: XpuBuild) -> None:
+def dry_run(build: XpuBuild, client_path: str = "") -> None:
     """Read-only: with an engine, the tier it would pick and the commands; else the fallbacks."""
     import docker
 
@@ -379,13 +379,19 @@ def dry_run(build: XpuBuild) -> None:
         door.run_plan(fallback_plan(build, why), dry_run=True)
         return
     tier, reason = predict_tier(build, client)
+    from ci import doctor
+
+    # The client a real run would use (client queries only: no engine-side probe build).
+    chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
+    if chosen:
+        build = dataclasses.replace(build, docker=chosen)
     door.run_plan(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
 
 
 def build(options: BuildOptions) -> None:
     job = resolve(options, os.environ)
     if options.dry_run:
-        dry_run(job)
+        dry_run(job, options.docker)
         return
     docker_path, export = choose_client(options)
     job = dataclasses.replace(job, docker=docker_path)
