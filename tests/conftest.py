@@ -73,22 +73,31 @@ def docker_cli() -> str:
 
 @pytest.fixture
 def docker_cleanup(docker_cli: str) -> Iterator[None]:
-    """Remove containers and images carrying TEST_LABEL after the test."""
+    """Remove the containers and images carrying TEST_LABEL that this test created.
+
+    Only what appeared during the test goes: another test (or another checkout's
+    test run on the same engine) may own the rest.
+    """
+
+    def labelled(kind: str) -> set[str]:
+        listing = (
+            [docker_cli, "ps", "-aq"] if kind == "containers" else [docker_cli, "images", "-q"]
+        )
+        found = subprocess.run(
+            [*listing, "--no-trunc", "--filter", f"label={TEST_LABEL_KEY}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        return set(found)
+
+    before = {"containers": labelled("containers"), "images": labelled("images")}
     yield
-    containers = subprocess.run(
-        [docker_cli, "ps", "-aq", "--filter", f"label={TEST_LABEL_KEY}"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    containers = labelled("containers") - before["containers"]
     if containers:
-        subprocess.run([docker_cli, "rm", "-f", *containers], capture_output=True)
-    images = subprocess.run(
-        [docker_cli, "images", "-q", "--filter", f"label={TEST_LABEL_KEY}"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+        subprocess.run([docker_cli, "rm", "-f", *sorted(containers)], capture_output=True)
+    images = labelled("images") - before["images"]
     if images:
-        subprocess.run([docker_cli, "rmi", "-f", *sorted(set(images))], capture_output=True)
+        subprocess.run([docker_cli, "rmi", "-f", *sorted(images)], capture_output=True)
 
 
 # --------------------------------------------------------------------------- stand-ins
