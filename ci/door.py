@@ -174,6 +174,21 @@ class _SignalWatch:
             signal.signal(sig, old)  # type: ignore[arg-type]
 
 
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(128 + signum, f"interrupted by signal {signum}")
+
+
+def install_interrupt_handlers() -> None:
+    """Between commands, SIGTERM/SIGINT end the task with 143/130 (not Python's default).
+
+    While a command runs, `run` swaps in handlers that forward the signal to the
+    command's tree first; afterwards these come back. Main thread only.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _raise_interrupted)
+
+
 # --------------------------------------------------------------------------- run
 
 

@@ -40,7 +40,10 @@ def task(**kwargs: Any) -> Callable[[F], Task[Any]]:
     def decorate(fn: F) -> Task[Any]:
         @functools.wraps(fn)
         def body(*a: Any, **kw: Any) -> Any:
+            from ci.door import install_interrupt_handlers
+
             try:
+                install_interrupt_handlers()
                 return fn(*a, **kw)
             except (UserError, Stop) as exc:
                 raise Exit(code=report(exc)) from None
