@@ -14,6 +14,9 @@ Goals: deps warm/cold <= 0.10, whole warm/cold <= 0.25, 100 % CACHED.
 
     python benchmarks/rocm_cache.py [--builder auto|engine|buildx] [--keep]
 
+The arch build arg gets a unique suffix (`gfx942;bench-<id>`): it reaches every
+deps step through `ENV PYTORCH_ROCM_ARCH`, so concurrent builds of the sample on
+this shared engine cannot share steps with ours and make "cold" warm.
 Note: pruning the builder cache affects every build on this engine.
 """
 
@@ -72,14 +75,14 @@ class Run:
         return sum(s.seconds or 0.0 for s in self.deps)
 
 
-def build(repo: Path, registry: str, commit: str, builder: str) -> Run:
+def build(repo: Path, registry: str, arch: str, commit: str, builder: str) -> Run:
     """Run the real task, timing BuildKit's deps-stage lines as they arrive on stderr."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
     argv = [
         shutil.which("vllm-omni-ci") or "vllm-omni-ci",
         "build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit,
-        "--registry", registry, "--builder", builder,
+        "--registry", registry, "--arch", arch, "--builder", builder,
     ]  # fmt: skip
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -148,18 +151,20 @@ def main() -> None:
              str(repo / "wheelhouse")],
             check=True, capture_output=True,
         )  # fmt: skip
-        key = rocm_key(repo, "gfx942").key
-        registry = f"{REGISTRY}/omni-ci-bench/rocm-{uuid.uuid4().hex[:10]}"
+        run_id = uuid.uuid4().hex[:10]
+        arch = f"gfx942;bench-{run_id}"  # see the module docstring
+        key = rocm_key(repo, arch).key
+        registry = f"{REGISTRY}/omni-ci-bench/rocm-{run_id}"
         refs = [f"{registry}:bench-{key}", f"{registry}:rocm-deps-cache-{key}"]
         try:
             wipe(docker, refs)
-            cold = build(repo, registry, f"bench-{key}", args.builder)
+            cold = build(repo, registry, arch, f"bench-{key}", args.builder)
             wipe(docker, refs)
-            warm = build(repo, registry, f"bench-{key}", args.builder)
+            warm = build(repo, registry, arch, f"bench-{key}", args.builder)
         finally:
+            wipe(docker, refs)  # rmi alone leaves stale build-cache records on 20.10
             if not args.keep:
                 for ref in refs:
-                    subprocess.run([docker, "rmi", "-f", ref], capture_output=True)
                     registry_delete(ref)
 
     imported = any(

@@ -73,22 +73,37 @@ def sample_copy(tmp_path: Path) -> Path:
     return repo
 
 
+def wipe(docker: str, refs: list[str]) -> None:
+    """Remove these refs locally, then prune the builder cache.
+
+    Always both: on Docker 20.10, removing an image leaves build-cache records
+    whose layers are gone, and the next build that consults them logs
+    `ERROR: not found` for the step and exports a broken inline cache.
+    """
+    for ref in refs:
+        subprocess.run([docker, "rmi", "-f", ref], capture_output=True)
+    subprocess.run([docker, "builder", "prune", "-af"], check=True, capture_output=True)
+
+
 @pytest.fixture
 def refs(docker_cli: str) -> Iterator[list[str]]:
     """Image refs this test makes; removed locally and from the registry afterwards."""
     made: list[str] = []
+    wipe(docker_cli, made)  # start from a clean builder cache
     yield made
+    wipe(docker_cli, made)
     for ref in made:
-        subprocess.run([docker_cli, "rmi", "-f", ref], capture_output=True)
         registry_delete(ref)
 
 
-def build(repo: Path, registry: str, commit: str, *extra: str) -> tuple[str, list[progress.Step]]:
+def build(
+    repo: Path, registry: str, arch: str, commit: str, *extra: str
+) -> tuple[str, list[progress.Step]]:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
     done = run_cli(
         "build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit,
-        "--registry", registry, "--builder", "engine", *extra, env=env, timeout=900,
+        "--registry", registry, "--arch", arch, "--builder", "engine", *extra, env=env, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout, progress.parse(done.stderr)
@@ -103,27 +118,31 @@ def import_step(steps: list[progress.Step], cache_ref: str) -> progress.Step:
 def test_registry_cache_cold_warm_and_invalidated(
     sample_copy: Path, refs: list[str], docker_cli: str
 ) -> None:
-    registry = f"{REGISTRY}/omni-ci-test/rocm-e2e-{uuid.uuid4().hex[:10]}"
-    key = rocm_key(sample_copy, "gfx942").key
+    run_id = uuid.uuid4().hex[:10]
+    registry = f"{REGISTRY}/omni-ci-test/rocm-e2e-{run_id}"
+    # A unique arch reaches every deps step (ENV PYTORCH_ROCM_ARCH), so no other build
+    # on this shared engine can share steps with ours: CACHED can only mean our cache.
+    arch = f"gfx942;e2e-{run_id}"
+    key = rocm_key(sample_copy, arch).key
     cache_ref, image_ref = f"{registry}:rocm-deps-cache-{key}", f"{registry}:e2e-{key}"
     refs += [image_ref, cache_ref]
 
     # 1. Cold: nothing to import yet; image and cache ref are pushed.
-    out, cold = build(sample_copy, registry, f"e2e-{key}")
+    out, cold = build(sample_copy, registry, arch, f"e2e-{key}")
     assert out == f"ROCm dependency cache: {cache_ref}\nROCm CI image: {image_ref}\n"
     assert import_step(cold, cache_ref).status == "ERROR"  # a miss is logged, not fatal
+    cold_runs = [s for s in progress.stage_steps(cold, "deps") if s.instruction == "RUN"]
+    assert [s.status for s in cold_runs] == ["DONE"] * len(cold_runs)
     assert registry_digest(image_ref) and registry_digest(cache_ref)
 
     # 2. Wipe: only this test's refs, and the builder cache.
-    for ref in (image_ref, cache_ref):
-        subprocess.run([docker_cli, "rmi", ref], check=True, capture_output=True)
-    subprocess.run([docker_cli, "builder", "prune", "-af"], check=True, capture_output=True)
+    wipe(docker_cli, [image_ref, cache_ref])
     for ref in (image_ref, cache_ref):
         gone = subprocess.run([docker_cli, "image", "inspect", ref], capture_output=True)
         assert gone.returncode != 0
 
     # 3. Warm: the cache manifest comes from the registry and every deps step is CACHED.
-    _, warm = build(sample_copy, registry, f"e2e-{key}")
+    _, warm = build(sample_copy, registry, arch, f"e2e-{key}")
     assert import_step(warm, cache_ref).status == "DONE"
     deps = progress.stage_steps(warm, "deps")
     assert len(deps) >= 5
@@ -132,11 +151,11 @@ def test_registry_cache_cold_warm_and_invalidated(
     # 4. One requirements file changes: new key, and the heavy deps RUN steps run again.
     with (sample_copy / "requirements" / "common.txt").open("a") as fh:
         fh.write("# bump\n")
-    new_key = rocm_key(sample_copy, "gfx942").key
+    new_key = rocm_key(sample_copy, arch).key
     assert new_key != key
     new_cache = f"{registry}:rocm-deps-cache-{new_key}"
     refs.append(f"{registry}:e2e-{new_key}")
-    out, changed = build(sample_copy, registry, f"e2e-{new_key}", "--no-push")
+    out, changed = build(sample_copy, registry, arch, f"e2e-{new_key}", "--no-push")
     assert out.splitlines()[0] == f"ROCm dependency cache: {new_cache}"
     assert import_step(changed, new_cache).status == "ERROR"
     runs = [s for s in progress.stage_steps(changed, "deps") if s.instruction == "RUN"]
