@@ -414,3 +414,26 @@ def test_unlistable_requirements_dir_is_an_error(world_readable_f2: Path) -> Non
         denied.stderr
         == "error: cache-key input is not readable: requirements/: Permission denied\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("shim", "platform"),
+    [("scripts/amd/build-ci-image.sh", "rocm"), ("scripts/cuda/build-ci-image.sh", "cuda")],
+)
+def test_shim_is_a_drop_in_for_the_task(f2: Path, shim: str, platform: str) -> None:
+    write(f2, "docker/Dockerfile.ci", "f\n")
+    env = {**os.environ, **NO_BUILD_ENV}
+    args = ("--repo", str(f2), "--commit", COMMIT, "--dry-run")
+    via_shim = subprocess.run(
+        ["bash", str(ROOT / shim), *args], env=env, capture_output=True, text=True, cwd=f2
+    )
+    direct = run_cli("build-image", "--platform", platform, *args, env=env)
+    assert via_shim.returncode == 0, via_shim.stderr
+    assert via_shim.stdout == direct.stdout and "# plan: " in direct.stdout
+    failing = subprocess.run(
+        ["bash", str(ROOT / shim), "--repo", str(f2), "--builder", "nope", "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert failing.returncode == 2
