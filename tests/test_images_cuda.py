@@ -228,3 +228,32 @@ def test_failed_password_fetch_stops_before_login_and_build(
     assert [
         a for a in standins.argvs("docker") if a[0] in ("login", "buildx") and a[1] != "version"
     ] == []
+
+
+def test_engine_cache_push_failure_fails_like_the_scripts_cache_export(
+    standins: StandIns, f2: Path
+) -> None:
+    """No `ignore-error` in the CUDA script: a failed cache export fails the job."""
+    standins.add(
+        "docker",
+        """
+        case "$1 $2" in
+          "version --format") echo 99.0-standin ;;
+          "buildx version") exit 1 ;;
+          "push "*deps-cache-*) exit 3 ;;
+        esac
+        exit 0
+        """,
+    )
+    env = standins.env({**os.environ, **NO_BUILD_ENV})
+    env.pop("VLLM_OMNI_CI_DOCKER", None)
+    done = run_cli(
+        "build-image", "--platform", "cuda", "--repo", str(f2), "--commit", COMMIT,
+        "--registry", "127.0.0.1:5000/omni/cuda", env=env,
+    )  # fmt: skip
+    assert done.returncode == 3
+    pushes = [a for a in standins.argvs("docker") if a[0] == "push"]
+    assert pushes == [
+        ["push", f"127.0.0.1:5000/omni/cuda:{COMMIT}"],
+        ["push", f"127.0.0.1:5000/omni/cuda:deps-cache-{F2_KEY}"],
+    ]

@@ -29,6 +29,7 @@ def docker_standin(
     buildkit: bool = True,
     create: str = "touch {state}",
     build_exit: int = 0,
+    cache_push_exit: int = 0,
 ) -> None:
     """A `docker` that answers doctor's probes and plays the builder's life cycle."""
     version = "echo 'github.com/docker/buildx v0.99.0 standin'; exit 0" if buildx else "exit 1"
@@ -43,6 +44,7 @@ def docker_standin(
       "buildx create") {create.format(state=state)} ;;
       "buildx build") echo "#1 [deps 1/2] FROM base" >&2; exit {build_exit} ;;
       "build "*) exit {build_exit} ;;
+      "push "*deps-cache-*) exit {cache_push_exit} ;;
       "push "*) exit 0 ;;
     esac
     exit 0
@@ -181,3 +183,23 @@ def test_no_usable_backend_exits_2(standins: StandIns, repo: Path, tmp_path: Pat
     assert (code, out) == (2, "")
     assert err.startswith("error: no usable backend: ")
     assert build_calls(standins) == []
+
+
+def test_engine_cache_push_failure_is_ignored_like_ignore_error(
+    standins: StandIns, repo: Path, tmp_path: Path
+) -> None:
+    docker_standin(standins, tmp_path / "builder", buildx=False, cache_push_exit=1)
+    code, _, err = run_rocm(standins, repo)
+    assert code == 0, err
+    assert ["push", CACHE] in standins.argvs("docker")
+    assert "warning: cache export failed (exit 1); the image is pushed" in err
+
+
+def test_engine_image_push_failure_fails(standins: StandIns, repo: Path, tmp_path: Path) -> None:
+    docker_standin(standins, tmp_path / "builder", buildx=False)
+    (standins.bin_dir / "docker").write_text(
+        (standins.bin_dir / "docker").read_text().replace('"push "*) exit 0', '"push "*) exit 6')
+    )
+    code, _, _ = run_rocm(standins, repo)
+    assert code == 6
+    assert ["push", CACHE] not in standins.argvs("docker")

@@ -120,10 +120,13 @@ class BuildxSteps:
 class EngineSteps:
     build: door.Command
     pushes: tuple[door.Command, ...]
+    cache_push: door.Command | None = None
+    cache_push_optional: bool = False  # the buildx plan's `ignore-error=true`
 
     @property
     def commands(self) -> tuple[door.Command, ...]:
-        return (self.build, *self.pushes)
+        optional = (self.cache_push,) if self.cache_push else ()
+        return (self.build, *self.pushes, *optional)
 
 
 Steps = BuildxSteps | EngineSteps
@@ -193,15 +196,19 @@ def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> EngineSteps:
         env={"DOCKER_BUILDKIT": "1"},
         cwd=spec.repo,
     )
-    pushes = (
-        tuple(
-            door.Command((docker, "push", ref), description=f"push {ref}", cwd=spec.repo)
-            for ref in (spec.image_ref, spec.cache_ref)
-        )
-        if spec.push
-        else ()
+    if not spec.push:
+        return EngineSteps(build, ())
+    optional = "ignore-error=true" in spec.cache_to_options
+    image = door.Command(
+        (docker, "push", spec.image_ref), description=f"push {spec.image_ref}", cwd=spec.repo
     )
-    return EngineSteps(build, pushes)
+    cache = door.Command(
+        (docker, "push", spec.cache_ref),
+        description=f"push {spec.cache_ref}"
+        + (" (a failure is ignored, like ignore-error=true)" if optional else ""),
+        cwd=spec.repo,
+    )
+    return EngineSteps(build, (image,), cache, optional)
 
 
 def steps_for(kind: str, spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> Steps:
@@ -254,8 +261,13 @@ def execute(steps: Steps) -> None:
             door.run(steps.bootstrap, check=True)
         door.run(steps.build, check=True)
         return
-    for cmd in steps.commands:
+    for cmd in (steps.build, *steps.pushes):
         door.run(cmd, check=True)
+    if steps.cache_push is None:
+        return
+    pushed = door.run(steps.cache_push, check=not steps.cache_push_optional)
+    if not pushed.ok:
+        door.note(f"warning: cache export failed (exit {pushed.code}); the image is pushed")
 
 
 def _ensure_builder(steps: BuildxSteps) -> None:
