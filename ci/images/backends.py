@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
+from ci.images.cachekey import CacheKey
 
 AUTO, BUILDX, ENGINE = "auto", "buildx", "engine"
 BUILDERS = (AUTO, BUILDX, ENGINE)
@@ -220,6 +221,12 @@ def describe(kind: str, builder: Builder) -> str:
     if kind == BUILDX:
         return f"buildx (builder {builder.name})"
     return "engine (DOCKER_BUILDKIT=1 docker build; inline cache, mode=min)"
+
+
+def log_choice(key: CacheKey, kind: str, builder: Builder, docker: str) -> None:
+    """Stderr: what the key covered and which backend runs, for whoever reads the job log."""
+    door.note(f"cache key {key.key} over {len(key.inputs)} inputs: {', '.join(key.inputs)}")
+    door.note(f"backend: {describe(kind, builder)} with {docker}")
 
 
 def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:

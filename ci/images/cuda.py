@@ -148,4 +148,5 @@ def build(options: BuildOptions) -> None:
         )
     sys.stdout.write(f"Cache key: {job.cache_tag}\nBuilding image tag: {job.image_ref}\n")
     sys.stdout.flush()
+    backends.log_choice(job.key, job.backend, BUILDER, job.docker)
     backends.execute(job.steps())

@@ -106,4 +106,5 @@ def build(options: BuildOptions) -> None:
         return
     sys.stdout.write(f"ROCm dependency cache: {job.cache_ref}\nROCm CI image: {job.image_ref}\n")
     sys.stdout.flush()
+    backends.log_choice(job.key, job.backend, BUILDER, job.docker)
     backends.execute(job.steps())
