@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,22 @@ def test_engine_cache_push_failure_fails_like_the_scripts_cache_export(
         ["push", f"127.0.0.1:5000/omni/cuda:{COMMIT}"],
         ["push", f"127.0.0.1:5000/omni/cuda:deps-cache-{F2_KEY}"],
     ]
+
+
+def test_key_equals_the_scripts_recipe_under_lc_all_c(f2: Path) -> None:
+    """`cat` of the glob under LC_ALL=C, by the real bash, is the recipe we must match."""
+    for name in ("with space.txt", "ünïcödé.txt", "-dash.txt", "Z.txt", "a.txt"):
+        write(f2, f"requirements/{name}", f"{name}\n")
+    recipe = (
+        "cat pyproject.toml setup.py requirements/*.txt docker/Dockerfile.ci"
+        " | sha256sum | cut -c1-16"
+    )
+    done = subprocess.run(
+        ["bash", "-c", recipe],
+        cwd=f2,
+        env={"PATH": os.environ["PATH"], "LC_ALL": "C"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert cuda_key(f2).key == done.stdout.strip()

@@ -437,3 +437,39 @@ def test_shim_is_a_drop_in_for_the_task(f2: Path, shim: str, platform: str) -> N
         text=True,
     )
     assert failing.returncode == 2
+
+
+# The script's recipe (spec §1.4) in bash, run with the real find/sort/sha256sum.
+BASH_RECIPE = r"""
+L=(docker/Dockerfile.rocm docker/Dockerfile.rocm.dockerignore pyproject.toml setup.py
+   tools/install_torchcodec_rocm.sh)
+while IFS= read -r f; do L+=("$f"); done < <(
+  find requirements -maxdepth 1 -type f -name '*.txt' | LC_ALL=C sort)
+{ printf 'rocm-arch=%s\n' "$ARCH"
+  for p in "${L[@]}"; do printf 'path=%s\n' "$p"; sha256sum "$p"; done
+} | sha256sum | cut -c1-16
+"""
+
+
+def bash_key(repo: Path, arch: str) -> str:
+    done = subprocess.run(
+        ["bash", "-c", BASH_RECIPE],
+        cwd=repo,
+        env={"PATH": os.environ["PATH"], "ARCH": arch, "LC_ALL": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx942;gfx950", "gfx90a gfx942 ", "gfx\u00e9"])
+def test_key_equals_the_bash_recipe_on_the_sample(arch: str) -> None:
+    assert rocm_key(SAMPLE, arch).key == bash_key(SAMPLE, arch)
+
+
+def test_key_equals_the_bash_recipe_on_awkward_names(f2: Path) -> None:
+    for name in ("with space.txt", "ünïcödé.txt", "-dash.txt", "[x].txt", ".txt", "Z.txt"):
+        write(f2, f"requirements/{name}", f"{name}\n")
+    (f2 / "requirements/dir.txt").mkdir()
+    assert rocm_key(f2, "gfx942").key == bash_key(f2, "gfx942")
