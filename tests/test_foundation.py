@@ -105,6 +105,15 @@ def test_dashdash_arrives_as_one_argument_under_inv(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == ["pytest", "-m", "core_model and cpu"]
 
 
+def test_dashdash_arrives_as_one_argument_under_vllm_omni_ci() -> None:
+    """The installed command forwards `-m 'core_model and cpu'` unsplit (through `step`)."""
+    show = "import sys, json; print('ARGS=' + json.dumps(sys.argv[1:]))"
+    done = run_cli("step", "--", sys.executable, "-c", show, "-m", "core_model and cpu")
+    assert done.returncode == 0, done.stderr
+    line = next(ln for ln in (done.stdout + done.stderr).splitlines() if ln.startswith("ARGS="))
+    assert json.loads(line.removeprefix("ARGS=")) == ["-m", "core_model and cpu"]
+
+
 # --------------------------------------------------------------------------- start-up
 
 
