@@ -40,36 +40,9 @@ def run_tests(
     XPU command table (ci/runner/xpu_commands.py); --timeout, --prune.
     """
     from ci.argv import after_dashdash
-    from ci.errors import UserError
-    from ci.platforms import Platform, parse_platform
+    from ci.runner.dispatch import run_tests as dispatch
 
-    if not platform:
-        raise UserError("--platform is required: rocm (alias amd), npu or xpu (alias intel)")
-    chosen = parse_platform(platform)
-    if (timeout or prune) and chosen is not Platform.XPU:
-        raise UserError(f"--timeout and --prune are for --platform xpu, not {chosen}")
-    if chosen in (Platform.ROCM, Platform.NPU):
-        from ci.runner.native import run_tests as run_native
-
-        run_native(chosen, after_dashdash(), dry_run=dry_run)
-        return
-    if chosen is Platform.XPU:
-        import os
-
-        from ci.runner.xpu import run_tests as run_xpu
-
-        run_xpu(
-            os.environ,
-            timeout=timeout,
-            prune=prune,
-            positional=tuple(after_dashdash()),
-            dry_run=dry_run,
-        )
-        return
-    raise UserError(
-        f"run-tests does not support platform {chosen}: allowed values are "
-        "rocm (alias amd), npu, xpu (alias intel)"
-    )
+    dispatch(platform, after_dashdash(), timeout=timeout, prune=prune, dry_run=dry_run)
 
 
 @task(
