@@ -27,7 +27,7 @@ HF_EXPORT = 'if [ -n "$${VLLM_CI_HF_TOKEN:-}" ]; then export HF_TOKEN="$${VLLM_C
 HF_SECRET_ENV = "VLLM_CI_HF_TOKEN"
 _POOL_KEYS = ("agents", "plugins", "image")
 _M_EXPR = re.compile(r"""-m\s+(?:"([^"]*)"|'([^']*)'|(\S+))""")
-_NOT_BEFORE = re.compile(r"not\s+$")
+_NOT_BEFORE = re.compile(r"\bnot\s+$")
 
 
 def _fail(message: str) -> UserError:
@@ -63,7 +63,7 @@ def m_expressions(text: str) -> list[str]:
     return [next(g for g in m.groups() if g is not None) for m in _M_EXPR.finditer(text)]
 
 
-def _words(expression: str, word: str) -> Iterable[bool]:
+def polarities(expression: str, word: str) -> Iterable[bool]:
     """For each whole-word occurrence of `word`: True if positive, False if after `not `."""
     for match in re.finditer(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", expression):
         yield _NOT_BEFORE.search(expression, 0, match.start()) is None
@@ -106,10 +106,10 @@ def read_marks(
     negated = False
     for expression in expressions:
         for sku in skus:
-            if sku.lower() in chip_set and any(_words(expression, sku)):
+            if sku.lower() in chip_set and any(polarities(expression, sku)):
                 found.add(sku.lower())
         for n in counts:
-            for is_positive in _words(expression, f"cards_{n}"):
+            for is_positive in polarities(expression, f"cards_{n}"):
                 if is_positive:
                     positive.append(n)
                 else:

@@ -17,11 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ci.pipeline.mirror import m_expressions
+from ci.pipeline.mirror import m_expressions, polarities
 
 _PYTHON_MODULE = re.compile(r"\bpython[0-9.]*\s+-m\s+\S+")
-_CPU = re.compile(r"(?<![A-Za-z0-9_])cpu(?![A-Za-z0-9_])")
-_NOT_BEFORE = re.compile(r"\bnot\s*$")
 
 RULE = (
     "A step is CPU-runnable only if it has a pytest -m expression and every -m in it "
@@ -39,10 +37,7 @@ def marker_expressions(commands: Iterable[str]) -> list[str]:
 
 def positive_cpu(expression: str) -> bool:
     """True if `cpu` occurs as a whole word that is not directly negated."""
-    return any(
-        _NOT_BEFORE.search(expression, 0, match.start()) is None
-        for match in _CPU.finditer(expression)
-    )
+    return any(polarities(expression, "cpu"))
 
 
 def cpu_runnable(commands: Iterable[str]) -> bool:
