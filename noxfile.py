@@ -1,4 +1,4 @@
-"""Nox sessions: this repository's own gates, and (later) the tiered suites.
+"""Nox sessions: this repository's own gates, target-repo gates, and the tier sessions.
 
 `nox` runs the defaults (lint, mypy, tests); `nox -l` lists everything.
 """
@@ -70,9 +70,9 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
-@nox.session(venv_backend="none")
+@nox.session(name="lint-pipelines", venv_backend="none")
 def lint_pipelines(session: nox.Session) -> None:
-    """Lint every test YAML of a target repo: `nox -s lint_pipelines -- --repo PATH`.
+    """Lint every test YAML of a target repo: `nox -s lint-pipelines -- --repo PATH`.
 
     Runs the installed `vllm-omni-ci lint-pipelines` (no venv: it only reads
     YAML); without arguments it checks examples/omni-sample.

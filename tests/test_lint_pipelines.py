@@ -116,7 +116,7 @@ def test_no_test_pipelines_is_an_error(tmp_path: Path) -> None:
 
 def test_nox_session_runs_the_task(clean: Path) -> None:
     done = subprocess.run(
-        ["nox", "-s", "lint_pipelines", "--", "--repo", str(clean)],
+        ["nox", "-s", "lint-pipelines", "--", "--repo", str(clean)],
         cwd=ROOT,
         capture_output=True,
         text=True,
