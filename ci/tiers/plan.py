@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci.amd.render import gpu_count
 from ci.door import Command
 from ci.platforms import Platform
 from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
@@ -132,11 +133,6 @@ def _interpolate(env: Mapping[str, str], context: Mapping[str, str]) -> dict[str
     }
 
 
-def _gpu_count(pool: str) -> int:
-    match = re.search(r"_(\d+)$", pool)
-    return int(match.group(1)) if match else 1
-
-
 def rocm_job(
     step: TierStep, workdir: str, context: Mapping[str, str], gpus: int
 ) -> tuple[dict[str, str], str]:
@@ -224,7 +220,7 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
         }
         # CPU-runnable steps, and forced steps on a machine without the devices,
         # get the no-GPU pre-flight; forced steps with devices present check them.
-        wanted = _gpu_count(step.hardware) if step.platform is Platform.ROCM else 1
+        wanted = gpu_count(step.hardware, step.label) if step.platform is Platform.ROCM else 1
         gpus = wanted if (options.force and not step.runs_on_cpu and devices) else 0
         if step.platform is Platform.ROCM:
             env, program = rocm_job(step, workdir, context, gpus)
