@@ -25,7 +25,7 @@ def run_tests(
     dry_run: bool = False,
 ) -> None:
     if not platform:
-        raise UserError(f"--platform is required: {ALLOWED}")
+        raise UserError("--platform is required: rocm (alias amd), npu or xpu (alias intel)")
     chosen = parse_platform(platform)
     if (timeout or prune) and chosen is not Platform.XPU:
         raise UserError(f"--timeout and --prune are for --platform xpu, not {chosen}")
