@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
@@ -72,6 +73,27 @@ def parse_builder(value: str) -> str:
             code=IMAGE_INPUT,
         )
     return key
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyedBuild:
+    """A CI image whose dependency cache is keyed by content (ROCm and CUDA).
+
+    The platform modules add their own inputs and refs; the plan stays a pure
+    function of these fields.
+    """
+
+    repo: Path
+    registry: str
+    commit: str
+    key: CacheKey
+    backend: str = BUILDX
+    docker: str = DOCKER
+    push: bool = True
+
+    @property
+    def image_ref(self) -> str:
+        return f"{self.registry}:{self.commit}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
@@ -37,17 +36,9 @@ def login_registry(registry: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class CudaBuild:
+@dataclass(frozen=True, kw_only=True)
+class CudaBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
-
-    repo: Path
-    registry: str
-    commit: str
-    key: cachekey.CacheKey
-    backend: str = backends.BUILDX
-    docker: str = backends.DOCKER
-    push: bool = True
 
     @property
     def cache_tag(self) -> str:
@@ -56,10 +47,6 @@ class CudaBuild:
     @property
     def cache_ref(self) -> str:
         return f"{self.registry}:{self.cache_tag}"
-
-    @property
-    def image_ref(self) -> str:
-        return f"{self.registry}:{self.commit}"
 
     def spec(self) -> backends.BuildSpec:
         return backends.BuildSpec(
@@ -127,7 +114,15 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Cuda
     UserError.collect(problems, code=IMAGE_INPUT)
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker = backends.choose(requested, options.docker, dry_run=options.dry_run)
-    return CudaBuild(repo, registry, commit, key, backend, docker, options.push)
+    return CudaBuild(
+        repo=repo,
+        registry=registry,
+        commit=commit,
+        key=key,
+        backend=backend,
+        docker=docker,
+        push=options.push,
+    )
 
 
 def build(options: BuildOptions) -> None:

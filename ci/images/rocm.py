@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
@@ -30,26 +29,15 @@ TARGET = "test"
 BUILDER = backends.Builder("vllm-omni-rocm-builder", bootstrap=True)
 
 
-@dataclass(frozen=True)
-class RocmBuild:
+@dataclass(frozen=True, kw_only=True)
+class RocmBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
 
-    repo: Path
-    registry: str
     arch: str
-    commit: str
-    key: cachekey.CacheKey
-    backend: str = backends.BUILDX
-    docker: str = backends.DOCKER
-    push: bool = True
 
     @property
     def cache_ref(self) -> str:
         return f"{self.registry}:rocm-deps-cache-{self.key.key}"
-
-    @property
-    def image_ref(self) -> str:
-        return f"{self.registry}:{self.commit}"
 
     def spec(self) -> backends.BuildSpec:
         return backends.BuildSpec(
@@ -95,7 +83,16 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Rocm
     UserError.collect(problems, code=IMAGE_INPUT)
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker = backends.choose(requested, options.docker, dry_run=options.dry_run)
-    return RocmBuild(repo, registry, arch, commit, key, backend, docker, options.push)
+    return RocmBuild(
+        repo=repo,
+        registry=registry,
+        arch=arch,
+        commit=commit,
+        key=key,
+        backend=backend,
+        docker=docker,
+        push=options.push,
+    )
 
 
 def build(options: BuildOptions) -> None:
