@@ -30,6 +30,7 @@ from typing import Final, Literal
 
 from ci import door
 from ci.errors import UserError
+from ci.skipci import is_test_py
 
 # `git fetch` of a missing PR base: the original's depth, plus a bound on time.
 FETCH_DEPTH: Final = 200
@@ -115,7 +116,7 @@ class Diff:
         if path not in self._patches:
             wanted = [path]
             if self.paths is not None and path in self.paths:
-                wanted += [p for p in self.paths if _is_test_py(p) and p not in self._patches]
+                wanted += [p for p in self.paths if is_test_py(p) and p not in self._patches]
             self._patches.update(self._fetch_patches(list(dict.fromkeys(wanted))))
         return self._patches.get(path)
 
@@ -185,11 +186,6 @@ class Diff:
             return None
         result = _git(self.repo, "show", f"{self.head}:./{path}")
         return result.stdout if result.ok else None
-
-
-def _is_test_py(path: str) -> bool:
-    parts = Path(path).parts
-    return len(parts) > 1 and parts[0] == "tests" and path.endswith(".py")
 
 
 def _split_patches(text: str, paths: Sequence[str]) -> dict[str, str | None]:

@@ -391,6 +391,7 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
 # --------------------------------------------------------------------------- with git
 
 _DECISIONS: dict[int, tuple[Diff, Decision]] = {}
+_LOGGED: set[int] = set()
 
 
 def _log(message: str) -> None:
@@ -398,16 +399,29 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
-def decision_for(diff: Diff) -> Decision:
-    """The decision for a resolved diff; computed and logged once per process."""
+def _decided(diff: Diff) -> Decision:
+    """The decision for `diff`, computed once per process (its per-file notes logged then)."""
     cached = _DECISIONS.get(id(diff))
     if cached is not None and cached[0] is diff:
         return cached[1]
     made = decide(diff.paths, diff if diff.range is not None else None)
     for note in made.notes:
         _log(note)
-    _log(made.message)
     _DECISIONS[id(diff)] = (diff, made)
+    return made
+
+
+def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
+    """The decision for a resolved diff; computed and logged once per process.
+
+    The log line is `[skip-ci]: <message>` (spec §2.3); the CLI passes the
+    gate's `verdict` (`cuda/l2: run`), which is appended in parentheses, so
+    the decision and its reason stay one line.
+    """
+    made = _decided(diff)
+    if id(diff) not in _LOGGED:
+        _LOGGED.add(id(diff))
+        _log(f"{made.message} ({verdict})" if verdict else made.message)
     return made
 
 
@@ -429,6 +443,7 @@ def clear_cache() -> None:
     from ci import diff
 
     _DECISIONS.clear()
+    _LOGGED.clear()
     diff.clear_cache()
 
 
@@ -449,13 +464,13 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     elif level not in LEVELS:
         problems.append(f"--level: unknown level {level!r}: allowed values are l2, l3")
     UserError.collect(problems)
-    made = decision(resolve_repo(repo or None))
-    word = made.gate(platform, level)
-    name = f"{spec_platform(platform)}/{level}"
+    from ci.diff import resolve_diff
+
+    diff = resolve_diff(resolve_repo(repo or None))
+    word = _decided(diff).gate(platform, level)
+    decision_for(diff, verdict=f"{spec_platform(platform)}/{level}: {word or 'run'}")
     if word is None:
-        _log(f"{name}: run")
         raise Stop(1)
-    _log(f"{name}: {word}")
     sys.stdout.write(word + "\n")
     sys.stdout.flush()
     raise Stop(0)

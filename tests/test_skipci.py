@@ -177,6 +177,32 @@ def test_golden_rows_through_real_git(name: str, tmp_path: Path) -> None:
     assert sorted(bucketed) == sorted(row.files or [])
 
 
+@pytest.mark.parametrize("row", ["S21", "S22", "S23"])
+def test_golden_range_rows(row: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """S21-S23: the range comes from the Buildkite env (spec §2.6), resolved by real git."""
+    repo = make_repo(tmp_path)
+    if row == "S22":
+        repo.git("checkout", "-q", "main")
+    commit = touch(repo, ["vllm_omni/foo.py"])
+    env = {
+        "S21": buildkite_env(BUILDKITE_PULL_REQUEST="7", BUILDKITE_COMMIT=commit),
+        "S22": buildkite_env(
+            BUILDKITE_PULL_REQUEST="false", BUILDKITE_BRANCH="main", BUILDKITE_COMMIT=commit
+        ),
+        "S23": buildkite_env(BUILDKITE_PULL_REQUEST="false", BUILDKITE_BRANCH="feature"),
+    }[row]
+    got = resolve_diff(repo.path, env=env)
+    expected = {"S21": f"origin/main...{commit}", "S22": f"{commit}^..{commit}", "S23": None}
+    assert got.range == expected[row]
+    made = decision_for(got)
+    assert made.normal
+    if row == "S23":
+        assert got.paths is None and made.message == skipci.MSG_UNKNOWN
+        assert "[diff]: not PR/main build; using safe defaults" in capfd.readouterr().err
+    else:
+        assert got.paths == ("vllm_omni/foo.py",) and made.message == skipci.MSG_NORMAL
+
+
 def test_yaml_gated_intel_and_npu_l3_never_run() -> None:
     every = list(skipci.L2_YAML_FILES) + list(skipci.L3_YAML_FILES) + list(skipci.L45_YAML_FILES)
     got = decide(every)
@@ -228,6 +254,10 @@ def test_buckets(path: str, bucket: str) -> None:
 
 TEST_FILE = "import pytest\n\n\ndef test_a():\n    assert 1 == 1\n"
 SKIPPED = 'import pytest\n\n\n@pytest.mark.skip(reason="{r}")\ndef test_a():\n    assert 1 == 1\n'
+# S17 as written: the decorator and a blank line are the only added lines.
+S17_AFTER = (
+    'import pytest\n\n\n@pytest.mark.skip(reason="temp")\n\ndef test_a():\n    assert 1 == 1\n'
+)
 
 
 def skip_verdict(tmp_path: Path, before: str | None, after: str | None) -> tuple[bool, Decision]:
@@ -248,6 +278,7 @@ def skip_verdict(tmp_path: Path, before: str | None, after: str | None) -> tuple
 @pytest.mark.parametrize(
     ("name", "before", "after", "expected"),
     [
+        ("S17 add a skip and a blank line", TEST_FILE, S17_AFTER, True),
         ("S17 add a skip", TEST_FILE, SKIPPED.format(r="temp"), True),
         ("S18 remove a skip", SKIPPED.format(r="temp"), TEST_FILE, False),
         ("S19 change the reason", SKIPPED.format(r="old"), SKIPPED.format(r="new"), True),
@@ -453,6 +484,7 @@ def cli(repo: GitRepo, env: dict[str, str], *args: str) -> tuple[int, str, str]:
         (ROWS["S10"].files, "xpu", "l2", 1, ""),
         (ROWS["S10"].files, "intel", "l3", 0, "skip-l23"),
     ],
+    ids=["S1-cuda-l2", "S1-rocm-l3", "S2", "S3-cuda-l3", "S3-cuda-l2", "S10-xpu-l2", "S10-l3"],
 )
 def test_cli_gate(
     files: list[str], platform: str, level: str, code: int, word: str, tmp_path: Path
@@ -461,8 +493,13 @@ def test_cli_gate(
     touch(repo, files)
     rc, out, err = cli(repo, pr_env(repo), "--platform", platform, "--level", level)
     assert (rc, out) == (code, f"{word}\n" if word else "")
-    assert err.count("[skip-ci]: ") == 2, err  # the decision once, the gate's verdict once
-    assert err.endswith(f"[skip-ci]: {skipci.spec_platform(platform)}/{level}: {word or 'run'}\n")
+    # The decision and its reason: one line, the spec's `[skip-ci]: <message>` plus the verdict.
+    message = decide(files).message
+    verdict = f"{skipci.spec_platform(platform)}/{level}: {word or 'run'}"
+    assert [ln for ln in err.splitlines() if ln.startswith("[skip-ci]")] == [
+        f"[skip-ci]: {message} ({verdict})"
+    ], err
+    assert all(ln.startswith(("[skip-ci]: ", "[diff]: ")) for ln in err.splitlines()), err
 
 
 def test_cli_without_range_runs(tmp_path: Path) -> None:  # S15/S23 end to end
@@ -496,14 +533,15 @@ def test_cli_repo_option_on_a_subfolder(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (0, "skip-all\n")
 
 
-def test_s24_unknown_level_exits_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("level", ["l4", "L2", "nightly"], ids=["S24", "S24-case", "S24-name"])
+def test_s24_unknown_level_exits_2(level: str, tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
-    rc, out, err = cli(repo, pr_env(repo), "--platform", "cuda", "--level", "l4")
+    rc, out, err = cli(repo, pr_env(repo), "--platform", "cuda", "--level", level)
     assert (rc, out) == (2, "")
-    assert err == "error: --level: unknown level 'l4': allowed values are l2, l3\n"
+    assert err == f"error: --level: unknown level {level!r}: allowed values are l2, l3\n"
 
 
-@pytest.mark.parametrize("files", [ROWS["S3"].files, ROWS["S2"].files])
+@pytest.mark.parametrize("files", [ROWS["S3"].files, ROWS["S2"].files], ids=["S25", "S25-normal"])
 def test_s25_unknown_platform_exits_2(files: list[str], tmp_path: Path) -> None:
     """Deliberate change (docs/differences.md, "skip-ci: an unknown platform is an error"):
     the original answered `skip-l23` for a yaml-gated diff and 1 otherwise."""
