@@ -60,6 +60,49 @@ def test_groups_are_flattened_and_non_command_steps_skipped() -> None:
     assert found[3].key == "only-a-key"
 
 
+def test_group_ifs_and_depends_on_reach_their_steps() -> None:
+    from ci.gates.stepsource import Dependency
+
+    found = steps(
+        """\
+        steps:
+          - group: outer
+            key: outer-group
+            if: build.env("NIGHTLY") == "1" ||
+              build.pull_request.labels includes "nightly-test"
+            depends_on: upload-nightly-pipeline
+            steps:
+              - label: perf
+                key: perf
+                if: build.env("PERF") == "1"
+                commands: ["echo perf"]
+              - label: plain
+                commands: ["echo plain"]
+          - label: email
+            depends_on:
+              - perf
+              - step: outer-group
+                allow_failure: true
+            commands: ["echo email"]
+          - label: lenient
+            depends_on: [perf]
+            allow_dependency_failure: true
+            if: false
+            commands: ["echo x"]
+        """
+    )
+    perf, plain, email, lenient = found
+    group_if = 'build.env("NIGHTLY") == "1" || build.pull_request.labels includes "nightly-test"'
+    assert perf.conditions == (group_if, 'build.env("PERF") == "1"')
+    assert plain.conditions == (group_if,)
+    assert perf.group_keys == plain.group_keys == ("outer-group",)
+    assert plain.depends_on == (Dependency("upload-nightly-pipeline"),)
+    assert email.conditions == () and email.group_keys == ()
+    assert email.depends_on == (Dependency("perf"), Dependency("outer-group", True))
+    assert lenient.depends_on == (Dependency("perf", True),)
+    assert lenient.conditions == ("false",)
+
+
 def test_command_wins_over_commands_as_in_the_amd_template() -> None:
     (step,) = steps("steps:\n  - label: s\n    command: a\n    commands: [b, c]\n")
     assert step.commands == ("a",)

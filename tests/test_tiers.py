@@ -560,3 +560,204 @@ def test_retries_of_forms() -> None:
     assert retries_of(None) == () and retries_of({"manual": {"allowed": False}}) == ()
     assert Retry(134, 1).matches(134) and not Retry(134, 1).matches(1)
     assert not Retry(None, 2).matches(0)
+
+
+# --------------------------------------------------------------------------- if / depends_on
+
+
+def test_corpus_ifs_are_evaluated_as_for_a_pr_with_the_tier_label() -> None:
+    """Group and step `if`s: true by the tier's PR label, else opened by the build env."""
+    env = {"BUILDKITE_BRANCH": "feature"}
+    weekly = {s.label: s for s in load_tier(CORPUS, Tier.WEEKLY, Platform.CUDA, env)}
+    coverage = weekly["Simple · CPU Coverage Test"]
+    assert coverage.if_false == 'build.env("WEEKLY") == "1"'
+    assert coverage.skip_reason == 'if false here: build.env("WEEKLY") == "1"'
+    reliability = weekly["Reliability Test · qwen3-omni"]
+    assert reliability.conditions and reliability.if_false == ""  # label weekly-test
+    sweep = [s for s in weekly.values() if s.if_false == 'build.env("NON_CRITICAL") == "1"']
+    assert sweep and all(s.conditions == ('build.env("NON_CRITICAL") == "1"',) for s in sweep)
+    assert len([s for s in weekly.values() if s.if_false]) == len(sweep) + 1
+
+    opened = load_tier(
+        CORPUS, Tier.WEEKLY, Platform.CUDA, {**env, "WEEKLY": "1", "NON_CRITICAL": "1"}
+    )
+    assert not [s.label for s in opened if s.if_false]
+
+    nightly = {s.label: s for s in load_tier(CORPUS, Tier.NIGHTLY, Platform.CUDA, env)}
+    email = nightly[":email: Nightly Collection & Email"]
+    assert email.if_false.startswith('build.env("NIGHTLY") == "1" && ')
+    assert len(email.depends_on) == 8 and all(not d.allow_failure for d in email.depends_on)
+    assert [s.label for s in nightly.values() if s.if_false] == [email.label]
+    npu = load_tier(CORPUS, Tier.NIGHTLY, Platform.NPU, env)
+    assert all(s.conditions and not s.if_false for s in npu)  # label nightly-test
+
+
+def test_if_false_step_is_reported_and_not_run_even_with_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"BUILDKITE_BRANCH": "feature"}
+    steps = load_tier(CORPUS, Tier.WEEKLY, Platform.CUDA, env)
+    host = sample_host(tmp_path, images={Platform.CUDA: "cuda:abc"})
+    (job,) = plan_tier(steps, host, Options(force=True, step="CPU Coverage"))
+    assert not job.runs and job.reason == 'if false here: build.env("WEEKLY") == "1"'
+
+    assert run("weekly", ["--platform", "cuda", "--repo", str(CORPUS), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert 'hardware: l4_1 — if false here: build.env("WEEKLY") == "1"' in out
+    assert '     if: build.env("WEEKLY") == "1"\n' in out
+
+
+DEPENDS_TIER = """\
+steps:
+  - label: "Fails"
+    key: fails
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "pytest -q tests/e2e -m 'advanced_model and cpu' --run-level advanced_model"
+  - label: "Waits for the failure"
+    depends_on: fails
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+  - label: "Allows the failure"
+    depends_on:
+      - step: fails
+        allow_failure: true
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+  - group: "GPU"
+    key: gpu-group
+    steps:
+      - label: "Needs GPUs"
+        agent_pool: mi300_4
+        mirror_hardwares: [amdproduction]
+        grade: Blocking
+        commands:
+          - "pytest -q tests/engine -m 'core_model and rocm and cards_4'"
+  - label: "Waits for the GPU group"
+    depends_on: [gpu-group, amd-build]
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+  - label: "Waits for the image build only"
+    depends_on: amd-build
+    if: build.pull_request.labels includes "ready"
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+  - label: "Gated off"
+    if: build.env("NIGHTLY") == "1"
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+"""
+
+
+def test_depends_on_inside_the_tier_is_honoured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A dependency must pass (or soft-fail, or be allowed to fail); build-step keys are met."""
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    (repo / ".buildkite/amd/test-amd-ready.yml").write_text(DEPENDS_TIER)
+    for name, value in {"BUILDKITE_COMMIT": "fixture", "BUILDKITE_BRANCH": "feature"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    monkeypatch.delenv("NIGHTLY", raising=False)
+    args = ["--platform", "rocm", "--repo", str(repo), "--native", "--keep-going"]
+    assert run("ready", [*args, "--results", str(tmp_path / "r")]) == 1
+    summary = {
+        line.split("[rocm] ", 1)[1].split("  ")[0]: line.split("  [rocm]")[0].strip()
+        for line in capfd.readouterr().err.splitlines()
+        if "  [rocm] " in line
+    }
+    assert summary == {
+        "Fails": "failed",
+        "Waits for the failure": "not run: depends on fails (Fails failed)",
+        "Allows the failure": "passed",
+        "Needs GPUs": "needs mi300_4",
+        "Waits for the GPU group": (
+            "not run: depends on gpu-group (Needs GPUs did not run here: needs mi300_4)"
+        ),
+        "Waits for the image build only": "passed",
+        "Gated off": 'if false here: build.env("NIGHTLY") == "1"',
+    }
+
+
+def test_listing_shows_dependencies_inside_the_tier_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    (repo / ".buildkite/amd/test-amd-ready.yml").write_text(DEPENDS_TIER)
+    assert run("ready", ["--platform", "rocm", "--repo", str(repo), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "     depends on: fails\n" in out
+    assert "     depends on: fails (failure allowed)\n" in out
+    assert "     depends on: gpu-group\n" in out  # amd-build is the image, not a tier step
+    assert "amd-build" not in out
+
+
+# --------------------------------------------------------------------------- host and table
+
+
+def test_devices_are_passed_only_when_present(tmp_path: Path) -> None:
+    from ci.tiers.session import devices
+
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for platform in Platform:
+        assert devices(platform, dev) == ()
+    (dev / "dri").mkdir()
+    assert devices(Platform.ROCM, dev) == ("--device", str(dev / "dri"), "--group-add", "video")
+    assert devices(Platform.XPU, dev) == ("--device", str(dev / "dri"))
+    (dev / "kfd").touch()
+    assert devices(Platform.ROCM, dev)[:4] == (
+        "--device",
+        str(dev / "kfd"),
+        "--device",
+        str(dev / "dri"),
+    )
+    (dev / "nvidia0").touch()
+    assert devices(Platform.CUDA, dev) == ("--gpus", "all")
+    for name in ("davinci1", "davinci0", "davinci_manager"):
+        (dev / name).touch()
+    assert devices(Platform.NPU, dev) == (
+        "--device", str(dev / "davinci0"),
+        "--device", str(dev / "davinci1"),
+        "--device", str(dev / "davinci_manager"),
+    )  # fmt: skip
+
+
+def test_rich_table_has_the_columns_and_one_row_per_job(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    results = results_for(tmp_path)
+    console = Console(record=True, width=250, color_system=None)
+    console.print(report.table(results, "ready tier (rocm)"))
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "step" in line and "duration" in line)
+    assert all(c in header for c in ("step", "shard", "result", "exit", "duration", "log"))
+    assert header.index("step") < header.index("shard") < header.index("result")
+    assert header.index("exit") < header.index("duration") < header.index("log")
+    rows = [line for line in text.splitlines() if "[rocm]" in line]
+    assert len(rows) == len(results) == 7
+    assert "2/2" in rows[1] and "passed" in rows[1] and "1.5s" in rows[1]
+    assert "soft failure" in rows[5] and " 1 " in rows[5]
+    assert "needs mi300_2" in rows[6]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ci.errors import FAILURE, UserError
 
@@ -28,6 +28,37 @@ JOB_SHELL = "job-shell"  # Buildkite's default `bash -e -c`: errexit, no pipefai
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """One `depends_on` entry: a step or group key; `allow_failure` as Buildkite reads it."""
+
+    key: str
+    allow_failure: bool = False
+
+
+def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
+    """`depends_on` as a string, a list of strings, or a list of `{step: KEY, allow_failure}`.
+
+    `allow_all` is the step's `allow_dependency_failure: true`.
+    """
+    items = value if isinstance(value, list) else [value]
+    found: list[Dependency] = []
+    for item in items:
+        if isinstance(item, str) and item.strip():
+            found.append(Dependency(item.strip(), allow_all))
+        elif isinstance(item, Mapping) and isinstance(item.get("step"), str):
+            allowed = allow_all or item.get("allow_failure") is True
+            found.append(Dependency(str(item["step"]).strip(), allowed))
+    return tuple(found)
+
+
+def _condition(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    value = entry.get("if")
+    if value is None:
+        return ()
+    return (str(value).lower() if isinstance(value, bool) else " ".join(str(value).split()),)
+
+
+@dataclass(frozen=True)
 class Step:
     """One command step: where it is, what it runs, with which env and shell."""
 
@@ -38,6 +69,11 @@ class Step:
     group: str = ""
     key: str = ""
     shell: str = JOB_SHELL
+    # The `if`s that decide whether Buildkite creates it: enclosing groups', then its own.
+    conditions: tuple[str, ...] = ()
+    # `depends_on` of the step and its groups; keys of the groups it sits in.
+    depends_on: tuple[Dependency, ...] = ()
+    group_keys: tuple[str, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -140,14 +176,21 @@ def steps_of(
         return
     shell = shell_of(rel_file)
 
-    def walk(entries: Iterable[Any], group: str, group_env: Mapping[str, str]) -> Iterator[Step]:
+    def walk(entries: Iterable[Any], group: str, outer: _Outer) -> Iterator[Step]:
         for position, entry in enumerate(entries, 1):
             if not isinstance(entry, Mapping):
                 continue  # "wait" and other string shorthands run nothing
+            mine = _Outer(
+                {**outer.env, **_env(entry.get("env"))},
+                (*outer.conditions, *_condition(entry)),
+                (*outer.depends_on, *_depends(entry)),
+                outer.group_keys,
+            )
             if "group" in entry and isinstance(entry.get("steps"), list):
                 name = str(entry.get("group") or entry.get("label") or "")
-                inner_env = {**group_env, **_env(entry.get("env"))}
-                yield from walk(entry["steps"], name, inner_env)
+                key = str(entry.get("key") or "")
+                inner = mine._replace(group_keys=(*outer.group_keys, *([key] if key else [])))
+                yield from walk(entry["steps"], name, inner)
                 continue
             commands = _commands(entry)
             if not commands:
@@ -156,14 +199,30 @@ def steps_of(
                 file=rel_file,
                 label=_label(entry, position),
                 commands=commands,
-                env={**group_env, **_env(entry.get("env"))},
+                env=mine.env,
                 group=group,
                 key=str(entry.get("key") or ""),
                 shell=shell,
+                conditions=mine.conditions,
+                depends_on=mine.depends_on,
+                group_keys=mine.group_keys,
                 raw=entry,
             )
 
-    yield from walk(items if isinstance(items, list) else [], "", env)
+    yield from walk(items if isinstance(items, list) else [], "", _Outer(env, (), (), ()))
+
+
+class _Outer(NamedTuple):
+    """What a step inherits from the groups around it."""
+
+    env: dict[str, str]
+    conditions: tuple[str, ...]
+    depends_on: tuple[Dependency, ...]
+    group_keys: tuple[str, ...]
+
+
+def _depends(entry: Mapping[str, Any]) -> tuple[Dependency, ...]:
+    return dependencies(entry.get("depends_on"), entry.get("allow_dependency_failure") is True)
 
 
 def is_pipeline(rel: str) -> bool:

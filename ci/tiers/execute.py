@@ -123,6 +123,10 @@ def run_jobs(
         if stopped:
             results[i] = JobResult(job, Outcome.NOT_RUN, note=stopped)
             continue
+        unmet = unmet_dependency(job, results)
+        if unmet:
+            results[i] = JobResult(job, Outcome.NOT_RUN, note=unmet)
+            continue
         results[i] = JobResult(job, Outcome.RUNNING)
         if progress:
             progress(results)
@@ -132,6 +136,37 @@ def run_jobs(
         if progress:
             progress(results)
     return results
+
+
+def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
+    """Why `job` must wait for good ("" when every `depends_on` inside the tier is met).
+
+    As on Buildkite: a dependency is met when all jobs of that step (or of
+    every step in that group) passed or soft-failed; a failed one is met only
+    with `allow_failure` / `allow_dependency_failure`. Keys the tier does not
+    define (`amd-build`, `upload-*-pipeline`) are its build steps: the local
+    image stands for them. Jobs run in file order, so a dependency that did
+    not run here (needs hardware, `if` false, later in the file) is unmet.
+    """
+    for dependency in job.step.depends_on:
+        members = [
+            r
+            for r in results
+            if dependency.key == r.job.step.key or dependency.key in r.job.step.group_keys
+        ]
+        for member in members:
+            outcome = member.outcome
+            if outcome in (Outcome.PASSED, Outcome.SOFT):
+                continue
+            if outcome is Outcome.FAILED and dependency.allow_failure:
+                continue
+            why = {
+                Outcome.FAILED: "failed",
+                Outcome.SKIPPED: f"did not run here: {member.note}",
+                Outcome.NOT_RUN: "did not run",
+            }.get(outcome, "has not run yet (it comes later in the file)")
+            return f"not run: depends on {dependency.key} ({member.job.name} {why})"
+    return ""
 
 
 def blocking_failures(results: Sequence[JobResult]) -> list[JobResult]:

@@ -7,21 +7,26 @@
 
 A pair without a source is `no <tier> tier for <platform>` (exit 2). Steps are
 walked by the shared step source (`ci.gates.stepsource`), so this module adds
-only what a tier run needs: shards, timeout, soft-fail, hardware, CPU rule.
+only what a tier run needs: shards, timeout, soft-fail, hardware, CPU rule, and
+the `if`s evaluated as for a PR carrying the tier's label (`local_context`).
 """
 
 from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci.errors import UserError
+from ci.gates.stepsource import Dependency
 from ci.platforms import Platform
 from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
+
+if TYPE_CHECKING:
+    from ci.pipeline.ifexpr import Context
 
 
 class Tier(str, enum.Enum):
@@ -41,6 +46,13 @@ TIER_FILES: dict[Platform, str] = {
 }
 XPU_TIERS = (Tier.READY,)
 XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
+# The PR label that uploads each tier (spec §5.2): a local run is that PR's build.
+TIER_LABELS: dict[Tier, str] = {
+    Tier.READY: "ready",
+    Tier.MERGE: "merge-test",
+    Tier.NIGHTLY: "nightly-test",
+    Tier.WEEKLY: "weekly-test",
+}
 # The AMD template's default pool and mirror (spec §1.1).
 AMD_DEFAULT_POOL = "mi300_1"
 AMD_MIRROR = "amdproduction"
@@ -105,6 +117,10 @@ class TierStep:
     dropped: str = ""  # why the upload would not emit this step ("" = emitted)
     source: str = ""
     yaml_escaped: bool = True  # commands still hold Buildkite's `$$` escapes
+    conditions: tuple[str, ...] = ()  # the `if`s of its groups, then its own
+    if_false: str = ""  # the first of them that is false in the local context
+    depends_on: tuple[Dependency, ...] = ()
+    group_keys: tuple[str, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -135,9 +151,43 @@ class TierStep:
         return self.soft_fail.describe()
 
     @property
+    def skip_reason(self) -> str:
+        """Why Buildkite would not create this job for the local context ("" = it would)."""
+        if self.dropped:
+            return f"dropped: {self.dropped}"
+        if self.if_false:
+            return f"if false here: {self.if_false}"
+        return ""
+
+    @property
     def need(self) -> str:
         """`needs <hardware>`, as reported for steps that do not run here."""
         return f"needs {self.hardware or self.platform.value}"
+
+
+def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context:
+    """What Buildkite would know evaluating the tier's `if`s for this local run.
+
+    The build of a PR that carries the tier's label: `build.pull_request.labels`
+    holds that label, `build.env(...)` reads the local environment (so
+    `NIGHTLY=1`, `WEEKLY=1`, `NON_CRITICAL=1` open the groups gated on them, as
+    on a scheduled build), and `build.branch` is BUILDKITE_BRANCH, else git's.
+    """
+    from ci.pipeline.ifexpr import Context
+    from ci.target import resolve_branch
+
+    try:
+        branch = resolve_branch(repo, env=environ)
+    except UserError:
+        branch = ""
+    return Context.of(branch, [TIER_LABELS[tier]], environ)
+
+
+def first_false(conditions: tuple[str, ...], context: Context) -> str:
+    """The first `if` that is false in `context` ("" when none is; unknown counts as true)."""
+    from ci.pipeline.ifexpr import check
+
+    return next((text for text in conditions if check(text, context) is False), "")
 
 
 def _int(value: Any) -> int | None:
@@ -200,11 +250,14 @@ class _Hardware:
         return "", "", prologue
 
 
-def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[TierStep]:
+def _yaml_steps(
+    repo: Path, tier: Tier, platform: Platform, path: Path, environ: Mapping[str, str]
+) -> list[TierStep]:
     from ci.gates.stepsource import load_documents, steps_of
 
     rel = path.relative_to(repo).as_posix()
-    hardware = None if platform is Platform.ROCM else _Hardware(repo, os.environ)
+    hardware = None if platform is Platform.ROCM else _Hardware(repo, environ)
+    context = local_context(repo, tier, environ)
     found: list[TierStep] = []
     for document in load_documents(path, rel):
         file_env = _env(document.get("env")) if isinstance(document, Mapping) else {}
@@ -246,14 +299,29 @@ def _yaml_steps(repo: Path, tier: Tier, platform: Platform, path: Path) -> list[
                     runs_on_cpu=cpu_runnable(step.shell_commands),
                     dropped=dropped,
                     source=rel,
+                    conditions=step.conditions,
+                    if_false=first_false(step.conditions, context),
+                    depends_on=step.depends_on,
+                    group_keys=step.group_keys,
                     raw=raw,
                 )
             )
     return found
 
 
-def load_tier(repo: Path, tier: Tier, platform: Platform) -> list[TierStep]:
-    """Every step of the tier, in file order; `no <tier> tier for <platform>` when none."""
+def tier_keys(steps: Sequence[TierStep]) -> set[str]:
+    """The step and group keys the tier defines (other `depends_on` keys are its build steps)."""
+    return {s.key for s in steps if s.key} | {k for s in steps for k in s.group_keys}
+
+
+def load_tier(
+    repo: Path, tier: Tier, platform: Platform, environ: Mapping[str, str] | None = None
+) -> list[TierStep]:
+    """Every step of the tier, in file order; `no <tier> tier for <platform>` when none.
+
+    `environ` (default: this process's) is what the upload would see: `MIRROR_HW`
+    for the presets, the build env of the `if`s.
+    """
     if platform is Platform.XPU:
         if tier not in XPU_TIERS:
             raise missing(tier, platform)
@@ -263,4 +331,4 @@ def load_tier(repo: Path, tier: Tier, platform: Platform) -> list[TierStep]:
     path = tier_file(repo, tier, platform)
     if path is None:
         raise missing(tier, platform)
-    return _yaml_steps(repo, tier, platform, path)
+    return _yaml_steps(repo, tier, platform, path, os.environ if environ is None else environ)

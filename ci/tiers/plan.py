@@ -201,10 +201,8 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
     devices = bool(host.devices.get(step.platform))
-    reason = ""
-    if step.dropped:
-        reason = f"dropped: {step.dropped}"
-    elif not step.runs_on_cpu and not options.force:
+    reason = step.skip_reason
+    if not reason and not step.runs_on_cpu and not options.force:
         reason = step.need
     jobs: list[Job] = []
     for shard in shards:

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING
 
 from ci.errors import Stop, UserError
 from ci.platforms import ALLOWED, Platform, parse_platform
-from ci.tiers.model import Tier, TierStep, has_tier, load_tier, missing, parse_tier, source_of
+from ci.tiers.model import (
+    Tier,
+    TierStep,
+    has_tier,
+    load_tier,
+    missing,
+    parse_tier,
+    source_of,
+    tier_keys,
+)
 from ci.tiers.plan import Host, Job, Options, plan_tier
 from ci.tiers.rules import RULE
 
@@ -134,25 +143,23 @@ def image_ref(platform: Platform, commit: str, environ: Mapping[str, str], prese
     return f"{registry}/{name}:{row.image_tag(commit)}"
 
 
-def devices(platform: Platform) -> tuple[str, ...]:
-    """docker run arguments for the platform's devices that exist on this host."""
-    import glob
-
+def devices(platform: Platform, dev: Path = Path("/dev")) -> tuple[str, ...]:
+    """docker run arguments for the platform's devices that exist on this host (under `dev`)."""
     args: list[str] = []
     if platform is Platform.ROCM:
-        for path in ("/dev/kfd", "/dev/dri"):
-            if os.path.exists(path):
-                args += ["--device", path]
+        for path in (dev / "kfd", dev / "dri"):
+            if path.exists():
+                args += ["--device", str(path)]
         if args:
             args += ["--group-add", "video"]
     elif platform is Platform.CUDA:
-        if os.path.exists("/dev/nvidiactl") or glob.glob("/dev/nvidia[0-9]*"):
+        if (dev / "nvidiactl").exists() or any(dev.glob("nvidia[0-9]*")):
             args += ["--gpus", "all"]
     elif platform is Platform.NPU:
-        for path in sorted(glob.glob("/dev/davinci*")):
-            args += ["--device", path]
-    elif os.path.exists("/dev/dri"):
-        args += ["--device", "/dev/dri"]
+        for path in sorted(dev.glob("davinci*")):
+            args += ["--device", str(path)]
+    elif (dev / "dri").exists():
+        args += ["--device", str(dev / "dri")]
     return tuple(args)
 
 
@@ -178,15 +185,22 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
     from ci.tiers.plan import select
 
     lines: list[str] = []
+    keys = tier_keys(steps)
     for position, step in select(steps, step_filter):
-        runs = "runs here (CPU)" if step.runs_on_cpu else step.need
-        if step.dropped:
-            runs = f"dropped: {step.dropped}"
+        runs = step.skip_reason or ("runs here (CPU)" if step.runs_on_cpu else step.need)
         lines.append(f"{position:>3}. [{step.platform}] {step.label}")
         if step.group:
             lines.append(f"     group: {step.group}")
         lines.append(f"     hardware: {step.hardware or step.platform.value} — {runs}")
         lines.append(f"     grade: {step.grade_text}")
+        for condition in step.conditions:
+            lines.append(f"     if: {condition}")
+        inside = [d for d in step.depends_on if d.key in keys]
+        if inside:
+            shown = ", ".join(
+                d.key + (" (failure allowed)" if d.allow_failure else "") for d in inside
+            )
+            lines.append(f"     depends on: {shown}")
         extra = []
         if step.parallelism > 1:
             extra.append(f"parallelism {step.parallelism}")
