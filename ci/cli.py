@@ -19,6 +19,7 @@ class CiProgram(Program):
             self.create_config()
             self.parse_core(argv)
             self.parse_collection()
+            self.help_before_positionals()
             self.parse_tasks()
             self.parse_cleanup()
             self.update_config()
@@ -34,6 +35,27 @@ class CiProgram(Program):
             sys.exit(exc.result.exited)
         except KeyboardInterrupt:
             sys.exit(130)
+
+    def help_before_positionals(self) -> None:
+        """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).
+
+        Invoke hands a missing positional the next word, so `--help` became the
+        platform or the pipeline file. Words after `--` are forwarded args.
+        """
+        words = list(self.core.unparsed)
+        if not {"--help", "-h"} & set(words):
+            return
+        parser = self._make_parser()
+        if words[0] not in parser.contexts:
+            return
+        context = parser.contexts[words[0]]
+        given = words[1 : words.index("--")] if "--" in words else words[1:]
+        if context.positional_args and any(
+            w in ("--help", "-h") and w not in context.flags for w in given
+        ):
+            self.parser = parser
+            self.print_task_help(words[0])
+            raise Exit
 
 
 # Tasks that replace a script keep its usage messages for words Invoke rejects:

@@ -1,7 +1,13 @@
-"""The `if` module: every `if` of the corpus and the spec parses, renders and evaluates."""
+"""The `if` module: every `if` of ../shared parses, renders and evaluates.
+
+Sources: the corpus YAMLs, the spec's tables and code spans, both sides of the
+seed diffs' `if:` lines (the labels the seed removed included), and the
+examples of Buildkite's schema.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +20,9 @@ from tests.conftest import SHARED
 
 SPEC = SHARED / "spec"
 CORPUS = SHARED / "vllm-omni"
+SEEDS = SHARED / "seeds"
+SCHEMA = SHARED / "schemas"
+_IF_LINE = re.compile(r"^(?P<indent>\s*)(?:-\s+)?if:\s*(?P<value>.*)$")
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|&&|\|\||==|!=|[()]|[^\s()"\']+')
 
 
@@ -75,9 +84,75 @@ def spec_ifs() -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def diff_sides(diff: Path) -> tuple[list[str], list[str]]:
+    """The old ("-" and context) and new ("+" and context) lines; hunks split by blanks."""
+    old: list[str] = []
+    new: list[str] = []
+    for line in diff.read_text().splitlines():
+        if line.startswith(("@@", "---", "+++", "\\", "diff ")):
+            old.append("")
+            new.append("")
+            continue
+        tag, body = (line[:1], line[1:]) if line else (" ", "")
+        if tag in " -":
+            old.append(body)
+        if tag in " +":
+            new.append(body)
+    return old, new
+
+
+def if_lines(lines: list[str]) -> list[str]:
+    """The value of every `if:` key, folded/literal block scalars included."""
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        match = _IF_LINE.match(line)
+        if match is None:
+            continue
+        snippet = f"if: {match['value']}\n"
+        if match["value"].startswith((">", "|")):
+            for following in lines[i + 1 :]:
+                indent = len(following) - len(following.lstrip())
+                if not following.strip() or indent <= len(match["indent"]):
+                    break
+                snippet += following + "\n"
+        value = yaml.safe_load(snippet)["if"]
+        if isinstance(value, str):
+            found.append(value)
+    return found
+
+
+def seed_ifs() -> list[str]:
+    found: list[str] = []
+    for diff in sorted(SEEDS.rglob("*.yml.diff")):
+        for side in diff_sides(diff):
+            found += if_lines(side)
+    return list(dict.fromkeys(found))
+
+
+def schema_ifs() -> list[str]:
+    schema = json.loads((SCHEMA / "buildkite-pipeline.schema.json").read_text())
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("if"), dict):
+                found.extend(e for e in node["if"].get("examples", []) if isinstance(e, str))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(schema)
+    return list(dict.fromkeys(found))
+
+
 CORPUS_IFS = corpus_ifs()
 SPEC_IFS = spec_ifs()
-OPAQUE = {t for t in CORPUS_IFS if "build.message" in t or t.startswith("__")}
+SEED_IFS = seed_ifs()
+SCHEMA_IFS = schema_ifs()
+ALL_IFS = list(dict.fromkeys(CORPUS_IFS + SPEC_IFS + SEED_IFS + SCHEMA_IFS))
+OPAQUE = {t for t in ALL_IFS if "build.message" in t or t.startswith("__")}
 CONTEXTS = [
     x.Context.of("main"),
     x.Context.of("main", env={"NIGHTLY": "1"}),
@@ -93,9 +168,17 @@ def test_the_inputs_were_found() -> None:
     assert len(SPEC_IFS) >= 15
     assert 'build.env("NIGHTLY") == "1" && build.env("EMAIL_DISTRIBUTION") == "1"' in CORPUS_IFS
     assert "__IMAGE_BUILD_IF__" in OPAQUE
+    # The seed diffs: the labels the seed removed, and the `>-` folded group gates.
+    assert (
+        'build.env("NIGHTLY") == "1" || build.pull_request.labels includes "nightly-test" || '
+        'build.pull_request.labels includes "diffusion-x2v-test"'
+    ) in SEED_IFS
+    assert 'build.env("NIGHTLY") != "1"' in SEED_IFS
+    assert len(SEED_IFS) >= 10
+    assert SCHEMA_IFS == ["build.message != 'skip me'", "build.branch == 'master'"]
 
 
-@pytest.mark.parametrize("text", sorted(set(CORPUS_IFS + SPEC_IFS) - OPAQUE))
+@pytest.mark.parametrize("text", sorted(set(ALL_IFS) - OPAQUE))
 def test_every_if_parses_renders_and_evaluates(text: str) -> None:
     expr = x.parse(text)
     assert x.is_evaluable(expr), getattr(expr, "reason", "")

@@ -804,3 +804,17 @@ def test_errors_are_annotated_in_a_buildkite_upload_job(gitrepo: Path, standins:
             env=standins.env(clean_env(**extra_env)),
         )
         assert standins.calls() == []
+
+
+@pytest.mark.parametrize("task", ["upload-pipeline", "bootstrap", "lint-pipelines"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_is_printed_not_taken_as_the_positional(task: str, flag: str) -> None:
+    """`upload-pipeline` and `bootstrap` have a positional; Invoke would feed it `--help`."""
+    done = run_cli(task, flag)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"Usage: vllm-omni-ci [--core-opts] {task} [--options]")
+    assert "--repo=STRING" in done.stdout
+    assert done.stderr == ""
+    # After `--`, `--help` belongs to the forwarded command, not to us.
+    forwarded = run_cli("upload-pipeline", "x.yml", "--", "--help")
+    assert "Usage:" not in forwarded.stdout
