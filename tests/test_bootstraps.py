@@ -31,6 +31,7 @@ from ci.schema import pipeline_errors
 from tests.conftest import ROOT, SAMPLE, StandIns, run_cli
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.test_bootstrap_mode import wrapped
 
 TIERS = ("ready", "merge", "nightly", "weekly")
 KIND_FILES: dict[str, dict[str, str | None]] = {
@@ -227,6 +228,69 @@ EXPECTED: dict[tuple[str, str], dict[str, tuple[bool, dict[str, str]]]] = {
 }
 
 
+# The `if` of every step per diff kind (spec §3.2 table; names expanded by the
+# spec's textual rule, each non-bare expression wrapped once more): None = no
+# `if` (always runs), absent = omitted. The same on every build: Buildkite,
+# not the bootstrap, evaluates branch, labels and schedule env.
+CUDA_NORMAL = {
+    "image": None,
+    "upload-ready-pipeline": "READY_UPLOAD",
+    "upload-merge-pipeline": "MERGE_UPLOAD",
+    "upload-nightly-pipeline": "NIGHTLY_LABEL",
+    "upload-weekly-pipeline": "WEEKLY_LABEL",
+}
+GATES: dict[tuple[str, str], dict[str, str | None]] = {
+    ("cuda", "code"): CUDA_NORMAL,
+    ("cuda", "docs"): {
+        "image": "(NIGHTLY_MAIN) || (WEEKLY_MAIN)",
+        "upload-ready-pipeline": "WEEKLY_E2E",
+        "upload-merge-pipeline": "WEEKLY_E2E",
+        "upload-nightly-pipeline": "NIGHTLY_MAIN",
+        "upload-weekly-pipeline": "WEEKLY_MAIN",
+    },
+    ("cuda", "cuda-ready-yaml"): {
+        "image": "(READY_UPLOAD) || (NIGHTLY_LABEL) || (WEEKLY_LABEL)",
+        "upload-ready-pipeline": "READY_UPLOAD",
+        "upload-nightly-pipeline": "NIGHTLY_LABEL",
+        "upload-weekly-pipeline": "WEEKLY_LABEL",
+    },
+    ("cuda", "cuda-merge-yaml"): {
+        "image": "(MERGE_UPLOAD) || (NIGHTLY_LABEL) || (WEEKLY_LABEL)",
+        "upload-merge-pipeline": "MERGE_UPLOAD",
+        "upload-nightly-pipeline": "NIGHTLY_LABEL",
+        "upload-weekly-pipeline": "WEEKLY_LABEL",
+    },
+    ("cuda", "cuda-nightly-yaml"): {
+        "image": "(NIGHTLY_LABEL) || (WEEKLY_LABEL)",
+        "upload-nightly-pipeline": "NIGHTLY_LABEL",
+        "upload-weekly-pipeline": "WEEKLY_LABEL",
+    },
+    ("npu", "code"): {
+        "image": None,
+        "upload-ready-pipeline": "READY_LABEL",
+        "upload-nightly-pipeline": "NIGHTLY_LABEL",
+    },
+    ("npu", "docs"): {"image": "NIGHTLY_MAIN", "upload-nightly-pipeline": "NIGHTLY_MAIN"},
+    ("npu", "cuda-ready-yaml"): {
+        "image": "(NIGHTLY_LABEL)",
+        "upload-nightly-pipeline": "NIGHTLY_LABEL",
+    },
+    ("npu", "npu-ready-yaml"): {
+        "image": "(READY_LABEL) || (NIGHTLY_LABEL)",
+        "upload-ready-pipeline": "READY_LABEL",
+        "upload-nightly-pipeline": "NIGHTLY_LABEL",
+    },
+}
+
+
+def expected_gates(platform: str, kind: str) -> dict[str, str | None]:
+    images = ["image-build"] if platform == "cuda" else [v.step_key for v in variants.VARIANTS]
+    table = GATES[platform, kind]
+    found = {key: table["image"] for key in images}
+    found.update({k: v for k, v in table.items() if k != "image"})
+    return {k: None if v is None else wrapped(v) for k, v in found.items()}
+
+
 @pytest.mark.parametrize(("platform", "kind"), sorted(EXPECTED))
 def test_real_bootstrap_files_gates_and_scopes(
     corpus_repo: tuple[GitRepo, dict[str, str]], platform: str, kind: str
@@ -236,6 +300,7 @@ def test_real_bootstrap_files_gates_and_scopes(
     repo, shas = corpus_repo
     expected = EXPECTED[platform, kind]
     assert set(expected) == set(BUILDS)
+    assert set(GATES) == set(EXPECTED)
     for build in BUILDS:
         branch, labels, env = build_env(shas[kind], build)
         skipci.clear_cache()
@@ -243,6 +308,8 @@ def test_real_bootstrap_files_gates_and_scopes(
             "cuda" if platform == "cuda" else "npu", repo.path, cli_env(env)
         )
         assert pipeline_errors(pipeline) == [], build
+        gates = {s["key"]: s.get("if") for s in leaves(pipeline)}
+        assert gates == expected_gates(platform, kind), (platform, kind, build)
         assert outcome(pipeline, branch, labels, env) == expected[build], (platform, kind, build)
 
 
