@@ -75,11 +75,27 @@ def script_usage(exc: ParseError, argv: list[str] | None) -> str | None:
     return message
 
 
-def program() -> CiProgram:
+def program(binary: str = "vllm-omni-ci") -> CiProgram:
     from ci.tasks import ns
 
-    return CiProgram(namespace=ns, version=__version__, name="vllm-omni-ci", binary="vllm-omni-ci")
+    return CiProgram(namespace=ns, version=__version__, name="vllm-omni-ci", binary=binary)
 
 
 def main() -> None:
     program().run()
+
+
+def adopt_inv() -> None:
+    """`inv` in the repo root: run the command line with our Program, then exit.
+
+    Invoke's own `inv` imports tasks.py after parsing only its core flags; from
+    there the same namespace runs under `CiProgram`, so `inv TASK` and
+    `vllm-omni-ci TASK` agree on usage errors (exit 2, a script's own messages
+    for the tasks that replace one) and on Ctrl-C (130). Called from tasks.py.
+    """
+    import os
+
+    if os.path.basename(sys.argv[0]) not in ("inv", "invoke"):
+        return
+    program(binary=os.path.basename(sys.argv[0])).run(list(sys.argv))
+    sys.exit(0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ci import covsplit
-from tests.conftest import StandIns, run_cli
+from tests.conftest import ROOT, StandIns, run_cli
 
 SCRIPT_ENV = ("WEEKLY", "NIGHTLY", "BUILDKITE_BRANCH", "BUILDKITE_STEP_ID", "BUILDKITE")
 
@@ -98,6 +98,35 @@ def test_argument_errors_exit_2_with_the_script_message(
     done = run_cli("cov-split", *args, env=clean_env(standins.env()), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"error: {message}\n"
+    assert standins.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--model-id",), "run_cov_split.sh: --model-id needs a value"),  # G46
+        (
+            ("--model-id", "m", "--offline", "a.py", "-m", "x"),
+            "run_cov_split.sh: unknown argument: -m",
+        ),
+        (("--model-id", "m"), "run_cov_split.sh: need at least one of --offline / --online"),
+    ],
+    ids=["G46", "G45", "G44"],
+)
+def test_argument_errors_under_inv_too(
+    args: tuple[str, ...], message: str, standins: StandIns
+) -> None:
+    """`inv cov-split` in the repo root: the same message and exit 2, not Invoke's wording and 1."""
+    standins.add("pytest")
+    done = subprocess.run(
+        ["inv", "cov-split", *args],
+        cwd=ROOT,
+        env=clean_env(standins.env()),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (2, f"error: {message}\n")
     assert standins.calls() == []
 
 
