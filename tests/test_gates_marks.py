@@ -306,6 +306,24 @@ def test_cli_clean_tree_exits_0(tmp_path: Path) -> None:
     assert "1 test files, 2 files scanned: OK" in done.stderr
 
 
+def test_the_scan_imports_nothing_from_the_tests(tmp_path: Path) -> None:
+    """Importing vLLM-Omni's tests would import torch: the gate must only read them."""
+    witness = tmp_path / "imported"
+    side_effect = f"open({str(witness)!r}, 'w').close()\nimport torch  # not installed here\n"
+    repo = make_repo(
+        tmp_path,
+        {
+            "tests/conftest.py": side_effect,
+            "tests/helpers/__init__.py": side_effect,
+            "tests/unit/test_ok.py": side_effect + GOOD,
+        },
+    )
+    done = run_cli("check-marks", "--repo", str(repo))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not witness.exists()
+    assert "1 test files, 3 files scanned: OK" in done.stderr
+
+
 def test_cli_reports_each_problem_per_file_and_exits_1(tmp_path: Path) -> None:
     repo = make_repo(
         tmp_path,
@@ -423,3 +441,23 @@ def test_from_ref_checks_only_the_changed_test_files(tmp_path: Path) -> None:
         2,
         "error: give files after `--` or --from-ref, not both\n",
     )
+
+
+def test_nox_session_runs_the_gate_over_a_repo(tmp_path: Path) -> None:
+    """`nox -s check-marks` (no venv): the sample by default, `--repo` otherwise."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    def nox(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = ["nox", "-s", "check-marks", *(["--", *args] if args else [])]
+        return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    sample = nox()
+    assert sample.returncode == 0, sample.stderr
+    # nox passes the command's stderr through on its stdout.
+    assert "check-marks: 6 test files, 14 files scanned: OK" in sample.stdout + sample.stderr
+    repo = make_repo(tmp_path, {"tests/test_bad.py": "def test_x():\n    pass\n"})
+    bad = nox("--repo", str(repo))
+    assert bad.returncode == 1
+    assert "tests/test_bad.py:\n  Level: no CI level marker" in bad.stdout

@@ -288,3 +288,27 @@ def test_from_ref_checks_only_the_changed_pipelines(repo: Path) -> None:
     none = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "HEAD")
     assert none.returncode == 0
     assert "no changed pipeline YAML since HEAD" in none.stderr
+
+
+def test_nox_session_runs_the_gate_over_a_repo(repo: Path) -> None:
+    """`nox -s shellcheck-steps -- --repo PATH` (no venv): findings on stdout, exit 1."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    done = subprocess.run(
+        ["nox", "-s", "shellcheck-steps", "--", "--repo", str(repo)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    reported = [line for line in done.stdout.splitlines() if FINDING.match(line)]
+    assert [row[:2] for row in findings("\n".join(reported))] == [
+        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit"),
+        (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit"),
+        (".buildkite/cuda/test-ready.yml", "CUDA · errexit shell"),
+    ]
+    summary = "shellcheck-steps: 3 finding(s) in 2 of 4 steps (3 files)"
+    assert summary in done.stdout + done.stderr  # nox relays stderr on stdout
