@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -344,6 +345,33 @@ def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
         watch.cleanup()
 
 
+def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
+    """A leaked parent that never reaps its exited child: both are listed, the child as a zombie."""
+    zombie_maker = "import os, time\nif os.fork() == 0:\n    os._exit(0)\ntime.sleep(361)\n"
+    watch = start(
+        [
+            "step", "--leak-check", "--leak-settle", "1s",
+            "--", "bash", "-c", f"python3 -c {shlex.quote(zombie_maker)} & sleep 0.5; exit 0",
+        ],
+        {**os.environ},
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        code, _ = watch.wait_exit(timeout=60)
+        stderr = watch.proc.stderr.read() if watch.proc.stderr else ""
+        assert code == 1, stderr
+        listed = [line for line in stderr.splitlines() if line.startswith("pid=")]
+        assert any("status=zombie" in line for line in listed), listed
+        # The parent's multi-line `python3 -c` stays on its one line (newlines escaped).
+        assert any(
+            "\\ntime.sleep(361)" in line and "status=zombie" not in line for line in listed
+        ), listed
+        assert stderr.splitlines()[-1] == FAIL_LINE
+        assert watch.survivors() == []
+    finally:
+        watch.cleanup()
+
+
 def test_leak_check_passes_and_keeps_the_failing_code(tmp_path: Path) -> None:
     clean = step("--leak-check", "--artifact-dir", "out", "--", "true", cwd=tmp_path)
     assert clean.returncode == 0
@@ -375,6 +403,44 @@ def test_timeout_ends_the_whole_tree(script: str, code: int) -> None:
         got, took = watch.wait_exit(timeout=30)
         assert got == code
         assert took < 10
+        assert watch.survivors() == []
+    finally:
+        watch.cleanup()
+
+
+WRITES_THEN_HANGS = "mkdir -p out && echo partial > out/result.txt && echo line-1 && sleep 371"
+
+
+def test_artifacts_are_copied_after_a_timeout(tmp_path: Path) -> None:
+    """The copy into the checkout is the last thing a timed-out step did not do before."""
+    app, checkout = tmp_path / "app", tmp_path / "checkout"
+    app.mkdir()
+    checkout.mkdir()
+    env = {**os.environ, "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
+    done = step(
+        "--timeout", "2s", "--kill-after", "1s", "--artifact-dir", "out", "--summary-tail", "5",
+        "--", "bash", "-c", WRITES_THEN_HANGS,
+        env=env, cwd=app,
+    )  # fmt: skip
+    assert done.returncode == 124, done.stderr
+    assert (checkout / "out" / "result.txt").read_text() == "partial\n"
+    assert (checkout / "out" / "pytest-summary.txt").read_text() == "line-1\n"
+
+
+def test_artifacts_are_copied_after_sigterm(tmp_path: Path) -> None:
+    app, checkout = tmp_path / "app", tmp_path / "checkout"
+    app.mkdir()
+    checkout.mkdir()
+    env = {**os.environ, "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
+    watch = start(
+        ["step", "--artifact-dir", "out", "--", "bash", "-c", WRITES_THEN_HANGS], env, cwd=app
+    )
+    try:
+        watch.wait_for(["sleep 371"])
+        watch.proc.send_signal(signal.SIGTERM)
+        code, took = watch.wait_exit(timeout=15)
+        assert (code, took < 10) == (143, True)
+        assert (checkout / "out" / "result.txt").read_text() == "partial\n"
         assert watch.survivors() == []
     finally:
         watch.cleanup()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 SCOPES = ("tree", "all")
 PASS_LINE = "status=PASS leaked_processes=0"
 FAIL_LINE = "status=FAIL leaked_processes_detected=1"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,9 @@ class Proc:
         return (self.pid, self.started)
 
     def line(self) -> str:
+        """One line per process: control characters in the command line are escaped (`\\n`)."""
         when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.started))
-        what = self.cmdline or self.name
+        what = _CONTROL.sub(lambda m: repr(m.group())[1:-1], self.cmdline or self.name)
         return f"pid={self.pid} ppid={self.ppid} started={when} status={self.status} cmd={what}"
 
 
