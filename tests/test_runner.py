@@ -679,7 +679,59 @@ def test_npu_no_commands(job: dict[str, str]) -> None:
     assert NO_COMMANDS in done.stderr.splitlines()
 
 
+@pytest.mark.parametrize(
+    "agent", ["atlas-a2-001-1-2cards", "host-2-4cards", "badname"], ids=["G58", "G59", "G60"]
+)
+def test_g58_g60_legacy_npu_device_mapping_is_dropped(agent: str, job: dict[str, str]) -> None:
+    """run_npu_test.sh mapped BUILDKITE_AGENT_NAME to `--device /dev/davinci<i>` (G58, G59) and
+    failed with `parse error` on other names (G60). The NPU pod brings its devices now: the
+    agent name is not read, and every name runs the commands."""
+    done = npu('echo "ran on $BUILDKITE_AGENT_NAME"', {**job, "BUILDKITE_AGENT_NAME": agent})
+    assert done.returncode == 0, done.stderr
+    assert f"ran on {agent}" in done.stderr.splitlines()
+    assert "parse error" not in done.stderr and "davinci" not in done.stderr
+
+
+def test_what_run_npu_test_did_that_we_drop_is_listed() -> None:
+    """docs/migration.md's run_npu_test.sh row names each dropped behaviour (spec §2.2)."""
+    rows = (ROOT / "docs" / "migration.md").read_text().splitlines()
+    row = next(
+        r for r in rows if r.startswith("| `.buildkite/scripts/hardware_ci/run_npu_test.sh`")
+    )
+    for dropped in (
+        "vllm-ascend:v0.11.0rc2",  # the inline-Dockerfile image build
+        "pypi-cache",
+        "cachebuilder<idx>",
+        "PR-head clone",
+        "BUILDKITE_AGENT_NAME",  # G58-G60
+        "/dev/davinci",
+        "`parse error`",
+        "npu-smi",
+        "/mnt/hf_cache<idx>",
+        "--init",
+        "docker system prune -f",
+        "set -x",
+    ):
+        assert dropped in row, dropped
+
+
 # --------------------------------------------------------------------------- task
+
+
+def test_inv_gives_the_same_usage_errors(job: dict[str, str]) -> None:
+    """`inv run-tests` in the repo root behaves as `vllm-omni-ci run-tests` (exit 2, one line)."""
+    done = subprocess.run(
+        ["inv", "run-tests", "--platform"], cwd=ROOT, env=job, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+    missing = subprocess.run(
+        ["inv", "run-tests", "--", "true"], cwd=ROOT, env=job, capture_output=True, text=True
+    )
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        "error: --platform is required: rocm (alias amd), npu or xpu (alias intel)\n",
+    )
 
 
 def test_platform_is_required_and_help_works(job: dict[str, str]) -> None:
