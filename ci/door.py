@@ -58,15 +58,23 @@ class Command:
         object.__setattr__(self, "env", dict(self.env))
 
     def line(self) -> str:
-        """The command as a copy-pasteable shell line, env additions first."""
-        prefix = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        parts = [*prefix, shlex.join(self.argv)]
+        """The command as a copy-pasteable shell line: `(cd DIR && K=V argv) < /dev/null`.
+
+        Every word is shell-quoted. Text fed on stdin is not inlined (it may be
+        a secret, or a whole pipeline): a trailing shell comment says it is
+        there, so the line still pastes into a shell as it is.
+        """
+        words = [*(f"{k}={shlex.quote(v)}" for k, v in self.env.items()), shlex.join(self.argv)]
+        text = " ".join(words)
         if self.cwd:
-            parts.insert(0, f"(cd {shlex.quote(self.cwd)} &&")
-            parts.append(")")
-        if self.stdin is not None:
-            parts.append("< [stdin: secret]" if self.stdin_secret else "< [stdin]")
-        return " ".join(parts)
+            text = f"(cd {shlex.quote(self.cwd)} && {text})"
+        if self.stdin_secret:
+            text += "  # stdin: a secret, not shown"
+        elif self.stdin == "":
+            text += " < /dev/null"
+        elif self.stdin is not None:
+            text += f"  # stdin: {len(self.stdin.encode())} bytes, not shown"
+        return text
 
     def all_secrets(self) -> tuple[str, ...]:
         extra = (self.stdin,) if self.stdin_secret and self.stdin else ()

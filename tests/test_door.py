@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -116,9 +117,51 @@ def test_plan_render_redacts_secret_stdin_and_marked_values() -> None:
     )
     text = plan.render()
     assert SECRET not in text
-    assert "< [stdin: secret]" in text
+    assert "--password-stdin  # stdin: a secret, not shown" in text
     assert "Bearer [REDACTED]" in text
     assert "# key: abc" in text
+
+
+# --------------------------------------------------------------------------- plan rendering
+
+
+def test_plan_lines_are_exact_and_have_no_stray_spaces() -> None:
+    plan = Plan(
+        commands=(
+            Command(("docker", "buildx", "inspect", "--builder", "b"), cwd="/w/my repo"),
+            Command(("pytest", "-m", "core_model and cpu"), env={"A": "x y"}, description="t"),
+            Command(("docker", "login", "--password-stdin"), stdin="", stdin_secret=True),
+            Command(("cat",), stdin=""),
+            Command(("buildkite-agent", "pipeline", "upload"), stdin="steps: []\n"),
+        ),
+        facts=(("image", "rocm/vllm-omni:abc"),),
+        title="demo",
+    )
+    assert plan.render().splitlines() == [
+        "# plan: demo",
+        "# image: rocm/vllm-omni:abc",
+        "1.",
+        "   (cd '/w/my repo' && docker buildx inspect --builder b)",
+        "2. t",
+        "   A='x y' pytest -m 'core_model and cpu'",
+        "3.",
+        "   docker login --password-stdin  # stdin: a secret, not shown",
+        "4.",
+        "   cat < /dev/null",
+        "5.",
+        "   buildkite-agent pipeline upload  # stdin: 10 bytes, not shown",
+    ]
+
+
+def test_a_rendered_line_pasted_into_bash_runs_the_same_command(tmp_path: Path) -> None:
+    """Copy-pasteable: bash, given the line, sees the same argv, env and cwd."""
+    work = tmp_path / "dir with 'quotes' and $pace"
+    work.mkdir()
+    show = "import json, os, sys; print(json.dumps([sys.argv[1:], os.getcwd(), os.environ['V']]))"
+    argv = (sys.executable, "-c", show, "-m", "a and b", "$HOME", "it's", "")
+    cmd = Command(argv, env={"V": "two words; $x"}, cwd=str(work), stdin="")
+    done = subprocess.run(["bash", "-c", cmd.line()], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [list(argv[3:]), str(work), "two words; $x"]
 
 
 # --------------------------------------------------------------------------- timeouts

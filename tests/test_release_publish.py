@@ -152,7 +152,8 @@ def test_dry_run_prints_the_whole_sequence_and_runs_nothing(
     commands = [line.strip() for line in done.stdout.splitlines() if line.startswith("   ")]
     assert commands[0] == "aws ecr-public get-login-password --region us-east-1"
     assert commands[1:] == [
-        " ".join(["docker", *argv]) + (" < [stdin: secret]" if argv[0] == "login" else "")
+        " ".join(["docker", *argv])
+        + ("  # stdin: a secret, not shown" if argv[0] == "login" else "")
         for argv in expected
     ]
 
