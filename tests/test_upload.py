@@ -818,3 +818,20 @@ def test_help_is_printed_not_taken_as_the_positional(task: str, flag: str) -> No
     # After `--`, `--help` belongs to the forwarded command, not to us.
     forwarded = run_cli("upload-pipeline", "x.yml", "--", "--help")
     assert "Usage:" not in forwarded.stdout
+
+
+def test_platform_names_a_bootstrap_file(gitrepo: Path) -> None:
+    """`--platform` picks the bootstrap platform; with a test YAML it is the loader's guard."""
+    done = run_cli(
+        "upload-pipeline",
+        ".buildkite/cuda/test-x.yml",
+        "--platform",
+        "cuda",
+        "--all",
+        "--repo",
+        str(gitrepo),
+        env=clean_env(),
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip() == "error: expected bootstrap-upload-steps.yml, got test-x.yml"

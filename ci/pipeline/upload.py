@@ -155,6 +155,9 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
             env=source,
         )
         return
+    if options.platform:
+        # The original loader's guard (spec §3.8): a platform means a bootstrap file.
+        raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
     mirror_hw = source.get("MIRROR_HW", "")
     parse_mirror_hw(mirror_hw)  # fail before any git work (spec §3.7)
     requested = options.scope
