@@ -130,6 +130,14 @@ def test_argument_errors_under_inv_too(
     assert standins.calls() == []
 
 
+def test_help_states_the_gate_and_the_exit_rules() -> None:
+    text = " ".join(run_cli("cov-split", "--help").stdout.split())
+    assert "Coverage only when WEEKLY=1 and BUILDKITE_BRANCH=main" in text
+    assert "exit code is passed through (5 included)" in text
+    assert "any failure exits 1" in text
+    assert "--offline PATH" in text and "--online PATH" in text
+
+
 def test_usage_error_grammar_stops_at_dashdash() -> None:
     assert covsplit.usage_error(["--model-id", "m", "--offline", "a", "--", "-m", "x"]) is None
     assert covsplit.usage_error(["--model-id=m", "--online=a", "--dry-run"]) is None

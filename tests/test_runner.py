@@ -742,7 +742,17 @@ def test_platform_is_required_and_help_works(job: dict[str, str]) -> None:
     )
     helped = run_cli("run-tests", "--help", env=job)
     assert helped.returncode == 0
-    assert "PYTORCH_ROCM_ARCH (forced empty)" in " ".join(helped.stdout.split())
+    text = " ".join(helped.stdout.split())
+    assert "PYTORCH_ROCM_ARCH (forced empty)" in text
+    for fact in (
+        "TMPDIR, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, VLLM_CACHE_ROOT, XDG_CACHE_HOME, "
+        "HF_DATASETS_CACHE",  # the other overwritten variables
+        "0 = no-GPU pre-flight",
+        "VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0",
+        "128+N (SIGABRT 134)",
+        "ZE_AFFINITY_MASK passed by name",
+    ):
+        assert fact in text, fact
 
 
 def test_unsupported_platform_is_a_usage_error(job: dict[str, str]) -> None:

@@ -15,8 +15,8 @@ __all__ = ["cov_split"]
     iterable=["offline", "online"],
     help={
         "model_id": "names the reports: coverage-<id>-{offline,online}-<step id>.xml.gz",
-        "offline": "pytest path for the offline half (repeat for more)",
-        "online": "pytest path for the online half (repeat for more)",
+        "offline": "--offline PATH: one pytest path of the offline half (repeat for more)",
+        "online": "--online PATH: one pytest path of the online half (repeat for more)",
         "dry_run": "print the plan and run nothing",
     },
 )
@@ -29,7 +29,13 @@ def cov_split(
 ) -> None:
     """Run a model's tests once per mode with coverage on weekly main; else one plain pytest.
 
-    Pytest arguments go after `--` and keep their quoting.
+    Pytest arguments go after `--` and keep their quoting (`-- -m 'a and b'`).
+    Coverage only when WEEKLY=1 and BUILDKITE_BRANCH=main; otherwise one
+    `pytest -s -v <offline> <online> <args>` whose exit code is passed through
+    (5 included). With coverage, per mode: pytest --cov=vllm_omni
+    --cov-report=xml:coverage-<id>-<mode>-<BUILDKITE_STEP_ID or local>.xml, then
+    gzip -9; then `buildkite-agent artifact upload`; any failure exits 1.
+    Argument errors exit 2 with run_cov_split.sh's messages.
     """
     import os
 

@@ -33,11 +33,16 @@ def run_tests(
     Pre-flight (exit 1): VLLM_CI_DOCKER_DISABLED=1 required; HF cache mount when
     VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1; rocminfo and torch with exactly
     VLLM_CI_EXPECTED_GPU_COUNT GPUs (0 = no-GPU pre-flight, skips both).
-    Every command runs; the first failure is kept (a real one replaces 5);
-    VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
+    Every command runs; the first failure is kept (a real one replaces 5), also
+    past `exit N` and `set -e`; VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
     npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
-    xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:<commit> with the
-    XPU command table (ci/runner/xpu_commands.py); --timeout, --prune.
+    xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:$BUILDKITE_COMMIT
+    with the XPU command table (ci/runner/xpu_commands.py), stopping at the first
+    failure; HF_CACHE (default ~/.cache/huggingface) mounted; VLLM_LOGGING_LEVEL,
+    VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
+    only when present; container and image removed on every exit.
+    Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
+    134); SIGTERM to run-tests ends every descendant and exits 143; --timeout 124.
     """
     from ci.argv import after_dashdash
     from ci.runner.dispatch import run_tests as dispatch
