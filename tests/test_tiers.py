@@ -313,6 +313,18 @@ def test_parse_args_rejects_bad_input() -> None:
         parse_args(Tier.READY, ["--bogus"])
 
 
+def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
+    from ci.tiers.session import parser
+
+    text = " ".join(parser(Tier.NIGHTLY).format_help().split())
+    assert text.startswith("usage: nox -s nightly -- ")
+    assert "every -m in it has a positive `cpu` term" in text
+    assert "reported as `needs <hardware>` and does not run unless --force" in text
+    assert "agent_pool (rocm) or the preset the upload resolves (cuda, npu)" in text
+    assert "evaluated as for a PR carrying the tier's label" in text
+    assert "--step TEXT only steps whose label contains TEXT" in text
+
+
 # --------------------------------------------------------------------------- reports
 
 

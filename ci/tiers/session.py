@@ -62,7 +62,12 @@ class _Parser(argparse.ArgumentParser):
 def parser(tier: Tier) -> argparse.ArgumentParser:
     made = _Parser(
         prog=f"nox -s {tier} --",
-        description=f"Run the {tier} tier of a target repo here, as Buildkite would. {RULE}",
+        description=f"Run the {tier} tier of a target repo here, as Buildkite would. {RULE} "
+        "The hardware is the step's agent_pool (rocm) or the preset the upload resolves "
+        "(cuda, npu). Group and step `if`s are evaluated as for a PR carrying the tier's "
+        "label, with build.env() reading this environment (e.g. WEEKLY=1); a false one "
+        "skips the step. A step whose depends_on names a step of the tier that did not "
+        "pass is not run.",
         add_help=True,
     )
     made.add_argument(
@@ -73,17 +78,31 @@ def parser(tier: Tier) -> argparse.ArgumentParser:
     made.add_argument(
         "--repo",
         default="",
+        metavar="PATH",
         help="the target checkout (default: the sample under nox, else the git checkout here)",
     )
-    made.add_argument("--image", default="", help="run every step in this image")
+    made.add_argument("--image", default="", metavar="IMG", help="run every step in this image")
     made.add_argument("--native", action="store_true", help="run here, not in containers")
-    made.add_argument("--force", action="store_true", help="also run steps that need hardware")
-    made.add_argument("--list", action="store_true", help="print the steps; run nothing")
-    made.add_argument("--step", default="", help="only steps whose label contains TEXT")
-    made.add_argument("--keep-going", action="store_true", help="go on after a blocking failure")
-    made.add_argument("--results", default="", help=f"logs and JUnit (default {RESULTS}/<tier>)")
     made.add_argument(
-        "--label", action="append", default=[], help="extra container label KEY=VALUE"
+        "--force",
+        action="store_true",
+        help="also run steps that need hardware (with the no-GPU pre-flight when its "
+        "devices are absent); a false `if` still skips",
+    )
+    made.add_argument("--list", action="store_true", help="print the steps; run nothing")
+    made.add_argument(
+        "--step", default="", metavar="TEXT", help="only steps whose label contains TEXT"
+    )
+    made.add_argument("--keep-going", action="store_true", help="go on after a blocking failure")
+    made.add_argument(
+        "--results", default="", metavar="DIR", help=f"logs and JUnit (default {RESULTS}/<tier>)"
+    )
+    made.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra container label (repeatable)",
     )
     return made
 
