@@ -773,3 +773,24 @@ def test_rich_table_has_the_columns_and_one_row_per_job(tmp_path: Path) -> None:
     assert "2/2" in rows[1] and "passed" in rows[1] and "1.5s" in rows[1]
     assert "soft failure" in rows[5] and " 1 " in rows[5]
     assert "needs mi300_2" in rows[6]
+
+
+@pytest.mark.parametrize("platform", ["rocm", "cuda", "npu", "xpu"])
+def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
+    """Container mode looks for exactly the image `build-image --repo` would make."""
+    from ci.tiers.session import image_ref
+    from tests.conftest import run_cli
+
+    env = {
+        "BUILDKITE_COMMIT": "abc123",
+        "VLLM_VERSION": "0.1.0",
+        "ROCM_CI_IMAGE_REGISTRY": "127.0.0.1:5000/tiers/rocm",
+        "IMAGE_REGISTRY": "127.0.0.1:5000/tiers",
+    }
+    ref = image_ref(Platform(platform), "abc123", env)
+    built = run_cli(
+        "build-image", "--platform", platform, "--repo", str(SAMPLE), "--no-push", "--dry-run",
+        env=env,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert ref in built.stdout, (ref, built.stdout[-2000:])
