@@ -92,3 +92,49 @@ def test_same_program_same_codes_locally_and_in_a_container(
     assert container.returncode == 0, container.stderr
     assert codes(local.stdout) == expected
     assert codes(container.stdout) == codes(local.stdout)
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("docker_cleanup")
+@pytest.mark.parametrize(
+    ("commands", "allow", "code"),
+    [
+        ("false\nexit 5", "", 1),  # G27 TARGET
+        ("(exit 5)", "1", 0),  # G21
+        ("(exit 2)\nset -e\n(exit 5)", "", 2),  # G29 TARGET
+        ("python3 -c 'import os; os.abort()'", "", 134),  # G34
+    ],
+    ids=["G27", "G21", "G29", "G34"],
+)
+def test_docker_run_image_bash_c_program(
+    commands: str, allow: str, code: int, docker_cli: str, tmp_path: Path
+) -> None:
+    """The literal form a tier session uses: `docker run IMAGE bash -c PROGRAM`, program as argv."""
+    program = program_for(Platform.ROCM, {"TEST_COMMANDS": commands})
+    env = {**ENV, "BUILDKITE_JOB_ID": f"runner-argv-{uuid.uuid4().hex[:8]}"}
+    env_flags = [
+        flag
+        for k, v in {**env, "VLLM_CI_ALLOW_NO_TESTS": allow}.items()
+        for flag in ("-e", f"{k}={v}")
+    ]
+    name = f"vllm-omni-ci-test-runner-{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(
+        [docker_cli, "run", "--rm", "--label", TEST_LABEL, "--name", name, *env_flags,
+         BASE_IMAGE, "bash", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert done.stdout.splitlines()[0] == "--- Native in-pod ROCm CI"
+    local = subprocess.run(
+        ["bash", "-c", program],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", **env, "HF_HOME": str(tmp_path / "hf"),
+             "VLLM_CI_ALLOW_NO_TESTS": allow},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    subprocess.run(["rm", "-rf", f"/tmp/vllm-omni-native-{env['BUILDKITE_JOB_ID']}"], check=False)
+    assert local.returncode == done.returncode
