@@ -24,7 +24,10 @@ def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = ""
     """Every test file has a CI level and a hardware marker, and no direct SKU marker.
 
     Static scan (imports nothing). Files after `--` limit the scan (pre-commit
-    passes the changed ones); default: every .py under tests/. Exit 1 on problems.
+    passes the changed ones); default: every .py under tests/. Problems go to
+    stdout, grouped per file (Level, Hardware, Direct SKU, Invalid hardware helper,
+    Conflicting CPU/GPU marks); exit 1 on problems, 2 on bad input (no tests/,
+    no tagged marker registry in pyproject.toml).
     """
     from ci.argv import after_dashdash
     from ci.gates.marks import check_marks as run
@@ -54,7 +57,10 @@ def shellcheck_steps(
     """shellcheck the commands of every pipeline step, in the shell dialect it runs under.
 
     Reports the YAML file and step label of each finding. YAML files after `--`
-    limit the check; default: every pipeline under .buildkite/. Exit 1 on findings.
+    limit the check; default: every pipeline under .buildkite/. `$$` is read as the
+    job shell's `$`; AMD tier steps are checked as the runner's bash (pipefail, no
+    errexit), all others as Buildkite's `bash -e -c`. Exit 1 on findings, 2 on bad
+    input or when shellcheck is missing (never downloaded).
     """
     from ci.argv import after_dashdash
     from ci.gates.shellsteps import shellcheck_steps as run
