@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 from invoke.program import Program
@@ -45,7 +46,12 @@ class CiProgram(Program):
         words = list(self.core.unparsed)
         if not {"--help", "-h"} & set(words):
             return
+        # Invoke's Task.get_arguments pops each help string: a second parser made
+        # later by parse_tasks would have none. Help dicts are restored after.
+        saved = {id(t): dict(t.help) for t in self._all_tasks()}
         parser = self._make_parser()
+        for task in self._all_tasks():
+            task.help = dict(saved[id(task)])
         if words[0] not in parser.contexts:
             return
         context = parser.contexts[words[0]]
@@ -56,6 +62,10 @@ class CiProgram(Program):
             self.parser = parser
             self.print_task_help(words[0])
             raise Exit
+
+    def _all_tasks(self) -> list[Any]:
+        assert self.collection is not None
+        return [self.collection[name] for name in self.collection.task_names]
 
 
 # Tasks that replace a script keep its usage messages for words Invoke rejects:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -65,11 +66,18 @@ def registry_delete(ref: str) -> None:
 
 @pytest.fixture
 def sample_copy(tmp_path: Path) -> Path:
-    """The sample plus a fresh wheelhouse (its `test` stage needs one), in a dir we may edit."""
+    """The sample with a wheelhouse (its `test` stage needs one), in a dir we may edit.
+
+    The sample's own wheelhouse is reused when `vllm-omni-ci wheelhouse` has
+    filled it (.ci/run does, before the tests): downloading ~35 wheels again
+    costs ~20 s and tests nothing here. Without one, a fresh one is built.
+    """
     repo = tmp_path / "omni-sample"
-    shutil.copytree(SAMPLE, repo, symlinks=True, ignore=shutil.ignore_patterns("wheelhouse"))
-    done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    shutil.copytree(SAMPLE, repo, symlinks=True)
+    if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):
+        shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
+        done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
     return repo
 
 
@@ -89,7 +97,6 @@ def wipe(docker: str, refs: list[str]) -> None:
 def refs(docker_cli: str) -> Iterator[list[str]]:
     """Image refs this test makes; removed locally and from the registry afterwards."""
     made: list[str] = []
-    wipe(docker_cli, made)  # start from a clean builder cache
     yield made
     wipe(docker_cli, made)
     for ref in made:
@@ -101,10 +108,12 @@ def build(
 ) -> tuple[str, list[progress.Step]]:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
+    started = time.monotonic()
     done = run_cli(
         "build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit,
         "--registry", registry, "--arch", arch, "--builder", "engine", *extra, env=env, timeout=900,
     )  # fmt: skip
+    print(f"build {commit} {' '.join(extra)}: {time.monotonic() - started:.1f} s")
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout, progress.parse(done.stderr)
 
@@ -136,7 +145,9 @@ def test_registry_cache_cold_warm_and_invalidated(
     assert registry_digest(image_ref) and registry_digest(cache_ref)
 
     # 2. Wipe: only this test's refs, and the builder cache.
+    started = time.monotonic()
     wipe(docker_cli, [image_ref, cache_ref])
+    print(f"wipe: {time.monotonic() - started:.1f} s")
     for ref in (image_ref, cache_ref):
         gone = subprocess.run([docker_cli, "image", "inspect", ref], capture_output=True)
         assert gone.returncode != 0

@@ -322,6 +322,26 @@ def test_bad_options_exit_2(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--keep", "x"), "error: --keep: 'x' is not a positive number of tags to keep"),
+        (("--keep", "-3"), "error: --keep: -3 is not a positive number of tags to keep"),
+        (
+            ("--delete-interval", "soon"),
+            "error: --delete-interval: 'soon' is not a duration (examples: 90s, 80m, 1h30m)",
+        ),
+    ],
+)
+def test_bad_values_are_one_error_line_not_a_traceback(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    done = run_cli(
+        "release.cleanup-nightly", *args, env={**os.environ, "DOCKERHUB_TOKEN": TOKEN}, cwd=tmp_path
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
+
+
 # --------------------------------------------------------------------------- library
 
 

@@ -22,6 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
@@ -83,6 +84,8 @@ class KeyedBuild:
     function of these fields.
     """
 
+    builder: ClassVar[Builder]
+
     repo: Path
     registry: str
     commit: str
@@ -94,6 +97,24 @@ class KeyedBuild:
     @property
     def image_ref(self) -> str:
         return f"{self.registry}:{self.commit}"
+
+    def spec(self) -> BuildSpec:
+        """What to build, in the platform script's terms."""
+        raise NotImplementedError
+
+    def steps(self) -> Steps:
+        return steps_for(self.backend, self.spec(), self.builder, self.docker)
+
+    def backend_facts(self) -> tuple[tuple[str, str], ...]:
+        return (
+            ("backend", describe(self.backend, self.builder)),
+            ("push", "yes" if self.push else "no (--no-push)"),
+        )
+
+    def execute(self) -> None:
+        """Log the key's inputs and the backend, then run the steps (after any login)."""
+        log_choice(self.key, self.backend, self.builder, self.docker)
+        execute(self.steps())
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
-from ci.errors import IMAGE_INPUT, UserError
 from ci.images import backends, cachekey
 from ci.images.options import BuildOptions
-from ci.images.resolve import commit_and_repo, gather, setting
+from ci.images.resolve import prepare_keyed
 
 DEFAULT_REGISTRY = "public.ecr.aws/q9t5s3a7/vllm-ci-test-repo"
 ECR_PUBLIC = "public.ecr.aws"
@@ -39,6 +38,8 @@ def login_registry(registry: str) -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class CudaBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
+
+    builder = BUILDER
 
     @property
     def cache_tag(self) -> str:
@@ -81,9 +82,6 @@ class CudaBuild(backends.KeyedBuild):
         )
         return password, login
 
-    def steps(self) -> backends.Steps:
-        return backends.steps_for(self.backend, self.spec(), BUILDER, self.docker)
-
     def plan(self) -> door.Plan:
         login = self.login()
         facts = (
@@ -91,37 +89,24 @@ class CudaBuild(backends.KeyedBuild):
             ("key inputs", ", ".join(self.key.inputs)),
             ("cache ref", self.cache_ref),
             ("image", self.image_ref),
-            ("backend", backends.describe(self.backend, BUILDER)),
-            ("push", "yes" if self.push else "no (--no-push)"),
+            *self.backend_facts(),
             ("login", login[1].argv[-1] if login else "none"),
         )
         return door.Plan((*(login or ()), *self.steps().commands), facts, title="CUDA CI image")
 
 
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> CudaBuild:
-    """Resolve and check every input; all problems are reported at once, before any command."""
-    source = os.environ if env is None else env
-    problems: list[str] = []
-    requested = gather(problems, lambda: backends.parse_builder(options.builder))
-    if options.arch:
-        problems.append("--arch: applies to --platform rocm only")
-    registry, registry_from = setting(options.registry, "--registry", {}, "", DEFAULT_REGISTRY)
-    problem = backends.repository_problem(registry, registry_from)
-    if problem:
-        problems.append(problem)
-    repo, commit = commit_and_repo(options, source, problems)
-    key = gather(problems, lambda: cachekey.cuda_key(repo)) if repo is not None else None
-    UserError.collect(problems, code=IMAGE_INPUT)
-    assert repo is not None and commit is not None and key is not None and requested
-    backend, docker = backends.choose(requested, options.docker, dry_run=options.dry_run)
-    return CudaBuild(
-        repo=repo,
-        registry=registry,
-        commit=commit,
-        key=key,
-        backend=backend,
-        docker=docker,
-        push=options.push,
+    """Resolve and check every input; all problems are reported at once, before any command.
+
+    The script's registry is a constant: `--registry` may change it, no env var does.
+    """
+    return prepare_keyed(
+        CudaBuild,
+        options,
+        os.environ if env is None else env,
+        registry_env=None,
+        default_registry=DEFAULT_REGISTRY,
+        key_of=cachekey.cuda_key,
     )
 
 
@@ -143,5 +128,4 @@ def build(options: BuildOptions) -> None:
         )
     sys.stdout.write(f"Cache key: {job.cache_tag}\nBuilding image tag: {job.image_ref}\n")
     sys.stdout.flush()
-    backends.log_choice(job.key, job.backend, BUILDER, job.docker)
-    backends.execute(job.steps())
+    job.execute()

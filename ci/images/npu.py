@@ -219,21 +219,30 @@ def plan(
 
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
-    """Turn the task's options and the environment into one checked build."""
+    """Turn the task's options and the environment into one checked build (all problems at once)."""
+    from ci.images.resolve import gather
     from ci.target import resolve_commit, resolve_repo
 
-    row = variants.variant(options.variant)
-    repo = resolve_repo(options.repo or None)
-    tag = options.tag or row.image_tag(resolve_commit(repo, options.commit, env, code=IMAGE_INPUT))
+    found = options.misplaced()
+    row = gather(found, lambda: variants.variant(options.variant))
+    repo = gather(found, lambda: resolve_repo(options.repo or None))
+    if repo is None:  # nothing else can be checked without the checkout
+        UserError.collect(found, code=IMAGE_INPUT)
+    assert repo is not None
+    commit = options.commit
+    if not options.tag:
+        commit = gather(found, lambda: resolve_commit(repo, commit, env, code=IMAGE_INPUT)) or ""
+    # After a bad --variant or commit, the other inputs are still checked (a2, placeholder).
+    row_or_default = row or variants.variant("")
     build = NpuBuild(
-        variant=row,
-        tag=tag,
-        dockerfile=options.dockerfile or row.dockerfile,
+        variant=row_or_default,
+        tag=options.tag or row_or_default.image_tag(commit or "commit"),
+        dockerfile=options.dockerfile or row_or_default.dockerfile,
         repo=str(repo),
         settings=NpuSettings.resolve(options, env),
         push=options.push,
     )
-    UserError.collect(problems(build), code=IMAGE_INPUT)
+    UserError.collect([*found, *problems(build)], code=IMAGE_INPUT)
     return build
 
 

@@ -2,14 +2,33 @@
 
 Empty strings mean "not given": each platform module applies the script's env
 var and default for it, so the precedence (flag, then env, then default) lives
-next to the contract it implements.
+next to the contract it implements. An option given for a platform that does
+not use it is an input error (`misplaced`), never silently ignored.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ci.platforms import Platform
+
+ROCM, CUDA, NPU, XPU = Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU
+
+# Option -> the platforms whose build uses it (options not listed apply to all).
+APPLIES: dict[str, tuple[Platform, ...]] = {
+    "docker": (ROCM, CUDA, XPU),
+    "registry": (ROCM, CUDA, NPU),
+    "arch": (ROCM,),
+    "builder": (ROCM, CUDA),
+    "variant": (NPU,),
+    "tag": (NPU,),
+    "dockerfile": (NPU,),
+    "tls_dir": (NPU,),
+    "docker_config": (NPU,),
+    "install_buildctl": (NPU,),
+    "upstream_repo": (XPU,),
+    "vllm_version": (XPU,),
+}
 
 
 @dataclass(frozen=True)
@@ -34,3 +53,16 @@ class BuildOptions:
     # xpu
     upstream_repo: str = ""
     vllm_version: str = ""
+
+    def misplaced(self) -> list[str]:
+        """One problem per option that was given but does not apply to this platform."""
+        problems = []
+        for field in fields(self):
+            platforms = APPLIES.get(field.name)
+            if platforms is None or self.platform in platforms:
+                continue
+            if getattr(self, field.name) != field.default:
+                names = " or ".join(p.value for p in platforms)
+                flag = "--" + field.name.replace("_", "-")
+                problems.append(f"{flag}: applies to --platform {names} only")
+        return problems

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ci.errors import IMAGE_INPUT, UserError
+from ci.images import backends
 from ci.images.backends import tag_problem
+from ci.images.cachekey import CacheKey
 from ci.images.options import BuildOptions
 
 T = TypeVar("T")
+K = TypeVar("K", bound=backends.KeyedBuild)
 COMMIT_MESSAGE = "BUILDKITE_COMMIT is not set"  # the scripts' text, without "ERROR: "
 
 
@@ -64,3 +67,46 @@ def commit_and_repo(
         if problem:
             problems.append(problem)
     return repo, commit
+
+
+def prepare_keyed(
+    cls: type[K],
+    options: BuildOptions,
+    env: Mapping[str, str],
+    *,
+    registry_env: str | None,
+    default_registry: str,
+    key_of: Callable[[Path], CacheKey],
+    **extra: Any,
+) -> K:
+    """Resolve and check a content-keyed build (ROCm, CUDA); every problem at once, exit 2.
+
+    `registry_env` is the script's registry variable (None: the script had a
+    constant); `key_of` computes the cache key from the checkout; `extra` are
+    the platform's own fields, already resolved.
+    """
+    problems = options.misplaced()
+    requested = gather(problems, lambda: backends.parse_builder(options.builder))
+    registry, registry_from = setting(
+        options.registry,
+        "--registry",
+        env if registry_env else {},
+        registry_env or "",
+        default_registry,
+    )
+    problems += filter(None, [backends.repository_problem(registry, registry_from)])
+    repo, commit = commit_and_repo(options, env, problems)
+    key = gather(problems, lambda: key_of(repo)) if repo is not None else None
+    UserError.collect(problems, code=IMAGE_INPUT)
+    assert repo is not None and commit is not None and key is not None and requested
+    backend, docker = backends.choose(requested, options.docker, dry_run=options.dry_run)
+    return cls(
+        repo=repo,
+        registry=registry,
+        commit=commit,
+        key=key,
+        backend=backend,
+        docker=docker,
+        push=options.push,
+        **extra,
+    )

@@ -93,33 +93,44 @@ class XpuBuild:
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     """Options, then the script's env vars; every input problem reported at once (exit 2)."""
     from ci.images.backends import repository_problem, tag_problem
+    from ci.images.resolve import gather
     from ci.target import resolve_commit, resolve_repo
 
+    problems = options.misplaced()
     version = options.vllm_version or env.get("VLLM_VERSION", "")
     if not version:
-        raise UserError("VLLM_VERSION must be set", code=IMAGE_INPUT)
-    repo = resolve_repo(options.repo or None)
-    commit = resolve_commit(
-        repo, options.commit, env, code=IMAGE_INPUT, message="BUILDKITE_COMMIT must be set"
+        problems.append("VLLM_VERSION must be set")
+    repo = gather(problems, lambda: resolve_repo(options.repo or None))
+    commit = None
+    if repo is not None:
+        commit = gather(
+            problems,
+            lambda: resolve_commit(
+                repo, options.commit, env, code=IMAGE_INPUT, message="BUILDKITE_COMMIT must be set"
+            ),
+        )
+        if not (repo / DOCKERFILE).is_file():
+            problems.append(f"--repo: {repo / DOCKERFILE} does not exist")
+    upstream_repo = options.upstream_repo or DEFAULT_UPSTREAM
+    problems += filter(
+        None,
+        [
+            tag_problem(version, "VLLM_VERSION") if version else None,
+            tag_problem(commit, "--commit") if commit else None,
+            repository_problem(upstream_repo, "--upstream-repo"),
+        ],
     )
-    build = XpuBuild(
+    UserError.collect(problems, code=IMAGE_INPUT)
+    assert repo is not None and commit is not None
+    return XpuBuild(
         repo=str(repo),
         commit=commit,
         vllm_version=version,
-        upstream_repo=options.upstream_repo or DEFAULT_UPSTREAM,
+        upstream_repo=upstream_repo,
         vllm_base=env.get("VLLM_BASE", ""),
         compression=env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION,
         docker=options.docker or "docker",
     )
-    problems = [
-        tag_problem(version, "VLLM_VERSION"),
-        tag_problem(commit, "--commit"),
-        repository_problem(build.upstream_repo, "--upstream-repo"),
-    ]
-    if not (repo / DOCKERFILE).is_file():
-        problems.append(f"--repo: {repo / DOCKERFILE} does not exist")
-    UserError.collect((p for p in problems if p), code=IMAGE_INPUT)
-    return build
 
 
 # --------------------------------------------------------------------------- planning (pure)
@@ -216,14 +227,18 @@ def tier_plan(build: XpuBuild, tier: Tier, reason: str, export: bool) -> door.Pl
 
 
 def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
-    """Without an engine to ask: every tier in order, each used only if the one before fails."""
+    """Without an engine to ask: every tier in order, each used only if the one before fails.
+
+    The builds show the script's `--output type=image` (what an engine with
+    the containerd image store runs); the `export` fact says when `-t` replaces it.
+    """
     src = "<tmp>/vllm"
     return door.Plan(
         commands=(
             pull_command(build),
             clone_command(build, src),
-            source_build_command(build, src, export=False),
-            image_build_command(build, build.upstream, export=False),
+            source_build_command(build, src, export=True),
+            image_build_command(build, build.upstream, export=True),
         ),
         facts=(
             ("engine", why),
@@ -233,7 +248,11 @@ def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
             ("tier 4", f"else clone vLLM {build.vllm_version} and build {build.fallback_base}"),
             ("base", f"{build.upstream} (tiers 1-2) or {build.fallback_base} (tiers 3-4)"),
             ("image", build.image),
-            ("export", "decided by the engine: --output type=image if it can, else -t"),
+            (
+                "export",
+                "--output type=image as shown if the engine can export (containerd image store);"
+                f" else a plain docker build -t {build.image}",
+            ),
         ),
         title="XPU CI image (no engine answered: ordered fallbacks)",
     )
@@ -366,6 +385,19 @@ def choose_client(options: BuildOptions) -> tuple[str, bool]:
     return client, report.output_image
 
 
+def no_engine_reason(exc: BaseException) -> str:
+    """One readable line: where the engine was looked for and the OS-level reason."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    cause: BaseException | None = exc
+    while cause is not None:  # requests wraps urllib3 wraps the OSError
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"no engine answers at {host} ({cause.strerror})"
+        args = [a for a in getattr(cause, "args", ()) if isinstance(a, BaseException)]
+        cause = args[-1] if args else (cause.__cause__ or cause.__context__)
+    text = str(exc).strip().splitlines()
+    return f"no engine answers at {host} ({text[-1] if text else type(exc).__name__})"
+
+
 def dry_run(build: XpuBuild, client_path: str = "") -> None:
     """Read-only: with an engine, the tier it would pick and the commands; else the fallbacks."""
     import docker
@@ -374,9 +406,7 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
         client = docker.from_env(timeout=10)
         client.ping()
     except Exception as exc:
-        text = str(exc).strip().splitlines()
-        why = f"no engine answers ({text[-1] if text else type(exc).__name__})"
-        door.run_plan(fallback_plan(build, why), dry_run=True)
+        door.run_plan(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
         return
     tier, reason = predict_tier(build, client)
     from ci import doctor

@@ -42,6 +42,20 @@ class Tag:
     last_updated: datetime | None  # None: missing or unparseable, kept as if newest
 
 
+def parse_keep(value: str) -> int:
+    """`--keep` as a number; a word that is not one is an input error (exit 2), not a traceback.
+
+    Why a string: Invoke converts `int` options itself and lets a bad value
+    escape as a ValueError.
+    """
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise UserError(
+            f"--keep: {value!r} is not a positive number of tags to keep", code=USAGE
+        ) from None
+
+
 def parse_time(value: object) -> datetime | None:
     """Hub's ISO-8601 `last_updated` (any fraction length, `Z` suffix) as UTC."""
     if not isinstance(value, str) or not value:

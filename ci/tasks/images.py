@@ -10,6 +10,9 @@ __all__ = ["build_image"]
 
 
 @task(
+    # Long options only: Invoke's automatic short flags ran out of letters and
+    # gave --docker-config the flag `--`, which swallowed a literal `--`.
+    auto_shortflags=False,
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel)",
         "repo": "target checkout (default: git top-level of the current directory)",
@@ -32,7 +35,7 @@ __all__ = ["build_image"]
         "install_buildctl": "npu: download buildctl when missing (says what and where)",
         "upstream_repo": "xpu: upstream vLLM XPU image repository",
         "vllm_version": "xpu: vLLM version (default: $VLLM_VERSION; required)",
-    }
+    },
 )
 def build_image(
     c: Context,

@@ -46,17 +46,17 @@ def publish_images(
 def cleanup_nightly(
     c: Context,
     hub_url: str = "https://hub.docker.com",
-    keep: int = 14,
+    keep: str = "14",
     delete_interval: str = "1s",
     dry_run: bool = False,
 ) -> None:
     """Delete old vllm/vllm-omni nightly- tags on Docker Hub (needs DOCKERHUB_USERNAME/_TOKEN)."""
     from ci.durations import parse_duration
-    from ci.release.cleanup import cleanup
+    from ci.release.cleanup import cleanup, parse_keep
 
     cleanup(
         hub_url=hub_url,
-        keep=keep,
+        keep=parse_keep(keep),
         delete_interval=parse_duration(delete_interval, name="--delete-interval"),
         dry_run=dry_run,
     )
