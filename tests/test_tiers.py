@@ -604,6 +604,20 @@ def test_corpus_ifs_are_evaluated_as_for_a_pr_with_the_tier_label() -> None:
     assert all(s.conditions and not s.if_false for s in npu)  # label nightly-test
 
 
+def test_first_false_reads_ifexpr_and_treats_unknown_as_true() -> None:
+    from ci.pipeline.ifexpr import Context
+    from ci.tiers.model import first_false, local_context
+
+    ctx = local_context(CORPUS, Tier.MERGE, {"BUILDKITE_BRANCH": "pr", "NIGHTLY": "1"})
+    assert ctx == Context.of("pr", ["merge-test"], {"BUILDKITE_BRANCH": "pr", "NIGHTLY": "1"})
+    opaque = "build.message =~ /skip/"
+    assert first_false((opaque, 'build.env("NIGHTLY") == "1"'), ctx) == ""
+    assert first_false(('build.pull_request.labels includes "ready"',), ctx) == (
+        'build.pull_request.labels includes "ready"'
+    )
+    assert first_false(('build.branch == "main"', "false"), ctx) == 'build.branch == "main"'
+
+
 def test_if_false_step_is_reported_and_not_run_even_with_force(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
