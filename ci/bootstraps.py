@@ -30,6 +30,7 @@ from ci import door
 from ci.errors import FAILURE, UserError
 from ci.pipeline import bootstrap_mode
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
+from ci.pipeline.mirror import command_text
 from ci.platforms import Platform
 
 CLI: Final = "vllm-omni-ci"
@@ -55,13 +56,6 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- step rewriting
 
 
-def _command_text(step: Mapping[str, Any]) -> str:
-    value = step.get("commands", step.get("command"))
-    if isinstance(value, list):
-        return "\n".join(str(v) for v in value if v is not None)
-    return "" if value is None else str(value)
-
-
 def _with_commands(step: Mapping[str, Any], commands: list[str]) -> dict[str, Any]:
     """The step with `command`/`commands` replaced by `commands`, at the same position."""
     out: dict[str, Any] = {}
@@ -82,7 +76,7 @@ def uploaded_pipeline(step: Mapping[str, Any]) -> str:
     """The test YAML an upload step uploads, read from its command (shell or migrated)."""
     label = step.get("key") or step.get("label") or "<step>"
     found: list[str] = []
-    for match in _UPLOADER.finditer(_command_text(step)):
+    for match in _UPLOADER.finditer(command_text(step)):
         try:
             words = shlex.split(match.group("args"), comments=True)
         except ValueError:
@@ -238,7 +232,7 @@ def rewrite_intel(document: Mapping[str, Any], source: str) -> dict[str, Any]:
                 out.append({**step, "steps": walk(step["steps"])})
                 continue
             if isinstance(step, dict):
-                text = _command_text(step)
+                text = command_text(step)
                 if INTEL_SCRIPT in text or XPU_COMMAND in text:
                     found += 1
                     out.append(_with_commands(step, [XPU_COMMAND]))

@@ -1,0 +1,327 @@
+"""The exit-code table of the foundation issue, one test per row, through `vllm-omni-ci`.
+
+Callers (Buildkite retry rules, shims, `if word=$(vllm-omni-ci skip-ci ...)`)
+depend on these codes, so each row is checked end to end: the code, the
+message on the right stream, and never a traceback. The area test files check
+every message variant; this file is the table itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from tests.conftest import SAMPLE, StandIns, run_cli
+from tests.gitrepo import GitRepo, buildkite_env
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    """The outer environment without anything that would steer the task under test."""
+    env = buildkite_env()
+    for name in ("CI", "DEBUG_TEST_YAML", "NIGHTLY", "MIRROR_HW", "VLLM_VERSION", "TEST_COMMANDS"):
+        env.pop(name, None)
+    env.pop("VLLM_CI_DOCKER_DISABLED", None)
+    env.pop("ROCM_CI_IMAGE_REGISTRY", None)
+    env.update(values)
+    return env
+
+
+def check(
+    done: CompletedProcess[str], code: int, *, stderr_has: str = "", stdout: str | None = None
+) -> None:
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    if stderr_has:
+        assert stderr_has in done.stderr.splitlines(), done.stderr
+    if stdout is not None:
+        assert done.stdout == stdout
+
+
+@pytest.fixture(scope="module")
+def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """A copy of the sample as its own repo: main pushed, then a PR branch `pr`."""
+    root = tmp_path_factory.mktemp("exit-codes")
+    repo = GitRepo.create(root / "repo")
+    shutil.copytree(
+        SAMPLE,
+        repo.path,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("wheelhouse", "build", "__pycache__", "*.egg-info"),
+    )
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "sample")
+    repo.push("main")
+    repo.branch("pr")
+    return repo
+
+
+def pr_env(repo: GitRepo, **values: str) -> dict[str, str]:
+    env = clean_env(
+        BUILDKITE="true",
+        BUILDKITE_BRANCH="pr",
+        BUILDKITE_COMMIT=repo.sha(),
+        BUILDKITE_PULL_REQUEST="42",
+        BUILDKITE_PULL_REQUEST_BASE_BRANCH="main",
+    )
+    env.update(values)
+    return env
+
+
+def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRepo:
+    """A fresh clone of `repo` on a new branch with `files` committed."""
+    clone = GitRepo(tmp_path / "clone")
+    assert repo.origin is not None
+    repo.git("clone", "-q", "--branch", "main", str(repo.origin), str(clone.path), cwd=tmp_path)
+    clone.git("config", "commit.gpgsign", "false")
+    clone.git("checkout", "-q", "-b", "pr")
+    clone.commit_files(dict(files), "change")
+    return clone
+
+
+# ------------------------------------------------------------------- usage errors: 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["doctor", "--no-such-flag"], "error: No idea what '--no-such-flag' is!"),
+        (["no-such-task"], "error: No idea what 'no-such-task' is!"),
+    ],
+)
+def test_bad_arguments_exit_2_under_vllm_omni_ci(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    check(run_cli(*args, cwd=tmp_path, env=clean_env()), 2, stderr_has=message, stdout="")
+
+
+# ------------------------------------------------------------------ skip-ci: 0 / 1 / 2
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "code", "stdout"),
+    [
+        ({"docs/extra.md": "more\n"}, ["--platform", "cuda", "--level", "l2"], 0, "skip-all\n"),
+        ({"omni_sample/extra.py": "x = 1\n"}, ["--platform", "cuda", "--level", "l2"], 1, ""),
+        ({"docs/extra.md": "more\n"}, ["--platform", "tpu", "--level", "l2"], 2, ""),
+        ({"docs/extra.md": "more\n"}, ["--platform", "cuda", "--level", "l9"], 2, ""),
+    ],
+    ids=["stop", "run", "bad-platform", "bad-level"],
+)
+def test_skip_ci_stop_run_bad(
+    sample_repo: GitRepo,
+    tmp_path: Path,
+    files: dict[str, str],
+    args: list[str],
+    code: int,
+    stdout: str,
+) -> None:
+    clone = on_branch(sample_repo, files, tmp_path)
+    done = run_cli("skip-ci", *args, env=pr_env(clone), cwd=clone.path)
+    check(done, code, stdout=stdout)
+    if code == 2:
+        assert done.stderr.startswith("error: ")
+
+
+# ------------------------------------------------------- native runner pre-flight: 1
+
+
+def test_native_runner_preflight_failure_exits_1(tmp_path: Path) -> None:
+    done = run_cli(
+        "run-tests", "--platform", "rocm", "--", "touch ran",
+        env=clean_env(BUILDKITE_JOB_ID="exit-codes"), cwd=tmp_path,
+    )  # fmt: skip
+    check(done, 1, stderr_has="Error: MI300 CI must run natively with Docker disabled.")
+    assert not (tmp_path / "ran").exists()
+
+
+# -------------------------------------------------------- uploader validation: 1
+
+
+UPLOAD_YAML = """\
+steps:
+  - label: "Bad preset"
+    commands: ["pytest tests -m 'core_model and cpu'"]
+    mirror_hardwares: no_such_preset
+  - label: "Bad key"
+    commands: ["pytest tests -m 'core_model and cpu'"]
+    source_file_dependencies: no_such_key
+"""
+
+
+def test_uploader_validation_errors_exit_1_all_at_once(
+    sample_repo: GitRepo, tmp_path: Path
+) -> None:
+    clone = on_branch(sample_repo, {".buildkite/cuda/test-bad.yml": UPLOAD_YAML}, tmp_path)
+    done = run_cli(
+        "upload-pipeline", ".buildkite/cuda/test-bad.yml", "--repo", str(clone.path),
+        env=clean_env(), cwd=clone.path,
+    )  # fmt: skip
+    check(done, 1, stdout="")
+    assert "unknown mirror_hardwares 'no_such_preset' in step 'Bad preset'" in done.stderr
+    assert "unknown source_file_dependencies 'no_such_key' in step 'Bad key'" in done.stderr
+
+
+def test_uploader_bad_mirror_hw_exits_1() -> None:
+    done = run_cli(
+        "upload-pipeline", ".buildkite/cuda/test-ready.yml", "--repo", str(SAMPLE),
+        env=clean_env(MIRROR_HW="h100"),
+    )  # fmt: skip
+    check(done, 1, stdout="")
+    assert "unsupported MIRROR_HW='h100'; expected empty or 'b200'" in done.stderr
+
+
+# ------------------------------------------------------------------ bootstrap: 1
+
+
+def test_bootstrap_label_fetch_failure_exits_1(sample_repo: GitRepo) -> None:
+    env = pr_env(sample_repo, VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9")
+    done = run_cli(
+        "bootstrap", "--platform", "rocm", "--repo", str(sample_repo.path), "--dry-run", env=env
+    )
+    check(done, 1, stdout="")
+    assert (
+        "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier."
+        in done.stderr
+    )
+
+
+def test_bootstrap_suite_selector_error_exits_1(sample_repo: GitRepo) -> None:
+    env = pr_env(sample_repo, BUILDKITE_PULL_REQUEST="false", DEBUG_TEST_YAML="weekly")
+    done = run_cli(
+        "bootstrap", "--platform", "rocm", "--repo", str(sample_repo.path), "--dry-run", env=env
+    )
+    check(done, 1, stdout="")
+    assert "DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'" in (
+        done.stderr
+    )
+
+
+# --------------------------------------------------------- coverage split args: 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model-id"], "error: run_cov_split.sh: --model-id needs a value"),
+        (["--bogus"], "error: run_cov_split.sh: unknown argument: --bogus"),
+    ],
+)
+def test_cov_split_argument_errors_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    done = run_cli("cov-split", *args, env=clean_env(), cwd=tmp_path)
+    check(done, 2, stderr_has=message, stdout="")
+
+
+# ----------------------------------------------------------- nightly cleanup: 1
+
+
+def test_nightly_cleanup_listing_error_exits_1(tmp_path: Path) -> None:
+    """Docker Hub does not answer (a closed local port); a failed delete: test_release_cleanup."""
+    env = clean_env(
+        DOCKERHUB_USERNAME="someone", DOCKERHUB_TOKEN="t0ken-never-shown", HOME=str(tmp_path)
+    )
+    done = run_cli(
+        "release.cleanup-nightly", "--hub-url", "http://127.0.0.1:9", env=env, cwd=tmp_path
+    )
+    check(done, 1)
+    assert "t0ken-never-shown" not in done.stdout + done.stderr
+
+
+# ------------------------------------------------------------ image builds: 2
+
+
+def test_image_build_missing_commit_exits_2() -> None:
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(SAMPLE), "--dry-run",
+        env=clean_env(BUILDKITE="true"),
+    )  # fmt: skip
+    check(done, 2, stderr_has="error: BUILDKITE_COMMIT is not set", stdout="")
+
+
+def test_image_build_missing_cache_key_input_exits_2(tmp_path: Path) -> None:
+    repo = tmp_path / "no-requirements"
+    shutil.copytree(SAMPLE / "docker", repo / "docker")
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(repo), "--dry-run",
+        env=clean_env(BUILDKITE_COMMIT="abc123"),
+    )  # fmt: skip
+    check(done, 2, stdout="")
+    assert any(
+        line.startswith("error: cache-key input does not exist: ")
+        for line in done.stderr.splitlines()
+    ), done.stderr
+
+
+def test_image_build_bad_registry_ref_exits_2() -> None:
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(SAMPLE), "--dry-run",
+        env=clean_env(BUILDKITE_COMMIT="abc123", ROCM_CI_IMAGE_REGISTRY="Bad Ref!"),
+    )  # fmt: skip
+    check(done, 2, stdout="")
+    assert done.stderr.startswith("error: ROCM_CI_IMAGE_REGISTRY: 'Bad Ref!' is not a valid")
+
+
+def test_image_build_missing_vllm_version_exits_2() -> None:
+    done = run_cli(
+        "build-image", "--platform", "xpu", "--repo", str(SAMPLE), "--dry-run",
+        env=clean_env(BUILDKITE_COMMIT="abc123"),
+    )  # fmt: skip
+    check(done, 2, stderr_has="error: VLLM_VERSION must be set", stdout="")
+
+
+def test_image_build_without_a_usable_backend_exits_2(standins: StandIns) -> None:
+    """A docker client whose every subcommand fails: no buildx, no engine."""
+    docker = standins.add("docker", "exit 1")
+    env = clean_env(BUILDKITE_COMMIT="abc123", VLLM_OMNI_CI_DOCKER=str(docker))
+    env["PATH"] = standins.env(env)["PATH"]
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(SAMPLE), "--builder", "buildx",
+        "--no-push", env=env,
+    )  # fmt: skip
+    check(done, 2, stdout="")
+    assert done.stderr.startswith("error: --builder buildx: `docker buildx` does not work")
+    # Only probes ran (`--help`, `version`, `info`): no build, no builder created.
+    assert all(
+        argv[:2] in (["buildx", "version"], ["build", "--help"])
+        or argv[0] in ("version", "--version", "info")
+        for argv in standins.argvs("docker")
+    ), standins.argvs("docker")
+
+
+# ------------------------------------------------------ any other input error: 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["step", "--timeout", "ten", "--", "true"],
+            "error: --timeout: 'ten' is not a duration (examples: 90s, 80m, 1h30m)",
+        ),
+        (
+            ["doctor", "--docker", "/nope/docker"],
+            "error: --docker: /nope/docker is not an executable docker client",
+        ),
+    ],
+)
+def test_other_input_errors_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    check(run_cli(*args, env=clean_env(), cwd=tmp_path), 2, stderr_has=message, stdout="")
+
+
+def test_several_problems_give_one_error_line_each_then_exit(tmp_path: Path) -> None:
+    """Not a git repo, no commit and no requirements/: every problem in one round."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(empty), "--dry-run",
+        env=clean_env(GIT_CEILING_DIRECTORIES=str(tmp_path)), cwd=tmp_path,
+    )  # fmt: skip
+    check(done, 2, stdout="")
+    lines = done.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) >= 2, done.stderr
+    assert any("BUILDKITE_COMMIT is not set" in line for line in errors)
+    assert any("cache-key input does not exist" in line for line in errors)
