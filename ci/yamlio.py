@@ -15,7 +15,16 @@ def loads(text: str, *, source: str = "<string>") -> Any:
     try:
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
-        raise UserError(f"{source}: invalid YAML: {exc}", code=1) from None
+        raise UserError(f"{source}: invalid YAML{_where(exc)}", code=1) from None
+
+
+def _where(exc: Any) -> str:
+    """One line for a YAML error: `at line L, column C: problem` (PyYAML's text spans lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return ": " + " ".join(str(exc).split())
+    return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def load(path: str | Path) -> Any:
