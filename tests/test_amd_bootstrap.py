@@ -1,15 +1,22 @@
 """`bootstrap --platform rocm`: the B and T golden scenarios (pipeline spec §5.2, §5.3),
-every real AMD suite combination, and end-to-end runs on real git repositories
-with a recording `buildkite-agent` and a local GitHub API server."""
+every real AMD suite combination, bad inputs, and end-to-end runs on real git
+repositories (one made from the sample) with a recording `buildkite-agent` and a
+local GitHub API server on 127.0.0.1.
+
+Where we differ from the script on purpose, the row says so and names the
+docs/differences.md entry.
+"""
 
 from __future__ import annotations
 
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,12 +24,19 @@ from typing import Any
 import pytest
 import yaml
 
+from ci import yamlio
 from ci.amd import bootstrap, combine, render, suites
+from ci.errors import Stop, UserError
 from ci.schema import pipeline_errors
-from tests.conftest import SAMPLE, SHARED, StandIns, run_cli
+from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, run_cli
+from tests.gitrepo import GitRepo, buildkite_env
 
 CORPUS_AMD = SHARED / "vllm-omni" / ".buildkite" / "amd"
 NOT_CRITICAL = "No critical changes, using precompiled wheels"
+FROM_SOURCE = "Detected critical changes, building wheels from source"
+ANNOTATE = ["annotate", bootstrap.SKIP_ANNOTATION, "--style", "info"]
+UPLOADS = [["artifact", "upload", "pipeline.yaml"], ["pipeline", "upload", "pipeline.yaml"]]
+# Leaf steps per real suite file, counted by hand from ../shared (not by our code).
 LEAF_COUNTS = {"ready": 22, "merge": 22, "nightly": 9}
 
 
@@ -30,7 +44,7 @@ LEAF_COUNTS = {"ready": 22, "merge": 22, "nightly": 9}
 
 
 def leaves(steps: list[Any]) -> list[dict[str, Any]]:
-    """Leaf steps of a suite file, walked independently of the renderer."""
+    """Leaf steps of a suite file or pipeline, walked independently of the renderer."""
     out: list[dict[str, Any]] = []
     for entry in steps:
         out.extend(entry["steps"] if "group" in entry else [entry])
@@ -41,50 +55,45 @@ def rendered_leaves(pipeline: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in leaves(pipeline["steps"]) if s.get("key") != render.BUILD_KEY]
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+def labels_of(pipeline: dict[str, Any]) -> set[str]:
+    return {s["label"] for s in rendered_leaves(pipeline)}
 
 
-@dataclass
-class Repo:
-    path: Path
+def suite_labels(name: str, amd_dir: Path = CORPUS_AMD) -> set[str]:
+    data = yaml.safe_load((amd_dir / f"test-amd-{name}.yml").read_text())
+    return {f"{s['agent_pool']}: {s['label']}" for s in leaves(data["steps"])}
 
-    def write(self, rel: str, text: str) -> None:
-        target = self.path / rel
+
+def copy_tracked(source: Path, dest: Path) -> None:
+    """Copy the files git tracks under `source` (the sample without its build outputs)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=source, capture_output=True, text=True, check=True
+    ).stdout
+    for rel in filter(None, listed.split("\0")):
+        target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-
-    def commit(self, message: str = "change") -> str:
-        git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "-m", message)
-        return git(self.path, "rev-parse", "HEAD")
+        shutil.copy2(source / rel, target)
 
 
 @pytest.fixture
-def amd_repo(tmp_path: Path) -> Repo:
-    """A git repo whose main holds the real AMD suites; work happens on `feature`."""
-    repo = Repo(tmp_path / "omni")
-    repo.path.mkdir()
-    git(repo.path, "init", "-q", "-b", "main")
+def amd_repo(tmp_path: Path) -> GitRepo:
+    """main (pushed to a real origin) holds the real AMD suites; work happens on `feature`."""
+    repo = GitRepo.create(tmp_path / "omni")
     shutil.copytree(CORPUS_AMD, repo.path / ".buildkite" / "amd")
-    repo.write("vllm_omni/model.py", "x = 1\n")
-    repo.write("docs/index.md", "# docs\n")
-    repo.commit("init")
-    git(repo.path, "checkout", "-q", "-b", "feature")
+    repo.commit_files({"vllm_omni/model.py": "x = 1\n", "docs/index.md": "# docs\n"}, "init")
+    repo.push("main")
+    repo.branch("feature")
     return repo
 
 
 @dataclass
 class GitHub:
-    """A tiny GitHub API: PR number → labels, or an HTTP status to fail with."""
+    """A tiny GitHub API: PR number → labels; or a status, a body or a delay to fail with."""
 
     labels: dict[str, list[str]] = field(default_factory=dict)
     status: int = 200
+    body: bytes | None = None
+    delay: float = 0.0
     requests: list[str] = field(default_factory=list)
     url: str = ""
 
@@ -96,12 +105,15 @@ def github() -> Iterator[GitHub]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state.requests.append(self.path + " auth=" + str(self.headers.get("Authorization")))
+            time.sleep(state.delay)
             number = self.path.rsplit("/", 1)[-1]
-            if state.status != 200 or number not in state.labels:
+            if state.status != 200 or (state.body is None and number not in state.labels):
                 self.send_response(state.status if state.status != 200 else 404)
                 self.end_headers()
                 return
-            body = json.dumps({"labels": [{"name": n} for n in state.labels[number]]}).encode()
+            body = state.body
+            if body is None:
+                body = json.dumps({"labels": [{"name": n} for n in state.labels[number]]}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -111,11 +123,13 @@ def github() -> Iterator[GitHub]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield state
     server.shutdown()
+    server.server_close()
 
 
 @dataclass
@@ -127,11 +141,13 @@ class Agent:
         return self.standins.argvs("buildkite-agent")
 
     def pipeline(self) -> dict[str, Any]:
-        return yaml.safe_load(self.uploaded.read_text())
+        loaded: dict[str, Any] = yaml.safe_load(self.uploaded.read_text())
+        return loaded
 
 
 @pytest.fixture
 def agent(standins: StandIns, tmp_path: Path) -> Agent:
+    """A recording buildkite-agent; `pipeline upload FILE` keeps a copy of FILE (read from cwd)."""
     uploaded = tmp_path / "uploaded.yaml"
     standins.add(
         "buildkite-agent",
@@ -140,19 +156,24 @@ def agent(standins: StandIns, tmp_path: Path) -> Agent:
     return Agent(standins, uploaded)
 
 
+SCHEDULE_ENV = (
+    "DEBUG_TEST_YAML", "NIGHTLY", "AMD_MIRROR_HW", "VLLM_USE_PRECOMPILED", "RUN_ALL",
+    "GITHUB_TOKEN", "VLLM_OMNI_CI_GITHUB_REPO",
+)  # fmt: skip
+
+
 def bootstrap_env(
-    repo: Repo, agent: Agent, github: GitHub, *, branch: str = "feature", pr: str = "false",
+    repo: GitRepo, agent: Agent, github: GitHub, *, branch: str = "feature", pr: str = "false",
     **extra: str,
 ) -> dict[str, str]:  # fmt: skip
-    env = agent.standins.env()
-    for key in list(env):
-        if key.startswith(("BUILDKITE", "DEBUG_TEST_YAML", "NIGHTLY", "AMD_MIRROR", "VLLM_USE")):
-            del env[key]
+    env = buildkite_env(agent.standins.env())
+    for key in SCHEDULE_ENV:
+        env.pop(key, None)
     env.update(
         {
             "BUILDKITE": "true",
             "BUILDKITE_BRANCH": branch,
-            "BUILDKITE_COMMIT": git(repo.path, "rev-parse", "HEAD"),
+            "BUILDKITE_COMMIT": repo.sha(),
             "BUILDKITE_PULL_REQUEST": pr,
             "BUILDKITE_PIPELINE_SLUG": "vllm-omni-amd-ci",
             "VLLM_OMNI_CI_GITHUB_API": github.url,
@@ -162,244 +183,364 @@ def bootstrap_env(
     return env
 
 
-def run_bootstrap(repo: Repo, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+def run_bootstrap(
+    repo: GitRepo, env: dict[str, str], *extra: str
+) -> subprocess.CompletedProcess[str]:
     return run_cli("bootstrap", "--platform", "rocm", "--repo", str(repo.path), *extra, env=env)
 
 
-def labels_of(pipeline: dict[str, Any]) -> set[str]:
-    return {s["label"] for s in rendered_leaves(pipeline)}
+def append(text: str) -> Callable[[str], str]:
+    return lambda old: old + text
 
 
-def suite_labels(name: str) -> set[str]:
-    data = yaml.safe_load((CORPUS_AMD / f"test-amd-{name}.yml").read_text())
-    return {f"{s['agent_pool']}: {s['label']}" for s in leaves(data["steps"])}
+def env_var(name: str, value: str) -> Callable[[str], str]:
+    """Edit a suite file: add `name: value` to its top-level env."""
+    return lambda old: old.replace("env:\n", f"env:\n  {name}: '{value}'\n", 1)
+
+
+def apply(repo: GitRepo, change: dict[str, str | Callable[[str], str]]) -> None:
+    for rel, new in change.items():
+        path = repo.path / rel
+        old = path.read_text() if path.exists() else ""
+        repo.write(rel, new(old) if callable(new) else new)
 
 
 # --------------------------------------------------------------------------- B rows
 
-
-def test_b1_label_fetch_failure_is_fatal(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    github.status = 403
-    amd_repo.write("vllm_omni/model.py", "x = 2\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="123"))
-    assert done.returncode == 1
-    assert bootstrap.LABEL_ERROR in done.stderr.splitlines()
-    assert agent.calls() == []
-    assert len(github.requests) == 1
+PRODUCT = {"vllm_omni/model.py": "x = 2\n"}
+DOCS = {"docs/a.md": "new page\n"}
 
 
-def test_b2_debug_test_yaml_skips_the_label_request(
-    amd_repo: Repo, agent: Agent, github: GitHub
-) -> None:
-    amd_repo.write("vllm_omni/model.py", "x = 2\n")
-    amd_repo.commit()
-    env = bootstrap_env(amd_repo, agent, github, pr="123", DEBUG_TEST_YAML="merge")
+@dataclass
+class B:
+    """One golden row, run end to end: commit `change`, bootstrap (uploading), check."""
+
+    change: dict[str, str | Callable[[str], str]] = field(default_factory=lambda: dict(PRODUCT))
+    branch: str = "feature"  # "main": committed on main, a main build
+    pr: str = "false"
+    labels: list[str] = field(default_factory=list)  # what GitHub answers for the PR
+    status: int = 200
+    env: dict[str, str] = field(default_factory=dict)
+    code: int = 0
+    uploaded: tuple[str, ...] = ()  # suites whose steps the uploaded pipeline holds
+    image_only: bool = False  # uploaded, with nothing but the image step (B17)
+    groups: tuple[str, ...] | None = None  # top-level groups after the image group
+    annotate: bool = False
+    requests: int = 0
+    lines: tuple[str, ...] = ()  # exact stderr lines
+    error: str = ""  # the one error line (prefix), for code != 0
+
+
+B_ROWS: dict[str, B] = {
+    "B1": B(pr="123", status=403, code=1, requests=1, error=bootstrap.LABEL_ERROR + " (GET "),
+    "B2": B(pr="123", env={"DEBUG_TEST_YAML": "merge"}, uploaded=("merge",)),
+    "B3": B(uploaded=("ready",), lines=(suites.FALLBACK_NOTICE,)),
+    "B4": B(
+        change=DOCS, pr="123", labels=["ready"], requests=1, annotate=True,
+        lines=("Skipping AMD l2 suite due to skip-all decision.", bootstrap.NOTHING_LEFT),
+    ),
+    "B5": B(
+        change=DOCS, pr="123", labels=["ready", "nightly-test"], requests=1,
+        uploaded=("nightly",), lines=("Skipping AMD l2 suite due to skip-all decision.",),
+    ),
+    "B6": B(change=DOCS, branch="main", env={"NIGHTLY": "1"}, uploaded=("nightly",)),
+    "B7": B(
+        change=DOCS, branch="main", env={"NIGHTLY": "0"}, annotate=True,
+        lines=("Skipping AMD l3 suite due to skip-all decision.", bootstrap.NOTHING_LEFT),
+    ),
+    "B8": B(
+        change={".buildkite/cuda/test-ready.yml": "steps: []\n"}, branch="main",
+        lines=("Skipping AMD l3 suite due to skip-l23 decision.", bootstrap.NOTHING_LEFT),
+    ),
+    "B9": B(
+        change={".buildkite/amd/test-amd-merge.yml": append("\n# touched\n")},
+        pr="9", labels=["merge-test"], requests=1, uploaded=("merge",),
+    ),
+    "B10": B(
+        change={".buildkite/amd/test-amd-ready.yml": append("\n# touched\n")},
+        pr="10", labels=["ready", "merge-test"], requests=1, uploaded=("ready",),
+        lines=("Skipping AMD l3 suite due to skip-l23 decision.",),
+    ),
+    "B11": B(
+        pr="11", labels=["ready", "merge-test"], requests=1, uploaded=("ready", "merge"),
+        groups=("READY_TESTS", "MERGE_TESTS"),
+        lines=("AMD test suites: READY_TESTS:test-amd-ready.yml MERGE_TESTS:test-amd-merge.yml",),
+    ),
+    "B12": B(
+        change={
+            ".buildkite/amd/test-amd-ready.yml": env_var("X", "1"),
+            ".buildkite/amd/test-amd-merge.yml": env_var("X", "2"),
+        },
+        env={"DEBUG_TEST_YAML": "ready,merge"}, code=1,
+        error="error: Conflicting environment value for X: '1' != '2'",
+    ),
+    "B13": B(
+        change={"setup.py": "print()\n"}, pr="13", labels=["ready"], requests=1,
+        uploaded=("ready",),
+        lines=("Found changes: setup.py. Run all tests", "Run all: 1", FROM_SOURCE),
+    ),
+    "B14": B(
+        change={"docker/Dockerfile.rocm": "FROM x\n"}, pr="14", labels=["ready"], requests=1,
+        uploaded=("ready",), lines=(NOT_CRITICAL, "Run all: 0"),
+    ),
+    "B15-rocm": B(
+        change={"csrc/rocm/x.cu": "x\n"}, pr="15", labels=["ready"], requests=1,
+        uploaded=("ready",), lines=(NOT_CRITICAL, "Run all: 0"),
+    ),
+    "B15-cuda": B(
+        change={"csrc/cuda/x.cu": "x\n"}, pr="15", labels=["ready"], requests=1,
+        uploaded=("ready",), lines=("Found changes: csrc/cuda/x.cu. Run all tests", FROM_SOURCE),
+    ),
+    "B16": B(
+        pr="16", labels=["ready"], requests=1, env={"VLLM_USE_PRECOMPILED": "0"},
+        uploaded=("ready",), lines=("VLLM_USE_PRECOMPILED is already set to: 0", "Run all: 0"),
+    ),
+    # docs/differences.md "AMD render: data, not a template": empty groups are dropped.
+    "B17": B(
+        env={"BUILDKITE_PIPELINE_SLUG": "fastcheck"}, image_only=True,
+        lines=("AMD Mirror HW: amdtentative",),
+    ),
+    # docs/differences.md "Selector errors name the input…": no spec strings in-process,
+    # so an unknown suite can only come from DEBUG_TEST_YAML.
+    "B18": B(
+        env={"DEBUG_TEST_YAML": "weekly"}, code=1,
+        error="error: DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
+    ),
+    "A19-nightly-2": B(
+        env={"NIGHTLY": "2"}, code=1, error="error: NIGHTLY must be 0 or 1, got '2'"
+    ),
+    "A19-nightly-true": B(
+        env={"NIGHTLY": "true"}, code=1, error="error: NIGHTLY must be 0 or 1, got 'true'"
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(B_ROWS))
+def test_b_rows(name: str, amd_repo: GitRepo, agent: Agent, github: GitHub) -> None:
+    row = B_ROWS[name]
+    if row.branch == "main":
+        amd_repo.git("checkout", "-q", "main")
+    apply(amd_repo, row.change)
+    amd_repo.commit(name)
+    github.labels[row.pr] = row.labels
+    github.status = row.status
+    env = bootstrap_env(amd_repo, agent, github, branch=row.branch, pr=row.pr, **row.env)
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 0, done.stderr
-    assert github.requests == []
-    assert labels_of(agent.pipeline()) == suite_labels("merge")
+    lines = done.stderr.splitlines()
 
-
-def test_b3_no_pr_means_no_request_and_ready_fallback(
-    amd_repo: Repo, agent: Agent, github: GitHub
-) -> None:
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github), "--dry-run")
-    assert done.returncode == 0, done.stderr
-    assert github.requests == []
-    assert suites.FALLBACK_NOTICE in done.stderr
-    assert labels_of(yaml.safe_load(done.stdout)) == suite_labels("ready")
-    assert agent.calls() == []  # dry-run uploads nothing
-
-
-def test_b4_docs_only_skips_and_annotates(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    github.labels["123"] = ["ready"]
-    amd_repo.write("docs/a.md", "new page\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="123"))
-    assert done.returncode == 0, done.stderr
-    assert "Skipping AMD l2 suite due to skip-all decision." in done.stderr
-    assert bootstrap.NOTHING_LEFT in done.stderr
-    assert done.stdout == ""
-    assert agent.calls() == [
-        ["annotate", ":memo: CI skipped — docs or pytest skip-mark changes only", "--style", "info"]
-    ]
-
-
-def test_b5_nightly_survives_a_docs_only_diff(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    github.labels["123"] = ["ready", "nightly-test"]
-    amd_repo.write("docs/a.md", "new page\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="123"))
-    assert done.returncode == 0, done.stderr
-    assert "Skipping AMD l2 suite due to skip-all decision." in done.stderr
-    assert labels_of(agent.pipeline()) == suite_labels("nightly")
-    assert ["annotate"] not in [c[:1] for c in agent.calls()]
-    assert agent.calls()[-1] == ["pipeline", "upload", "pipeline.yaml"]
-
-
-@pytest.mark.parametrize(("nightly", "uploaded"), [("1", True), ("0", False)], ids=["B6", "B7"])
-def test_b6_b7_main_docs_only(
-    amd_repo: Repo, agent: Agent, github: GitHub, nightly: str, uploaded: bool
-) -> None:
-    git(amd_repo.path, "checkout", "-q", "main")
-    amd_repo.write("docs/a.md", "new page\n")
-    amd_repo.commit()
-    env = bootstrap_env(amd_repo, agent, github, branch="main", NIGHTLY=nightly)
-    done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 0, done.stderr
-    if uploaded:
-        assert labels_of(agent.pipeline()) == suite_labels("nightly")
-    else:
-        assert "Skipping AMD l3 suite due to skip-all decision." in done.stderr
-        assert agent.calls()[0][0] == "annotate"
-        assert not agent.uploaded.exists()
-
-
-def test_b8_main_cuda_yaml_only_skips_l23_without_annotation(
-    amd_repo: Repo, agent: Agent, github: GitHub
-) -> None:
-    git(amd_repo.path, "checkout", "-q", "main")
-    amd_repo.write(".buildkite/cuda/test-ready.yml", "steps: []\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, branch="main"))
-    assert done.returncode == 0, done.stderr
-    assert "Skipping AMD l3 suite due to skip-l23 decision." in done.stderr
-    assert agent.calls() == []
-
-
-def test_b9_merge_yaml_change_keeps_merge(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    github.labels["9"] = ["merge-test"]
-    path = amd_repo.path / ".buildkite/amd/test-amd-merge.yml"
-    path.write_text(path.read_text() + "\n# touched\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="9"))
-    assert done.returncode == 0, done.stderr
-    assert labels_of(agent.pipeline()) == suite_labels("merge")
-
-
-def test_b10_ready_yaml_change_keeps_ready_and_skips_merge(
-    amd_repo: Repo, agent: Agent, github: GitHub
-) -> None:
-    github.labels["10"] = ["ready", "merge-test"]
-    path = amd_repo.path / ".buildkite/amd/test-amd-ready.yml"
-    path.write_text(path.read_text() + "\n# touched\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="10"))
-    assert done.returncode == 0, done.stderr
-    assert "Skipping AMD l3 suite due to skip-l23 decision." in done.stderr
+    assert done.returncode == row.code, done.stderr
+    assert done.stdout == ""  # the pipeline is uploaded, not printed
+    assert "Traceback" not in done.stderr
+    assert len(github.requests) == row.requests
+    for line in row.lines:
+        assert line in lines, (line, done.stderr)
+    if row.code:
+        errors = [ln for ln in lines if ln.startswith(("error:", "ERROR:"))]
+        assert errors == [lines[-1]] and lines[-1].startswith(row.error), done.stderr
+        assert agent.calls() == []
+        return
+    if not (row.uploaded or row.image_only):
+        assert agent.calls() == ([ANNOTATE] if row.annotate else [])
+        assert bootstrap.NOTHING_LEFT in lines
+        return
+    assert agent.calls() == UPLOADS
     pipeline = agent.pipeline()
-    assert labels_of(pipeline) == suite_labels("ready")
-    # A single suite keeps its own groups.
-    assert "READY_TESTS" not in [g.get("group") for g in pipeline["steps"]]
-
-
-def test_b11_two_suites_are_combined(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    github.labels["11"] = ["ready", "merge-test"]
-    amd_repo.write("vllm_omni/model.py", "x = 3\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="11"))
-    assert done.returncode == 0, done.stderr
-    expected = "AMD test suites: READY_TESTS:test-amd-ready.yml MERGE_TESTS:test-amd-merge.yml"
-    assert expected in done.stderr
-    pipeline = agent.pipeline()
-    groups = [g["group"] for g in pipeline["steps"]]
-    assert groups[1:] == ["READY_TESTS", "MERGE_TESTS"]
-    assert pipeline["env"]["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
-    assert labels_of(pipeline) == suite_labels("ready") | suite_labels("merge")
-    assert not list((amd_repo.path / ".buildkite" / "amd").glob("amd-selected-tests.*"))
-
-
-def test_b12_env_conflict_names_the_variable(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    for name, value in (("ready", "1"), ("merge", "2")):
-        path = amd_repo.path / f".buildkite/amd/test-amd-{name}.yml"
-        path.write_text(path.read_text().replace("env:\n", f"env:\n  X: '{value}'\n", 1))
-    amd_repo.commit()
-    env = bootstrap_env(amd_repo, agent, github, DEBUG_TEST_YAML="ready,merge")
-    done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 1
-    assert "error: Conflicting environment value for X: '1' != '2'" in done.stderr
-    assert agent.calls() == []
-
-
-@pytest.mark.parametrize(
-    ("row", "paths", "preset", "run_all", "precompiled", "message"),
-    [
-        ("B13", ["setup.py"], "", True, "0", "Found changes: setup.py. Run all tests"),
-        ("B14", ["docker/Dockerfile.rocm"], "", False, "1", NOT_CRITICAL),
-        ("B15-rocm", ["csrc/rocm/x.cu"], "", False, "1", NOT_CRITICAL),
-        ("B15-cuda", ["csrc/cuda/x.cu"], "", True, "0", "Found changes: csrc/cuda/x.cu. Run all"),
-        ("B16", ["a.py"], "0", False, "0", "VLLM_USE_PRECOMPILED is already set to: 0"),
-        ("prefix", ["requirements/common.txt.bak"], "", True, "0", "Run all tests"),
-    ],
-)  # fmt: skip
-def test_b13_b16_critical_files(
-    row: str, paths: list[str], preset: str, run_all: bool, precompiled: str, message: str
-) -> None:
-    inputs = bootstrap.Inputs("f", "false", "", False, "amdproduction", False, preset)
-    got_run_all, got_precompiled, lines = bootstrap.precompiled_choice(inputs, paths)
-    assert (got_run_all, got_precompiled) == (run_all, precompiled)
-    assert any(message in line for line in lines)
-
-
-def test_b13_is_logged_by_the_bootstrap(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    amd_repo.write("setup.py", "print()\n")
-    amd_repo.commit()
-    env = bootstrap_env(amd_repo, agent, github, branch="main")
-    done = run_bootstrap(amd_repo, env, "--dry-run")
-    assert done.returncode == 0, done.stderr
-    assert "Found changes: setup.py. Run all tests" in done.stderr
-    assert "Detected critical changes, building wheels from source" in done.stderr
-
-
-def test_b17_fastcheck_keeps_only_the_image_step(
-    amd_repo: Repo, agent: Agent, github: GitHub
-) -> None:
-    """docs/differences.md "AMD: empty groups are dropped": the template emitted them empty."""
-    env = bootstrap_env(amd_repo, agent, github, BUILDKITE_PIPELINE_SLUG="fastcheck")
-    done = run_bootstrap(amd_repo, env, "--dry-run")
-    assert done.returncode == 0, done.stderr
-    pipeline = yaml.safe_load(done.stdout)
-    assert rendered_leaves(pipeline) == []
-    assert [s["key"] for s in leaves(pipeline["steps"])] == ["amd-build"]
     assert pipeline_errors(pipeline) == []
+    assert pipeline["steps"][0]["steps"][0]["key"] == render.BUILD_KEY
+    expected = set().union(*(suite_labels(s) for s in row.uploaded))
+    assert labels_of(pipeline) == expected
+    groups = tuple(g.get("group") for g in pipeline["steps"][1:])
+    if row.groups is not None:
+        assert groups == row.groups
+    elif len(row.uploaded) == 1:  # one suite keeps its own groups (§1.8)
+        assert not set(groups) & {s.group for s in suites.SUITES}
+    # The file uploaded is the one written next to the suites, as the script did.
+    written = amd_repo.path / ".buildkite" / "amd" / bootstrap.PIPELINE_FILE
+    assert yaml.safe_load(written.read_text()) == pipeline
 
 
-@pytest.mark.parametrize(
-    ("env", "message"),
-    [
-        ({"DEBUG_TEST_YAML": "weekly"}, "got 'weekly'"),
-        ({"NIGHTLY": "2"}, "NIGHTLY must be 0 or 1, got '2'"),
-        ({"NIGHTLY": "true"}, "NIGHTLY must be 0 or 1, got 'true'"),
-    ],
-    ids=["B18-unknown-suite", "A19-nightly-2", "A19-nightly-true"],
-)
-def test_selector_errors_exit_1_in_the_bootstrap(
-    amd_repo: Repo, agent: Agent, github: GitHub, env: dict[str, str], message: str
+def test_b11_env_is_the_union_and_no_temp_file(
+    amd_repo: GitRepo, agent: Agent, github: GitHub, tmp_path: Path
 ) -> None:
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, **env))
-    assert done.returncode == 1
-    assert message in done.stderr and "Traceback" not in done.stderr
-    assert agent.calls() == []
+    amd_repo.commit_files(PRODUCT, "product")
+    env = bootstrap_env(
+        amd_repo, agent, github, DEBUG_TEST_YAML="ready,merge", TMPDIR=str(tmp_path / "t")
+    )
+    (tmp_path / "t").mkdir()
+    done = run_bootstrap(amd_repo, env)
+    assert done.returncode == 0, done.stderr
+    ready, merge = (
+        yaml.safe_load((CORPUS_AMD / f"test-amd-{n}.yml").read_text())["env"]
+        for n in ("ready", "merge")
+    )
+    assert agent.pipeline()["env"] == {k: str(v) for k, v in {**ready, **merge}.items()}
+    assert list((tmp_path / "t").iterdir()) == []  # no amd-selected-tests.*.yml
 
 
-def test_unreadable_suite_fails_closed(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
-    (amd_repo.path / ".buildkite/amd/test-amd-ready.yml").write_text("steps: [unclosed\n")
-    amd_repo.commit()
-    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
-    assert done.returncode == 1
-    assert "test-amd-ready.yml: invalid YAML" in done.stderr
-    assert agent.calls() == []
+# --------------------------------------------------------------------------- labels
 
 
-def test_token_is_sent_and_never_printed(amd_repo: Repo, agent: Agent, github: GitHub) -> None:
+def test_label_request_sends_the_token_and_never_prints_it(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
     github.status = 500
     token = "ghp_canary_token_123456"
     env = bootstrap_env(amd_repo, agent, github, pr="5", GITHUB_TOKEN=token)
     done = run_bootstrap(amd_repo, env)
     assert done.returncode == 1
     assert github.requests == [f"/repos/vllm-project/vllm-omni/pulls/5 auth=Bearer {token}"]
+    assert done.stderr.splitlines() == [
+        f"{bootstrap.LABEL_ERROR} (GET {github.url}/repos/vllm-project/vllm-omni/pulls/5: "
+        "HTTP 500 Internal Server Error)"
+    ]
     assert token not in done.stderr + done.stdout
+    assert agent.calls() == []
+
+
+def test_labels_are_read_without_a_token(github: GitHub) -> None:
+    github.labels["8"] = ["ready", "nightly-test"]
+    env = {bootstrap.GITHUB_API_ENV: github.url, bootstrap.GITHUB_REPO_ENV: "o/r"}
+    assert bootstrap.fetch_labels("8", env) == "ready\nnightly-test"
+    assert github.requests == ["/repos/o/r/pulls/8 auth=None"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "cause"),
+    [
+        (lambda gh: setattr(gh, "status", 404), "HTTP 404 Not Found"),
+        (lambda gh: setattr(gh, "body", b"<html>rate limited</html>"), "unexpected response"),
+        (lambda gh: setattr(gh, "body", b'{"message": "x"}'), "unexpected response: KeyError"),
+        (lambda gh: setattr(gh, "body", b'{"labels": [1]}'), "unexpected response: TypeError"),
+        (lambda gh: setattr(gh, "delay", 3.0), "timed out"),
+    ],
+    ids=["http-error", "not-json", "no-labels", "bad-label", "timeout"],
+)
+def test_every_label_failure_is_fatal(
+    setup: Callable[[GitHub], None], cause: str, github: GitHub
+) -> None:
+    setup(github)
+    env = {bootstrap.GITHUB_API_ENV: github.url}
+    started = time.monotonic()
+    with pytest.raises(Stop) as caught:
+        bootstrap.fetch_labels("7", env, timeout=0.5)
+    assert time.monotonic() - started < 2.5  # the timeout bounds the request
+    assert caught.value.code == 1
+    (line,) = caught.value.lines
+    assert line.startswith(f"{bootstrap.LABEL_ERROR} (GET {github.url}/repos/")
+    assert cause in line
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_an_unreachable_api_is_fatal() -> None:
+    api = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(Stop) as caught:
+        bootstrap.fetch_labels("7", {bootstrap.GITHUB_API_ENV: api})
+    assert caught.value.code == 1
+    assert caught.value.lines[0].startswith(f"{bootstrap.LABEL_ERROR} (GET {api}/repos/")
+    assert "Connection refused" in caught.value.lines[0]
+
+
+def test_labels_are_not_requested_outside_a_pr_or_with_debug_yaml(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    """Spec §1.3: only a PR build without DEBUG_TEST_YAML asks GitHub (B2, B3)."""
+    for pr, debug in (("false", ""), ("", ""), ("4", "ready")):
+        env = bootstrap_env(amd_repo, agent, github, pr=pr, DEBUG_TEST_YAML=debug)
+        done = run_bootstrap(amd_repo, env, "--dry-run")
+        assert done.returncode == 0, done.stderr
+    assert github.requests == []
+
+
+# --------------------------------------------------------------------------- bad input
+
+READY = ".buildkite/amd/test-amd-ready.yml"
+ONE_STEP = (
+    "steps:\n  - label: X\n    agent_pool: {pool}\n    mirror_hardwares: [amdproduction]\n"
+    "    timeout_in_minutes: {timeout}\n    commands: [c1]\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "suite", "error"),
+    [
+        ("invalid YAML", "steps: [unclosed\n", "ready.yml: invalid YAML at line 2, column 1: "),
+        ("not a suite", "steps: 3\n", "ready.yml: not an AMD suite (a mapping with a `steps`"),
+        ("env not a mapping", "env: [a]\nsteps: []\n", "ready.yml: `env` must be a mapping"),
+        ("missing file", None, "ready.yml: cannot read: No such file or directory"),
+        (
+            "schema-invalid step",
+            ONE_STEP.format(pool="mi300_1", timeout="soon"),
+            "the AMD pipeline fails the Buildkite schema at steps/1/timeout_in_minutes: "
+            "'soon' is not of type 'integer'",
+        ),
+        (
+            "pool without a count",
+            ONE_STEP.format(pool="mi300", timeout=5),
+            "step 'X': agent_pool 'mi300' must end in _<gpu count> (e.g. mi300_1)",
+        ),
+    ],
+)  # fmt: skip
+def test_bad_suites_fail_closed(
+    name: str, suite: str | None, error: str, amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    if suite is None:
+        amd_repo.remove(READY)
+    else:
+        amd_repo.write(READY, suite)
+    amd_repo.commit(name)
+    env = bootstrap_env(amd_repo, agent, github, DEBUG_TEST_YAML="ready")
+    done = run_bootstrap(amd_repo, env)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert [ln for ln in lines if ln.startswith("error:")] == [lines[-1]], done.stderr
+    assert lines[-1].startswith("error: ") and error in lines[-1], done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert agent.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--platform", "foo"], {}, [
+            "error: unknown platform 'foo': allowed values are rocm (alias amd), cuda, npu, "
+            "xpu (alias intel)"
+        ]),
+        ([], {}, [
+            "error: --platform is required: rocm (alias amd), cuda, npu, xpu (alias intel)"
+        ]),
+        (["--platform", "rocm"], {"DEBUG_TEST_YAML": ", ,"}, [
+            "error: DEBUG_TEST_YAML did not contain a test suite"
+        ]),
+        (["--platform", "rocm"], {"DEBUG_TEST_YAML": "ready,READY"}, [
+            "error: duplicate DEBUG_TEST_YAML suite 'ready'"
+        ]),
+        (["--platform", "rocm"], {"NIGHTLY": "yes", "DEBUG_TEST_YAML": "weekly"}, [
+            "error: NIGHTLY must be 0 or 1, got 'yes'",
+            "error: DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
+        ]),
+    ],
+    ids=["unknown-platform", "no-platform", "empty-debug", "duplicate-debug", "both"],
+)  # fmt: skip
+def test_bad_inputs_stop_before_anything_runs(
+    args: list[str], env: dict[str, str], expected: list[str],
+    amd_repo: GitRepo, agent: Agent, github: GitHub,
+) -> None:  # fmt: skip
+    """One line per problem and nothing else: no label request, no git log, no upload."""
+    full = bootstrap_env(amd_repo, agent, github, pr="3", **env)
+    done = run_cli("bootstrap", *args, "--repo", str(amd_repo.path), env=full)
+    assert done.returncode == (2 if "rocm" not in args else 1)
+    assert done.stderr.splitlines() == expected
+    assert done.stdout == ""
+    assert github.requests == [] and agent.calls() == []
 
 
 # --------------------------------------------------------------------------- T rows
@@ -414,87 +555,116 @@ def step(**over: Any) -> dict[str, Any]:
         "commands": ["c1", "c2"],
     }
     base.update(over)
-    return base
+    return {k: v for k, v in base.items() if v is not None}
 
 
-def test_t1_blocking_step_shape() -> None:
-    out = render.render_step(step(), {})
-    assert out["label"] == "mi300_4: X"
-    assert out["agents"] == {"queue": "amd_mi300_4"}
-    container = out["plugins"][0]["kubernetes"]["podSpecPatch"]["containers"][0]
-    assert container["resources"]["limits"]["amd.com/gpu"] == "4"
-    assert container["image"] == "rocm/vllm-omni:$BUILDKITE_COMMIT"
-    assert out["env"]["VLLM_CI_EXPECTED_GPU_COUNT"] == "4"
-    assert out["depends_on"] == "amd-build"
-    assert out["soft_fail"] is False
-    assert out["priority"] == 100
+GPU = ("plugins", 0, "kubernetes", "podSpecPatch", "containers", 0, "resources")
+CONTAINER = ("plugins", 0, "kubernetes", "podSpecPatch", "containers", 0)
+COMMANDS_HEAD = "(command rocm-smi || true) && cd /app/vllm-omni"
 
 
-@pytest.mark.parametrize("grade", [None, "NonBlocking"])
-def test_t2_non_blocking_soft_fails(grade: str | None) -> None:
-    assert render.render_step(step(grade=grade), {})["soft_fail"] is True
+@dataclass
+class T:
+    data: dict[str, Any]
+    expect: dict[tuple[Any, ...], Any]
+    suite_env: dict[str, Any] = field(default_factory=dict)
+    grouped: bool = False
+    mirror_hw: str = "amdproduction"
 
 
-def test_t3_missing_agent_pool_is_rejected() -> None:
-    with pytest.raises(Exception, match="agent_pool is required"):
-        render.render_step(step(agent_pool=None), {})
+T_ROWS: dict[str, T] = {
+    "T1": T(step(), {
+        ("label",): "mi300_4: X",
+        ("agents",): {"queue": "amd_mi300_4"},
+        (*GPU, "limits", "amd.com/gpu"): "4",
+        (*GPU, "requests", "amd.com/gpu"): "4",
+        ("env", "VLLM_CI_EXPECTED_GPU_COUNT"): "4",
+        ("depends_on",): "amd-build",
+        ("soft_fail",): False,
+        ("priority",): 100,
+    }),
+    "T2": T(step(grade=None), {("soft_fail",): True}),
+    "T2-NonBlocking": T(step(grade="NonBlocking"), {("soft_fail",): True}),
+    # docs/differences.md "AMD render: data, not a template": no pool means mi300_1 throughout.
+    "T3": T(step(agent_pool=None), {
+        ("agents",): {"queue": "amd_mi300_1"},
+        ("label",): "mi300_1: X",
+        (*GPU, "limits", "amd.com/gpu"): "1",
+        ("env", "VLLM_CI_EXPECTED_GPU_COUNT"): "1",
+    }),
+    "T4": T(
+        step(retry={"automatic": [{"exit_status": 134, "limit": 1, "signal": "x"}]}),
+        {("retry",): {"automatic": [{"exit_status": 134, "limit": 1}]}},
+    ),
+    "T4-group": T(
+        step(retry={"automatic": [{"exit_status": 134, "limit": 1}]}),
+        {("retry",): {"automatic": [{"exit_status": 134, "limit": 1}]}},
+        grouped=True,
+    ),
+    "T5": T(step(parallelism=4, artifact_paths=["a.log"], timeout_in_minutes=90), {
+        ("parallelism",): 4, ("artifact_paths",): ["a.log"], ("timeout_in_minutes",): 90,
+    }),
+    "T6": T(
+        step(env={"A": "b"}),
+        {
+            ("env", "A"): "b",
+            ("env", "TEST_COMMANDS"): "\n".join([
+                COMMANDS_HEAD, 'export VLLM_WORKER_MULTIPROC_METHOD="spawn"', 'export A="b"',
+                "c1", "c2",
+            ]),
+        },
+        suite_env={"VLLM_WORKER_MULTIPROC_METHOD": "spawn"},
+    ),
+    "T7": T(step(agent_pool="mi250_1"), {
+        ("env", "TEST_COMMANDS"): "\n".join(
+            [COMMANDS_HEAD, "python3 -m pip uninstall -y amd-aiter", "c1", "c2"]
+        ),
+    }),
+    "T8": T(step(mirror_hardwares=["amdtentative"]), {}),
+    # docs/differences.md "AMD render: data, not a template": the tool's commands.
+    "T9": T(step(), {
+        (*CONTAINER, "image"): "rocm/vllm-omni:$BUILDKITE_COMMIT",
+        ("command",): "vllm-omni-ci run-tests --platform rocm",
+    }),
+    "T9-filtered": T(step(), {}, mirror_hw="amdtentative"),
+}  # fmt: skip
 
 
-def test_t4_retry_rules_keep_exit_status_and_limit() -> None:
-    rule = {"exit_status": 134, "limit": 1, "signal": "x"}
-    out = render.render_step(step(retry={"automatic": [rule]}), {})
-    assert out["retry"] == {"automatic": [{"exit_status": 134, "limit": 1}]}
-    grouped, _ = render.render_pipeline(
-        {}, [{"group": "g", "steps": [step(retry={"automatic": [rule]})]}]
-    )
-    assert grouped["steps"][1]["steps"][0]["retry"]["automatic"] == [
-        {"exit_status": 134, "limit": 1}
-    ]
+def dig(data: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        data = data[key]
+    return data
 
 
-def test_t5_parallelism_artifacts_timeout() -> None:
-    out = render.render_step(
-        step(parallelism=4, artifact_paths=["a.log"], timeout_in_minutes=90), {}
-    )
-    assert (out["parallelism"], out["artifact_paths"], out["timeout_in_minutes"]) == (
-        4,
-        ["a.log"],
-        90,
-    )
+@pytest.mark.parametrize("name", list(T_ROWS))
+def test_t_rows(name: str) -> None:
+    row = T_ROWS[name]
+    entry = {"group": "g", "steps": [row.data]} if row.grouped else row.data
+    pipeline, dropped = render.render_pipeline(row.suite_env, [entry], row.mirror_hw)
+    assert pipeline_errors(pipeline) == []
+    image_group = pipeline["steps"][0]
+    assert [s["key"] for s in image_group["steps"]] == [render.BUILD_KEY]  # T9: always first
+    assert image_group["steps"][0]["commands"] == ["vllm-omni-ci build-image --platform rocm"]
+    assert pipeline.get("env", {}) == row.suite_env
+    out = rendered_leaves(pipeline)
+    if not row.expect:  # T8: filtered by mirror_hardwares
+        assert out == [] and dropped == ["X"]
+        assert len(pipeline["steps"]) == 1  # no empty group left behind
+        return
+    (got,) = out
+    if row.grouped:
+        assert pipeline["steps"][1]["group"] == "g"
+    for path, value in row.expect.items():
+        assert dig(got, path) == value, path
 
 
-def test_t6_env_and_test_commands() -> None:
-    suite_env = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
-    pipeline, _ = render.render_pipeline(suite_env, [step(env={"A": "b"})])
-    assert pipeline["env"] == suite_env
-    out = pipeline["steps"][1]
-    assert out["env"]["A"] == "b"
-    assert out["env"]["TEST_COMMANDS"].splitlines() == [
-        "(command rocm-smi || true) && cd /app/vllm-omni",
-        'export VLLM_WORKER_MULTIPROC_METHOD="spawn"',
-        'export A="b"',
-        "c1",
-        "c2",
-    ]
-
-
-def test_t7_mi250_uninstalls_aiter() -> None:
-    lines = render.render_step(step(agent_pool="mi250_1"), {})["env"]["TEST_COMMANDS"].splitlines()
-    assert lines[-3:] == ["python3 -m pip uninstall -y amd-aiter", "c1", "c2"]
-
-
-def test_t8_mirror_filter_drops_the_step() -> None:
-    pipeline, dropped = render.render_pipeline({}, [step(mirror_hardwares=["amdtentative"])])
-    assert rendered_leaves(pipeline) == [] and dropped == ["X"]
-
-
-def test_t9_image_step_first_and_runner_command() -> None:
-    pipeline, _ = render.render_pipeline({}, [step()])
-    assert pipeline["steps"][0]["steps"][0]["key"] == "amd-build"
-    assert pipeline["steps"][0]["steps"][0]["commands"] == [
-        "vllm-omni-ci build-image --platform rocm"
-    ]
-    assert pipeline["steps"][1]["command"] == "vllm-omni-ci run-tests --platform rocm"
+@pytest.mark.parametrize(("pool", "gpus"), [("mi300_1", 1), ("mi300_8", 8), ("mi355_16", 16)])
+def test_gpu_count_is_the_numeric_suffix(pool: str, gpus: int) -> None:
+    """docs/differences.md "AMD render": the whole suffix, not the last character (16, not 6)."""
+    out = render.render_step(step(agent_pool=pool), {})
+    assert out["env"]["VLLM_CI_EXPECTED_GPU_COUNT"] == str(gpus)
+    assert dig(out, (*GPU, "limits", "amd.com/gpu")) == str(gpus)
+    assert out["agents"]["queue"] == f"amd_{pool}"
 
 
 def test_values_with_quotes_and_dollars_are_escaped_for_bash() -> None:
@@ -502,7 +672,31 @@ def test_values_with_quotes_and_dollars_are_escaped_for_bash() -> None:
     assert 'export Q="a\\"b\\$c"' in lines
 
 
+def test_a_bad_pool_is_an_error_naming_the_step() -> None:
+    with pytest.raises(UserError) as caught:
+        render.render_step(step(agent_pool="mi300_x"), {})
+    assert caught.value.problems == (
+        "step 'X': agent_pool 'mi300_x' must end in _<gpu count> (e.g. mi300_1)",
+    )
+
+
 # --------------------------------------------------------------------------- real suites
+
+
+@pytest.mark.parametrize("name", list(LEAF_COUNTS))
+def test_real_suite_leaf_counts(name: str) -> None:
+    """22/22/9, counted on the raw YAML text: one `label:` per leaf step, none on groups."""
+    text = (CORPUS_AMD / f"test-amd-{name}.yml").read_text()
+    step_labels = [ln for ln in text.splitlines() if ln.strip().startswith("- label:")]
+    assert len(step_labels) == LEAF_COUNTS[name]
+    data = yaml.safe_load(text)
+    assert len(leaves(data["steps"])) == LEAF_COUNTS[name]
+
+
+def source_body(src: dict[str, Any]) -> str:
+    if "commands" in src:
+        return "\n".join(str(c) for c in src["commands"]).strip()
+    return str(src["command"]).strip()
 
 
 @pytest.mark.parametrize(
@@ -512,9 +706,9 @@ def test_values_with_quotes_and_dollars_are_escaped_for_bash() -> None:
 )
 def test_real_suites_render(names: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     sources = {n: yaml.safe_load((CORPUS_AMD / f"test-amd-{n}.yml").read_text()) for n in names}
-    source_leaves = [s for n in names for s in leaves(sources[n]["steps"])]
-    for name in names:
-        assert len(leaves(sources[name]["steps"])) == LEAF_COUNTS[name]
+    per_suite = {n: leaves(sources[n]["steps"]) for n in names}
+    source_leaves = [s for n in names for s in per_suite[n]]
+    assert len(source_leaves) == sum(LEAF_COUNTS[n] for n in names)
     distinct: list[dict[str, Any]] = []
     for s in source_leaves:
         if s not in distinct:
@@ -523,43 +717,117 @@ def test_real_suites_render(names: list[str], capsys: pytest.CaptureFixture[str]
     docs = [combine.load_suite(CORPUS_AMD, suites.BY_NAME[n]) for n in names]
     combined = combine.combine(docs)
     combine.report_dropped(combined)
-    pipeline, _ = render.render_pipeline(combined.env, combined.steps)
+    pipeline, not_mirrored = render.render_pipeline(combined.env, combined.steps)
     assert pipeline_errors(pipeline) == []
+    assert not_mirrored == []  # every real step is on amdproduction
 
-    dropped_lines = [ln for ln in capsys.readouterr().err.splitlines() if "Dropped duplicate" in ln]
+    err = capsys.readouterr().err.splitlines()
+    dropped_lines = [ln for ln in err if ln.startswith("Dropped duplicate ")]
     assert len(dropped_lines) == len(source_leaves) - len(distinct)
     out = rendered_leaves(pipeline)
     assert len(out) == len(distinct)
     for src in distinct:
-        label = f"{src['agent_pool']}: {src['label']}"
+        pool = src["agent_pool"]
         matches = [
             s
             for s in out
-            if s["label"] == label and s["agents"]["queue"] == f"amd_{src['agent_pool']}"
+            if s["label"] == f"{pool}: {src['label']}"
+            and s["agents"] == {"queue": f"amd_{pool}"}
+            and s["command"] == render.RUN_TESTS
+            and s["env"]["TEST_COMMANDS"].endswith("\n" + source_body(src))
+            and s["soft_fail"] is (src.get("grade") != "Blocking")
+            and s.get("parallelism") == src.get("parallelism")
+            and s.get("timeout_in_minutes") == src.get("timeout_in_minutes")
         ]
-        assert matches, label
-        body = "\n".join(src["commands"]) if "commands" in src else src["command"]
-        assert any(m["env"]["TEST_COMMANDS"].endswith(body.strip()) for m in matches), label
-        assert any(m["soft_fail"] is (src.get("grade") != "Blocking") for m in matches), label
+        assert len(matches) == 1, src["label"]
+    if len(names) > 1:  # one group per suite, holding that suite's steps minus duplicates
+        groups = {g["group"]: g["steps"] for g in pipeline["steps"][1:]}
+        assert list(groups) == [suites.BY_NAME[n].group for n in names]
+        for n in names:
+            kept = len(per_suite[n]) - sum(f" {suites.BY_NAME[n].group} " in ln for ln in err)
+            assert len(groups[suites.BY_NAME[n].group]) == kept
 
 
 # --------------------------------------------------------------------------- the sample
 
 
-def test_sample_dry_run_is_schema_valid(tmp_path: Path) -> None:
-    if not (SAMPLE / ".buildkite" / "amd" / "test-amd-ready.yml").exists():
-        pytest.skip("the sample's AMD suites have not landed")
+def git_counter(tmp_path: Path) -> tuple[Path, Path]:
+    """A pass-through `git` that logs its arguments, then runs the real git."""
+    real = shutil.which("git")
+    assert real
+    bin_dir = tmp_path / "counting-bin"
+    bin_dir.mkdir()
+    log = tmp_path / "git-calls"
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    return bin_dir, log
+
+
+def test_end_to_end_on_a_repo_made_from_the_sample(
+    tmp_path: Path, agent: Agent, github: GitHub
+) -> None:
+    """A PR labelled ready + merge-test on a copy of the sample: labels from the local
+    GitHub API, one diff for both gated suites, upload through the recording agent."""
+    repo = GitRepo.create(tmp_path / "sample")
+    copy_tracked(SAMPLE, repo.path)
+    repo.commit("sample")
+    repo.push("main")
+    repo.branch("feature")
+    repo.write("omni_sample/new_module.py", "VALUE = 1\n")
+    repo.commit("product change")
+    github.labels["77"] = ["documentation", "merge-test", "ready"]
+    bin_dir, git_log = git_counter(tmp_path)
+    env = bootstrap_env(repo, agent, github, pr="77", GITHUB_TOKEN="ghp_sample_secret_987")
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+
+    done = run_bootstrap(repo, env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "ghp_sample_secret_987" not in done.stderr
+    assert github.requests == [
+        "/repos/vllm-project/vllm-omni/pulls/77 auth=Bearer ghp_sample_secret_987"
+    ]
+    calls = agent.standins.calls("buildkite-agent")
+    assert [c["argv"] for c in calls] == UPLOADS
+    assert {c["cwd"] for c in calls} == {str(repo.path / ".buildkite" / "amd")}
+    lines = done.stderr.splitlines()
+    skip_lines = [ln for ln in lines if ln.startswith("[skip-ci]: ")]
+    assert skip_lines == ["[skip-ci]: product or non-whitelisted changes present; run normal CI"]
+    assert "AMD test suites: READY_TESTS:test-amd-ready.yml MERGE_TESTS:test-amd-merge.yml" in lines
+    # Two gated suites (ready l2, merge l3) and the critical scan share one diff.
+    diffs = [c for c in git_log.read_text().splitlines() if " diff " in f" {c} "]
+    assert len([c for c in diffs if "--name-only" in c]) == 1, diffs
+
+    pipeline = agent.pipeline()
+    assert pipeline_errors(pipeline) == []
+    amd_dir = repo.path / ".buildkite" / "amd"
+    assert labels_of(pipeline) == suite_labels("ready", amd_dir) | suite_labels("merge", amd_dir)
+    assert [g["group"] for g in pipeline["steps"]][1:] == ["READY_TESTS", "MERGE_TESTS"]
+
+    # The dry run prints exactly what was uploaded, on stdout alone, and uploads nothing.
+    (amd_dir / bootstrap.PIPELINE_FILE).unlink()
+    agent.standins.log.unlink()
+    dry = run_bootstrap(repo, env, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert yaml.safe_load(dry.stdout) == pipeline
+    assert agent.calls() == [] and not (amd_dir / bootstrap.PIPELINE_FILE).exists()
+
+
+def test_done_when_sample_dry_run_prints_a_schema_valid_pipeline() -> None:
+    """The issue's command, verbatim: `DEBUG_TEST_YAML=ready vllm-omni-ci bootstrap
+    --platform rocm --repo examples/omni-sample --dry-run`, from the repository root."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE")}
+    env.pop("NIGHTLY", None)
+    env["DEBUG_TEST_YAML"] = "ready"
     done = run_cli(
-        "bootstrap", "--platform", "rocm", "--repo", str(SAMPLE), "--dry-run",
-        env={**agent_free_env(), "DEBUG_TEST_YAML": "ready"},
+        "bootstrap", "--platform", "rocm", "--repo", "examples/omni-sample", "--dry-run",
+        env=env, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     pipeline = yaml.safe_load(done.stdout)
     assert pipeline_errors(pipeline) == []
-    assert rendered_leaves(pipeline)
-
-
-def agent_free_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE")}
+    assert yamlio.dumps(pipeline) == done.stdout  # stdout is the YAML and nothing else
+    assert labels_of(pipeline) == suite_labels("ready", SAMPLE / ".buildkite" / "amd")
+    assert "steps:" not in done.stderr
+    assert not (SAMPLE / ".buildkite" / "amd" / bootstrap.PIPELINE_FILE).exists()

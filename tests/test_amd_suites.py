@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ci.amd.suites import FALLBACK_NOTICE
@@ -69,3 +71,29 @@ def test_selection_errors_exit_2(row: str, args: list[str], message: str) -> Non
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == f"error: {message}\n"
+
+
+def test_missing_branch_and_bad_values_are_reported_together() -> None:
+    done = run_cli("select-suites", "--nightly", "2", "--debug-test-yaml", "weekly")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: --branch is required (the build's branch, e.g. main)",
+        "error: NIGHTLY must be 0 or 1, got '2'",
+        "error: DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
+    ]
+
+
+@pytest.mark.parametrize("task", ["select-suites", "bootstrap"])
+def test_help_documents_every_option(task: str) -> None:
+    """`<task> --help` prints help (it was once taken for the branch / platform value)."""
+    done = run_cli(task, "--help")
+    assert done.returncode == 0, done.stderr
+    options = {
+        "select-suites": ("--branch", "--labels", "--debug-test-yaml", "--nightly"),
+        "bootstrap": ("--platform", "--repo", "--dry-run"),
+    }[task]
+    for option in options:
+        found = re.search(rf"^ +(-\w(?: STRING)?, )?{option}(=STRING)? +\S", done.stdout, re.M)
+        assert found, (option, done.stdout)  # the flag, then its help text
+    assert "READY_TESTS" not in done.stdout and done.stderr == ""

@@ -33,6 +33,7 @@ GITHUB_API_ENV = "VLLM_OMNI_CI_GITHUB_API"
 GITHUB_REPO_ENV = "VLLM_OMNI_CI_GITHUB_REPO"
 DEFAULT_GITHUB_API = "https://api.github.com"
 DEFAULT_GITHUB_REPO = "vllm-project/vllm-omni"
+LABEL_TIMEOUT = 30.0  # seconds for the whole label request
 PIPELINE_FILE = "pipeline.yaml"
 
 CRITICAL_PREFIXES = (
@@ -71,12 +72,19 @@ class Inputs:
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
         from ci.target import resolve_branch
 
+        # Bad NIGHTLY / DEBUG_TEST_YAML stop here, before the label request and
+        # git: the script only found them in the selector, after both (exit 1 either way).
         problems: list[str] = []
         nightly = False
         try:
             nightly = suites.parse_nightly(env.get("NIGHTLY") or "0")
         except UserError as exc:
             problems += list(exc.problems)
+        if env.get("DEBUG_TEST_YAML"):
+            try:
+                suites.parse_debug_suites(env["DEBUG_TEST_YAML"])
+            except UserError as exc:
+                problems += list(exc.problems)
         UserError.collect(problems, code=FAILURE)
         mirror_hw = env.get("AMD_MIRROR_HW") or "amdproduction"
         if env.get("BUILDKITE_PIPELINE_SLUG") == "fastcheck":
@@ -103,22 +111,35 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- labels
 
 
-def fetch_labels(pull_request: str, env: Mapping[str, str]) -> str:
-    """The PR's labels, one per line, from the GitHub REST API (§1.3). Fails closed."""
+def fetch_labels(
+    pull_request: str, env: Mapping[str, str], *, timeout: float = LABEL_TIMEOUT
+) -> str:
+    """The PR's labels, one per line, from the GitHub REST API (§1.3). Fails closed.
+
+    Any failure (HTTP error, network, timeout, a body without `labels[].name`)
+    stops with exit 1 and one stderr line: the spec's message, then the cause
+    in parentheses (the token redacted).
+    """
     api = (env.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API).rstrip("/")
     repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
     token = env.get("GITHUB_TOKEN") or ""
-    request = urllib.request.Request(f"{api}/repos/{repo}/pulls/{pull_request}")
+    url = f"{api}/repos/{repo}/pulls/{pull_request}"
+    request = urllib.request.Request(url)
     request.add_header("Accept", "application/vnd.github+json")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     redact = Redactor.for_env(env, extra=[token] if token else [])
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             data = json.loads(response.read())
         names = [str(label["name"]) for label in data["labels"]]
     except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
-        raise Stop(FAILURE, redact(f"label request failed: {exc}"), LABEL_ERROR) from None
+        cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(exc, urllib.error.HTTPError):
+            cause = f"HTTP {exc.code} {exc.reason}"
+        elif isinstance(exc, (KeyError, TypeError, ValueError)):
+            cause = f"unexpected response: {type(exc).__name__}: {exc}"
+        raise Stop(FAILURE, redact(f"{LABEL_ERROR} (GET {url}: {cause})")) from None
     return "\n".join(names)
 
 
@@ -186,7 +207,6 @@ def plan_pipeline(
     """
     from ci import skipci
     from ci.diff import resolve_diff
-    from ci.schema import validate_pipeline
 
     inputs = Inputs.from_env(repo, env)
     if labels is None:
@@ -222,7 +242,8 @@ def plan_pipeline(
     run_all, _precompiled, lines = precompiled_choice(inputs, paths)
     for line in lines:
         log(line)
-    log(f"Run all: {int(run_all)}  Nightly: {int(inputs.nightly)}")
+    log(f"Run all: {int(run_all)}")
+    log(f"Nightly: {int(inputs.nightly)}")
     log(f"AMD Mirror HW: {inputs.mirror_hw}")
     log("AMD test suites: " + " ".join(s.spec for s in kept))
 
@@ -237,7 +258,12 @@ def plan_pipeline(
     for label in dropped:
         log(f"Not mirrored on {inputs.mirror_hw}: {label}")
     if validate:
-        validate_pipeline(pipeline, source="the AMD pipeline", code=FAILURE)
+        from ci.pipeline.schemacheck import schema_problems
+
+        problems = schema_problems(pipeline)
+        UserError.collect(
+            (f"the AMD pipeline fails the Buildkite schema at {p}" for p in problems), code=FAILURE
+        )
     duplicates = tuple(
         (suite.group, str(step.get("label", "")) if isinstance(step, dict) else "")
         for suite, step in combined.dropped

@@ -138,13 +138,13 @@ def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) ->
 
 def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, Any]:
     label = str(step.get("label", ""))
-    pool = step.get("agent_pool")
-    if not pool:
-        raise UserError(f"step {label!r}: agent_pool is required (e.g. mi300_1)", code=1)
-    gpus = gpu_count(str(pool), label)
+    # No pool: the template's queue default, amd_mi300_1, for the whole step
+    # (label prefix and GPU count too, which the template left empty; T3).
+    pool = str(step.get("agent_pool") or DEFAULT_POOL)
+    gpus = gpu_count(pool, label)
     env = _job_env(gpus)
     env.update({str(k): str(v) for k, v in (step.get("env") or {}).items()})
-    env["TEST_COMMANDS"] = test_commands(step, suite_env, str(pool))
+    env["TEST_COMMANDS"] = test_commands(step, suite_env, pool)
     out: dict[str, Any] = {
         "label": f"{pool}: {label}",
         "depends_on": BUILD_KEY,

@@ -90,3 +90,22 @@ def select_suites(
     if chosen:
         return Selection(chosen)
     return Selection((BY_NAME["ready"],), FALLBACK_NOTICE)
+
+
+def select_from_args(branch: str, labels: str, debug_test_yaml: str, nightly: str) -> Selection:
+    """`select-suites`: every input problem at once (exit 2), then the selection."""
+    problems: list[str] = []
+    if not branch:
+        problems.append("--branch is required (the build's branch, e.g. main)")
+    night = False
+    try:
+        night = parse_nightly(nightly)
+    except UserError as exc:
+        problems += exc.problems
+    if debug_test_yaml:
+        try:
+            parse_debug_suites(debug_test_yaml)
+        except UserError as exc:
+            problems += exc.problems
+    UserError.collect(problems)
+    return select_suites(branch, labels, debug_test_yaml, night)

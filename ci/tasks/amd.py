@@ -13,19 +13,23 @@ __all__ = ["select_suites"]
 
 @task(
     help={
-        "branch": "the build's branch (main selects merge, or nightly with --nightly 1)",
+        "branch": "the build's branch, required (main selects merge, or nightly with --nightly 1)",
         "labels": "PR labels, separated by newlines or commas",
         "debug_test_yaml": "explicit comma list of suites (ready, merge, nightly); wins over all",
         "nightly": "0 or 1 (only matters on main)",
     }
 )
 def select_suites(
-    c: Context, branch: str, labels: str = "", debug_test_yaml: str = "", nightly: str = "0"
+    c: Context, branch: str = "", labels: str = "", debug_test_yaml: str = "", nightly: str = "0"
 ) -> None:
-    """Print the AMD suites to run as NAME:file lines, like select_test_suites.py."""
+    """Print the AMD suites to run as NAME:file lines, like select_test_suites.py.
+
+    Errors (exit 2): a missing --branch, NIGHTLY other than 0/1, and an empty,
+    unknown or repeated DEBUG_TEST_YAML entry, with select_test_suites.py's messages.
+    """
     from ci.amd import suites
 
-    selection = suites.select_suites(branch, labels, debug_test_yaml, suites.parse_nightly(nightly))
+    selection = suites.select_from_args(branch, labels, debug_test_yaml, nightly)
     if selection.notice:
         print(selection.notice, file=sys.stderr)
     for line in selection.spec_lines():

@@ -11,16 +11,19 @@ __all__ = ["bootstrap"]
 
 @task(
     help={
-        "platform": "rocm (amd), cuda, npu or xpu (intel)",
+        "platform": "rocm (amd), cuda, npu or xpu (intel); required",
         "repo": "target checkout (default: git top-level of the current directory)",
         "dry_run": "upload nothing; print the pipeline YAML alone on stdout",
     }
 )
-def bootstrap(c: Context, platform: str, repo: str = "", dry_run: bool = False) -> None:
+def bootstrap(c: Context, platform: str = "", repo: str = "", dry_run: bool = False) -> None:
     """Decide what this build runs and upload the test pipeline (replaces bootstrap-*.sh)."""
-    from ci.platforms import Platform, parse_platform
+    from ci.errors import UserError
+    from ci.platforms import ALLOWED, Platform, parse_platform
     from ci.target import resolve_repo
 
+    if not platform:
+        raise UserError(f"--platform is required: {ALLOWED}")
     chosen = parse_platform(platform)
     target = resolve_repo(repo or None)
     if chosen is Platform.ROCM:
