@@ -254,3 +254,23 @@ def test_kept_steps_carry_their_group_and_step_conditions(corpus: Path) -> None:
         'build.env("NIGHTLY") == "1" || build.pull_request.labels includes "nightly-test"',
     )
     assert all(ifexpr.check(c, nightly) for c in first.conditions)
+
+
+def test_p2_the_task_reads_mirror_hw_stripped_and_lower_cased(corpus: Path) -> None:
+    import os
+
+    import yaml
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE")}
+    pipeline = ".buildkite/cuda/test-nightly.yml"
+    done = run_cli(
+        "upload-pipeline",
+        pipeline,
+        "--all",
+        "--repo",
+        str(corpus),
+        env={**env, "MIRROR_HW": " B200 "},
+    )
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout) == run_case(corpus, "mirror-b200", pipeline).pipeline
+    assert "b200-k8s" in done.stdout and "mithril-h100-pool" not in done.stdout
