@@ -24,7 +24,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ci import door
 from ci.errors import FAILURE, UserError
@@ -32,6 +32,9 @@ from ci.pipeline import bootstrap_mode
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.mirror import command_text
 from ci.platforms import Platform
+
+if TYPE_CHECKING:
+    from ci.skipci import Decision
 
 CLI: Final = "vllm-omni-ci"
 BOOTSTRAP_FILES: Final[Mapping[str, str]] = {
@@ -190,12 +193,14 @@ def rewrite_steps(
 # --------------------------------------------------------------------------- CUDA / NPU
 
 
-def plan_pipeline(
-    platform: BootstrapPlatform, repo: Path, env: Mapping[str, str]
-) -> dict[str, Any]:
-    """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
-    from ci import skipci
+def render_bootstrap_file(
+    platform: BootstrapPlatform, repo: Path, decision: Decision
+) -> tuple[dict[str, Any], bootstrap_mode.BootstrapRendered]:
+    """The platform's bootstrap file rewritten (no inline shell), then gated by `decision`.
 
+    Returns the rewritten steps (every upload step still there) and the gated
+    render; `plan` reads both, `plan_pipeline` uploads the render.
+    """
     path = repo / BOOTSTRAP_FILES[platform]
     if not path.is_file():
         raise UserError(f"missing bootstrap steps file: {path}", code=FAILURE)
@@ -205,10 +210,19 @@ def plan_pipeline(
         raise UserError(f"invalid bootstrap steps YAML for {path}", code=FAILURE) from None
     document = bootstrap_mode.load_document(text, str(path))
     rewritten, image_keys = rewrite_steps(document, platform)
-    decision = skipci.decision(repo, env=env)
     rendered = bootstrap_mode.render_bootstrap(
         rewritten, decision, platform, image_keys=bootstrap_mode.IMAGE_KEYS | image_keys
     )
+    return rewritten, rendered
+
+
+def plan_pipeline(
+    platform: BootstrapPlatform, repo: Path, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
+    from ci import skipci
+
+    _, rendered = render_bootstrap_file(platform, repo, skipci.decision(repo, env=env))
     for line in rendered.log:
         log(line)
     for key, gate in rendered.gates.items():
@@ -251,12 +265,20 @@ def rewrite_intel(document: Mapping[str, Any], source: str) -> dict[str, Any]:
 
 def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str | None]:
     """(pipeline, None) to upload, or (None, word) when skip-ci stops the build."""
-    from ci import skipci, yamlio
+    from ci import skipci
 
-    decision = skipci.decision(repo, env=env)
-    word = decision.gate("intel", "l2")
+    pipeline, word = intel_pipeline(repo, skipci.decision(repo, env=env))
     if word is not None:
         log(f"intel/l2: {word}")
+    return pipeline, word
+
+
+def intel_pipeline(repo: Path, decision: Decision) -> tuple[dict[str, Any] | None, str | None]:
+    """The rewritten Intel pipeline, or (None, skip word) when skip-ci stops `intel l2`."""
+    from ci import yamlio
+
+    word = decision.gate("intel", "l2")
+    if word is not None:
         return None, word
     path = repo / INTEL_PIPELINE
     if not path.is_file():

@@ -287,16 +287,10 @@ def emit(
     import sys
 
     from ci import door, yamlio
-    from ci.pipeline.schemacheck import schema_problems
+    from ci.pipeline.schemacheck import require_valid
     from ci.pipeline.upload import upload_command
 
-    UserError.collect(
-        (
-            f"{source}: rendered pipeline fails the Buildkite schema at {p}"
-            for p in schema_problems(pipeline)
-        ),
-        code=FAILURE,
-    )
+    require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
     if upload and not dry_run:
         door.run(upload_command(text), check=True)

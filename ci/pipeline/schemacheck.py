@@ -95,3 +95,16 @@ def schema_problems(pipeline: Any) -> list[str]:
     if not found:  # the per-step view missed it: fall back to the raw errors
         found.update(dict.fromkeys(pipeline_errors(pipeline)))
     return list(found)
+
+
+def require_valid(pipeline: Any, source: str) -> None:
+    """Stop (exit 1) with one line per problem: what every upload checks before it leaves."""
+    from ci.errors import FAILURE, UserError
+
+    UserError.collect(
+        (
+            f"{source}: rendered pipeline fails the Buildkite schema at {p}"
+            for p in schema_problems(pipeline)
+        ),
+        code=FAILURE,
+    )

@@ -135,7 +135,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
 
 def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     from ci.pipeline.mirror import parse_mirror_hw
-    from ci.pipeline.schemacheck import schema_problems
+    from ci.pipeline.schemacheck import require_valid
     from ci.target import resolve_branch, resolve_repo
 
     repo = resolve_repo(options.repo or None)
@@ -168,11 +168,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     for line in rendered.log:
         log(line)
     rendered.raise_problems()
-    problems = schema_problems(rendered.pipeline)
-    UserError.collect(
-        (f"{relative}: rendered pipeline fails the Buildkite schema at {p}" for p in problems),
-        code=FAILURE,
-    )
+    require_valid(rendered.pipeline, relative)
     text = yamlio.dumps(rendered.pipeline)
     log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
     if options.upload and not options.dry_run:

@@ -1,21 +1,26 @@
 """Make the plan: one diff, one skip-ci decision, then every platform's planner.
 
 The range goes to the shared diff resolver as a PR build (`--worktree` adds
-uncommitted work). A platform whose render fails keeps its error in the plan
-and the others are still planned; bad input stops everything first (exit 2).
+uncommitted work); the pipelines are read as they are at the head of that
+range (`ci.plan.snapshot`). A platform whose render fails keeps its error in
+the plan and the others are still planned; bad input stops everything first
+(exit 2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.errors import UserError
 from ci.plan.model import Plan, PlatformPlan
 
 if TYPE_CHECKING:
+    from ci.diff import Diff
     from ci.plan.inputs import PlanInputs
     from ci.plan.platforms import Situation
+    from ci.skipci import Decision
 
 
 def _planners() -> dict[str, Callable[[Situation], PlatformPlan]]:
@@ -32,13 +37,24 @@ def _planners() -> dict[str, Callable[[Situation], PlatformPlan]]:
 def make_plan(inputs: PlanInputs) -> Plan:
     from ci import diff as diffs
     from ci import skipci
-    from ci.plan.platforms import Situation, bootstrap_labels
+    from ci.plan.snapshot import files_at
 
     base = inputs.base or diffs.default_base(inputs.repo, env={})
     head = diffs.WORKTREE if inputs.worktree else (inputs.head or "HEAD")
     diff = diffs.resolve_diff(inputs.repo, base, head)
     decision = skipci.decision_for(diff)
-    situation = Situation(inputs, diff, decision, bootstrap_labels())
+    rev = None if inputs.worktree else (inputs.head or "HEAD")
+    with files_at(inputs.repo, rev) as files:
+        return _plan(inputs, base, diff, decision, files, rev)
+
+
+def _plan(
+    inputs: PlanInputs, base: str, diff: Diff, decision: Decision, files: Path, rev: str | None
+) -> Plan:
+    from ci.plan.platforms import Situation, bootstrap_labels
+    from ci.plan.snapshot import shown
+
+    situation = Situation(inputs, diff, decision, bootstrap_labels(), files=files)
     plan = Plan(
         repo=str(inputs.repo),
         diff={
@@ -55,8 +71,13 @@ def make_plan(inputs: PlanInputs) -> Plan:
             made = planners[platform.value](situation)
         except UserError as exc:
             made = PlatformPlan(platform.value, status="error", errors=list(exc.problems))
-            made.reason = exc.problems[0] if exc.problems else "error"
             made.skip_ci = situation.skip_words(platform.value)
+        made.errors = [shown(e, files, inputs.repo, rev) for e in made.errors]
+        for pipeline in made.pipelines:
+            pipeline.reason = shown(pipeline.reason, files, inputs.repo, rev)
+        if made.errors:
+            made.status = "error"
+            made.reason = made.errors[0]
         plan.platforms.append(made)
     unknown = [label for label in inputs.labels if label not in situation.known_labels]
     plan.warnings += [

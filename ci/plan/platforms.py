@@ -1,23 +1,29 @@
 """One planner per platform, each calling the code its real bootstrap runs.
 
 * rocm: `ci.amd.bootstrap.plan_pipeline` (suite selection, skip-ci per suite,
-  combine, render, the mirror filter) with the plan's labels and diff;
-* cuda, npu: the bootstrap file through `ci.bootstraps.rewrite_steps` and
-  `ci.pipeline.bootstrap_mode.render_bootstrap` (the skip-ci gates), the gates
-  evaluated by `ci.pipeline.ifexpr`, then each upload step's test YAML through
-  `ci.pipeline.upload.render_file` with the scope `--scope auto` would pick;
-* xpu: skip-ci (`intel l2`), then `ci.bootstraps.rewrite_intel`.
+  combine, render, the mirror filter, the schema check) with the plan's
+  labels and diff;
+* cuda, npu: `ci.bootstraps.render_bootstrap_file` (the rewrite and the
+  skip-ci gates), the gates evaluated by `ci.pipeline.ifexpr`, then each
+  upload step's test YAML through `ci.pipeline.upload.render_file` with the
+  scope `--scope auto` would pick;
+* xpu: `ci.bootstraps.intel_pipeline` (skip-ci `intel l2`, the rewrite).
 
-Nothing here decides what CI runs: it only reads those functions' results.
+Every pipeline that would be uploaded passes the schema check the real
+upload makes (`ci.pipeline.schemacheck.require_valid`); a failure is that
+platform's error. Files are read from `Situation.files` (the head revision,
+see `ci.plan.snapshot`); git questions go to the diff resolver. Nothing here
+decides what CI runs: it only reads those functions' results.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.errors import FAILURE, UserError
-from ci.plan.model import Dropped, Pipeline, PlatformPlan, Reason
+from ci.plan.model import NOT_EVALUATED, Dropped, Pipeline, PlatformPlan, Reason
 from ci.plan.steps import labels_in, step_name, verdict, walk
 
 if TYPE_CHECKING:
@@ -37,13 +43,14 @@ class Situation:
     diff: Diff
     decision: Decision
     known_labels: set[str] = field(default_factory=set)
+    files: Path = Path()  # where `.buildkite/` and `pyproject.toml` are read (head revision)
     _registries: Registries | None = None
 
     def registries(self) -> Registries:
         from ci.pipeline.registries import Registries
 
         if self._registries is None:
-            self._registries = Registries.for_repo(self.inputs.repo)
+            self._registries = Registries.for_repo(self.files)
         return self._registries
 
     def skip_words(self, platform: str) -> str:
@@ -83,11 +90,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
     inputs = situation.inputs
     plan = PlatformPlan("rocm", skip_ci=situation.skip_words("rocm"))
     outcome = bootstrap.plan_pipeline(
-        inputs.repo,
-        inputs.amd_env(),
-        labels="\n".join(inputs.labels),
-        diff=situation.diff,
-        validate=False,
+        situation.files, inputs.amd_env(), labels="\n".join(inputs.labels), diff=situation.diff
     )
     chosen = [*outcome.kept, *(s for s, _ in outcome.skipped)]
     name = " + ".join(s.group for s in chosen) or "AMD suites"
@@ -116,7 +119,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
             Dropped(label, "duplicate", (group,), "identical to a step of an earlier suite")
             for group, label in outcome.duplicates
         ]
-        amd_inputs = bootstrap.Inputs.from_env(inputs.repo, inputs.amd_env())
+        amd_inputs = bootstrap.Inputs.from_env(situation.files, inputs.amd_env())
         run_all, precompiled, _ = bootstrap.precompiled_choice(
             amd_inputs, list(situation.diff.paths or ())
         )
@@ -153,9 +156,9 @@ def _upload_steps(steps: list[Any]) -> list[dict[str, Any]]:
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
     from ci import bootstraps
-    from ci.pipeline import bootstrap_mode
     from ci.pipeline import scope as scopes
     from ci.pipeline.bootstrap_mode import BootstrapPlatform
+    from ci.pipeline.schemacheck import require_valid
 
     inputs = situation.inputs
     ctx = inputs.context()
@@ -163,16 +166,8 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     chosen: BootstrapPlatform = "npu" if platform == "npu" else "cuda"
     plan = PlatformPlan(platform, skip_ci=situation.skip_words(platform))
     relative = bootstraps.BOOTSTRAP_FILES[chosen]
-    path = inputs.repo / relative
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise UserError(f"missing bootstrap steps file: {path}", code=FAILURE) from None
-    document = bootstrap_mode.load_document(text, str(path))
-    rewritten, image_keys = bootstraps.rewrite_steps(document, chosen)
-    rendered = bootstrap_mode.render_bootstrap(
-        rewritten, decision, chosen, image_keys=bootstrap_mode.IMAGE_KEYS | image_keys
-    )
+    rewritten, rendered = bootstraps.render_bootstrap_file(chosen, situation.files, decision)
+    require_valid(rendered.pipeline, relative)
 
     boot = Pipeline(f"{platform} bootstrap", relative)
     boot.steps, dropped = walk(rendered.pipeline["steps"], ctx)
@@ -189,7 +184,7 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     plan.pipelines.append(boot)
 
     tests: list[Pipeline] = []
-    for step in _upload_steps(document["steps"]):
+    for step in _upload_steps(rewritten["steps"]):
         key = str(step["key"])
         child_file = bootstraps.uploaded_pipeline(step)
         child = Pipeline(f"{key.removeprefix('upload-').removesuffix('-pipeline')}", child_file)
@@ -211,13 +206,16 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
             continue
         if value is None:
             child.status = "conditional"
-            child.reason = f"upload step's if is not evaluated: {shown}"
+            child.reason = f"upload step's if: {NOT_EVALUATED}: {' '.join(shown.split())}"
         scope = scopes.resolve("auto", child_file, inputs.branch, inputs.env())
         child.scope = scope
         try:
             _render_child(situation, child, scope)
         except UserError as exc:
             plan.errors += list(exc.problems)
+            child.status = "not-uploaded"
+            child.reason = f"upload-pipeline fails: {exc.problems[0]}"
+            child.steps = []
     _finish(plan, tests, situation, ", ".join(p.name for p in tests if p.steps))
     return plan
 
@@ -251,14 +249,13 @@ def bootstrap_labels() -> set[str]:
 
 def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
     from ci.pipeline import ifexpr
-    from ci.pipeline.upload import render_file
+    from ci.pipeline.schemacheck import require_valid
+    from ci.pipeline.upload import pipeline_file, render_file
 
     inputs = situation.inputs
-    path = inputs.repo / (child.file or "")
-    if not path.is_file():
-        raise UserError(f"upload_pipeline: missing pipeline file: {path}", code=FAILURE)
+    path = pipeline_file(situation.files, child.file or "")
     rendered = render_file(
-        inputs.repo,
+        situation.files,
         path,
         scope=scope,
         changed=situation.diff.paths if scope == "diff" else None,
@@ -295,6 +292,7 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
         raise UserError(
             *(f"{child.file}: {p}" for p in dict.fromkeys(rendered.problems)), code=FAILURE
         )
+    require_valid(rendered.pipeline, child.file or str(path))
     if not child.steps and not child.reason:
         child.reason = "every step dropped"
 
@@ -303,26 +301,20 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
 
 
 def plan_xpu(situation: Situation) -> PlatformPlan:
-    from ci import bootstraps, yamlio
+    from ci import bootstraps
+    from ci.pipeline.schemacheck import require_valid
 
-    inputs = situation.inputs
     plan = PlatformPlan("xpu", skip_ci=situation.skip_words("xpu"))
     pipeline = Pipeline("intel", bootstraps.INTEL_PIPELINE)
     plan.pipelines.append(pipeline)
-    word = situation.decision.gate("intel", "l2")
-    if word is not None:
+    rewritten, word = bootstraps.intel_pipeline(situation.files, situation.decision)
+    if rewritten is None:
         pipeline.status = "not-uploaded"
         pipeline.reason = f"{word}: {situation.decision.message}"
         plan.status = "skip"
         plan.reason = situation.skip_reason()
         return plan
-    path = inputs.repo / bootstraps.INTEL_PIPELINE
-    if not path.is_file():
-        raise UserError(f"missing pipeline file: {path}", code=FAILURE)
-    document = yamlio.load(path)
-    if not isinstance(document, dict):
-        raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
-    rewritten = bootstraps.rewrite_intel(document, str(path))
-    pipeline.steps, pipeline.dropped = walk(rewritten["steps"], inputs.context())
+    require_valid(rewritten, bootstraps.INTEL_PIPELINE)
+    pipeline.steps, pipeline.dropped = walk(rewritten["steps"], situation.inputs.context())
     _finish(plan, [pipeline], situation, "intel")
     return plan

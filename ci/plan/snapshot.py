@@ -1,0 +1,72 @@
+"""The files a plan reads, as they are at the head of the range.
+
+A bootstrap reads `.buildkite/` and `pyproject.toml` from the commit it
+builds, so `plan --head REV` must read them at REV, not from whatever the
+working tree holds: `git archive` of those paths, extracted into a temporary
+directory (nothing in the repository changes: no checkout, no worktree).
+With `--worktree` the working tree itself is what would be pushed, and is
+read in place; so is it for `HEAD` when `git status` shows those paths clean
+(one quick git call instead of an archive).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from ci import door
+from ci.errors import UserError
+
+# Everything the planners read: the pipelines and registries, and the pytest markers.
+READS: Final = (".buildkite", "pyproject.toml")
+
+
+def _git(repo: Path, *args: str) -> door.Result:
+    return door.capture(["git", *args], cwd=str(repo))
+
+
+def _clean(repo: Path) -> bool:
+    """True when the working tree holds `READS` exactly as HEAD does (nothing ignored either)."""
+    status = _git(repo, "status", "--porcelain", "--untracked-files=all", "--ignored", "--", *READS)
+    return status.ok and not status.stdout.strip()
+
+
+@contextmanager
+def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
+    """A directory holding `READS` at `rev` (`rev=None`: the working tree, `repo` itself)."""
+    if rev is None or (rev == "HEAD" and _clean(repo)):
+        yield repo
+        return
+    import tarfile
+
+    with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-plan-") as tmp:
+        root = Path(tmp, "tree")
+        root.mkdir()
+        archive = Path(tmp, "head.tar")
+        names: list[str] = list(READS)
+        made = _git(repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names)
+        if not made.ok:  # one of them is missing at `rev`: archive those that exist
+            listed = _git(repo, "ls-tree", "--name-only", "-z", rev, "--", *READS)
+            if not listed.ok:
+                raise UserError(f"cannot list {', '.join(READS)} at {rev!r} in {repo}")
+            names = [name for name in listed.stdout.split("\0") if name]
+            if names:
+                made = _git(
+                    repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names
+                )
+                if not made.ok:
+                    raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
+        if names:
+            with tarfile.open(archive) as tar:
+                tar.extractall(root, filter="data")
+        yield root
+
+
+def shown(text: str, root: Path, repo: Path, rev: str | None) -> str:
+    """`text` with paths inside the snapshot said as `rev:path` (they name no real file)."""
+    if rev is None or root == repo:
+        return text
+    return text.replace(f"{root}/", f"{rev}:")
