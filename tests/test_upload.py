@@ -835,3 +835,35 @@ def test_platform_names_a_bootstrap_file(gitrepo: Path) -> None:
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.strip() == "error: expected bootstrap-upload-steps.yml, got test-x.yml"
+
+
+def test_compose_messages_without_count_presets_or_registered_count() -> None:
+    """The two §3.7 compose messages the seed registries cannot reach."""
+    from ci.pipeline.markers import parse_marker_lines
+
+    markers = parse_marker_lines(
+        [
+            "H100: GPU [hardware-resource] [cuda]",
+            "cards_1: one [hardware-cards]",
+            "cards_2: two [hardware-cards]",
+        ],
+        "<m>",
+    )
+    # `h100` is a mirror chip (a preset named `h100`), but has no `h100_<n>` preset.
+    registries = Registries.from_data(
+        sources={}, presets={"h100": {"agents": {"queue": "q"}}}, markers=markers
+    )
+    rendered = render_test_pipeline(
+        {"steps": [step("H100 and not cards_1", label="lbl")]},
+        scope="all",
+        changed=None,
+        registries=registries,
+    )
+    assert rendered.problems == ["not cards_* in step 'lbl' has no CUDA count presets for h100"]
+    ask = mirror.MarkAsk(frozenset({"h100"}), 16, True)
+    with pytest.raises(UserError) as err:
+        mirror.compose_preset("lbl", ask, None, registries.presets(), markers.card_counts)
+    assert err.value.problems == (
+        "cards_16 in step 'lbl' is not a registered cards_* mark; supported: cards_1, cards_2",
+    )
+    assert err.value.code == 1
