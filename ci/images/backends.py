@@ -22,11 +22,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
 from ci.images.cachekey import CacheKey
+
+if TYPE_CHECKING:
+    from ci.doctor import Report
 
 AUTO, BUILDX, ENGINE = "auto", "buildx", "engine"
 BUILDERS = (AUTO, BUILDX, ENGINE)
@@ -85,6 +88,7 @@ class KeyedBuild:
     """
 
     builder: ClassVar[Builder]
+    dockerfile: ClassVar[str]
 
     repo: Path
     registry: str
@@ -98,9 +102,24 @@ class KeyedBuild:
     def image_ref(self) -> str:
         return f"{self.registry}:{self.commit}"
 
+    @property
+    def cache_ref(self) -> str:
+        raise NotImplementedError
+
     def spec(self) -> BuildSpec:
         """What to build, in the platform script's terms."""
         raise NotImplementedError
+
+    def build_spec(self, **flags: Any) -> BuildSpec:
+        """The spec every keyed build shares, plus the platform script's own `flags`."""
+        return BuildSpec(
+            repo=str(self.repo),
+            dockerfile=self.dockerfile,
+            image_ref=self.image_ref,
+            cache_ref=self.cache_ref,
+            push=self.push,
+            **flags,
+        )
 
     def steps(self) -> Steps:
         return steps_for(self.backend, self.spec(), self.builder, self.docker)
@@ -287,8 +306,18 @@ def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
             " (use --builder engine or auto)",
             code=IMAGE_INPUT,
         )
-    explicit = docker or os.environ.get(doctor.DOCKER_ENV)
-    if explicit:  # a client the user named is used as is, never swapped for another
+    return ENGINE, engine_client(report, docker, "a working `docker buildx` or ")
+
+
+def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
+    """The client for `DOCKER_BUILDKIT=1 docker build` (ROCm/CUDA engine backend, XPU).
+
+    A client the user named (`--docker`, $VLLM_OMNI_CI_DOCKER) is used as is,
+    never swapped for another; otherwise the first able one doctor found.
+    """
+    from ci import doctor
+
+    if docker or os.environ.get(doctor.DOCKER_ENV):
         named = report.client()
         client = named.path if named and named.buildkit_without_buildx else None
     else:
@@ -296,11 +325,11 @@ def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
     if client is None:
         found = ", ".join(c.path for c in report.clients) or "none on PATH"
         raise UserError(
-            "no usable backend: no docker client with a working `docker buildx` or "
+            f"no usable backend: no docker client with {alternatives}"
             f"`DOCKER_BUILDKIT=1 docker build` (clients: {found}; see `vllm-omni-ci doctor`)",
             code=IMAGE_INPUT,
         )
-    return ENGINE, client
+    return client
 
 
 def execute(steps: Steps) -> None:

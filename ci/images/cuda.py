@@ -40,6 +40,7 @@ class CudaBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
 
     builder = BUILDER
+    dockerfile = DOCKERFILE
 
     @property
     def cache_tag(self) -> str:
@@ -50,14 +51,7 @@ class CudaBuild(backends.KeyedBuild):
         return f"{self.registry}:{self.cache_tag}"
 
     def spec(self) -> backends.BuildSpec:
-        return backends.BuildSpec(
-            repo=str(self.repo),
-            dockerfile=DOCKERFILE,
-            image_ref=self.image_ref,
-            cache_ref=self.cache_ref,
-            push=self.push,
-            tag_flag="-t",
-        )
+        return self.build_spec(tag_flag="-t")
 
     def login(self) -> tuple[door.Command, door.Command] | None:
         """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.

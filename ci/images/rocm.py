@@ -33,6 +33,7 @@ class RocmBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
 
     builder = BUILDER
+    dockerfile = DOCKERFILE
     arch: str
 
     @property
@@ -40,15 +41,10 @@ class RocmBuild(backends.KeyedBuild):
         return f"{self.registry}:rocm-deps-cache-{self.key.key}"
 
     def spec(self) -> backends.BuildSpec:
-        return backends.BuildSpec(
-            repo=str(self.repo),
-            dockerfile=DOCKERFILE,
-            image_ref=self.image_ref,
-            cache_ref=self.cache_ref,
+        return self.build_spec(
             target=TARGET,
             build_args=(("ARG_PYTORCH_ROCM_ARCH", self.arch),),
             pull=True,
-            push=self.push,
             cache_to_options=("mode=max", "compression=zstd", "ignore-error=true"),
         )
 

@@ -372,17 +372,10 @@ def build_from_source(build: XpuBuild, export: bool) -> None:
 def choose_client(options: BuildOptions) -> tuple[str, bool]:
     """(docker client that can build with BuildKit, whether the engine exports type=image)."""
     from ci import doctor
+    from ci.images.backends import engine_client
 
     report = doctor.probe(options.docker or None, engine=True)
-    client = report.buildkit_client()
-    if client is None:
-        found = ", ".join(c.path for c in report.clients) or "none on PATH"
-        raise UserError(
-            "no usable backend: no docker client can run `DOCKER_BUILDKIT=1 docker build` "
-            f"(clients: {found}; see `vllm-omni-ci doctor`)",
-            code=IMAGE_INPUT,
-        )
-    return client, report.output_image
+    return engine_client(report, options.docker), report.output_image
 
 
 def no_engine_reason(exc: BaseException) -> str:
