@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 
 from ci import doctor
-from tests.conftest import StandIns, run_cli
+from tests.conftest import TEST_LABEL, StandIns, run_cli
 
 
 @pytest.mark.docker
@@ -67,3 +69,63 @@ def test_pick_docker_prefers_a_buildkit_capable_client() -> None:
         doctor.Client("/b/docker", "20.10", buildkit_without_buildx=True, buildx=False),
     ]
     assert doctor.pick_docker(clients) == "/b/docker"
+
+
+def test_env_var_chooses_the_client_and_every_probe_goes_to_it(standins: StandIns) -> None:
+    """VLLM_OMNI_CI_DOCKER wins over auto-detection, even for a client that can do nothing."""
+    chosen = standins.add("docker-from-env", "exit 1")
+    done = run_cli("doctor", "--json", env={**standins.env(), doctor.DOCKER_ENV: str(chosen)})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["chosen"] == str(chosen)
+    assert report["engine_version"] is None and report["engine_error"]
+    calls = standins.argvs("docker-from-env")
+    assert ["build", "--help"] in calls and ["buildx", "version"] in calls
+    assert ["info", "--format", "{{json .}}"] in calls
+
+
+def test_docker_option_overrides_the_env_var(standins: StandIns) -> None:
+    from_env = standins.add("docker-env", "exit 1")
+    from_flag = standins.add("docker-flag", "exit 1")
+    env = {**standins.env(), doctor.DOCKER_ENV: str(from_env)}
+    done = run_cli("doctor", "--json", "--docker", str(from_flag), env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["chosen"] == str(from_flag)
+    assert ["info", "--format", "{{json .}}"] not in standins.argvs("docker-env")
+
+
+def test_a_bad_env_var_is_an_input_error_naming_it() -> None:
+    done = run_cli("doctor", env={**os.environ, doctor.DOCKER_ENV: "/nope/docker"})
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == f"error: {doctor.DOCKER_ENV}: /nope/docker is not an executable docker client\n"
+    )
+    assert done.stdout == ""
+
+
+@pytest.mark.docker
+def test_probe_is_a_library_call_that_tells_the_truth(docker_cli: str) -> None:
+    """What image builds rely on: the chosen client, a BuildKit client, and `type=image`."""
+    report = doctor.probe(docker_cli)
+    assert report.chosen == docker_cli
+    assert report.engine and report.storage_driver
+    assert report.buildkit_client() is not None
+    assert report.registry is True
+    # `--output type=image` support is what a real attempt says (20.10 engines: no).
+    name = "vllm-omni-ci-doctor-test:output-image"
+    attempt = subprocess.run(
+        [docker_cli, "build", "--label", TEST_LABEL, "--output", f"type=image,name={name}", "-"],
+        input=f"FROM scratch\nLABEL {TEST_LABEL}\n",
+        env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    subprocess.run([docker_cli, "rmi", "-f", name], capture_output=True)
+    assert report.output_image is (attempt.returncode == 0)
+    text = doctor.render(report)
+    assert f"engine: {report.engine_version} (storage driver {report.storage_driver})" in text
+    assert f"engine supports --output type=image: {'yes' if report.output_image else 'no'}" in text
+    for client in report.clients:
+        assert f"{client.path}  version={client.version}" in text
