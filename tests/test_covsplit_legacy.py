@@ -118,6 +118,7 @@ SCENARIOS = [
     ("online-only", ("--model-id", "m", "--online", "on.py", "--", "-x"), GATE),
     ("offline-twice", ("--model-id", "m", "--offline", "off.py", "--offline", "b.py"), GATE),
     ("no-args-after-dashdash", (*BOTH, "--"), {}),
+    ("model-id-twice", ("--model-id", "x", *BOTH), GATE),  # the last one wins
 ]
 
 

@@ -12,9 +12,12 @@ __all__ = ["cov_split"]
 @task(
     # No short flags: `-m` after the options must stay pytest's, as in the script.
     auto_shortflags=False,
-    iterable=["offline", "online"],
+    # model_id too: the script let a repeated --model-id win (last one), Invoke refuses a
+    # repeated plain flag ("No idea what 'b' is!").
+    iterable=["model_id", "offline", "online"],
     help={
-        "model_id": "names the reports: coverage-<id>-{offline,online}-<step id>.xml.gz",
+        "model_id": "--model-id ID: names the reports: coverage-<id>-{offline,online}-<step "
+        "id>.xml.gz (required)",
         "offline": "--offline PATH: one pytest path of the offline half (repeat for more)",
         "online": "--online PATH: one pytest path of the online half (repeat for more)",
         "dry_run": "print the plan and run nothing",
@@ -22,7 +25,7 @@ __all__ = ["cov_split"]
 )
 def cov_split(
     c: Context,
-    model_id: str = "",
+    model_id: list[str] | None = None,
     offline: list[str] | None = None,
     online: list[str] | None = None,
     dry_run: bool = False,
@@ -44,7 +47,7 @@ def cov_split(
 
     covsplit.run(
         covsplit.Request(
-            model_id=model_id,
+            model_id=(model_id or [""])[-1],
             offline=tuple(offline or ()),
             online=tuple(online or ()),
             pytest_args=tuple(after_dashdash()),
