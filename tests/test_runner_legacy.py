@@ -299,3 +299,13 @@ def test_no_gpu_preflight_is_new(legacy_script: Path, env: dict[str, str]) -> No
     assert old.returncode == 1
     assert "AssertionError: Expected 0 ROCm GPU(s), found 1" in old.stderr
     assert new.returncode == 0
+
+
+def test_gpu_check_holds_under_pythonoptimize(legacy_script: Path, env: dict[str, str]) -> None:
+    """docs/differences.md "The GPU check holds under `PYTHONOPTIMIZE`": the original's
+    `assert` statements vanish under -O, so a job inheriting PYTHONOPTIMIZE ran on no GPU."""
+    job = {**env, "PYTHONOPTIMIZE": "1", "FAKE_TORCH_COUNT": "0", "TEST_COMMANDS": "true"}
+    old, new = run_legacy(legacy_script, job), run_ours(job)
+    assert old.returncode == 0  # the check was skipped
+    assert new.returncode == 1
+    assert errors(new.stderr) == ["AssertionError: Expected 1 ROCm GPU(s), found 0"]
