@@ -229,10 +229,13 @@ class B:
     requests: int = 0
     lines: tuple[str, ...] = ()  # exact stderr lines
     error: str = ""  # the one error line (prefix), for code != 0
+    alone: bool = False  # the error is all of stderr: found before git ran
 
 
 B_ROWS: dict[str, B] = {
-    "B1": B(pr="123", status=403, code=1, requests=1, error=bootstrap.LABEL_ERROR + " (GET "),
+    "B1": B(
+        pr="123", status=403, code=1, requests=1, error=bootstrap.LABEL_ERROR + " (GET ", alone=True
+    ),
     "B2": B(pr="123", env={"DEBUG_TEST_YAML": "merge"}, uploaded=("merge",)),
     "B3": B(uploaded=("ready",), lines=(suites.FALLBACK_NOTICE,)),
     "B4": B(
@@ -303,14 +306,15 @@ B_ROWS: dict[str, B] = {
     # docs/differences.md "Selector errors name the input…": no spec strings in-process,
     # so an unknown suite can only come from DEBUG_TEST_YAML.
     "B18": B(
-        env={"DEBUG_TEST_YAML": "weekly"}, code=1,
+        env={"DEBUG_TEST_YAML": "weekly"}, code=1, alone=True,
         error="error: DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
     ),
     "A19-nightly-2": B(
-        env={"NIGHTLY": "2"}, code=1, error="error: NIGHTLY must be 0 or 1, got '2'"
+        env={"NIGHTLY": "2"}, code=1, error="error: NIGHTLY must be 0 or 1, got '2'", alone=True
     ),
     "A19-nightly-true": B(
-        env={"NIGHTLY": "true"}, code=1, error="error: NIGHTLY must be 0 or 1, got 'true'"
+        env={"NIGHTLY": "true"}, code=1, error="error: NIGHTLY must be 0 or 1, got 'true'",
+        alone=True,
     ),
 }  # fmt: skip
 
@@ -337,6 +341,7 @@ def test_b_rows(name: str, amd_repo: GitRepo, agent: Agent, github: GitHub) -> N
     if row.code:
         errors = [ln for ln in lines if ln.startswith(("error:", "ERROR:"))]
         assert errors == [lines[-1]] and lines[-1].startswith(row.error), done.stderr
+        assert len(lines) == 1 or not row.alone, done.stderr
         assert agent.calls() == []
         return
     if not (row.uploaded or row.image_only):
@@ -375,6 +380,65 @@ def test_b11_env_is_the_union_and_no_temp_file(
     )
     assert agent.pipeline()["env"] == {k: str(v) for k, v in {**ready, **merge}.items()}
     assert list((tmp_path / "t").iterdir()) == []  # no amd-selected-tests.*.yml
+
+
+def test_order_of_operations(amd_repo: GitRepo, agent: Agent, github: GitHub) -> None:
+    """Spec §1.2: labels, diff, suites, skip-ci, critical files, then the upload."""
+    amd_repo.commit_files({"setup.py": "x\n"}, "critical")
+    github.labels["21"] = ["documentation"]  # no tier label: the ready fallback
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="21"))
+    assert done.returncode == 0, done.stderr
+    assert len(github.requests) == 1
+    lines = done.stderr.splitlines()
+    order = [
+        "[diff]: 1 changed file(s)",
+        suites.FALLBACK_NOTICE,
+        "[skip-ci]: product or non-whitelisted changes present; run normal CI",
+        "Found changes: setup.py. Run all tests",
+        "AMD test suites: READY_TESTS:test-amd-ready.yml",
+    ]
+    assert [lines.index(line) for line in order] == sorted(lines.index(line) for line in order)
+    assert agent.calls() == UPLOADS
+
+
+def test_a_failed_upload_exits_with_the_agent_status(
+    amd_repo: GitRepo, standins: StandIns, github: GitHub
+) -> None:
+    standins.add("buildkite-agent", '[[ "$1" == pipeline ]] && exit 3; exit 0')
+    agent = Agent(standins, Path("unused"))
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
+    assert done.returncode == 3
+    assert agent.calls() == UPLOADS
+    last = done.stderr.splitlines()[-1]  # the door's wording; only its gist is ours
+    assert last.startswith("error: ") and "pipeline upload" in last and "exit 3" in last
+
+
+def test_a_failed_annotation_is_ignored(
+    amd_repo: GitRepo, standins: StandIns, github: GitHub
+) -> None:
+    """B4 with an agent that cannot annotate: the script ran it with `|| true`."""
+    standins.add("buildkite-agent", "exit 1")
+    agent = Agent(standins, Path("unused"))
+    amd_repo.commit_files(DOCS, "docs")
+    github.labels["4"] = ["ready"]
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="4"))
+    assert done.returncode == 0, done.stderr
+    assert agent.calls() == [ANNOTATE]
+    assert done.stderr.splitlines()[-1] == bootstrap.NOTHING_LEFT
+
+
+def test_buildkite_without_a_branch_is_an_input_error(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    env = bootstrap_env(amd_repo, agent, github, NIGHTLY="x")
+    del env["BUILDKITE_BRANCH"]
+    done = run_bootstrap(amd_repo, env)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "error: BUILDKITE_BRANCH is not set",
+        "error: NIGHTLY must be 0 or 1, got 'x'",
+    ]
+    assert agent.calls() == []
 
 
 # --------------------------------------------------------------------------- labels

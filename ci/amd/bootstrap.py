@@ -74,7 +74,13 @@ class Inputs:
 
         # Bad NIGHTLY / DEBUG_TEST_YAML stop here, before the label request and
         # git: the script only found them in the selector, after both (exit 1 either way).
+        # A missing BUILDKITE_BRANCH in Buildkite was `set -u`'s exit 1.
         problems: list[str] = []
+        branch = ""
+        try:
+            branch = resolve_branch(repo, env=env)
+        except UserError as exc:
+            problems += list(exc.problems)
         nightly = False
         try:
             nightly = suites.parse_nightly(env.get("NIGHTLY") or "0")
@@ -90,7 +96,7 @@ class Inputs:
         if env.get("BUILDKITE_PIPELINE_SLUG") == "fastcheck":
             mirror_hw = "amdtentative"
         return cls(
-            branch=resolve_branch(repo, env=env),
+            branch=branch,
             pull_request=env.get("BUILDKITE_PULL_REQUEST") or "false",
             debug_test_yaml=env.get("DEBUG_TEST_YAML") or "",
             nightly=nightly,
