@@ -260,7 +260,7 @@ def _finish(
 ) -> Diff:
     paths = _changed(repo, revs, shown)
     if paths is not None:
-        _log(f"{len(paths)} changed file(s)")
+        _log(f"{len(paths)} changed file(s) ({reason})")
     else:
         reason = f"git diff failed ({shown}); using safe defaults"
     return Diff(repo, paths, shown, reason, kind, kw.get("base"), kw.get("head"), revs)

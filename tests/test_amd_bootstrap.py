@@ -391,7 +391,7 @@ def test_order_of_operations(amd_repo: GitRepo, agent: Agent, github: GitHub) ->
     assert len(github.requests) == 1
     lines = done.stderr.splitlines()
     order = [
-        "[diff]: 1 changed file(s)",
+        f"[diff]: 1 changed file(s) (PR build #21: origin/main...{amd_repo.sha()})",
         suites.FALLBACK_NOTICE,
         "[skip-ci]: product or non-whitelisted changes present; run normal CI",
         "Found changes: setup.py. Run all tests",
@@ -810,6 +810,20 @@ def test_real_suites_render(names: list[str], capsys: pytest.CaptureFixture[str]
         for n in names:
             kept = len(per_suite[n]) - sum(f" {suites.BY_NAME[n].group} " in ln for ln in err)
             assert len(groups[suites.BY_NAME[n].group]) == kept
+
+
+def test_ready_plus_merge_is_43_jobs_as_upstream_pins() -> None:
+    """Spec §1.8: upstream's combine_test_suites.py test pins ready+merge at 56 raw
+    jobs (sum of parallelism) and 43 after de-duplication, for this revision."""
+    docs = [combine.load_suite(CORPUS_AMD, suites.BY_NAME[n]) for n in ("ready", "merge")]
+    combined = combine.combine(docs)
+    pipeline, _ = render.render_pipeline(combined.env, combined.steps)
+
+    def jobs(steps: list[dict[str, Any]]) -> int:
+        return sum(int(s.get("parallelism") or 1) for s in steps)
+
+    assert sum(jobs(leaves(d.steps)) for d in docs) == 56
+    assert jobs(rendered_leaves(pipeline)) == 43
 
 
 # --------------------------------------------------------------------------- the sample

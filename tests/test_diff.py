@@ -164,7 +164,7 @@ def test_other_branch_has_no_range(repo: GitRepo, capfd: pytest.CaptureFixture[s
 
 def test_changed_count_is_logged(repo: GitRepo, capfd: pytest.CaptureFixture[str]) -> None:
     resolve_diff(repo.path, env=env(BUILDKITE_PULL_REQUEST="7"))
-    assert "[diff]: 2 changed file(s)" in capfd.readouterr().err
+    assert "[diff]: 2 changed file(s) (PR build #7: origin/main...HEAD)\n" in capfd.readouterr().err
 
 
 # --------------------------------------------------------------------------- explicit ranges
