@@ -317,8 +317,8 @@ def test_image(
     from tests.conftest import engine_client
 
     docker = engine_client()
-    if docker is None:
-        pytest.skip("no Docker engine answers")
+    # Only docker-marked tests use this image; their gate already skipped (or failed, CI=true).
+    assert docker is not None, "no Docker engine answers"
     ctx = tmp_path_factory.mktemp("xpu-runner-image")
     tree = ctx / "tree"
     for name, body in TEST_FILES.items():
