@@ -137,11 +137,11 @@ def _filter_oracle(repo: GitRepo, pipeline: str, path: str) -> dict[str, bool]:
 
 def test_one_models_change_keeps_only_that_models_jobs_on_cuda_and_npu(repo: GitRepo) -> None:
     repo.commit_files({OTHER: "X = 2\n"}, "unrelated")
-    baseline = plan_of(repo, labels=ALL_LABELS, platforms=["cuda", "npu"])
+    baseline = plan_of(repo, labels=ALL_LABELS, platform=["cuda", "npu"])
     repo.git("reset", "-q", "--hard", "origin/main")
     repo.commit_files({MODEL: "class Model:\n    size = 2\n"}, "one model")
     skipci.clear_cache()  # the diff of `origin/main...HEAD` is cached per process
-    plan = plan_of(repo, labels=ALL_LABELS, platforms=["cuda", "npu"])
+    plan = plan_of(repo, labels=ALL_LABELS, platform=["cuda", "npu"])
     extra_total = 0
     for platform in ("cuda", "npu"):
         for child in plan.platform(platform).pipelines[1:]:
@@ -191,8 +191,8 @@ def test_mirror_hw_b200_selects_presets_only_cuda_nightly_has(repo: GitRepo) -> 
     # A change to the preset registry bypasses the source filter: every job is considered.
     registry = repo.path / ".buildkite/common/ci_mirror_hardwares.yml"
     repo.commit_files({str(registry.relative_to(repo.path)): registry.read_text() + "\n# x\n"})
-    plain = plan_of(repo, labels=ALL_LABELS, platforms=["cuda"])
-    b200 = plan_of(repo, labels=ALL_LABELS, platforms=["cuda"], mirror_hw="B200")
+    plain = plan_of(repo, labels=ALL_LABELS, platform=["cuda"])
+    b200 = plan_of(repo, labels=ALL_LABELS, platform=["cuda"], mirror_hw="B200")
     assert b200.inputs["mirror_hw"] == "b200"
 
     def presets(plan: Plan) -> dict[str, set[str]]:
@@ -280,6 +280,7 @@ def test_json_validates_against_the_documented_schema(repo: GitRepo) -> None:
         (("--head", "HEAD", "--worktree"), "error: --head and --worktree are mutually exclusive"),
         (("--format", "yaml"), "error: --format: unknown format 'yaml'"),
         (("--mirror-hw", "b20o"), "error: --mirror-hw: unsupported MIRROR_HW='b20o'"),
+        (("--base", "main", "--head", "main~9"), "error: head revision 'main~9' does not name"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -293,14 +294,36 @@ def test_bad_input_is_one_line_and_exit_2(
     assert "Traceback" not in done.stderr
 
 
+def test_a_repo_that_is_not_a_git_checkout_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    plain = tmp_path / "not-git"
+    plain.mkdir()
+    done = plan_cli("--repo", str(plain))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"error: --repo: {plain} is not a git checkout with a commit; pass --repo PATH"
+    ]
+
+
+def test_no_base_to_compare_with_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    repo = GitRepo.create(tmp_path / "lonely", origin=False)
+    repo.commit_files({"a.py": "a = 1\n"}, "first")
+    repo.branch("topic")
+    repo.git("branch", "-q", "-D", "main")
+    done = plan_cli("--repo", str(repo.path), "--platform", "xpu")
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: no base revision: neither origin/main nor main exists")
+    assert "Traceback" not in done.stderr
+
+
 def test_worktree_counts_uncommitted_work(repo: GitRepo) -> None:
     repo.commit_files({MODEL: "class Model:\n    size = 6\n"}, "model")
     repo.git("reset", "-q", "--soft", "HEAD~1")  # the change is now staged, not committed
-    committed = plan_of(repo, platforms=["xpu"])
+    committed = plan_of(repo, platform=["xpu"])
     assert committed.diff["paths"] == []
     skipci.clear_cache()
     repo.write("docs/new-page.md", "# untracked\n")
-    work = plan_of(repo, platforms=["xpu"], worktree=True)
+    work = plan_of(repo, platform=["xpu"], worktree=True)
     assert work.inputs["head"] == "WORKTREE"
     assert work.diff["paths"] == ["docs/new-page.md", MODEL]
     assert work.platform("xpu").status == "run"
@@ -318,7 +341,7 @@ def test_if_outside_the_subset_is_conditional_not_evaluated(repo: GitRepo) -> No
     )
     ready.write_text(yaml.safe_dump(document, sort_keys=False))
     repo.commit("a group with an if outside the subset")
-    plan = plan_of(repo, labels="ready", platforms=["cuda"])
+    plan = plan_of(repo, labels="ready", platform=["cuda"])
     step = next(
         s for s in pipeline_of(plan, "cuda", "ready").steps if s.label == "Scheduled CPU step"
     )
@@ -332,11 +355,20 @@ def test_if_outside_the_subset_is_conditional_not_evaluated(repo: GitRepo) -> No
 
 
 def test_markdown_and_table_show_every_platform_and_no_side_effects(
-    repo: GitRepo, standins: StandIns
+    repo: GitRepo, standins: StandIns, tmp_path: Path
 ) -> None:
-    standins.add("buildkite-agent")
+    # A buildkite-agent that fails loudly, a GitHub API nobody listens on, and an
+    # origin that cannot be reached: any upload, label request or fetch would show.
+    standins.add("buildkite-agent", "echo 'buildkite-agent must not run' >&2; exit 97")
     repo.commit_files({MODEL: "class Model:\n    size = 7\n"}, "model")
-    env = buildkite_env(standins.env(), VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9")
+    repo.git("remote", "set-url", "origin", "http://127.0.0.1:9/vllm-omni.git")
+    trace = tmp_path / "git-trace.log"
+    env = buildkite_env(
+        standins.env(),
+        VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9",
+        GITHUB_TOKEN="not-used",
+        GIT_TRACE=str(trace),
+    )
     done = plan_cli("--labels", "ready", "--repo", str(repo.path), "--format", "markdown", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("## What will CI run?")
@@ -348,18 +380,40 @@ def test_markdown_and_table_show_every_platform_and_no_side_effects(
     # Nothing was uploaded or annotated, and no label request was made (port 9 is closed).
     assert standins.calls() == []
     assert "label request failed" not in done.stderr
-    assert repo.git("status", "--porcelain") == ""
+    assert "must not run" not in done.stderr
+    # git was asked only local questions: no fetch, no remote, nothing written.
+    commands = [
+        line.split("git ", 1)[1].split()[0]
+        for line in trace.read_text().splitlines()
+        if "trace: built-in: git " in line
+    ]
+    assert commands and set(commands) <= {
+        "rev-parse",
+        "diff",
+        "show",
+        "status",
+        "archive",
+        "ls-tree",
+        "merge-base",
+    }, commands
+    assert repo.git("status", "--porcelain", "--ignored") == ""
+    assert not (repo.path / ".git" / "worktrees").exists()
 
 
 def test_unknown_label_is_a_warning(repo: GitRepo) -> None:
     repo.commit_files({MODEL: "class Model:\n    size = 8\n"}, "model")
-    plan = plan_of(repo, labels="ready\ndocumentation, nightly-test", platforms=["xpu"])
+    plan = plan_of(repo, labels="ready\ndocumentation, nightly-test", platform=["xpu"])
     assert plan.inputs["labels"] == ["ready", "documentation", "nightly-test"]
     assert len(plan.warnings) == 1
     assert plan.warnings[0].startswith("label 'documentation' is not used by any pipeline")
     done = plan_cli("--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path))
     assert done.returncode == 0
     assert "warning: label 'documentation'" in done.stdout
+    args = ("--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path))
+    as_json = plan_cli(*args, "--format", "json")
+    assert as_json.returncode == 0
+    assert json.loads(as_json.stdout)["warnings"] == plan.warnings[:1]
+    assert f"warning: {plan.warnings[0]}" in as_json.stderr.splitlines()
 
 
 def test_rocm_says_what_the_mirror_filter_and_duplicates_dropped(repo: GitRepo) -> None:
@@ -380,7 +434,7 @@ def test_rocm_says_what_the_mirror_filter_and_duplicates_dropped(repo: GitRepo) 
     )
     ready.write_text(yaml.safe_dump(document, sort_keys=False))
     repo.commit_files({MODEL: "class Model:\n    size = 10\n"}, "tentative step")
-    plan = plan_of(repo, labels="ready", platforms=["rocm"])
+    plan = plan_of(repo, labels="ready", platform=["rocm"])
     rocm = pipeline_of(plan, "rocm", "READY_TESTS")
     reasons = {(d.label, d.reason) for d in rocm.dropped}
     assert ("MI325 probe", "mirror-hw") in reasons
@@ -388,7 +442,7 @@ def test_rocm_says_what_the_mirror_filter_and_duplicates_dropped(repo: GitRepo) 
     assert "MI325 probe" not in [s.label for s in rocm.steps]
     assert plan.platform("rocm").notes == ["RUN_ALL=0 VLLM_USE_PRECOMPILED=1"]
     skipci.clear_cache()
-    both = plan_of(repo, labels="ready,merge-test", platforms=["rocm"])
+    both = plan_of(repo, labels="ready,merge-test", platform=["rocm"])
     combined = pipeline_of(both, "rocm", "READY_TESTS + MERGE_TESTS")
     duplicates = [d for d in combined.dropped if d.reason == "duplicate"]
     assert duplicates and all(d.groups == ("MERGE_TESTS",) for d in duplicates)
@@ -450,3 +504,119 @@ def test_the_build_environment_does_not_change_the_plan(repo: GitRepo) -> None:
     noisy = plan_cli(*args, env=noisy_env)
     assert clean.returncode == noisy.returncode == 0, noisy.stderr
     assert json.loads(noisy.stdout) == json.loads(clean.stdout)
+
+
+# --------------------------------------------------------------------------- which files are read
+
+
+def _add_step(repo: GitRepo, rel: str, label: str, **extra: Any) -> None:
+    """Append an always-kept CPU step to a test YAML (written, not committed)."""
+    path = repo.path / rel
+    document = yaml.safe_load(path.read_text())
+    document["steps"].append({"label": label, "commands": ["true"], **extra})
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_pipelines_are_read_at_the_head_revision_and_worktree_reads_the_tree(
+    repo: GitRepo,
+) -> None:
+    ready = ".buildkite/cuda/test-ready.yml"
+    first = repo.commit_files({MODEL: "class Model:\n    size = 12\n"}, "model")
+    _add_step(repo, ready, "Committed probe")
+    repo.commit("a step in the ready YAML")
+    _add_step(repo, ready, "Uncommitted probe")  # the working tree is now ahead of HEAD
+
+    def probes(**options: Any) -> set[str]:
+        skipci.clear_cache()
+        plan = plan_of(repo, labels="ready", platform=["cuda"], **options)
+        assert plan.platform("cuda").status == "run", plan.platform("cuda").errors
+        return {s.label for s in pipeline_of(plan, "cuda", "ready").steps} & {
+            "Committed probe",
+            "Uncommitted probe",
+        }
+
+    assert probes(head=first) == set()
+    assert probes() == {"Committed probe"}  # HEAD, although the tree differs
+    assert probes(head="HEAD") == {"Committed probe"}
+    assert probes(worktree=True) == {"Committed probe", "Uncommitted probe"}
+    assert repo.git("status", "--porcelain") == f" M {ready}\n"
+
+
+def test_a_file_missing_at_the_head_revision_is_that_platforms_error(repo: GitRepo) -> None:
+    intel = ".buildkite/intel/pipeline-intel.yml"
+    repo.git("rm", "-q", intel)
+    repo.commit_files({MODEL: "class Model:\n    size = 13\n"}, "no intel pipeline")
+    gone = repo.sha()
+    repo.git("checkout", "-q", "HEAD~1", "--", intel)  # back in the tree, not at `gone`
+    done = plan_cli(
+        "--head", gone, "--labels", "ready", "--platform", "xpu,npu", "--repo", str(repo.path)
+    )
+    assert done.returncode == 1, done.stderr
+    assert "npu: RUN" in done.stdout
+    assert f"xpu: ERROR — missing pipeline file: {gone}:{intel}" in done.stdout
+    assert "error: plan failed for xpu (see above)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------- schema check
+
+
+def test_a_pipeline_failing_the_buildkite_schema_is_that_platforms_error(
+    repo: GitRepo,
+) -> None:
+    ready = ".buildkite/cuda/test-ready.yml"
+    _add_step(repo, ready, "Bad timeout", timeout_in_minutes="soon")
+    repo.commit_files({MODEL: "class Model:\n    size = 14\n"}, "bad timeout")
+    done = plan_cli("--labels", "ready", "--repo", str(repo.path), "--format", "json")
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    status = {p["platform"]: p["status"] for p in data["platforms"]}
+    assert status == {"rocm": "run", "cuda": "error", "npu": "run", "xpu": "run"}
+    cuda = next(p for p in data["platforms"] if p["platform"] == "cuda")
+    child = next(p for p in cuda["pipelines"] if p["name"] == "ready")
+    assert child["status"] == "not-uploaded" and child["steps"] == []
+    [error] = cuda["errors"]
+    assert error.startswith(f"{ready}: rendered pipeline fails the Buildkite schema at steps/")
+    assert error.endswith("timeout_in_minutes: 'soon' is not of type 'integer'")
+    # The real upload refuses the same file with the same line.
+    upload = run_cli(
+        "upload-pipeline",
+        ready,
+        "--scope",
+        "all",
+        "--dry-run",
+        "--repo",
+        str(repo.path),
+        env=buildkite_env(),
+    )
+    assert upload.returncode == 1
+    assert f"error: {error}" in upload.stderr.splitlines()
+
+
+def test_an_amd_pipeline_failing_the_schema_is_the_rocm_error(repo: GitRepo) -> None:
+    ready = repo.path / ".buildkite/amd/test-amd-ready.yml"
+    document = yaml.safe_load(ready.read_text())
+    document["steps"][0]["steps"][0]["timeout_in_minutes"] = "soon"
+    ready.write_text(yaml.safe_dump(document, sort_keys=False))
+    repo.commit_files({MODEL: "class Model:\n    size = 15\n"}, "bad amd timeout")
+    plan = plan_of(repo, labels="ready", platform=["rocm", "xpu"])
+    rocm = plan.platform("rocm")
+    assert rocm.status == "error"
+    assert rocm.errors and all(
+        e.startswith("the AMD pipeline fails the Buildkite schema at steps/") for e in rocm.errors
+    )
+    assert any("'soon' is not of type 'integer'" in e for e in rocm.errors)
+    assert plan.platform("xpu").status == "run"
+
+
+def test_the_readme_example_is_what_plan_prints(repo: GitRepo) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    intro = "with the `ready` label, the first command prints:\n\n```text\n"
+    assert intro in readme
+    shown = readme.split(intro, 1)[1].split("\n```\n", 1)[0] + "\n"
+    repo.branch("my-change")
+    repo.commit_files({MODEL: "class Model:\n    size = 16\n"}, "one model")
+    env = {k: v for k, v in buildkite_env().items() if k not in ("COLUMNS", "LINES")}
+    done = plan_cli("--labels", "ready", "--platform", "npu,xpu", "--repo", str(repo.path), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == shown

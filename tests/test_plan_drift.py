@@ -157,7 +157,7 @@ def test_cuda_and_npu_tiers_equal_upload_pipeline_dry_run(
 ) -> None:
     repo, mirror = changed
     standins.add("buildkite-agent")
-    plan = make(repo, labels=ALL_LABELS, platforms=["cuda", "npu"], mirror_hw=mirror)
+    plan = make(repo, labels=ALL_LABELS, platform=["cuda", "npu"], mirror_hw=mirror)
     env = pr_env(repo, github[0], standins, **({"MIRROR_HW": mirror} if mirror else {}))
     compared = 0
     for platform in ("cuda", "npu"):
@@ -180,7 +180,7 @@ def test_bootstraps_equal_bootstrap_dry_run(
     standins.add("buildkite-agent")
     repo = corpus_repo(tmp_path)
     repo.commit_files({MODEL: "class Model:\n    size = 8\n"}, "model")
-    plan = make(repo, labels=ALL_LABELS, platforms=[platform])
+    plan = make(repo, labels=ALL_LABELS, platform=[platform])
     out = dry_run(
         "bootstrap",
         "--platform",

@@ -22,10 +22,13 @@ if TYPE_CHECKING:
 
 def run(inputs: PlanInputs) -> Plan:
     """Make and print the plan; exit 1 (after printing) when a platform failed."""
+    from ci import door
     from ci.plan.build import make_plan
     from ci.plan.output import write
 
     plan = make_plan(inputs)
+    for warning in plan.warnings:  # also in the output; stderr reaches a human whatever the format
+        door.note(f"warning: {warning}")
     write(plan, inputs.format, sys.stdout)
     if plan.failed:
         failed = ", ".join(p.platform for p in plan.platforms if p.status == "error")

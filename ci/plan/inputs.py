@@ -12,12 +12,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypedDict
 
 from ci.errors import USAGE, UserError
 from ci.platforms import Platform
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ci.pipeline.ifexpr import Context
 
 FORMATS: Final = ("table", "json", "markdown")
@@ -98,25 +100,31 @@ def parse_platforms(values: Iterable[str]) -> tuple[tuple[Platform, ...], list[s
     return (tuple(p for p in ORDER if p in chosen) or ORDER), problems
 
 
-def parse_inputs(
-    *,
-    repo: str = "",
-    base: str = "",
-    head: str = "",
-    worktree: bool = False,
-    labels: str = "",
-    branch: str = "",
-    nightly: bool = False,
-    weekly: bool = False,
-    non_critical: bool = False,
-    mirror_hw: str = "",
-    platforms: Iterable[str] = (),
-    format: str = "table",
-) -> PlanInputs:
+class PlanOptions(TypedDict, total=False):
+    """The `plan` task's options, as Invoke passes them (all optional)."""
+
+    repo: str
+    base: str
+    head: str
+    worktree: bool
+    labels: str
+    branch: str
+    nightly: bool
+    weekly: bool
+    non_critical: bool
+    mirror_hw: str
+    platform: Iterable[str] | None
+    format: str
+
+
+def parse_inputs(**options: Unpack[PlanOptions]) -> PlanInputs:
     """Check every option (all problems at once), then find the repo and the branch."""
     from ci.pipeline.mirror import parse_mirror_hw
-    from ci.target import resolve_branch, resolve_repo
+    from ci.target import resolve_repo
 
+    head = options.get("head", "")
+    worktree = options.get("worktree", False)
+    format = options.get("format", "table")
     problems: list[str] = []
     if head and worktree:
         problems.append("--head and --worktree are mutually exclusive")
@@ -125,26 +133,36 @@ def parse_inputs(
         problems.append(
             f"--format: unknown format {format!r}: allowed values are table, json, markdown"
         )
-    chosen, bad = parse_platforms(platforms)
+    chosen, bad = parse_platforms(options.get("platform") or ())
     problems += bad
     selector: str | None = None
     try:
-        selector = parse_mirror_hw(mirror_hw)
+        selector = parse_mirror_hw(options.get("mirror_hw", ""))
     except UserError as exc:
         problems += [f"--mirror-hw: {p}" for p in exc.problems]
     UserError.collect(problems, code=USAGE)
-    target = resolve_repo(repo or None)
+    target = resolve_repo(options.get("repo") or None)
     return PlanInputs(
         repo=target,
-        base=base.strip() or None,
+        base=options.get("base", "").strip() or None,
         head=head.strip() or None,
         worktree=worktree,
-        labels=split_labels(labels),
-        branch=branch.strip() or resolve_branch(target, env={}),
-        nightly=nightly,
-        weekly=weekly,
-        non_critical=non_critical,
+        labels=split_labels(options.get("labels", "")),
+        branch=options.get("branch", "").strip() or _branch(target),
+        nightly=options.get("nightly", False),
+        weekly=options.get("weekly", False),
+        non_critical=options.get("non_critical", False),
         mirror_hw=selector,
         platforms=chosen,
         format=shown,
     )
+
+
+def _branch(repo: Path) -> str:
+    """The checkout's branch (`HEAD` when detached); `--repo` must be a git checkout."""
+    from ci import door
+
+    found = door.capture(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=str(repo))
+    if not found.ok or not found.stdout.strip():
+        raise UserError(f"--repo: {repo} is not a git checkout with a commit; pass --repo PATH")
+    return found.stdout.strip()

@@ -61,7 +61,10 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
                     raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
         if names:
             with tarfile.open(archive) as tar:
-                tar.extractall(root, filter="data")
+                if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+                    tar.extractall(root, filter="data")
+                else:  # pragma: no cover - our own `git archive` of repo paths
+                    tar.extractall(root)
         yield root
 
 

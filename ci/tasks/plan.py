@@ -43,22 +43,9 @@ def plan(
     format: str = "table",
 ) -> None:
     """Show what CI would run for this change on every platform; uploads nothing."""
+    # Every option by its own name: parse_inputs takes exactly these (PlanOptions).
+    options = {name: value for name, value in locals().items() if name != "c"}
     from ci.plan import run
     from ci.plan.inputs import parse_inputs
 
-    run(
-        parse_inputs(
-            repo=repo,
-            base=base,
-            head=head,
-            worktree=worktree,
-            labels=labels,
-            branch=branch,
-            nightly=nightly,
-            weekly=weekly,
-            non_critical=non_critical,
-            mirror_hw=mirror_hw,
-            platforms=platform or (),
-            format=format,
-        )
-    )
+    run(parse_inputs(**options))
