@@ -540,6 +540,12 @@ ONE_STEP = (
         ("not a suite", "steps: 3\n", "ready.yml: not an AMD suite (a mapping with a `steps`"),
         ("env not a mapping", "env: [a]\nsteps: []\n", "ready.yml: `env` must be a mapping"),
         ("missing file", None, "ready.yml: cannot read: No such file or directory"),
+        ("a bare step", "steps: [wait]\n", "ready.yml: steps[0] must be a mapping"),
+        (
+            "a group child that is not a mapping",
+            "steps:\n  - group: g\n    steps: [oops]\n",
+            "ready.yml: steps[0].steps[0] must be a mapping, got 'oops'",
+        ),
         (
             "schema-invalid step",
             ONE_STEP.format(pool="mi300_1", timeout="soon"),

@@ -43,7 +43,27 @@ def load_suite(amd_dir: Path, suite: Suite) -> SuiteDoc:
     env = data.get("env") or {}
     if not isinstance(env, dict):
         raise UserError(f"{path}: `env` must be a mapping", code=1)
+    UserError.collect(_step_problems(path, data["steps"]), code=1)
     return SuiteDoc(suite, dict(env), list(data["steps"]))
+
+
+def _step_problems(path: Path, steps: list[Any]) -> list[str]:
+    """Entries the template would have dropped without a word: not a mapping."""
+    problems: list[str] = []
+    for i, entry in enumerate(steps):
+        if not isinstance(entry, dict):
+            problems.append(f"{path}: steps[{i}] must be a mapping, got {entry!r}")
+        elif "group" in entry:
+            children = entry.get("steps")
+            if not isinstance(children, list):
+                problems.append(f"{path}: steps[{i}] (group): `steps` must be a list")
+                continue
+            problems += [
+                f"{path}: steps[{i}].steps[{j}] must be a mapping, got {child!r}"
+                for j, child in enumerate(children)
+                if not isinstance(child, dict)
+            ]
+    return problems
 
 
 def flatten(steps: list[Any]) -> list[Any]:

@@ -11,8 +11,8 @@ __all__ = ["skip_ci"]
 
 @task(
     help={
-        "platform": "rocm (amd), cuda, npu or xpu (intel)",
-        "level": "l2 (ready) or l3 (merge)",
+        "platform": "rocm (amd), cuda, npu or xpu (intel); required",
+        "level": "l2 (ready) or l3 (merge); required",
         "repo": "target checkout (default: git top-level of the current directory)",
     }
 )
