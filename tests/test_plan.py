@@ -96,6 +96,7 @@ def leaves(steps: Any) -> list[dict[str, Any]]:
 def test_docs_only_change_skips_every_platform_and_says_why(repo: GitRepo) -> None:
     repo.commit_files({"docs/index.md": "# vLLM-Omni docs, edited\n"}, "docs")
     plan = plan_of(repo, labels="ready,merge-test")
+    assert plan_schema_errors(plan.as_dict()) == []
     assert plan.skip_ci["mode"] == "skip-all"
     for platform in plan.platforms:
         assert platform.status == "skip", platform
@@ -224,6 +225,7 @@ def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
     done = plan_cli("--labels", "ready,nightly-test", "--repo", str(repo.path), "--format", "json")
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
+    assert plan_schema_errors(data) == []
     status = {p["platform"]: p["status"] for p in data["platforms"]}
     assert status == {"rocm": "run", "cuda": "error", "npu": "run", "xpu": "run"}
     cuda = next(p for p in data["platforms"] if p["platform"] == "cuda")
@@ -237,6 +239,15 @@ def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
     assert table.returncode == 1
     for name in ("rocm: RUN", "cuda: ERROR", "npu: RUN", "xpu: RUN"):
         assert name in table.stdout
+
+
+def plan_schema_errors(data: Any) -> list[str]:
+    """Problems of a `--format json` document against the documented schema."""
+    import jsonschema
+
+    schema = json.loads(resources.files("ci").joinpath("data/plan.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
 
 
 def test_json_validates_against_the_documented_schema(repo: GitRepo) -> None:
@@ -345,6 +356,7 @@ def test_if_outside_the_subset_is_conditional_not_evaluated(repo: GitRepo) -> No
     step = next(
         s for s in pipeline_of(plan, "cuda", "ready").steps if s.label == "Scheduled CPU step"
     )
+    assert plan_schema_errors(plan.as_dict()) == []
     assert step.runs == "conditional"
     assert step.note == 'conditional, not evaluated: build.source == "schedule"'
     assert step.soft_fail and not step.blocking
@@ -570,6 +582,7 @@ def test_a_pipeline_failing_the_buildkite_schema_is_that_platforms_error(
     done = plan_cli("--labels", "ready", "--repo", str(repo.path), "--format", "json")
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
+    assert plan_schema_errors(data) == []
     status = {p["platform"]: p["status"] for p in data["platforms"]}
     assert status == {"rocm": "run", "cuda": "error", "npu": "run", "xpu": "run"}
     cuda = next(p for p in data["platforms"] if p["platform"] == "cuda")

@@ -81,13 +81,18 @@ def pr_env(repo: GitRepo, api: str, standins: StandIns, **extra: str) -> dict[st
 
 
 def leaves(steps: Any, skip: set[str]) -> list[dict[str, Any]]:
-    """Leaf steps of a rendered pipeline, minus groups/steps named in `skip`."""
+    """Leaf steps of a rendered pipeline, minus groups/steps named in `skip`.
+
+    `skip` is what the plan says an `if` drops: each of them must carry an
+    `if` in the real output, so the plan cannot hide a step that always runs.
+    """
     found: list[dict[str, Any]] = []
     for step in steps or []:
         if not isinstance(step, dict):
             continue
         name = str(step.get("group") or step.get("label") or "")
         if name in skip:
+            assert isinstance(step.get("if"), str), f"{name!r} has no if, yet the plan drops it"
             continue
         if isinstance(step.get("steps"), list):
             found += leaves(step["steps"], skip)
