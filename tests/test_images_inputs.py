@@ -241,3 +241,22 @@ def test_every_option_has_help_text(task: str, options: list[str]) -> None:
         flag = line.split()[0]
         assert line.strip() != flag, f"--{option} has no help text:\n{text}"
     assert "--=" not in text  # no short flag made of a dash
+
+
+@pytest.mark.parametrize(
+    ("platform", "extra"),
+    [("rocm", ()), ("cuda", ()), ("npu", ("--variant", "a5")), ("xpu", ("--vllm-version", "v1"))],
+)
+def test_a_repo_that_is_not_a_directory_is_one_error_line(
+    standins: StandIns, tmp_path: Path, platform: str, extra: tuple[str, ...]
+) -> None:
+    for tool in ("docker", "buildctl", "git"):
+        standins.add(tool, "exit 99")
+    missing = tmp_path / "no-checkout"
+    done = run_cli(
+        "build-image", "--platform", platform, "--repo", str(missing), "--commit", COMMIT,
+        *extra, env=standins.env(),
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"error: --repo: {missing} is not a directory\n"
+    assert standins.calls() == []

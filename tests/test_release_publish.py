@@ -187,6 +187,26 @@ def test_steps_mark_only_manifest_rm_as_tolerated() -> None:
     assert steps[1].stdin_from_previous and steps[1].command.stdin_secret
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--commit", "a b"), "error: --commit: 'a b' cannot be part of an image tag"),
+        (
+            ("--mode", "release", "--release-version", "1.0 beta"),
+            "error: release-version: '1.0 beta' cannot be part of an image tag",
+        ),
+    ],
+)
+def test_values_that_cannot_be_tags_exit_2_and_run_nothing(
+    standins: StandIns, args: tuple[str, ...], message: str
+) -> None:
+    standins.add("docker", DOCKER)
+    mode = () if "--mode" in args else ("--mode", "nightly")
+    done = run_cli("release.publish-images", *mode, *args, env=env_for(standins))
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
+    assert standins.calls() == []
+
+
 def test_missing_commit_is_an_input_error(standins: StandIns, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "BUILDKITE_COMMIT"}
     done = run_cli("release.publish-images", "--mode", "nightly", env=standins.env(env))
