@@ -17,10 +17,17 @@ __all__ = ["build_image"]
         "platform": "rocm (amd), cuda, npu or xpu (intel)",
         "repo": "target checkout (default: git top-level of the current directory)",
         "commit": "image tag commit (default: $BUILDKITE_COMMIT, else git HEAD outside Buildkite)",
-        "dry_run": "print the plan and run nothing (probes nothing)",
-        "no_push": "build locally, push nothing",
-        "docker": "docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
-        "registry": "image registry (rocm: $ROCM_CI_IMAGE_REGISTRY, npu: $IMAGE_REGISTRY, …)",
+        "dry_run": (
+            "print the plan (key, refs, every command) and run nothing; needs no engine and no"
+            " buildctl (xpu: asks an engine that answers, read-only, which base tier it would use)"
+        ),
+        "no_push": "build locally, push nothing (buildx --load, no cache export; npu: push=false)",
+        "docker": "rocm/cuda/xpu: docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
+        "registry": (
+            "image repository: rocm $ROCM_CI_IMAGE_REGISTRY else rocm/vllm-omni; cuda"
+            " public.ecr.aws/q9t5s3a7/vllm-ci-test-repo; npu $IMAGE_REGISTRY else"
+            " swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
+        ),
         "arch": "rocm: PYTORCH_ROCM_ARCH (default: $PYTORCH_ROCM_ARCH, else gfx942)",
         "builder": (
             "rocm/cuda: auto (buildx if `docker buildx` works, else engine), buildx, or engine"
@@ -33,7 +40,7 @@ __all__ = ["build_image"]
         "tls_dir": "npu: dir of buildkitd ca.pem, cert.pem, key.pem (/home/user/.docker)",
         "docker_config": "npu: docker config.json, a build secret (/home/user/.docker/config.json)",
         "install_buildctl": "npu: download buildctl when missing (says what and where)",
-        "upstream_repo": "xpu: upstream vLLM XPU image repository",
+        "upstream_repo": "xpu: upstream vLLM XPU image repository (default vllm/vllm-openai-xpu)",
         "vllm_version": "xpu: vLLM version (default: $VLLM_VERSION; required)",
     },
 )
@@ -57,7 +64,14 @@ def build_image(
     upstream_repo: str = "",
     vllm_version: str = "",
 ) -> None:
-    """Build (and push) the platform's CI image, as the platform's old build script did."""
+    """Build (and push) the platform's CI image, as the platform's old build script did.
+
+    rocm: .buildkite/amd/scripts/build-ci-image.sh (registry-keyed BuildKit cache);
+    cuda: .buildkite/cuda/scripts/build-ci-image.sh (ECR login, same backends);
+    npu: .buildkite/npu/scripts/build-npu-image.sh (buildctl, remote buildkitd);
+    xpu: the base resolution and image build of run-xpu-test.sh (local image).
+    Input errors exit 2, one `error:` line each, before any command runs.
+    """
     from ci.images import build
     from ci.images.options import BuildOptions
     from ci.platforms import parse_platform
