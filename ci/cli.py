@@ -26,7 +26,8 @@ class CiProgram(Program):
             self.update_config()
             self.execute()
         except ParseError as exc:
-            print(f"error: {script_usage(exc, argv) or exc}", file=sys.stderr)
+            message = script_usage(exc, argv) or readable(str(exc), self.binary or "vllm-omni-ci")
+            print(f"error: {message}", file=sys.stderr)
             sys.exit(USAGE)
         except Exit as exc:
             if exc.message:
@@ -83,6 +84,23 @@ def script_usage(exc: ParseError, argv: list[str] | None) -> str | None:
     grammar = importlib.import_module(SCRIPT_GRAMMARS[name])
     message: str | None = grammar.usage_error(grammar.task_words(argv, name))
     return message
+
+
+def readable(message: str, binary: str = "vllm-omni-ci") -> str:
+    """Invoke's parse error, reworded where it speaks of internals.
+
+    A task argument without a default is "positional" to Invoke, and a missing
+    one is reported as `'build-image' did not receive required positional
+    arguments: 'platform'`, though users pass it as `--platform`.
+    """
+    import re
+
+    found = re.fullmatch(r"'([^']+)' did not receive required positional arguments: (.+)", message)
+    if found is None:
+        return message
+    task, names = found.group(1), re.findall(r"'([^']+)'", found.group(2))
+    flags = ", ".join(f"--{name.replace('_', '-')}" for name in names)
+    return f"{task}: {flags} is required (see `{binary} {task} --help`)"
 
 
 def program(binary: str = "vllm-omni-ci") -> CiProgram:

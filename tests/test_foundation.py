@@ -17,7 +17,7 @@ from ci.errors import UserError
 from ci.platforms import Platform, parse_platform
 from ci.schema import pipeline_errors, schema_text
 from ci.target import resolve_branch, resolve_commit
-from tests.conftest import ROOT, SHARED, run_cli
+from tests.conftest import ROOT, SHARED, cli_path, run_cli
 
 
 @pytest.mark.parametrize(
@@ -56,6 +56,20 @@ def test_parse_errors_exit_2_under_vllm_omni_ci(args: list[str], tmp_path: Path)
     done = run_cli(*args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    ("program", "task", "flag"),
+    [("vllm-omni-ci", "build-image", "--platform"), ("inv", "upload-pipeline", "--pipeline")],
+)
+def test_a_missing_required_argument_is_named_as_the_flag_users_type(
+    program: str, task: str, flag: str
+) -> None:
+    argv = [program, task] if program == "inv" else [cli_path(), task]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr == f"error: {task}: {flag} is required (see `{program} {task} --help`)\n"
+    assert done.stdout == ""
 
 
 def test_vllm_omni_ci_works_from_any_directory(tmp_path: Path) -> None:

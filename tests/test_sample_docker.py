@@ -2,7 +2,7 @@
 
 Real engine, real local registry: builds run with `--pull` against
 127.0.0.1:5000 and install vllm-omni-ci from the wheelhouse with --no-index,
-through the BuildKit-capable client the `docker_cli` fixture picks.
+through the BuildKit-capable client that `doctor` picks (`picked`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,16 @@ def docker(docker_cli: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([docker_cli, *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture(scope="module")
+def picked() -> str:
+    """The client `doctor` picks for BuildKit builds, as image builds and .ci do."""
+    from ci import doctor
+
+    client = doctor.probe(engine=False).buildkit_client()
+    assert client is not None, "doctor found no client that builds with BuildKit"
+    return client
+
+
 @pytest.fixture
 def tag() -> Iterator[str]:
     yield f"omni-sample-test/image:{uuid.uuid4().hex[:12]}"
@@ -73,7 +83,7 @@ def tag() -> Iterator[str]:
     ],
 )
 def test_sample_dockerfile_builds_offline_and_runs_the_cpu_tests(
-    docker_cli: str,
+    picked: str,
     docker_cleanup: None,
     wheelhouse: Path,
     tag: str,
@@ -81,11 +91,11 @@ def test_sample_dockerfile_builds_offline_and_runs_the_cpu_tests(
     extra: tuple[str, ...],
     workdir: str,
 ) -> None:
-    result = build(docker_cli, "-f", f"docker/{dockerfile}", "-t", tag, *extra)
+    result = build(picked, "-f", f"docker/{dockerfile}", "-t", tag, *extra)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "omni_sample 0.0.1 installed" in result.stderr
     run = docker(
-        docker_cli,
+        picked,
         "run",
         "--rm",
         "--network",
@@ -105,12 +115,12 @@ def test_sample_dockerfile_builds_offline_and_runs_the_cpu_tests(
 
 
 def test_rocm_deps_stage_meets_the_size_and_time_floor(
-    docker_cli: str, docker_cleanup: None, tag: str
+    picked: str, docker_cleanup: None, tag: str
 ) -> None:
     """Cold (--no-cache) deps build: RUN steps ≥ 20 s in total, ≥ 50 MB over the base."""
     started = time.monotonic()
     result = build(
-        docker_cli,
+        picked,
         "--no-cache",
         "-f",
         "docker/Dockerfile.rocm",
@@ -132,8 +142,8 @@ def test_rocm_deps_stage_meets_the_size_and_time_floor(
     }
     run_seconds = sum(durations[step] for step in run_steps)
     assert not run_steps & set(re.findall(r"^#(\d+) CACHED", log, re.MULTILINE))
-    size = int(docker(docker_cli, "image", "inspect", "-f", "{{.Size}}", tag).stdout)
-    base = int(docker(docker_cli, "image", "inspect", "-f", "{{.Size}}", BASE_IMAGE).stdout)
+    size = int(docker(picked, "image", "inspect", "-f", "{{.Size}}", tag).stdout)
+    base = int(docker(picked, "image", "inspect", "-f", "{{.Size}}", BASE_IMAGE).stdout)
     print(
         f"deps stage: RUN steps {run_seconds:.1f}s (wall {wall:.1f}s),"
         f" {(size - base) / 2**20:.1f} MiB over the base"
@@ -143,13 +153,13 @@ def test_rocm_deps_stage_meets_the_size_and_time_floor(
 
 
 def test_tools_image_dockerfile_builds_from_the_wheelhouse(
-    docker_cli: str, docker_cleanup: None, wheelhouse: Path, tag: str
+    picked: str, docker_cleanup: None, wheelhouse: Path, tag: str
 ) -> None:
     assert (ROOT / "wheelhouse").is_dir()
-    result = build(docker_cli, "-f", "docker/Dockerfile.tools", "-t", tag, context=ROOT)
+    result = build(picked, "-f", "docker/Dockerfile.tools", "-t", tag, context=ROOT)
     assert result.returncode == 0, result.stderr[-4000:]
-    run = docker(docker_cli, "run", "--rm", "--network", "none", "--label", TEST_LABEL, tag)
+    run = docker(picked, "run", "--rm", "--network", "none", "--label", TEST_LABEL, tag)
     assert run.returncode == 0, run.stderr
     assert "wheelhouse" in run.stdout and "build-image" in run.stdout
-    leftover = docker(docker_cli, "run", "--rm", "--label", TEST_LABEL, tag, "ls", "/tmp")
+    leftover = docker(picked, "run", "--rm", "--label", TEST_LABEL, tag, "ls", "/tmp")
     assert "wheelhouse" not in leftover.stdout
