@@ -421,6 +421,7 @@ def test_unknown_label_is_a_warning(repo: GitRepo) -> None:
     done = plan_cli("--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path))
     assert done.returncode == 0
     assert "warning: label 'documentation'" in done.stdout
+    assert "warning:" not in done.stderr  # said once, in the table
     args = ("--labels", "documentation", "--platform", "xpu", "--repo", str(repo.path))
     as_json = plan_cli(*args, "--format", "json")
     assert as_json.returncode == 0

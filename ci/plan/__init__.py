@@ -27,8 +27,9 @@ def run(inputs: PlanInputs) -> Plan:
     from ci.plan.output import write
 
     plan = make_plan(inputs)
-    for warning in plan.warnings:  # also in the output; stderr reaches a human whatever the format
-        door.note(f"warning: {warning}")
+    if inputs.format != "table":  # the table shows them; JSON and markdown go to tools
+        for warning in plan.warnings:
+            door.note(f"warning: {warning}")
     write(plan, inputs.format, sys.stdout)
     if plan.failed:
         failed = ", ".join(p.platform for p in plan.platforms if p.status == "error")

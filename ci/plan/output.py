@@ -71,18 +71,23 @@ def print_table(plan: Plan, file: IO[str]) -> None:
     from rich.text import Text
 
     console = Console(file=file, soft_wrap=False, highlight=False)
+
+    def say(text: str, style: str = "") -> None:
+        # One output line per fact: a long reason is not folded (the tables are).
+        console.print(Text(text, style=style), soft_wrap=True)
+
     if not console.is_terminal:
         console.width = max(console.width, WIDE)
     for line in _header(plan):
-        console.print(Text(line))
+        say(line)
     for platform in plan.platforms:
         console.print()
         style = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}[platform.status]
-        console.print(Text(_title(platform), style=style))
+        say(_title(platform), style=style)
         for error in platform.errors:
-            console.print(Text(f"  error: {error}", style="red"))
+            say(f"  error: {error}", style="red")
         for note in platform.notes:
-            console.print(Text(f"  {note}"))
+            say(f"  {note}")
         for pipeline in platform.pipelines:
             head = f"{pipeline.name} ({pipeline.file or '-'})"
             if pipeline.scope:
@@ -90,7 +95,7 @@ def print_table(plan: Plan, file: IO[str]) -> None:
             head += f": {pipeline.status}"
             if pipeline.reason:
                 head += f" — {pipeline.reason}"
-            console.print(Text(head, style="bold"))
+            say(head, style="bold")
             table = Table(show_lines=False, expand=False)
             for column in ("group", "step", "hardware", "par.", "timeout", "blocking", "runs"):
                 table.add_column(column, overflow="fold")
@@ -110,11 +115,11 @@ def print_table(plan: Plan, file: IO[str]) -> None:
             if pipeline.dropped:
                 counts = Counter(d.reason for d in pipeline.dropped)
                 summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
-                console.print(Text(f"  dropped {len(pipeline.dropped)}: {summary}", style="dim"))
+                say(f"  dropped {len(pipeline.dropped)}: {summary}", style="dim")
                 for drop in pipeline.dropped:
                     detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
                     line = f"    - {_label(drop.groups, drop.label)}: {drop.reason}{detail}"
-                    console.print(Text(line, style="dim"))
+                    say(line, style="dim")
 
 
 # --------------------------------------------------------------------------- markdown
@@ -133,9 +138,10 @@ def to_markdown(plan: Plan) -> str:
     out = ["## What will CI run?", ""]
     out += [f"- {_cell(line)}" for line in _header(plan)]
     for platform in plan.platforms:
-        out += ["", f"### {_cell(_title(platform))}", ""]
-        out += [f"- error: `{_cell(e)}`" for e in platform.errors]
-        out += [f"- {_cell(n)}" for n in platform.notes]
+        out += ["", f"### {_cell(_title(platform))}"]
+        facts = [f"- error: `{_cell(e)}`" for e in platform.errors]
+        facts += [f"- {_cell(n)}" for n in platform.notes]
+        out += ["", *facts] if facts else []
         for pipeline in platform.pipelines:
             scope = f", scope `{pipeline.scope}`" if pipeline.scope else ""
             reason = f" — {_cell(pipeline.reason)}" if pipeline.reason else ""
