@@ -39,6 +39,30 @@ def _git(repo: Path, *args: str) -> str | None:
     return result.stdout.strip() if result.ok and result.stdout.strip() else None
 
 
+def _from_buildkite_or_git(
+    repo: Path,
+    name: str,
+    given: str | None,
+    env: Mapping[str, str] | None,
+    git_args: tuple[str, ...],
+    *,
+    message: str,
+    unnamed: str,
+    code: int = USAGE,
+) -> str:
+    """`given`, else $name; inside Buildkite a missing one is an error, outside it git answers."""
+    source = os.environ if env is None else env
+    value = given or source.get(name, "")
+    if value:
+        return value
+    if in_buildkite(source):
+        raise UserError(message, code=code)
+    found = _git(repo, *git_args)
+    if found is None:
+        raise UserError(f"{message}, and {unnamed} in {repo}", code=code)
+    return found
+
+
 def resolve_commit(
     repo: Path,
     given: str | None = None,
@@ -47,28 +71,27 @@ def resolve_commit(
     code: int = USAGE,
     message: str = "BUILDKITE_COMMIT is not set",
 ) -> str:
-    source = os.environ if env is None else env
-    value = given or source.get("BUILDKITE_COMMIT", "")
-    if value:
-        return value
-    if in_buildkite(source):
-        raise UserError(message, code=code)
-    head = _git(repo, "rev-parse", "HEAD")
-    if head is None:
-        raise UserError(f"{message}, and `git rev-parse HEAD` failed in {repo}", code=code)
-    return head
+    return _from_buildkite_or_git(
+        repo,
+        "BUILDKITE_COMMIT",
+        given,
+        env,
+        ("rev-parse", "HEAD"),
+        message=message,
+        unnamed="`git rev-parse HEAD` failed",
+        code=code,
+    )
 
 
 def resolve_branch(
     repo: Path, given: str | None = None, env: Mapping[str, str] | None = None
 ) -> str:
-    source = os.environ if env is None else env
-    value = given or source.get("BUILDKITE_BRANCH", "")
-    if value:
-        return value
-    if in_buildkite(source):
-        raise UserError("BUILDKITE_BRANCH is not set")
-    branch = _git(repo, "rev-parse", "--abbrev-ref", "HEAD")
-    if branch is None:
-        raise UserError(f"BUILDKITE_BRANCH is not set, and git cannot name the branch in {repo}")
-    return branch
+    return _from_buildkite_or_git(
+        repo,
+        "BUILDKITE_BRANCH",
+        given,
+        env,
+        ("rev-parse", "--abbrev-ref", "HEAD"),
+        message="BUILDKITE_BRANCH is not set",
+        unnamed="git cannot name the branch",
+    )
