@@ -322,4 +322,6 @@ def run(
         source_name = BOOTSTRAP_FILES[chosen]
     else:
         raise UserError(f"--platform: no bootstrap here for {platform}; use ci.amd.bootstrap")
-    bootstrap_mode.emit(pipeline, source_name, upload=True, dry_run=dry_run, log=log)
+    from ci.pipeline.upload import emit
+
+    emit(pipeline, source_name, upload=True, dry_run=dry_run, log=log)

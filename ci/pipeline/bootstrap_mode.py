@@ -14,7 +14,7 @@ It also holds `auto_scope`: the choice the upload steps' inline shell made
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -275,32 +275,6 @@ def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope
 # --------------------------------------------------------------------------- task layer
 
 
-def emit(
-    pipeline: Mapping[str, Any],
-    source: str,
-    *,
-    upload: bool,
-    dry_run: bool,
-    log: Callable[[str], None],
-) -> None:
-    """Validate against Buildkite's schema, then print (stdout: the YAML alone) or upload."""
-    import sys
-
-    from ci import door, yamlio
-    from ci.pipeline.schemacheck import require_valid
-    from ci.pipeline.upload import upload_command
-
-    require_valid(pipeline, source)
-    text = yamlio.dumps(dict(pipeline))
-    if upload and not dry_run:
-        door.run(upload_command(text), check=True)
-        return
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    if dry_run:
-        log(f"(dry-run) not run: {upload_command(text).line()}")
-
-
 def upload_bootstrap_file(
     repo: Path,
     path: Path,
@@ -313,7 +287,7 @@ def upload_bootstrap_file(
 ) -> None:
     """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
     from ci import skipci
-    from ci.pipeline.upload import log, repo_relative
+    from ci.pipeline.upload import emit, log, repo_relative
 
     relative = repo_relative(repo, path) or str(path)
     chosen = parse_bootstrap_platform(platform, relative)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,7 +135,6 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
 
 def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     from ci.pipeline.mirror import parse_mirror_hw
-    from ci.pipeline.schemacheck import require_valid
     from ci.target import resolve_branch, resolve_repo
 
     repo = resolve_repo(options.repo or None)
@@ -168,13 +167,31 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     for line in rendered.log:
         log(line)
     rendered.raise_problems()
-    require_valid(rendered.pipeline, relative)
-    text = yamlio.dumps(rendered.pipeline)
     log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
-    if options.upload and not options.dry_run:
+    emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
+
+
+def emit(
+    pipeline: Mapping[str, Any],
+    source: str,
+    *,
+    upload: bool,
+    dry_run: bool,
+    log: Callable[[str], None] = log,
+) -> None:
+    """Validate against Buildkite's schema, then upload, or print (stdout: the YAML alone).
+
+    The one way out for every pipeline we produce: test mode, bootstrap mode
+    and `bootstrap --platform cuda|npu|xpu`.
+    """
+    from ci.pipeline.schemacheck import require_valid
+
+    require_valid(pipeline, source)
+    text = yamlio.dumps(dict(pipeline))
+    if upload and not dry_run:
         door.run(upload_command(text), check=True)
         return
     sys.stdout.write(text)
     sys.stdout.flush()
-    if options.dry_run:
+    if dry_run:
         log(f"(dry-run) not run: {upload_command(text).line()}")
