@@ -19,7 +19,8 @@ Public API (pure functions unless noted; import the submodule you need):
   `mirror_chips`, `compose_preset`, `expand`, `apply_preset`, `HF_EXPORT`.
 * `ci.pipeline.markers` — `load_markers(repo)`, `parse_pyproject`, `MarkerRegistry`.
 * `ci.pipeline.schemacheck.schema_problems(pipeline)` — schema errors at the field.
-* `ci.pipeline.upload` — the task layer (`upload_pipeline`, `render_file`);
+* `ci.pipeline.upload` — the task layer (`upload_pipeline`, `render_file`, and
+  `emit`: schema check, then upload or print, for every pipeline we produce);
   `ci.pipeline.scope` — `choose` and `auto_scope`; `ci.pipeline.lint`.
 * `ci.pipeline.bootstrap_mode` — bootstrap-upload-steps.yml: `gates(decision,
   platform)` (the spec's `if` strings as ifexpr trees), `render_bootstrap`,
