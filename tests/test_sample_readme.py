@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SAMPLE
 
 README = (ROOT / "README.md").read_text()
 
@@ -119,3 +121,49 @@ def test_table_has_one_row_per_name(kind: str) -> None:
 
 def test_has_a_section_for_vllm_omni_checkouts() -> None:
     assert "\n## Running on a vLLM-Omni checkout\n" in README
+
+
+def checkout_commands() -> list[str]:
+    """The lines of the "Running on a vLLM-Omni checkout" block that need no image build."""
+    section = README.split("\n## Running on a vLLM-Omni checkout\n", 1)[1]
+    block = re.search(r"^```bash\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
+    assert block is not None
+    skipped = ("pip install ", "cd ", "#", "vllm-omni-ci build-image", "nox -s ready")
+    return [ln for ln in block.group(1).splitlines() if ln and not ln.startswith(skipped)]
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample as a vLLM-Omni checkout: its own repo, main pushed, a change on a branch."""
+    from tests.gitrepo import GitRepo
+
+    root = tmp_path_factory.mktemp("readme-checkout")
+    repo = GitRepo.create(root / "vllm-omni")
+    shutil.copytree(
+        SAMPLE,
+        repo.path,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("wheelhouse", "build", "__pycache__", "*.egg-info"),
+    )
+    repo.commit("sample")
+    repo.push("main")
+    repo.branch("my-branch")
+    repo.commit_files({"omni_sample/extra.py": "VALUE = 1\n"}, "a change")
+    return repo.path
+
+
+def test_checkout_block_has_the_everyday_commands() -> None:
+    lines = checkout_commands()
+    for task in ("doctor", "plan", "skip-ci", "upload-pipeline", "bootstrap", "check-marks"):
+        assert any(f"vllm-omni-ci {task}" in ln for ln in lines), task
+
+
+@pytest.mark.parametrize("line", checkout_commands())
+def test_checkout_command_runs_as_written(line: str, checkout: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BUILDKITE", "VLLM_CI_"))}
+    env.pop("CI", None)
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
