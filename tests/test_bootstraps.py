@@ -764,6 +764,9 @@ def test_done_when_dry_run_on_the_sample_prints_a_valid_pipeline(platform: str) 
     document = yaml.safe_load(done.stdout)
     assert pipeline_errors(document) == []
     assert document["steps"]
+    from ci import yamlio
+
+    assert done.stdout == yamlio.dumps(document)  # the YAML alone: no log line on stdout
     assert "(dry-run) not run: buildkite-agent pipeline upload" in done.stderr
 
 
