@@ -26,7 +26,7 @@ from ci.plan.inputs import parse_inputs
 from ci.plan.model import Pipeline, Plan
 from tests.conftest import StandIns, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
-from tests.test_plan import ALL_LABELS, MODEL, corpus_repo
+from tests.test_plan import ALL_LABELS, MODEL, corpus_repo, pipeline_of
 
 SCHEDULE_ENV = (
     "NIGHTLY",
@@ -203,3 +203,40 @@ def test_bootstraps_equal_bootstrap_dry_run(
     if platform == "rocm":
         assert len(github[1]) == 1
         assert any(s.groups[:1] == ("NIGHTLY_TESTS",) for s in boot.steps)
+
+
+def test_a_scheduled_nightly_on_main_equals_the_real_commands(
+    tmp_path: Path, github: tuple[str, list[str]], standins: StandIns
+) -> None:
+    standins.add("buildkite-agent")
+    repo = corpus_repo(tmp_path)
+    repo.git("checkout", "-q", "main")
+    repo.commit_files({MODEL: "class Model:\n    size = 10\n"}, "model on main")
+    skipci.clear_cache()
+    plan = make_plan(parse_inputs(repo=str(repo.path), branch="main", nightly=True))
+    env = pr_env(repo, github[0], standins, NIGHTLY="1")
+    env.update(BUILDKITE_BRANCH="main", BUILDKITE_PULL_REQUEST="false")
+    for platform in ("cuda", "npu"):
+        boot = plan.platform(platform).pipelines[0]
+        out = dry_run("bootstrap", "--platform", platform, "--repo", str(repo.path), env=env)
+        assert plan_rows(boot) == rows(leaves(out["steps"], if_false(boot)))
+        uploaded = [p for p in plan.platform(platform).pipelines[1:] if p.status == "uploaded"]
+        assert [p.name for p in uploaded] == ["nightly"]
+        for child in plan.platform(platform).pipelines[1:]:
+            if child.status != "uploaded":
+                assert child.reason == (
+                    "upload step's if is false (false for a main build with NIGHTLY=1)"
+                )
+        [child] = uploaded
+        assert child.scope == "all" and child.file
+        out = dry_run(
+            "upload-pipeline", child.file, "--scope", "auto", "--repo", str(repo.path), env=env
+        )
+        assert plan_rows(child) == rows(leaves(out["steps"], if_false(child)))
+    # An `if` on an env var the plan cannot know is Buildkite's to decide.
+    email = [s for s in pipeline_of(plan, "cuda", "nightly").steps if "Email" in s.label]
+    assert [s.runs for s in email] == ["conditional"]
+    assert 'build.env("EMAIL_DISTRIBUTION") == "1"' in email[0].note
+    assert email[0].note.startswith("conditional, not evaluated: ")
+    assert [p.name for p in plan.platform("rocm").pipelines] == ["NIGHTLY_TESTS"]
+    assert standins.calls("buildkite-agent") == []

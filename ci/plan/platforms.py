@@ -201,7 +201,7 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
             child.reason = (
                 situation.skip_reason()
                 if decision.skip_all
-                else f"upload step's if is false ({_gate_labels(str(gate))})"
+                else f"upload step's if is false ({_gate_needs(str(gate), inputs)})"
             )
             continue
         if value is None:
@@ -220,10 +220,14 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     return plan
 
 
-def _gate_labels(gate: str) -> str:
-    """What would make a false upload gate true, in words (from the gate's own labels)."""
+def _gate_needs(gate: str, inputs: PlanInputs) -> str:
+    """Why a false upload gate is false, in words (from the gate's own labels)."""
     from ci.pipeline import ifexpr
+    from ci.plan.inputs import MAIN
 
+    if inputs.branch == MAIN:
+        env = ", ".join(f"{k}={v}" for k, v in inputs.env().items()) or "no schedule env"
+        return f"false for a main build with {env}"
     wanted = sorted(labels_in(ifexpr.parse(gate)))
     if wanted:
         names = " or ".join(repr(w) for w in wanted)

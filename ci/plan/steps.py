@@ -2,8 +2,9 @@
 
 Every condition is read by `ci.pipeline.ifexpr` (the one `if` parser) against
 what Buildkite would know for this build: branch, PR labels and the schedule
-env. False drops the step (`if-false`); text outside the module's subset
-keeps it as "conditional, not evaluated".
+env. False drops the step (`if-false`); text outside the module's subset, or
+a test of an env var the plan does not set, keeps it as "conditional, not
+evaluated" when it decides the result.
 """
 
 from __future__ import annotations
@@ -26,11 +27,31 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# The build env a plan knows: what its options set (off means unset). Any other
+# `build.env(...)` (a schedule's own variable, a Buildkite one) is unknown here.
+KNOWN_ENV = frozenset({"NIGHTLY", "WEEKLY", "NON_CRITICAL", "MIRROR_HW"})
+
+
+def known_only(expr: ifexpr.Expr, names: frozenset[str] = KNOWN_ENV) -> ifexpr.Expr:
+    """`expr` with each test of an env var outside `names` made opaque (not evaluated)."""
+    if isinstance(expr, ifexpr.Compare) and isinstance(expr.subject, ifexpr.Env):
+        if expr.subject.name not in names:
+            return ifexpr.Opaque(ifexpr.render(expr), f"plan does not know {expr.subject.name}")
+        return expr
+    if isinstance(expr, ifexpr.Paren):
+        return ifexpr.Paren(known_only(expr.inner, names))
+    if isinstance(expr, ifexpr.And):
+        return ifexpr.And(tuple(known_only(p, names) for p in expr.parts))
+    if isinstance(expr, ifexpr.Or):
+        return ifexpr.Or(tuple(known_only(p, names) for p in expr.parts))
+    return expr
+
+
 def verdict(conditions: Sequence[str], ctx: ifexpr.Context) -> tuple[bool | None, str]:
     """(True, "") runs; (False, text) an `if` is false; (None, text) not evaluable."""
     unknown = ""
     for text in conditions:
-        value = ifexpr.check(text, ctx)
+        value = ifexpr.evaluate(known_only(ifexpr.parse(text)), ctx)
         if value is False:
             return False, text
         if value is None and not unknown:
