@@ -549,8 +549,8 @@ ONE_STEP = (
         (
             "schema-invalid step",
             ONE_STEP.format(pool="mi300_1", timeout="soon"),
-            "the AMD pipeline fails the Buildkite schema at steps/1/timeout_in_minutes: "
-            "'soon' is not of type 'integer'",
+            ".buildkite/amd/test-amd-ready.yml: rendered pipeline fails the Buildkite schema at "
+            "steps/1/timeout_in_minutes: 'soon' is not of type 'integer'",
         ),
         (
             "pool without a count",
