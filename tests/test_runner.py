@@ -167,6 +167,26 @@ def test_render_is_pure_and_deterministic() -> None:
     assert render_program(ROCM, ["a", "b"]) == render_program(ROCM, "a\nb")
 
 
+@pytest.mark.parametrize("platform", ["rocm", "npu", "xpu"])
+def test_rendered_programs_are_shellcheck_clean(platform: str, tmp_path: Path) -> None:
+    """The program a job runs passes shellcheck, whatever `$`, quotes or newlines it holds."""
+    from ci.runner import xpu
+
+    commands = 'export A="$HOME"\necho \'it\'"\'"\'s\' `date` $(pwd)\npytest -m "a and b" | tee log'
+    semantics = {"rocm": ROCM, "npu": NPU, "xpu": xpu.XPU}[platform]
+    program = render_program(semantics, commands, {"EXTRA": "x y"})
+    script = tmp_path / f"{platform}.sh"
+    script.write_text(program)
+    done = subprocess.run(
+        ["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout
+    if platform == "xpu":
+        script.write_text(xpu.program())
+        again = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+        assert again.returncode == 0, again.stdout
+
+
 def test_env_exports_are_quoted(job: dict[str, str]) -> None:
     semantics = Semantics(platform="test", preflight=())
     value = 'it\'s $HOME `x` "y"'

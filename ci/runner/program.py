@@ -292,6 +292,8 @@ def render_program(
 
     out = [
         "#!/usr/bin/env bash",
+        # For the whole file: command text and child script are single-quoted on purpose.
+        "# shellcheck disable=SC2016",
         f"# Rendered by vllm-omni-ci (ci/runner/program.py) for {semantics.platform}.",
         "set -euo pipefail",
         f"{COMMANDS_VAR}={shlex.quote(text)}",
@@ -303,7 +305,6 @@ def render_program(
         out.append(f"export {name}={shlex.quote(value)}")
     out.extend(check.render() for check in checks)
     out.append(f"printf '%s\\n' {shlex.quote('Commands:' + shown_commands(text, secrets))}")
-    out.append("# shellcheck disable=SC2016  # the child script is single-quoted on purpose")
     out.append(f"if {_child(semantics.mode)}; then")
     out.append("    exit 0")
     out.append("else")
