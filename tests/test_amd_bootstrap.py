@@ -441,6 +441,24 @@ def test_buildkite_without_a_branch_is_an_input_error(
     assert agent.calls() == []
 
 
+def test_a_subfolder_target_sees_only_its_own_changes(
+    tmp_path: Path, agent: Agent, github: GitHub
+) -> None:
+    """--repo omni inside a larger repository: a change outside omni/ is not omni's."""
+    outer = GitRepo.create(tmp_path / "mono")
+    shutil.copytree(CORPUS_AMD, outer.path / "omni" / ".buildkite" / "amd")
+    outer.commit_files({"omni/docs/a.md": "a\n", "server/app.py": "x = 1\n"}, "base")
+    outer.push("main")
+    outer.branch("feature")
+    outer.commit_files({"omni/docs/a.md": "b\n", "server/app.py": "x = 2\n"}, "docs + outside")
+    github.labels["31"] = ["ready"]
+    env = bootstrap_env(outer, agent, github, pr="31")
+    done = run_cli("bootstrap", "--platform", "rocm", "--repo", str(outer.path / "omni"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "[skip-ci]: CI skipped — docs or pytest skip-mark changes only" in done.stderr
+    assert agent.calls() == [ANNOTATE]
+
+
 # --------------------------------------------------------------------------- labels
 
 
