@@ -914,6 +914,8 @@ def test_end_to_end_on_a_repo_made_from_the_sample(
     assert dry.returncode == 0, dry.stderr
     assert yaml.safe_load(dry.stdout) == pipeline
     assert agent.calls() == [] and not (amd_dir / bootstrap.PIPELINE_FILE).exists()
+    not_run = [ln for ln in dry.stderr.splitlines() if ln.startswith("(dry-run) not run: ")]
+    assert len(not_run) == 2 and all("buildkite-agent" in ln for ln in not_run)
 
 
 def test_done_when_sample_dry_run_prints_a_schema_valid_pipeline() -> None:

@@ -314,7 +314,7 @@ def run(repo: Path, *, dry_run: bool = False, env: Mapping[str, str] | None = No
         if outcome.annotate:
             cmd = annotate_command()
             if dry_run:
-                log(f"(dry-run) would run: {cmd.line()}")
+                log(f"(dry-run) not run: {cmd.line()}")
             else:
                 door.run(cmd)  # errors ignored, as in the script
         log(NOTHING_LEFT)
@@ -323,7 +323,7 @@ def run(repo: Path, *, dry_run: bool = False, env: Mapping[str, str] | None = No
     if dry_run:
         sys.stdout.write(text)
         for cmd in upload_commands(repo):
-            log(f"(dry-run) would run: {cmd.line()}")
+            log(f"(dry-run) not run: {cmd.line()}")
         return
     (repo / ".buildkite" / "amd" / PIPELINE_FILE).write_text(text, encoding="utf-8")
     for cmd in upload_commands(repo):
