@@ -10,11 +10,11 @@ import json
 from collections import Counter
 from typing import IO
 
-from ci.plan.model import Dropped, Plan, PlatformPlan, Step
+from ci.plan.model import Dropped, Pipeline, Plan, PlatformPlan, Step
 
 DETAIL_WIDTH = 90
 SEP = " / "  # between group names and the step label
-WIDE = 160  # piped output (a file, a CI log) is not wrapped at 80 columns
+WIDE = 200  # piped output (a file, a CI log) is not wrapped at 80 columns
 
 
 def to_json(plan: Plan) -> str:
@@ -65,7 +65,47 @@ def _title(platform: PlatformPlan) -> str:
 # --------------------------------------------------------------------------- table
 
 
+def _pipeline_line(pipeline: Pipeline) -> str:
+    head = f"{pipeline.name} ({pipeline.file or '-'})"
+    if pipeline.scope:
+        head += f" scope={pipeline.scope}"
+    head += f": {pipeline.status}"
+    return head + (f" — {pipeline.reason}" if pipeline.reason else "")
+
+
+def _short_name(platform: PlatformPlan, pipeline: Pipeline) -> str:
+    """`bootstrap`, not `cuda bootstrap`: the platform is the table's title already."""
+    return pipeline.name.removeprefix(f"{platform.platform} ")
+
+
+def _rows(platform: PlatformPlan) -> tuple[bool, list[tuple[str, Step]]]:
+    """(name the pipeline of each row?, (pipeline name, step) for every job of the platform)."""
+    rows = [(_short_name(platform, p), s) for p in platform.pipelines for s in p.steps]
+    return len({name for name, _ in rows}) > 1, rows
+
+
+def _drops(platform: PlatformPlan) -> tuple[bool, list[tuple[str, Dropped]]]:
+    drops = [(_short_name(platform, p), d) for p in platform.pipelines for d in p.dropped]
+    return len({name for name, _ in drops}) > 1, drops
+
+
+def _cells(step: Step) -> tuple[str, ...]:
+    return (
+        SEP.join(step.groups),
+        step.label,
+        _hardware(step),
+        str(step.parallelism or ""),
+        f"{step.timeout_in_minutes}m" if step.timeout_in_minutes else "",
+        "yes" if step.blocking else "soft-fail",
+        _runs(step),
+    )
+
+
+COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
+
+
 def print_table(plan: Plan, file: IO[str]) -> None:
+    """One rich table per platform: every job it would run, then what was dropped and why."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -89,37 +129,26 @@ def print_table(plan: Plan, file: IO[str]) -> None:
         for note in platform.notes:
             say(f"  {note}")
         for pipeline in platform.pipelines:
-            head = f"{pipeline.name} ({pipeline.file or '-'})"
-            if pipeline.scope:
-                head += f" scope={pipeline.scope}"
-            head += f": {pipeline.status}"
-            if pipeline.reason:
-                head += f" — {pipeline.reason}"
-            say(head, style="bold")
+            say(f"  {_pipeline_line(pipeline)}", style="bold")
+        named, rows = _rows(platform)
+        if rows:
             table = Table(show_lines=False, expand=False)
-            for column in ("group", "step", "hardware", "par.", "timeout", "blocking", "runs"):
+            for column in (("pipeline",) if named else ()) + COLUMNS:
                 table.add_column(column, overflow="fold")
-            for step in pipeline.steps:
-                cells = (
-                    SEP.join(step.groups),
-                    step.label,
-                    _hardware(step),
-                    str(step.parallelism or ""),
-                    f"{step.timeout_in_minutes}m" if step.timeout_in_minutes else "",
-                    "yes" if step.blocking else "soft-fail",
-                    _runs(step),
-                )
+            for name, step in rows:
+                cells = ((name,) if named else ()) + _cells(step)
                 table.add_row(*(Text(c) for c in cells))
-            if pipeline.steps:
-                console.print(table)
-            if pipeline.dropped:
-                counts = Counter(d.reason for d in pipeline.dropped)
-                summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
-                say(f"  dropped {len(pipeline.dropped)}: {summary}", style="dim")
-                for drop in pipeline.dropped:
-                    detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
-                    line = f"    - {_label(drop.groups, drop.label)}: {drop.reason}{detail}"
-                    say(line, style="dim")
+            console.print(table)
+        named, drops = _drops(platform)
+        if drops:
+            counts = Counter(d.reason for _, d in drops)
+            summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
+            say(f"  dropped {len(drops)}: {summary}", style="dim")
+            for name, drop in drops:
+                where = f"[{name}] " if named else ""
+                detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
+                line = f"    - {where}{_label(drop.groups, drop.label)}: {drop.reason}{detail}"
+                say(line, style="dim")
 
 
 # --------------------------------------------------------------------------- markdown
@@ -129,43 +158,39 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _dropped_line(drop: Dropped) -> str:
+def _dropped_line(drop: Dropped, where: str = "") -> str:
     detail = f" — {_short(drop.detail)}" if drop.detail else ""
-    return f"- {_cell(_label(drop.groups, drop.label))}: **{drop.reason}**{_cell(detail)}"
+    label = _cell(where + _label(drop.groups, drop.label))
+    return f"- {label}: **{drop.reason}**{_cell(detail)}"
 
 
 def to_markdown(plan: Plan) -> str:
     out = ["## What will CI run?", ""]
     out += [f"- {_cell(line)}" for line in _header(plan)]
     for platform in plan.platforms:
-        out += ["", f"### {_cell(_title(platform))}"]
-        facts = [f"- error: `{_cell(e)}`" for e in platform.errors]
-        facts += [f"- {_cell(n)}" for n in platform.notes]
-        out += ["", *facts] if facts else []
+        out += ["", f"### {_cell(_title(platform))}", ""]
+        out += [f"- error: `{_cell(e)}`" for e in platform.errors]
+        out += [f"- {_cell(n)}" for n in platform.notes]
         for pipeline in platform.pipelines:
             scope = f", scope `{pipeline.scope}`" if pipeline.scope else ""
             reason = f" — {_cell(pipeline.reason)}" if pipeline.reason else ""
-            out += [
-                "",
-                f"**{pipeline.name}** (`{pipeline.file or '-'}`{scope}): {pipeline.status}{reason}",
-            ]
-            if pipeline.steps:
-                out += [
-                    "",
-                    "| step | hardware | par. | timeout | blocking | runs |",
-                    "| --- | --- | --- | --- | --- | --- |",
-                ]
-                out += [
-                    f"| {_cell(_label(s.groups, s.label))} | {_cell(_hardware(s))} "
-                    f"| {s.parallelism or ''} "
-                    f"| {f'{s.timeout_in_minutes}m' if s.timeout_in_minutes else ''} "
-                    f"| {'yes' if s.blocking else 'soft-fail'} | {_cell(_runs(s))} |"
-                    for s in pipeline.steps
-                ]
-            if pipeline.dropped:
-                out += ["", f"<details><summary>{len(pipeline.dropped)} dropped</summary>", ""]
-                out += [_dropped_line(d) for d in pipeline.dropped]
-                out += ["", "</details>"]
+            out.append(
+                f"- **{pipeline.name}** (`{pipeline.file or '-'}`{scope}): "
+                f"{pipeline.status}{reason}"
+            )
+        named, rows = _rows(platform)
+        if rows:
+            columns = (("pipeline",) if named else ()) + COLUMNS[1:]
+            out += ["", f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"]
+            for name, step in rows:
+                cells = ((name,) if named else ()) + (_label(step.groups, step.label),)
+                cells += _cells(step)[2:]
+                out.append(f"| {' | '.join(_cell(c) for c in cells)} |")
+        named, drops = _drops(platform)
+        if drops:
+            out += ["", f"<details><summary>{len(drops)} dropped</summary>", ""]
+            out += [_dropped_line(d, f"[{name}] " if named else "") for name, d in drops]
+            out += ["", "</details>"]
     return "\n".join(out) + "\n"
 
 
