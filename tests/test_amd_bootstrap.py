@@ -703,6 +703,10 @@ T_ROWS: dict[str, T] = {
         },
         suite_env={"VLLM_WORKER_MULTIPROC_METHOD": "spawn"},
     ),
+    # docs/differences.md "AMD render": blank lines in a command block are kept.
+    "T6-command-block": T(step(commands=None, command="a \\\n  --x\n\nb\n"), {
+        ("env", "TEST_COMMANDS"): "\n".join([COMMANDS_HEAD, "a \\", "  --x", "", "b"]),
+    }),
     "T7": T(step(agent_pool="mi250_1"), {
         ("env", "TEST_COMMANDS"): "\n".join(
             [COMMANDS_HEAD, "python3 -m pip uninstall -y amd-aiter", "c1", "c2"]
