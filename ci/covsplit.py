@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ci import door
 from ci.errors import COV_ARGS, Stop, UserError
+from ci.runner import run_reporting
 
 SCRIPT = "run_cov_split.sh"
 MODES = ("offline", "online")
@@ -202,21 +203,21 @@ def execute(plan: CovPlan) -> int:
     even after another failed, the upload always runs, and any failure is 1.
     """
     if plan.combined is not None:
-        return door.run(plan.combined).code
+        return run_reporting(plan.combined).code
     status = 0
     if plan.clean is not None:
-        door.run(plan.clean)
+        run_reporting(plan.clean)
     for half in plan.halves:
-        tested = door.run(half.pytest)
+        tested = run_reporting(half.pytest)
         # The script gzips even after a failing run (pytest-cov still writes the report).
-        packed = door.run(half.gzip)
+        packed = run_reporting(half.gzip)
         if not tested.ok or not packed.ok:
             door.note(
                 f"cov-split: {half.mode} half failed "
                 f"(pytest exit {tested.code}, gzip exit {packed.code})"
             )
             status = 1
-    if plan.upload is not None and not door.run(plan.upload).ok:
+    if plan.upload is not None and not run_reporting(plan.upload).ok:
         door.note("cov-split: artifact upload failed")
         status = 1
     return status

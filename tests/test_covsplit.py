@@ -7,6 +7,7 @@ real pytest and pytest-cov on a tiny tree and a recording `buildkite-agent`.
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import textwrap
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from ci import covsplit
 from tests.conftest import ROOT, StandIns, run_cli
+from tests.test_runner import minimal_path
 
 SCRIPT_ENV = ("WEEKLY", "NIGHTLY", "BUILDKITE_BRANCH", "BUILDKITE_STEP_ID", "BUILDKITE")
 
@@ -136,6 +138,13 @@ def test_help_states_the_gate_and_the_exit_rules() -> None:
     assert "exit code is passed through (5 included)" in text
     assert "any failure exits 1" in text
     assert "--offline PATH" in text and "--online PATH" in text
+
+
+def test_missing_pytest_says_so(tmp_path: Path) -> None:
+    env = clean_env(dict(os.environ), PATH=minimal_path(tmp_path))
+    done = run_cli("cov-split", "--model-id", "m", "--offline", "a", env=env, cwd=tmp_path)
+    assert done.returncode == 127
+    assert "error: command not found: pytest" in done.stderr.splitlines()
 
 
 def test_usage_error_grammar_stops_at_dashdash() -> None:

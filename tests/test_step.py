@@ -245,6 +245,12 @@ def test_exit_code_passes_through_and_args_stay_intact() -> None:
     assert step("--", "python3", "-c", "import os; os.abort()").returncode == 134
 
 
+def test_a_command_that_cannot_start_says_why() -> None:
+    done = step("--", "no-such-command-step-test", "x")
+    assert done.returncode == 127
+    assert "error: command not found: no-such-command-step-test" in done.stderr.splitlines()
+
+
 def test_no_command_is_a_usage_error() -> None:
     done = step("--timeout", "1m")
     assert done.returncode == 2

@@ -143,6 +143,14 @@ def test_cli_docker_run_argv_exact(with_devices: bool, tmp_path: Path, standins:
     assert hf.is_dir()
 
 
+def test_missing_docker_client_says_so(tmp_path: Path) -> None:
+    env = runner_env(dict(os.environ), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
+    env["PATH"] = str(tmp_path / "empty-bin")
+    done = run_cli("run-tests", "--platform", "xpu", env=env, cwd=tmp_path)
+    assert done.returncode == 127, done.stderr
+    assert "error: command not found: docker" in done.stderr.splitlines()
+
+
 def test_prune_is_opt_in(tmp_path: Path, standins: StandIns) -> None:
     standins.add("docker", "exit 0")
     env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))

@@ -237,7 +237,7 @@ def _finish(plan: StepPlan) -> None:
 def execute(plan: StepPlan) -> int:
     """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
     from ci import door
-    from ci.runner import leaks
+    from ci.runner import leaks, run_reporting
 
     if plan.artifact_dir:
         os.makedirs(plan.artifact_dir, exist_ok=True)
@@ -250,7 +250,7 @@ def execute(plan: StepPlan) -> int:
         become_subreaper()
     before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
     try:
-        code = door.run(plan.command).code
+        code = run_reporting(plan.command).code
         if plan.leak_check:
             found = leaks.settle(before, plan.leak_scope, plan.leak_settle)
             lines = leaks.report(found)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from ci import door
 from ci.errors import USAGE, Stop, UserError
-from ci.runner import xpu_commands
+from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def execute(spec: XpuRunSpec) -> int:
         except OSError as exc:
             raise Stop(1, f"error: HF_CACHE: cannot create {spec.hf_cache}: {exc}") from None
         timer.start()
-        result = door.run(run_command(spec))
+        result = run_reporting(run_command(spec))
         finished.set()
         timer.cancel()
         door.note(f"docker run ended with {result.code} after {time.monotonic() - started:.1f}s")
