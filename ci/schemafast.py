@@ -137,8 +137,11 @@ def _kind(step: Any) -> str:
 def _steps_ok(step_list: str, steps: Any) -> bool:
     """Exact: is `steps` valid against the step list definition `step_list`?"""
     definition = _schema()["definitions"][step_list]
-    if not isinstance(steps, list) or set(definition) - _ANNOTATIONS != {"type", "items"} | (
-        {"minItems"} if "minItems" in definition else set()
+    shape = {"type", "items"} | ({"minItems"} if "minItems" in definition else set())
+    if (
+        not isinstance(steps, list)
+        or definition.get("type") != "array"
+        or set(definition) - _ANNOTATIONS != shape
     ):
         return bool(_validator(f"#/definitions/{step_list}").is_valid(steps))
     if len(steps) < definition.get("minItems", 0):
