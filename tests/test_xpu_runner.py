@@ -24,7 +24,7 @@ import pytest
 
 from ci.runner import xpu, xpu_commands
 from ci.runner.program import render_program
-from tests.conftest import BASE_IMAGE, TEST_LABEL, StandIns, cli_path, run_cli
+from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run_cli
 
 # --------------------------------------------------------------------------- table and program
 
@@ -141,6 +141,20 @@ def test_cli_docker_run_argv_exact(with_devices: bool, tmp_path: Path, standins:
         str(dev) if with_devices else None, str(hf), name, "xpu/vllm-omni-ci:c0ffee", xpu.program()
     )
     assert hf.is_dir()
+
+
+def test_differences_from_the_script_are_recorded() -> None:
+    """Issue 12's five differences each have an entry in docs/differences.md."""
+    text = (ROOT / "docs" / "differences.md").read_text()
+    section = " ".join(text.split("\n## XPU test runner", 1)[1].split("\n## ", 1)[0].split())
+    for needed in (
+        "### Devices only when the host has them",
+        "### The timeout kills the container, exit 124",
+        "### The container and image are removed on every exit",
+        "early failures left state behind",  # cleanup even when an earlier step failed
+        "### `docker system prune -f` is opt-in (`--prune`)",
+    ):
+        assert needed in section, needed
 
 
 def test_missing_docker_client_says_so(tmp_path: Path) -> None:
