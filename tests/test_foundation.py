@@ -127,6 +127,20 @@ def test_dashdash_arrives_as_one_argument_under_inv(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == ["pytest", "-m", "core_model and cpu"]
 
 
+def test_dashdash_arrives_as_one_argument_under_inv_in_this_repo() -> None:
+    """This repo's tasks.py (which hands the command line to our Program) keeps quoting too."""
+    show = "import sys, json; print('ARGS=' + json.dumps(sys.argv[1:]))"
+    done = subprocess.run(
+        ["inv", "step", "--", sys.executable, "-c", show, "-m", "core_model and cpu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(ln for ln in (done.stdout + done.stderr).splitlines() if ln.startswith("ARGS="))
+    assert json.loads(line.removeprefix("ARGS=")) == ["-m", "core_model and cpu"]
+
+
 def test_dashdash_arrives_as_one_argument_under_vllm_omni_ci() -> None:
     """The installed command forwards `-m 'core_model and cpu'` unsplit (through `step`)."""
     show = "import sys, json; print('ARGS=' + json.dumps(sys.argv[1:]))"
