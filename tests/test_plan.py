@@ -219,16 +219,21 @@ def test_mirror_hw_b200_selects_presets_only_cuda_nightly_has(repo: GitRepo) -> 
     assert nightly.steps and all(s.queue == "b200-k8s" for s in nightly.steps if s.preset)
 
 
-def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
-    repo = corpus_repo(tmp_path, register_key=False)
-    repo.commit_files({MODEL: "class Model:\n    size = 4\n"}, "model")
-    done = plan_cli("--labels", "ready,nightly-test", "--repo", str(repo.path), "--format", "json")
+def only_cuda_failed(done: Any) -> dict[str, Any]:
+    """The CUDA entry of a `--format json` run where CUDA alone failed (exit 1)."""
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
     assert plan_schema_errors(data) == []
     status = {p["platform"]: p["status"] for p in data["platforms"]}
     assert status == {"rocm": "run", "cuda": "error", "npu": "run", "xpu": "run"}
-    cuda = next(p for p in data["platforms"] if p["platform"] == "cuda")
+    return next(p for p in data["platforms"] if p["platform"] == "cuda")
+
+
+def test_unregistered_key_fails_cuda_only_and_exits_1(tmp_path: Path) -> None:
+    repo = corpus_repo(tmp_path, register_key=False)
+    repo.commit_files({MODEL: "class Model:\n    size = 4\n"}, "model")
+    done = plan_cli("--labels", "ready,nightly-test", "--repo", str(repo.path), "--format", "json")
+    cuda = only_cuda_failed(done)
     assert any(
         "unknown source_file_dependencies 'diffusion_joy_image_accuracy'" in e
         for e in cuda["errors"]
@@ -581,12 +586,7 @@ def test_a_pipeline_failing_the_buildkite_schema_is_that_platforms_error(
     _add_step(repo, ready, "Bad timeout", timeout_in_minutes="soon")
     repo.commit_files({MODEL: "class Model:\n    size = 14\n"}, "bad timeout")
     done = plan_cli("--labels", "ready", "--repo", str(repo.path), "--format", "json")
-    assert done.returncode == 1, done.stderr
-    data = json.loads(done.stdout)
-    assert plan_schema_errors(data) == []
-    status = {p["platform"]: p["status"] for p in data["platforms"]}
-    assert status == {"rocm": "run", "cuda": "error", "npu": "run", "xpu": "run"}
-    cuda = next(p for p in data["platforms"] if p["platform"] == "cuda")
+    cuda = only_cuda_failed(done)
     child = next(p for p in cuda["pipelines"] if p["name"] == "ready")
     assert child["status"] == "not-uploaded" and child["steps"] == []
     [error] = cuda["errors"]
