@@ -131,11 +131,10 @@ def _in_buildkite() -> bool:
     return os.environ.get("BUILDKITE") == "true"
 
 
-def echo(cmd: Command, redact: Redactor, *, dry_run: bool = False) -> None:
+def echo(cmd: Command, redact: Redactor) -> None:
+    """Announce a command on stderr: a Buildkite group header, or a rich line locally."""
     title = cmd.description or cmd.argv[0]
     line = redact(cmd.line())
-    if dry_run:
-        title = f"(dry-run) {title}"
     if _in_buildkite():
         sys.stderr.write(f"--- {redact(title)}\n$ {line}\n")
         sys.stderr.flush()
