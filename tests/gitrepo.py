@@ -90,3 +90,22 @@ class GitRepo:
     def push(self, branch: str = "main") -> None:
         self.git("push", "-q", "origin", f"{branch}:{branch}")
         self.git("fetch", "-q", "origin")
+
+
+def sample_checkout(path: Path, sample: Path) -> GitRepo:
+    """The embedded sample as a vLLM-Omni checkout of its own: committed on `main`, pushed.
+
+    Build outputs and wheelhouses are left out; callers branch from here.
+    """
+    import shutil
+
+    repo = GitRepo.create(path)
+    shutil.copytree(
+        sample,
+        path,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("wheelhouse", "build", "__pycache__", "*.egg-info"),
+    )
+    repo.commit("sample")
+    repo.push("main")
+    return repo

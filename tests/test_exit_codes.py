@@ -16,7 +16,7 @@ from subprocess import CompletedProcess
 import pytest
 
 from tests.conftest import SAMPLE, StandIns, run_cli
-from tests.gitrepo import GitRepo, buildkite_env
+from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
 
 
 def clean_env(**values: str) -> dict[str, str]:
@@ -44,17 +44,7 @@ def check(
 @pytest.fixture(scope="module")
 def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     """A copy of the sample as its own repo: main pushed, then a PR branch `pr`."""
-    root = tmp_path_factory.mktemp("exit-codes")
-    repo = GitRepo.create(root / "repo")
-    shutil.copytree(
-        SAMPLE,
-        repo.path,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("wheelhouse", "build", "__pycache__", "*.egg-info"),
-    )
-    repo.git("add", "-A")
-    repo.git("commit", "-q", "-m", "sample")
-    repo.push("main")
+    repo = sample_checkout(tmp_path_factory.mktemp("exit-codes") / "repo", SAMPLE)
     repo.branch("pr")
     return repo
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -135,18 +134,10 @@ def checkout_commands() -> list[str]:
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample as a vLLM-Omni checkout: its own repo, main pushed, a change on a branch."""
-    from tests.gitrepo import GitRepo
+    from tests.gitrepo import sample_checkout
 
     root = tmp_path_factory.mktemp("readme-checkout")
-    repo = GitRepo.create(root / "vllm-omni")
-    shutil.copytree(
-        SAMPLE,
-        repo.path,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("wheelhouse", "build", "__pycache__", "*.egg-info"),
-    )
-    repo.commit("sample")
-    repo.push("main")
+    repo = sample_checkout(root / "vllm-omni", SAMPLE)
     repo.branch("my-branch")
     repo.commit_files({"omni_sample/extra.py": "VALUE = 1\n"}, "a change")
     return repo.path
