@@ -581,3 +581,21 @@ def test_missing_image_is_never_pulled(docker_cli: str, tmp_path: Path) -> None:
     assert done.returncode == 125, done.stderr
     assert "No such image" in done.stderr or "not found" in done.stderr, done.stderr
     assert containers(docker_cli, commit) == []
+
+
+def test_g55_shim_without_vllm_version_stops_before_any_build(
+    tmp_path: Path, standins: StandIns
+) -> None:
+    """G55 through the script's path: `VLLM_VERSION must be set`, non-zero, nothing pulled/run."""
+    repo = tmp_path / "omni"
+    (repo / "docker").mkdir(parents=True)
+    (repo / "docker" / "Dockerfile.xpu").write_text("FROM scratch\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    standins.add("docker", PLAIN_DOCKER)
+    shim = Path(__file__).resolve().parents[1] / "scripts" / "intel" / "run-xpu-test.sh"
+    env = runner_env(standins.env(), BUILDKITE_COMMIT="c0ffee", HF_CACHE=str(tmp_path / "hf"))
+    env.pop("VLLM_VERSION", None)
+    done = subprocess.run([str(shim)], env=env, cwd=repo, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "error: VLLM_VERSION must be set" in done.stderr.splitlines()
+    assert [a[0] for a in standins.argvs("docker") if a[0] in ("pull", "build", "run")] == []
