@@ -353,11 +353,21 @@ def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
 
 def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
     """A leaked parent that never reaps its exited child: both are listed, the child as a zombie."""
-    zombie_maker = "import os, time\nif os.fork() == 0:\n    os._exit(0)\ntime.sleep(361)\n"
+    # The child exits at once; the parent marks "forked" once it is a zombie, then sleeps.
+    zombie_maker = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+        "open('forked', 'w').close()\n"
+        "time.sleep(361)\n"
+    )
+    # The command returns only once the zombie exists, however slow the machine is.
+    script = f"python3 -c {shlex.quote(zombie_maker)} & until [ -e forked ]; do sleep 0.05; done"
     watch = start(
         [
             "step", "--leak-check", "--leak-settle", "1s",
-            "--", "bash", "-c", f"python3 -c {shlex.quote(zombie_maker)} & sleep 0.5; exit 0",
+            "--", "bash", "-c", script,
         ],
         {**os.environ},
         cwd=tmp_path,
