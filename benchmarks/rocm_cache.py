@@ -1,6 +1,6 @@
 """ROCm image: how much the registry dependency cache saves, measured in one run.
 
-On a copy of examples/omni-sample (plus a fresh wheelhouse), against the local
+On a copy of examples/omni-sample (with its wheelhouse), against the local
 registry at 127.0.0.1:5000 under a fresh repository name:
 1. cold: builder cache pruned, nothing in the registry; build and push;
 2. wipe: remove this run's image refs and prune the builder cache;
@@ -145,12 +145,14 @@ def main() -> None:
         raise SystemExit("no docker client can run `DOCKER_BUILDKIT=1 docker build` here")
     with tempfile.TemporaryDirectory(prefix="rocm-cache-bench-") as tmp:
         repo = Path(tmp) / "omni-sample"
-        shutil.copytree(SAMPLE, repo, symlinks=True, ignore=shutil.ignore_patterns("wheelhouse"))
-        subprocess.run(
-            [shutil.which("vllm-omni-ci") or "vllm-omni-ci", "wheelhouse", "--dest",
-             str(repo / "wheelhouse")],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        shutil.copytree(SAMPLE, repo, symlinks=True)
+        if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):  # not timed either way
+            shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
+            subprocess.run(
+                [shutil.which("vllm-omni-ci") or "vllm-omni-ci", "wheelhouse", "--dest",
+                 str(repo / "wheelhouse")],
+                check=True, capture_output=True,
+            )  # fmt: skip
         run_id = uuid.uuid4().hex[:10]
         arch = f"gfx942;bench-{run_id}"  # see the module docstring
         key = rocm_key(repo, arch).key
