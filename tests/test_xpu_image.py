@@ -265,6 +265,36 @@ def test_export_args_when_the_engine_can_export(
     assert "tier 1 (pulled the upstream image)" in done.stderr, done.stderr
 
 
+def test_a_named_client_without_buildkit_is_an_error_not_swapped(
+    tmp_path: Path, standins: StandIns
+) -> None:
+    """`--docker` names the client; one that cannot BuildKit stops the build (exit 2)."""
+    docker = standins.add(
+        "docker",
+        """\
+        case "$1" in
+          version) echo 20.10.0 ;;
+          build) [ "$2" = "--help" ] && exit 1 ;;
+          buildx) exit 1 ;;
+        esac
+        exit 0
+        """,
+    )
+    repo = fixture_repo(tmp_path)
+    env = {**clean_env(standins.env()), "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    done = run_cli(
+        "build-image", "--platform", "xpu", "--repo", str(repo), "--commit", "c",
+        "--vllm-version", "v0.29.0", "--docker", str(docker), env=env,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(
+        "error: no usable backend: no docker client with `DOCKER_BUILDKIT=1 docker build`"
+    ), done.stderr
+    assert [
+        a for a in standins.argvs("docker") if a[0] in ("pull", "build") and a[1:] != ["--help"]
+    ] == []
+
+
 # --------------------------------------------------------------------------- real engine
 
 
