@@ -759,9 +759,18 @@ def test_gpu_count_is_the_numeric_suffix(pool: str, gpus: int) -> None:
     assert out["agents"]["queue"] == f"amd_{pool}"
 
 
-def test_values_with_quotes_and_dollars_are_escaped_for_bash() -> None:
-    lines = render.test_commands(step(env={"Q": 'a"b$c'}), {}, "mi300_1").splitlines()
-    assert 'export Q="a\\"b\\$c"' in lines
+def test_export_values_escape_quotes_and_keep_buildkite_dollars() -> None:
+    """docs/differences.md "AMD render": `"` and `\\` are escaped; `$`/`$$` mean what they
+    mean in the step commands (Buildkite interpolation, then bash)."""
+    env = {"Q": 'a"b\\c', "D": "$$HOME/x:$BUILDKITE_COMMIT"}
+    lines = render.test_commands(step(env=env), {}, "mi300_1").splitlines()
+    assert 'export Q="a\\"b\\\\c"' in lines
+    assert 'export D="$$HOME/x:$BUILDKITE_COMMIT"' in lines
+    (export_q,) = [ln for ln in lines if ln.startswith("export Q=")]
+    done = subprocess.run(
+        ["bash", "-c", export_q + '; printf %s "$Q"'], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == env["Q"]  # bash reads back exactly the YAML value
 
 
 def test_a_bad_pool_is_an_error_naming_the_step() -> None:

@@ -116,8 +116,13 @@ def _job_env(gpus: int) -> dict[str, str]:
 
 
 def _quote(value: Any) -> str:
+    """`"value"` for an export line: `"` and `\\` escaped so bash reads the value back.
+
+    `$` is left alone, as in the template: `$VAR` is Buildkite's upload-time
+    interpolation and `$$VAR` expands in the job, exactly like the step commands.
+    """
     text = str(value)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) -> str:
