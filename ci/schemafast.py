@@ -98,7 +98,20 @@ def _frozen(value: Any) -> str:
     return f"{type(value).__name__}:{value!r}"
 
 
+@cache
+def _plain_string(pointer: str) -> bool:
+    """True when the place is just `{"type": "string"}` (labels, `if`s): isinstance decides."""
+    node = _node(pointer)
+    return (
+        isinstance(node, dict)
+        and set(node) - _ANNOTATIONS == {"type"}
+        and (node["type"] == "string")
+    )
+
+
 def _value_ok(name: str, key: str, value: Any) -> bool:
+    if _plain_string(f"#/definitions/{name}/properties/{key}"):
+        return isinstance(value, str)  # jsonschema's own "string" check
     memo = (name, key, _frozen(value))
     found = _MEMO.get(memo)
     if found is None:
