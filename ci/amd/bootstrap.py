@@ -208,8 +208,8 @@ def plan_pipeline(
     """Steps 1-9 of §1.2 without uploading. `labels` given means: don't ask GitHub.
 
     `diff` replaces the env-resolved diff (`plan` passes its explicit range);
-    `validate=False` skips the schema check (`plan` is a preview, and the check
-    costs more than the rest of the render).
+    `validate=False` skips the schema check (tests of the render alone; `plan`
+    keeps it on, as the upload does).
     """
     from ci import skipci
     from ci.diff import resolve_diff
