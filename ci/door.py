@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Final, Literal
 
 from ci.errors import Stop
 from ci.redact import Redactor
@@ -157,8 +157,12 @@ def note(message: str, *, redact: Redactor | None = None) -> None:
 # --------------------------------------------------------------------------- signals
 
 
+# Buildkite cancels with TERM, a terminal with INT, a lost agent session with HUP.
+FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 class _SignalWatch:
-    """Turns SIGTERM/SIGINT into a flag the wait loop checks.
+    """Turns SIGTERM/SIGINT/SIGHUP into a flag the wait loop checks.
 
     Only installable from the main thread; elsewhere we simply don't forward.
     """
@@ -172,7 +176,7 @@ class _SignalWatch:
 
     def __enter__(self) -> _SignalWatch:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in FORWARDED_SIGNALS:
                 self._old[sig] = signal.signal(sig, self._handler)
         return self
 
@@ -186,23 +190,31 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def install_interrupt_handlers() -> None:
-    """Between commands, SIGTERM/SIGINT end the task with 143/130 (not Python's default).
+    """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129.
 
     While a command runs, `run` swaps in handlers that forward the signal to the
     command's tree first; afterwards these come back. Main thread only.
     """
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in FORWARDED_SIGNALS:
             signal.signal(sig, _raise_interrupted)
 
 
 # --------------------------------------------------------------------------- run
 
 
-def _resolve(argv0: str, env: Mapping[str, str]) -> str | None:
+def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
+    """The program to start, or bash's verdict: 127 not found, 126 found but not runnable."""
     if os.sep in argv0:
-        return argv0 if os.access(argv0, os.X_OK) else None
-    return shutil.which(argv0, path=env.get("PATH", os.defpath))
+        if os.access(argv0, os.X_OK) and not os.path.isdir(argv0):
+            return argv0, 0, ""
+        if os.path.exists(argv0):
+            return None, 126, f"error: cannot execute {argv0}: permission denied"
+        return None, 127, f"error: command not found: {argv0}"
+    found = shutil.which(argv0, path=env.get("PATH", os.defpath))
+    if found is None:
+        return None, 127, f"error: command not found: {argv0}"
+    return found, 0, ""
 
 
 def _stream(target: Output, stdin_given: bool) -> tuple[object, object, object]:
@@ -245,12 +257,11 @@ def run(
     redact = Redactor.for_env(env, extra=cmd.all_secrets())
     if not quiet:
         echo(cmd, redact)
-    exe = _resolve(cmd.argv[0], env)
+    exe, code, message = _resolve(cmd.argv[0], env)
     if exe is None:
-        message = f"error: command not found: {cmd.argv[0]}"
         if check:
-            raise CommandFailed(127, redact(message))
-        return Result(127, "", message)
+            raise CommandFailed(code, redact(message))
+        return Result(code, "", message)
 
     stdin, out, err = _stream(output, cmd.stdin is not None)
     with _SignalWatch() as watch:

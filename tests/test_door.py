@@ -220,16 +220,29 @@ def test_missing_program_is_127_and_named() -> None:
     assert "definitely-not-a-program-xyz" in result.stderr
 
 
+def test_program_that_is_not_executable_is_126_as_in_bash(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    shell = subprocess.run(["bash", "-c", str(script)], capture_output=True)
+    result = door.run(Command((str(script),)), quiet=True)
+    assert result.code == shell.returncode == 126
+    assert "permission denied" in result.stderr and str(script) in result.stderr
+    assert door.run(Command((str(tmp_path),)), quiet=True).code == 126
+
+
 # --------------------------------------------------------------------------- signals
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
 def test_signal_to_us_is_forwarded_to_the_tree(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     marker = f"77{os.getpid() % 1000}.{int(sig)}"
     ready = tmp_path / "ready"
-    script = f"trap '' TERM INT; setsid sleep {marker} & sleep {marker} & touch {ready}; wait"
+    script = f"trap '' TERM INT HUP; setsid sleep {marker} & sleep {marker} & touch {ready}; wait"
     proc = subprocess.Popen(
         [
             sys.executable,
