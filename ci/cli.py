@@ -21,7 +21,10 @@ class CiProgram(Program):
             self.parse_core(argv)
             self.parse_collection()
             self.help_before_positionals()
-            self.parse_tasks()
+            try:
+                self.parse_tasks()
+            except ValueError as exc:  # Invoke casts `int` options while parsing
+                raise ParseError(not_a_number(exc, list(self.core.unparsed))) from None
             self.parse_cleanup()
             self.update_config()
             self.execute()
@@ -37,6 +40,8 @@ class CiProgram(Program):
             sys.exit(exc.result.exited)
         except KeyboardInterrupt:
             sys.exit(130)
+        except BrokenPipeError:
+            stdout_closed()
 
     def help_before_positionals(self) -> None:
         """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).
@@ -67,6 +72,32 @@ class CiProgram(Program):
     def _all_tasks(self) -> list[Any]:
         assert self.collection is not None
         return [self.collection[name] for name in self.collection.task_names]
+
+
+def stdout_closed() -> None:
+    """`vllm-omni-ci … | head`: the reader left; end quietly, as a shell tool killed by SIGPIPE."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    sys.exit(128 + 13)
+
+
+def not_a_number(exc: ValueError, words: list[str]) -> str:
+    """`--summary-tail x`: name the task, the option and the value instead of int()'s text."""
+    import re
+
+    found = re.search(r"invalid literal for int\(\) with base 10: (.+)$", str(exc))
+    if found is None:
+        return str(exc)
+    value = found.group(1).strip("'\"")
+    task = next((w for w in words if not w.startswith("-")), "")
+    for before, word in zip(["", *words], words, strict=False):
+        if word == value and before.startswith("-"):
+            return f"{task}: {before}: {value!r} is not a whole number"
+        if word.startswith("-") and word.endswith(f"={value}"):
+            return f"{task}: {word.split('=', 1)[0]}: {value!r} is not a whole number"
+    return f"{task}: {value!r} is not a whole number"
 
 
 # Tasks that replace a script keep its usage messages for words Invoke rejects:

@@ -8,6 +8,7 @@ every message variant; this file is the table itself.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,12 +81,42 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
     [
         (["doctor", "--no-such-flag"], "error: No idea what '--no-such-flag' is!"),
         (["no-such-task"], "error: No idea what 'no-such-task' is!"),
+        (
+            ["step", "--summary-tail", "x", "--", "true"],
+            "error: step: --summary-tail: 'x' is not a whole number",
+        ),
+        (
+            ["step", "--summary-tail=ten", "--", "true"],
+            "error: step: --summary-tail: 'ten' is not a whole number",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_under_vllm_omni_ci(
     args: list[str], message: str, tmp_path: Path
 ) -> None:
     check(run_cli(*args, cwd=tmp_path, env=clean_env()), 2, stderr_has=message, stdout="")
+
+
+def test_a_reader_that_leaves_early_ends_us_quietly(tmp_path: Path) -> None:
+    """`vllm-omni-ci … | head`: no BrokenPipeError traceback, the shell's 141 (128+SIGPIPE)."""
+    import subprocess
+
+    from tests.conftest import cli_path
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is already gone when the first line is written
+    with os.fdopen(write, "w") as stdout:
+        done = subprocess.run(
+            [cli_path(), "--list"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=clean_env(),
+            timeout=60,
+        )
+    assert done.returncode == 141, done.stderr
+    assert done.stderr == ""
 
 
 # ------------------------------------------------------------------ skip-ci: 0 / 1 / 2
