@@ -20,6 +20,7 @@ import pytest
 
 from ci.errors import UserError
 from ci.runner import leaks
+from ci.runner import step as step_module
 from ci.runner.leaks import FAIL_LINE, PASS_LINE, Proc
 from ci.runner.step import StepOptions, StepPlan, plan_step
 from tests.conftest import run_cli
@@ -79,9 +80,29 @@ def test_timeout_and_kill_after() -> None:
             ["c"],
         ),
         ({"shard_list": "a,b", "shard": "0/2"}, {}, ["a"]),
-        ({}, {"BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"}, []),
+        ({}, {}, []),
+        (
+            {},
+            {"BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"},
+            ["--num-shards=2", "--shard-id=1"],
+        ),
+        (
+            {"shard": "none"},
+            {"BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"},
+            [],
+        ),
     ],
-    ids=["explicit", "single", "auto", "list", "list-count", "list-explicit", "not-asked"],
+    ids=[
+        "explicit",
+        "single",
+        "auto",
+        "list",
+        "list-count",
+        "list-explicit",
+        "not-parallel",
+        "parallel-step-default",
+        "opted-out",
+    ],
 )
 def test_shard_arguments(
     options: dict[str, str], environ: dict[str, str], extra: list[str]
@@ -113,7 +134,7 @@ def test_shard_arguments(
             "--shard-list: empty entry in 'a,,c'",
         ),
         ({"shard": "3/3"}, {}, "shard index 3 is out of range for 3 shards (0..2)"),
-        ({"shard": "2"}, {}, "--shard: '2' is not i/n (0-based i) or auto"),
+        ({"shard": "2"}, {}, "--shard: '2' is not i/n (0-based i), auto or none"),
         ({"shard": "x/2"}, {}, "--shard index: 'x' is not an integer"),
         (
             {"shard": "auto"},
@@ -255,6 +276,17 @@ def test_no_command_is_a_usage_error() -> None:
     done = step("--timeout", "1m")
     assert done.returncode == 2
     assert done.stderr.startswith("error: no command")
+
+
+def test_a_command_that_names_its_shard_is_not_sharded_twice() -> None:
+    environ = {"BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"}
+    problems: list[str] = []
+    given = ["pytest", "--num-shards=2", "--shard-id=1"]
+    assert step_module.shard_args("", "", environ, problems, given) == []
+    assert step_module.shard_args("", "", environ, problems, ["pytest", "--shard-id", "1"]) == []
+    assert problems == []
+    step_module.shard_args("none", "a,b", environ, problems)
+    assert problems == ["--shard none contradicts --shard-list"]
 
 
 def test_shard_from_buildkite_env() -> None:

@@ -81,18 +81,38 @@ def _int(text: str, what: str, problems: list[str]) -> int | None:
         return None
 
 
+SHARD_FLAGS = ("--num-shards", "--shard-id")
+
+
 def shard_args(
-    shard: str, shard_list: str, environ: Mapping[str, str], problems: list[str]
+    shard: str,
+    shard_list: str,
+    environ: Mapping[str, str],
+    problems: list[str],
+    argv: Sequence[str] = (),
 ) -> list[str]:
-    """The words to append for this shard (empty when not sharding)."""
-    if not shard and not shard_list:
+    """The words to append for this shard (empty when not sharding).
+
+    In a parallel step (`BUILDKITE_PARALLEL_JOB_COUNT` set) sharding is the
+    default, as the YAMLs' `--num-shards=$$BUILDKITE_PARALLEL_JOB_COUNT` idiom
+    did; a command that already names its shard is left alone, and
+    `--shard none` opts out for commands that are not pytest.
+    """
+    if shard == "none":
+        if shard_list:
+            problems.append("--shard none contradicts --shard-list")
         return []
+    if not shard and not shard_list:
+        in_parallel_step = bool(environ.get("BUILDKITE_PARALLEL_JOB_COUNT"))
+        if not in_parallel_step or any(w.startswith(SHARD_FLAGS) for w in argv):
+            return []
+        shard = "auto"
     index: int | None = None
     count: int | None = None
     if shard and shard != "auto":
         left, sep, right = shard.partition("/")
         if not sep:
-            problems.append(f"--shard: {shard!r} is not i/n (0-based i) or auto")
+            problems.append(f"--shard: {shard!r} is not i/n (0-based i), auto or none")
             return []
         index, count = _int(left, "--shard index", problems), _int(right, "--shard count", problems)
     else:
@@ -166,7 +186,7 @@ def plan_step(
         problems.append("--summary-tail needs --artifact-dir (the log and summary go there)")
     if options.leak_scope not in SCOPES:
         problems.append(f"--leak-scope: {options.leak_scope!r}: allowed values are tree, all")
-    extra = shard_args(options.shard, options.shard_list, environ, problems)
+    extra = shard_args(options.shard, options.shard_list, environ, problems, argv)
     UserError.collect(problems)
 
     words = [*argv, *extra]
