@@ -948,3 +948,13 @@ def test_done_when_sample_dry_run_prints_a_schema_valid_pipeline() -> None:
     assert labels_of(pipeline) == suite_labels("ready", SAMPLE / ".buildkite" / "amd")
     assert "steps:" not in done.stderr
     assert not (SAMPLE / ".buildkite" / "amd" / bootstrap.PIPELINE_FILE).exists()
+
+
+@pytest.mark.parametrize("api", ["not a url", "ftp://127.0.0.1:9", "file:///etc", "127.0.0.1:9"])
+def test_an_api_that_is_not_an_http_url_is_a_label_failure(api: str) -> None:
+    """No traceback for a mistyped $VLLM_OMNI_CI_GITHUB_API, and no file:// read."""
+    with pytest.raises(Stop) as caught:
+        bootstrap.fetch_labels("7", {bootstrap.GITHUB_API_ENV: api})
+    assert caught.value.code == 1
+    cause = f"VLLM_OMNI_CI_GITHUB_API={api!r}: allowed values are http(s) URLs"
+    assert caught.value.lines == (f"{bootstrap.LABEL_ERROR} ({cause})",)

@@ -171,6 +171,35 @@ def test_input_errors(options: dict[str, object], environ: dict[str, str], messa
     assert message in problems(environ, **options)
 
 
+def test_artifact_and_junit_dirs_blocked_by_a_file(tmp_path: Path) -> None:
+    """A file where a directory must go is an input error before anything runs, not a traceback."""
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(UserError) as info:
+        plan_step(
+            StepOptions(artifact_dir="taken", junit="taken/sub/pytest.xml"),
+            ["true"],
+            {},
+            str(tmp_path),
+        )
+    assert info.value.problems == (
+        f"--artifact-dir: 'taken': {tmp_path}/taken is a file, not a directory",
+        f"--junit: 'taken/sub/pytest.xml': {tmp_path}/taken is a file, not a directory",
+    )
+
+
+def test_an_artifact_dir_that_cannot_be_made_exits_2_before_the_command(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    done = run_cli(
+        "step", "--artifact-dir", "/proc/no-such/dir", "--", "touch", str(marker), cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "error: --artifact-dir: cannot create /proc/no-such/dir: "
+    )
+    assert "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
 def test_every_problem_is_reported_at_once() -> None:
     found = problems(argv=(), timeout="x", kill_after="y", leak_scope="z")
     assert len(found) == 4

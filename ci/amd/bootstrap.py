@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -130,11 +131,16 @@ def fetch_labels(
     repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
     token = env.get("GITHUB_TOKEN") or ""
     url = f"{api}/repos/{repo}/pulls/{pull_request}"
+    redact = Redactor.for_env(env, extra=[token] if token else [])
+    if urllib.parse.urlsplit(api).scheme not in ("http", "https"):
+        raise Stop(
+            FAILURE,
+            redact(f"{LABEL_ERROR} ({GITHUB_API_ENV}={api!r}: allowed values are http(s) URLs)"),
+        )
     request = urllib.request.Request(url)
     request.add_header("Accept", "application/vnd.github+json")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    redact = Redactor.for_env(env, extra=[token] if token else [])
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             data = json.loads(response.read())

@@ -187,6 +187,13 @@ def plan_step(
     if options.leak_scope not in SCOPES:
         problems.append(f"--leak-scope: {options.leak_scope!r}: allowed values are tree, all")
     extra = shard_args(options.shard, options.shard_list, environ, problems, argv)
+    for name, value, directory in (
+        ("--artifact-dir", options.artifact_dir, options.artifact_dir),
+        ("--junit", options.junit, os.path.dirname(options.junit)),
+    ):
+        blocked = _not_a_directory(os.path.join(cwd, directory)) if value else None
+        if blocked:
+            problems.append(f"{name}: {value!r}: {blocked} is a file, not a directory")
     UserError.collect(problems)
 
     words = [*argv, *extra]
@@ -226,6 +233,31 @@ def plan_step(
     )
 
 
+def _not_a_directory(path: str) -> str | None:
+    """The first existing part of `path` that is not a directory (makedirs would fail there)."""
+    probe = os.path.normpath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+    return None if os.path.isdir(probe) else probe
+
+
+def _make_dirs(plan: StepPlan) -> None:
+    """Make the artifact and JUnit dirs before the command starts; failing is an input error."""
+    for name, directory in (
+        ("--artifact-dir", plan.artifact_dir),
+        ("--junit", os.path.dirname(plan.junit or "")),
+    ):
+        if not directory:
+            continue
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{name}: cannot create {directory}: {exc.strerror}") from None
+
+
 def _tail(path: str, count: int) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -259,10 +291,7 @@ def execute(plan: StepPlan) -> int:
     from ci import door
     from ci.runner import leaks, run_reporting
 
-    if plan.artifact_dir:
-        os.makedirs(plan.artifact_dir, exist_ok=True)
-    if plan.junit and os.path.dirname(plan.junit):
-        os.makedirs(os.path.dirname(plan.junit), exist_ok=True)
+    _make_dirs(plan)
     if plan.leak_check:
         # Orphans of the command must be re-parented to us, where the check sees them.
         from ci.proctree import become_subreaper
