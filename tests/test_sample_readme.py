@@ -127,8 +127,35 @@ def checkout_commands() -> list[str]:
     section = README.split("\n## Running on a vLLM-Omni checkout\n", 1)[1]
     block = re.search(r"^```bash\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
     assert block is not None
-    skipped = ("pip install ", "cd ", "#", "vllm-omni-ci build-image", "nox -s ready")
+    skipped = ("pip install ", "cd ", "#", "vllm-omni-ci build-image", "vllm-omni-ci tier")
     return [ln for ln in block.group(1).splitlines() if ln and not ln.startswith(skipped)]
+
+
+def checkout_block() -> list[str]:
+    section = README.split("\n## Running on a vLLM-Omni checkout\n", 1)[1]
+    block = re.search(r"^```bash\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
+    assert block is not None
+    return [ln for ln in block.group(1).splitlines() if ln and not ln.startswith("#")]
+
+
+def test_checkout_block_needs_no_noxfile() -> None:
+    """A vLLM-Omni checkout has no noxfile of ours, and nox runs from the noxfile's
+    directory (so `--repo .` would be vllm-omni-ci itself): the block uses the CLI."""
+    assert not [ln for ln in checkout_block() if ln.startswith("nox ") or " nox " in ln]
+
+
+def test_checkout_tier_line_runs_with_list(checkout: Path) -> None:
+    """The tier line needs an image to run; with `--list` it proves the command line
+    and that the repo defaults to the current checkout."""
+    lines = [ln for ln in checkout_block() if ln.startswith("vllm-omni-ci tier ")]
+    assert lines
+    for line in lines:
+        command = line.split("  #", 1)[0].strip() + " --list"
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=checkout, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "# ready tier for rocm: .buildkite/amd/test-amd-ready.yml" in done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -157,4 +184,47 @@ def test_checkout_command_runs_as_written(line: str, checkout: Path) -> None:
         ["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+
+
+# One command per row of the README's exit-code table, run in a scratch directory:
+# a row added without an example here fails, and so does a row that stops being true.
+EXIT_EXAMPLES = {
+    "0": (0, "vllm-omni-ci --list >/dev/null"),
+    "1": (1, "vllm-omni-ci skip-ci --platform cuda --level l2 --repo ."),
+    "2": (2, "vllm-omni-ci skip-ci --platform tpu --level l2"),
+    "N": (7, "vllm-omni-ci step -- bash -c 'exit 7'"),
+    "124, 137": (124, "vllm-omni-ci step --timeout 1s -- sleep 30"),
+    "126, 127": (127, "vllm-omni-ci step -- no-such-program-here"),
+    "128+N": (134, "vllm-omni-ci step -- bash -c 'kill -ABRT $$'"),
+    "141": (141, "vllm-omni-ci --list | head -1 >/dev/null; exit ${PIPESTATUS[0]}"),
+}
+
+
+def exit_code_rows() -> list[str]:
+    section = README.split("\nExit codes", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| ([^|]+?) \| ", section, re.MULTILINE)[1:]  # [0] is the header
+
+
+def test_exit_code_table_rows_have_examples() -> None:
+    assert exit_code_rows() == list(EXIT_EXAMPLES)
+
+
+@pytest.mark.parametrize("row", list(EXIT_EXAMPLES))
+def test_exit_code_table_row_is_true(row: str, tmp_path: Path) -> None:
+    from tests.gitrepo import GitRepo, buildkite_env
+
+    GitRepo.create(tmp_path / "repo", origin=False).commit("empty")
+    code, command = EXIT_EXAMPLES[row]
+    env = buildkite_env()
+    env.pop("CI", None)
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path / "repo",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == code, (done.stdout[-1000:], done.stderr[-1000:])
     assert "Traceback" not in done.stderr
