@@ -1,0 +1,144 @@
+"""Every command line the docs show names a real task, session and option.
+
+README.md and docs/*.md are what a newcomer copies and what a vLLM-Omni
+maintainer pastes into pipeline YAML, so a renamed flag must fail here, not in
+their job. Code spans and code blocks are scanned for `vllm-omni-ci <task>`,
+`inv <task>`, `nox -s <session>` and `vllm-omni-ci tier <name> -- <options>`;
+each `--option` before a bare `--` must be one the task (or the tier parser)
+accepts. Placeholders such as `<platform>` and `[--all\\|--e2e]` are fine: only
+the option names are checked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CORE_FLAGS = {"--list", "--version", "--help", "-l", "-h", "-V"}
+
+
+def placeholder(word: str) -> bool:
+    """`<task>`, `NAME`, `…`: a slot in a synopsis, not a name to check."""
+    return word.startswith(("<", "…", "...")) or word.isupper()
+
+
+TIER_NAMES = {"ready", "merge", "nightly", "weekly"}
+
+
+def code_snippets(path: Path) -> list[str]:
+    """Inline code spans and the lines of code blocks (indented lines joined to the one above)."""
+    text = path.read_text()
+    snippets: list[str] = []
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```$", text, re.MULTILINE | re.DOTALL):
+        lines: list[str] = []
+        for line in block.splitlines():
+            if line.startswith((" ", "\t")) and lines:
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line)
+        snippets.extend(lines)
+    prose = re.sub(r"^```[a-z]*\n.*?^```$", "", text, flags=re.MULTILINE | re.DOTALL)
+    snippets.extend(re.findall(r"`([^`\n]+)`", prose))
+    return snippets
+
+
+def segment(words: str) -> str:
+    """The part of a command line that holds its own options: up to ` -- `, `&&`, `;`, `#`."""
+    cut = re.split(r" -- |\s--$|&&|;| #|\$\(| \| ", " " + words + " ", maxsplit=1)[0]
+    return cut
+
+
+def options(words: str) -> set[str]:
+    return {m.split("=", 1)[0] for m in re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", words)}
+
+
+@cache
+def task_flags() -> dict[str, set[str]]:
+    from ci.tasks import ns
+
+    flags: dict[str, set[str]] = {}
+    for name in ns.task_names:
+        params = list(inspect.signature(ns[name].body).parameters)[1:]
+        flags[name] = {f"--{p.replace('_', '-')}" for p in params} | {"--help", "-h"}
+    return flags
+
+
+@cache
+def tier_flags() -> set[str]:
+    from ci.tiers.model import Tier
+    from ci.tiers.session import parser
+
+    return {s for action in parser(Tier.READY)._actions for s in action.option_strings}
+
+
+@cache
+def session_names() -> set[str]:
+    listing = subprocess.run(["nox", "-l"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    return set(re.findall(r"^[*-] (\S+)", listing.stdout, re.MULTILINE))
+
+
+def task_commands() -> list[tuple[str, str]]:
+    """(doc name, text after `vllm-omni-ci `/`inv `) for every task command in the docs."""
+    found: list[tuple[str, str]] = []
+    for doc in DOCS:
+        for snippet in code_snippets(doc):
+            for match in re.finditer(r"(?:^|[\s(=$])(?:vllm-omni-ci|inv) (\S.*)", snippet):
+                found.append((doc.name, match.group(1)))
+    return found
+
+
+def nox_commands() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for doc in DOCS:
+        for snippet in code_snippets(doc):
+            for match in re.finditer(r"(?:^|\s)nox -s (\S.*)", snippet):
+                found.append((doc.name, match.group(1)))
+    return found
+
+
+def test_the_docs_show_commands_at_all() -> None:
+    assert len(task_commands()) > 60
+    assert len(nox_commands()) > 5
+
+
+@pytest.mark.parametrize(("doc", "command"), task_commands())
+def test_task_command_names_a_task_and_its_options(doc: str, command: str) -> None:
+    name, _, rest = command.partition(" ")
+    name = name.rstrip(".,:)`")
+    if placeholder(name):
+        return
+    if name.startswith("-"):
+        assert name in CORE_FLAGS, f"{doc}: unknown core option in `{command}`"
+        return
+    flags = task_flags()
+    assert name in flags, f"{doc}: no task {name!r} in `{command}`"
+    unknown = options(segment(rest)) - flags[name]
+    assert not unknown, f"{doc}: `{command}`: {sorted(unknown)} not options of {name}"
+    if name == "tier" and " -- " in f" {rest} ":
+        after = f" {rest} ".split(" -- ", 1)[1]
+        unknown = options(segment(after)) - tier_flags()
+        assert not unknown, f"{doc}: `{command}`: {sorted(unknown)} not tier options"
+
+
+@pytest.mark.parametrize(("doc", "command"), nox_commands())
+def test_nox_command_names_sessions_and_their_options(doc: str, command: str) -> None:
+    before, _, after = f"{command} ".partition(" -- ")
+    sessions = [w for w in before.split() if not w.startswith("-")]
+    assert sessions, f"{doc}: `nox -s {command}` names no session"
+    for session in (s for word in sessions for s in word.strip("`.,").split("|")):
+        if not placeholder(session):
+            assert session in session_names(), f"{doc}: no nox session {session!r}"
+    if set(sessions) & TIER_NAMES and after.strip():
+        unknown = options(segment(after)) - tier_flags()
+        assert not unknown, f"{doc}: `nox -s {command}`: {sorted(unknown)} not tier options"
+    # nox runs from the noxfile's directory: `--repo .` would be vllm-omni-ci itself.
+    assert not re.search(r"--repo \.(\s|$)", after), f"{doc}: `nox -s {command}` uses --repo ."
