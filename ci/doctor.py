@@ -99,15 +99,29 @@ def probe_client(path: str) -> Client:
     return Client(path=path, version=text, buildkit_without_buildx=bk.ok, buildx=bx.ok)
 
 
+def named_docker(explicit: str | None = None) -> str | None:
+    """The client the user named (`--docker`, then $VLLM_OMNI_CI_DOCKER), checked; else None.
+
+    Checked before anything is probed, so a typo stops the task without running a client.
+    """
+    wanted = explicit or os.environ.get(DOCKER_ENV)
+    if not wanted:
+        return None
+    path = Path(wanted)
+    resolved = shutil.which(wanted) or (
+        wanted if path.is_file() and os.access(path, os.X_OK) else None
+    )
+    if resolved is None:
+        source = "--docker" if explicit else DOCKER_ENV
+        raise UserError(f"{source}: {wanted} is not an executable docker client")
+    return resolved
+
+
 def pick_docker(clients: list[Client], explicit: str | None = None) -> str | None:
     """`--docker`, then $VLLM_OMNI_CI_DOCKER, then the first client that can build with BuildKit."""
-    wanted = explicit or os.environ.get(DOCKER_ENV)
-    if wanted:
-        resolved = shutil.which(wanted) or (wanted if os.access(wanted, os.X_OK) else None)
-        if resolved is None:
-            source = "--docker" if explicit else DOCKER_ENV
-            raise UserError(f"{source}: {wanted} is not an executable docker client")
-        return resolved
+    named = named_docker(explicit)
+    if named:
+        return named
     for client in clients:
         if client.buildx or client.buildkit_without_buildx:
             return client.path
@@ -164,6 +178,7 @@ def _shellcheck() -> str | None:
 
 def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     """Probe clients, engine, registry and tools. `engine=False` skips engine round-trips."""
+    named_docker(docker)  # a bad name stops here, before any client runs
     clients = [probe_client(p) for p in docker_clients()]
     chosen = pick_docker(clients, docker)
     if chosen and chosen not in [c.path for c in clients]:

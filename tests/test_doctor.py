@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,21 @@ def test_explicit_docker_that_does_not_exist_is_an_input_error() -> None:
     done = run_cli("doctor", "--docker", "/nope/docker")
     assert done.returncode == 2
     assert "error: --docker: /nope/docker is not an executable docker client" in done.stderr
+
+
+@pytest.mark.parametrize("named", ["/nope/docker", "/tmp", "no-such-docker-client"])
+def test_a_bad_docker_stops_before_any_client_runs(
+    named: str, standins: StandIns, tmp_path: Path
+) -> None:
+    """A directory is not a client either; PATH's docker is never probed first."""
+    standins.add("docker", "exit 0")
+    for env in ({doctor.DOCKER_ENV: named}, {}):
+        args = ["--docker", named] if not env else []
+        done = run_cli("doctor", *args, env={**standins.env(), **env}, cwd=tmp_path)
+        source = doctor.DOCKER_ENV if env else "--docker"
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == f"error: {source}: {named} is not an executable docker client\n"
+        assert standins.argvs("docker") == []
 
 
 def test_pick_docker_prefers_a_buildkit_capable_client() -> None:

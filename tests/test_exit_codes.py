@@ -346,3 +346,55 @@ def test_several_problems_give_one_error_line_each_then_exit(tmp_path: Path) -> 
     assert len(errors) >= 2, done.stderr
     assert any("BUILDKITE_COMMIT is not set" in line for line in errors)
     assert any("cache-key input does not exist" in line for line in errors)
+
+
+# ------------------------------------------- fuzzed bad inputs: fail closed, nothing run
+#
+# Found by trying every task with empty, mistyped and unknown values (see the
+# project guide's rule 3). Each row: the exit code, the exact error line, no
+# traceback, and no stand-in program (docker, buildkite-agent, buildctl) started.
+
+FUZZED = [
+    pytest.param(
+        ["build-image", "--platform", "cuda", "--commit", "abc", "--dry-run", "--docker", "/nope"],
+        {},
+        2,
+        "error: --docker: /nope is not an executable docker client",
+        id="build-image-dry-run-bad-docker",
+    ),
+    pytest.param(
+        ["step", "--artifact-dir", "{tmp}/file", "--", "true"],
+        {},
+        2,
+        "error: --artifact-dir: '{tmp}/file': {tmp}/file is a file, not a directory",
+        id="step-artifact-dir-is-a-file",
+    ),
+    pytest.param(
+        ["bootstrap", "--platform", "rocm", "--dry-run"],
+        {"VLLM_OMNI_CI_GITHUB_API": "not a url"},
+        1,
+        "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier. "
+        "(VLLM_OMNI_CI_GITHUB_API='not a url': allowed values are http(s) URLs)",
+        id="bootstrap-github-api-not-a-url",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "extra", "code", "line"), FUZZED)
+def test_fuzzed_bad_input_fails_closed(
+    sample_repo: GitRepo,
+    standins: StandIns,
+    tmp_path: Path,
+    args: list[str],
+    extra: dict[str, str],
+    code: int,
+    line: str,
+) -> None:
+    for name in ("docker", "buildkite-agent", "buildctl"):
+        standins.add(name, "exit 0")
+    (tmp_path / "file").write_text("not a directory\n")
+    places = {"repo": str(sample_repo.path), "tmp": str(tmp_path)}
+    env = standins.env(pr_env(sample_repo, **extra))
+    done = run_cli(*(a.format(**places) for a in args), env=env, cwd=sample_repo.path)
+    check(done, code, stderr_has=line.format(**places), stdout="")
+    assert standins.calls() == []

@@ -293,9 +293,10 @@ def log_choice(key: CacheKey, kind: str, builder: Builder, docker: str) -> None:
 
 def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
     """(backend, docker client). Dry-run probes nothing: `auto` plans buildx (production)."""
-    if dry_run:
-        return (ENGINE if requested == ENGINE else BUILDX), docker or DOCKER
     from ci import doctor
+
+    if dry_run:  # a named client is still checked: a typo fails the dry-run too
+        return (ENGINE if requested == ENGINE else BUILDX), doctor.named_docker(docker) or DOCKER
 
     report = doctor.probe(docker or None, engine=False)
     if requested in (AUTO, BUILDX) and report.buildx and report.chosen:
