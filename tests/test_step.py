@@ -318,6 +318,31 @@ def test_a_command_that_names_its_shard_is_not_sharded_twice() -> None:
     assert problems == ["--shard none contradicts --shard-list"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "sharded"),
+    [
+        (["pytest", "-sv", "tests"], True),
+        (["/usr/bin/py.test", "tests"], True),
+        (["python3", "-m", "pytest", "tests"], True),
+        (["python3.11", "-m", "pytest"], True),
+        (["python3", "tools/nightly/generate_nightly_perf_html.py"], False),
+        (["python3", "-m", "pip", "list"], False),
+        (["bash", "-c", 'pytest -sv "$TEST"'], False),
+        (["timeout", "80m", "pytest"], False),
+    ],
+)
+def test_the_parallel_step_default_shards_only_pytest(argv: list[str], sharded: bool) -> None:
+    # A tool in a parallel step got `--num-shards=3 --shard-id=1` as unknown arguments,
+    # and `bash -c '…'` got them as $0/$1 (no sharding, a misleading plan).
+    environ = {"BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}
+    extra = ["--num-shards=3", "--shard-id=1"] if sharded else []
+    got = plan_step(StepOptions(), argv, environ, "/tmp").command.argv
+    assert list(got) == [*argv, *extra]
+    # An explicit --shard still appends to any command.
+    explicit = plan_step(StepOptions(shard="auto"), argv, environ, "/tmp").command.argv
+    assert list(explicit) == [*argv, "--num-shards=3", "--shard-id=1"]
+
+
 def test_shard_from_buildkite_env() -> None:
     env = {**os.environ, "BUILDKITE_PARALLEL_JOB": "1", "BUILDKITE_PARALLEL_JOB_COUNT": "2"}
     done = step("--shard", "auto", "--", *PRINT_ARGV, "-m", "x and y", env=env)

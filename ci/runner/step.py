@@ -10,6 +10,7 @@ command's exit code is passed through; a leak on a passing command gives 1.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from collections import deque
@@ -84,6 +85,17 @@ def _int(text: str, what: str, problems: list[str]) -> int | None:
 SHARD_FLAGS = ("--num-shards", "--shard-id")
 
 
+def is_pytest(argv: Sequence[str]) -> bool:
+    """`pytest …`, `py.test …`, `python[3[.N]] -m pytest …`: the commands taking shard flags."""
+    if not argv:
+        return False
+    program = os.path.basename(argv[0])
+    if program in ("pytest", "py.test"):
+        return True
+    python = re.fullmatch(r"python(\d+(\.\d+)?)?", program) is not None
+    return python and list(argv[1:3]) == ["-m", "pytest"]
+
+
 def shard_args(
     shard: str,
     shard_list: str,
@@ -94,17 +106,21 @@ def shard_args(
     """The words to append for this shard (empty when not sharding).
 
     In a parallel step (`BUILDKITE_PARALLEL_JOB_COUNT` set) sharding is the
-    default, as the YAMLs' `--num-shards=$$BUILDKITE_PARALLEL_JOB_COUNT` idiom
-    did; a command that already names its shard is left alone, and
-    `--shard none` opts out for commands that are not pytest.
+    default for a pytest command, as the YAMLs' `--num-shards=$$BUILDKITE_PARALLEL_JOB_COUNT`
+    idiom did; a command that already names its shard is left alone, any other
+    command gets the flags only with an explicit `--shard`, and `--shard none` opts out.
     """
     if shard == "none":
         if shard_list:
             problems.append("--shard none contradicts --shard-list")
         return []
     if not shard and not shard_list:
+        # Only pytest takes the flags: `bash -c '…'` would get them as $0/$1, a tool
+        # as unknown arguments.
         in_parallel_step = bool(environ.get("BUILDKITE_PARALLEL_JOB_COUNT"))
-        if not in_parallel_step or any(w.startswith(SHARD_FLAGS) for w in argv):
+        if not in_parallel_step or not is_pytest(argv):
+            return []
+        if any(w.startswith(SHARD_FLAGS) for w in argv):
             return []
         shard = "auto"
     index: int | None = None

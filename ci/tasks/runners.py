@@ -56,8 +56,9 @@ def run_tests(
         "timeout": "end the command after this long (e.g. 80m): TERM, then KILL; exit 124/137",
         "kill_after": "grace between TERM and KILL (default 2m)",
         "shard": "i/n (0-based i) appends --num-shards=n --shard-id=i; 'auto' reads "
-        "BUILDKITE_PARALLEL_JOB / BUILDKITE_PARALLEL_JOB_COUNT, the default in a parallel "
-        "step unless the command already has --num-shards/--shard-id; 'none' never shards",
+        "BUILDKITE_PARALLEL_JOB / BUILDKITE_PARALLEL_JOB_COUNT, the default for a pytest "
+        "command in a parallel step unless it already has --num-shards/--shard-id; "
+        "'none' never shards",
         "shard_list": "a,b,c: append the shard's entry instead (index from --shard or "
         "BUILDKITE_PARALLEL_JOB)",
         "artifact_dir": "directory the command writes; copied under "
