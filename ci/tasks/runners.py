@@ -42,7 +42,8 @@ def run_tests(
     VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
     only when present; container and image removed on every exit.
     Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
-    134); SIGTERM to run-tests ends every descendant and exits 143; --timeout 124.
+    134); SIGTERM, SIGINT or SIGHUP to run-tests end every descendant, then exit
+    143, 130 or 129; --timeout 124.
     """
     from ci.argv import after_dashdash
     from ci.runner.dispatch import run_tests as dispatch
@@ -86,7 +87,16 @@ def step(
     leak_settle: str = "5s",
     dry_run: bool = False,
 ) -> None:
-    """Run `-- COMMAND...` with timeout, shard, artifacts and leak check; pass its exit code."""
+    """Run `-- COMMAND...` with timeout, shard, artifacts and leak check; pass its exit code.
+
+    Replaces the test YAMLs' inline idioms: `timeout … bash -c`, the
+    `--num-shards/--shard-id` and `TESTS[$BUILDKITE_PARALLEL_JOB]` sharding, copies
+    into $BUILDKITE_BUILD_CHECKOUT_PATH/artifacts, `tee` + `tail` summaries and the
+    ps/awk leak check. In a parallel step (BUILDKITE_PARALLEL_JOB_COUNT set) it
+    shards by default. Exit: the command's status; 1 for a leak after a pass; 124
+    (137 if KILL was needed) on timeout; 127/126 when the command is missing or
+    cannot run; 2 for bad options, before anything runs.
+    """
     from ci.argv import after_dashdash
     from ci.runner.step import StepOptions, run_step
 

@@ -22,6 +22,6 @@ def tier(c: Context, name: str) -> None:
     from ci.errors import Stop
     from ci.tiers.session import run
 
-    code = run(name, after_dashdash())
+    code = run(name, after_dashdash(), prog=f"vllm-omni-ci tier {name} --")
     if code:
         raise Stop(code)

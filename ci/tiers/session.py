@@ -59,9 +59,10 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
-def parser(tier: Tier) -> argparse.ArgumentParser:
+def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
+    """The tier options; `prog` names the entry point in `--help` (default: the nox session)."""
     made = _Parser(
-        prog=f"nox -s {tier} --",
+        prog=prog or f"nox -s {tier} --",
         description=f"Run the {tier} tier of a target repo here, as Buildkite would. {RULE} "
         "The hardware is the step's agent_pool (rocm) or the preset the upload resolves "
         "(cuda, npu). Group and step `if`s are evaluated as for a PR carrying the tier's "
@@ -107,8 +108,8 @@ def parser(tier: Tier) -> argparse.ArgumentParser:
     return made
 
 
-def parse_args(tier: Tier, argv: Sequence[str]) -> Args:
-    ns = parser(tier).parse_args(list(argv))
+def parse_args(tier: Tier, argv: Sequence[str], prog: str = "") -> Args:
+    ns = parser(tier, prog).parse_args(list(argv))
     problems: list[str] = []
     platform = None
     if ns.platform:
@@ -307,14 +308,14 @@ def _annotate(markdown: str, style: str, tier: Tier) -> None:
         door.note(f"warning: buildkite-agent annotate failed (exit {result.code})")
 
 
-def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "") -> int:
+def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "", prog: str = "") -> int:
     """The whole session; returns the exit status (UserError / Stop propagate)."""
     from ci import door
     from ci.target import in_buildkite, resolve_commit, resolve_repo
     from ci.tiers import execute, report
 
     tier = parse_tier(tier_name)
-    args = parse_args(tier, argv)
+    args = parse_args(tier, argv, prog)
     repo = resolve_repo(args.repo or default_repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
     environ = dict(os.environ)
