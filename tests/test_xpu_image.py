@@ -187,6 +187,17 @@ def clean_env(base: dict[str, str]) -> dict[str, str]:
             {},
             "error: VLLM_VERSION: 'v 1' is not a valid image tag",
         ),
+        (
+            ("--vllm-version", "v1", "--commit", "c"),
+            {"VLLM_BASE": "Bad Ref!"},
+            "error: VLLM_BASE: 'Bad Ref!' is not a valid image reference",
+        ),
+        (
+            ("--vllm-version", "v1", "--commit", "c", "--dry-run"),
+            {"EXPORT_COMPRESSION": "rar"},
+            "error: EXPORT_COMPRESSION: 'rar': allowed values are zstd, gzip, estargz, "
+            "uncompressed",
+        ),
     ],
 )
 def test_input_errors_exit_2_before_anything_runs(

@@ -69,6 +69,19 @@ def tag_problem(value: str, source: str) -> str | None:
     )
 
 
+def reference_problem(value: str, source: str) -> str | None:
+    """Why `value` cannot be an image reference `[host[:port]/]path[:tag]`, or None."""
+    name, tag = value, None
+    if value.rfind(":") > value.rfind("/"):
+        name, _, tag = value.rpartition(":")
+    if repository_problem(name, source) is None and (tag is None or _TAG.fullmatch(tag)):
+        return None
+    return (
+        f"{source}: {value!r} is not a valid image reference "
+        "(expected [host[:port]/]path[:tag], lowercase path components)"
+    )
+
+
 def parse_builder(value: str) -> str:
     key = value.strip().lower()
     if key not in BUILDERS:

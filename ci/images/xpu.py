@@ -42,6 +42,7 @@ VLLM_GIT_URL = "https://github.com/vllm-project/vllm"
 SOURCE_TARGET = "vllm-openai"
 DOCKERFILE = "docker/Dockerfile.xpu"
 DEFAULT_COMPRESSION = "zstd"
+COMPRESSIONS = ("zstd", "gzip", "estargz", "uncompressed")  # BuildKit's exporter accepts these
 
 
 class Tier(enum.IntEnum):
@@ -92,7 +93,7 @@ class XpuBuild:
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     """Options, then the script's env vars; every input problem reported at once (exit 2)."""
-    from ci.images.backends import repository_problem, tag_problem
+    from ci.images.backends import reference_problem, repository_problem, tag_problem
     from ci.images.resolve import gather
     from ci.target import resolve_commit, resolve_repo
 
@@ -112,12 +113,19 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
         if not (repo / DOCKERFILE).is_file():
             problems.append(f"--repo: {repo / DOCKERFILE} does not exist")
     upstream_repo = options.upstream_repo or DEFAULT_UPSTREAM
+    vllm_base = env.get("VLLM_BASE", "")
+    compression = env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION
     problems += filter(
         None,
         [
             tag_problem(version, "VLLM_VERSION") if version else None,
             tag_problem(commit, "--commit") if commit else None,
             repository_problem(upstream_repo, "--upstream-repo"),
+            reference_problem(vllm_base, "VLLM_BASE") if vllm_base else None,
+            None
+            if compression in COMPRESSIONS
+            else f"EXPORT_COMPRESSION: {compression!r}: allowed values are "
+            + ", ".join(COMPRESSIONS),
         ],
     )
     UserError.collect(problems, code=IMAGE_INPUT)
@@ -127,8 +135,8 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
         commit=commit,
         vllm_version=version,
         upstream_repo=upstream_repo,
-        vllm_base=env.get("VLLM_BASE", ""),
-        compression=env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION,
+        vllm_base=vllm_base,
+        compression=compression,
         docker=options.docker or "docker",
     )
 
