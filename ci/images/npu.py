@@ -39,6 +39,9 @@ DOWNLOAD_TO = "/tmp/buildkit.tar.gz"
 EXTRACT_TO = "/tmp/buildkit"
 DEFAULT_INSTALL_DIR = "/usr/local/bin"
 INSTALL_DIR_ENV = "VLLM_OMNI_CI_BUILDCTL_DIR"
+# `=1` is --install-buildctl: the bootstrap generates the NPU image steps, so a
+# pipeline opts in through the image step's env (kept by the bootstrap), not a flag.
+INSTALL_ENV = "VLLM_OMNI_CI_INSTALL_BUILDCTL"
 _ARCHES = {"aarch64": "arm64", "arm64": "arm64", "x86_64": "amd64", "amd64": "amd64"}
 
 _DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
@@ -251,11 +254,12 @@ def build(options: BuildOptions) -> None:
     job = resolve(options, env)
     found = shutil.which("buildctl", path=env.get("PATH", os.defpath))
     install_dir = os.path.abspath(env.get(INSTALL_DIR_ENV) or DEFAULT_INSTALL_DIR)
+    wanted = options.install_buildctl or env.get(INSTALL_ENV) == "1"
     install: tuple[door.Command, ...] = ()
     buildctl = "buildctl"
     url = ""
     facts: tuple[tuple[str, str], ...] = ()
-    if found is None and options.install_buildctl:
+    if found is None and wanted:
         import platform
 
         arch = download_arch(platform.machine())
@@ -273,11 +277,11 @@ def build(options: BuildOptions) -> None:
         return
 
     problems_found = missing_credentials(job.settings)
-    if found is None and not options.install_buildctl:
+    if found is None and not wanted:
         problems_found.insert(
             0,
             "buildctl: not found on PATH; install BuildKit's buildctl, or pass --install-buildctl "
-            f"to download {BUILDKIT_VERSION} into {install_dir}",
+            f"(or set {INSTALL_ENV}=1) to download {BUILDKIT_VERSION} into {install_dir}",
         )
     UserError.collect(problems_found, code=IMAGE_INPUT)
 

@@ -39,7 +39,8 @@ __all__ = ["build_image"]
         "dockerfile": "npu: override the variant's Dockerfile",
         "tls_dir": "npu: dir of buildkitd ca.pem, cert.pem, key.pem (/home/user/.docker)",
         "docker_config": "npu: docker config.json, a build secret (/home/user/.docker/config.json)",
-        "install_buildctl": "npu: download buildctl when missing (says what and where)",
+        "install_buildctl": "npu: download buildctl when missing (says what and where); "
+        "also VLLM_OMNI_CI_INSTALL_BUILDCTL=1",
         "upstream_repo": "xpu: upstream vLLM XPU image repository (default vllm/vllm-openai-xpu)",
         "vllm_version": "xpu: vLLM version (default: $VLLM_VERSION; required)",
     },
