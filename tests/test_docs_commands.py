@@ -142,3 +142,12 @@ def test_nox_command_names_sessions_and_their_options(doc: str, command: str) ->
         assert not unknown, f"{doc}: `nox -s {command}`: {sorted(unknown)} not tier options"
     # nox runs from the noxfile's directory: `--repo .` would be vllm-omni-ci itself.
     assert not re.search(r"--repo \.(\s|$)", after), f"{doc}: `nox -s {command}` uses --repo ."
+
+
+def test_every_environment_knob_of_ours_is_documented() -> None:
+    """A `VLLM_OMNI_CI_*` variable the code reads is named in README.md or docs/."""
+    code = "\n".join(p.read_text() for p in (ROOT / "ci").rglob("*.py"))
+    names = set(re.findall(r"\bVLLM_OMNI_CI_[A-Z_]*[A-Z]\b", code))
+    docs = "\n".join(doc.read_text() for doc in DOCS)
+    assert names, "no VLLM_OMNI_CI_* names found in ci/"
+    assert not sorted(n for n in names if n not in docs)
