@@ -1,4 +1,10 @@
-"""The one platform type every task accepts."""
+"""The one platform type every task accepts.
+
+The old scripts spelled platforms their own way (`amd` or `rocm`, `intel` or
+`xpu`); one enum with aliases means no task keeps its own spelling list, and an
+unknown name is an `error:` line listing the allowed values, never a silent
+default (skip_ci.py once read a typo as "skip").
+"""
 
 from __future__ import annotations
 
