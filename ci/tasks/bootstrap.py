@@ -17,7 +17,19 @@ __all__ = ["bootstrap"]
     }
 )
 def bootstrap(c: Context, platform: str = "", repo: str = "", dry_run: bool = False) -> None:
-    """Decide what this build runs and upload the test pipeline (replaces bootstrap-*.sh)."""
+    """Decide what this build runs and upload the test pipeline (replaces bootstrap-*.sh).
+
+    rocm (bootstrap-amd-omni.sh): pick the AMD suites from the PR labels (GitHub
+    API, GITHUB_TOKEN optional), NIGHTLY and DEBUG_TEST_YAML; gate each with
+    skip-ci; render them (AMD_MIRROR_HW filter) and upload. cuda, npu (the
+    upload_pipeline.py entry step): upload .buildkite/<platform>/bootstrap-upload-steps.yml
+    with its skip-ci `if` gates and vllm-omni-ci commands. xpu
+    (bootstrap-intel-omni.sh): skip-ci `intel l2`, then upload
+    .buildkite/intel/pipeline-intel.yml with its test step rewritten. Every
+    pipeline is schema-checked before the upload. Exit 1 on a render, schema,
+    label or selector error; a failed upload gives buildkite-agent's code; a bad
+    --platform or --repo exits 2.
+    """
     from ci.errors import UserError
     from ci.platforms import ALLOWED, Platform, parse_platform
     from ci.target import resolve_repo
