@@ -34,7 +34,17 @@ def upload_pipeline(
     repo: str = "",
     platform: str = "",
 ) -> None:
-    """Render a test pipeline (source filter, hardware presets), validate it, print or upload."""
+    """Render a test pipeline (source filter, hardware presets), validate it, print or upload.
+
+    Replaces `upload_pipeline.py [--upload] [--all|--e2e] FILE`: steps whose
+    source_file_dependencies the build's diff does not touch are dropped, hardware
+    presets are expanded (MIRROR_HW=b200 reroutes), and the result is checked
+    against Buildkite's schema. On a bootstrap-upload-steps.yml it adds the
+    skip-ci `if` gates instead. --scope auto picks all, e2e or diff per file, as
+    the bootstrap YAMLs' inline shell did. Problems: one `error:` line each, exit
+    1, nothing uploaded; a failed upload gives buildkite-agent's code; bad options
+    exit 2.
+    """
     from ci.pipeline import scope as scopes
     from ci.pipeline.upload import UploadOptions
     from ci.pipeline.upload import upload_pipeline as run
@@ -53,7 +63,14 @@ def upload_pipeline(
 
 @task(help={"repo": "target checkout (default: git top-level of the current directory)"})
 def lint_pipelines(c: Context, repo: str = "") -> None:
-    """Check every test YAML: keys, presets, expansion and schema, whatever the diff."""
+    """Check every test YAML: keys, presets, expansion and schema, whatever the diff.
+
+    Replaces the check-buildkite pre-commit hook. Every CUDA/NPU test YAML is
+    rendered under MIRROR_HW unset and b200 with every key and preset looked up;
+    every other .buildkite/ YAML is schema-checked. One `ok`/`FAIL` line per file
+    on stdout, one `error:` line per problem on stderr; exit 1 on problems, 2 on
+    bad input.
+    """
     from ci.pipeline.lint import lint_repo
 
     lint_repo(repo)
