@@ -93,3 +93,31 @@ def test_generated_npu_image_steps_can_opt_into_the_buildctl_download(
     ran = run_cli("build-image", "--platform", "npu", "--variant", "a2", env=env, cwd=corpus.path)
     assert ran.returncode == 2
     assert f"pass --install-buildctl (or set {npu.INSTALL_ENV}=1)" in ran.stderr
+
+
+def test_upload_pipeline_of_an_amd_suite_yaml_names_the_task_to_use(corpus: GitRepo) -> None:
+    # It used to render the template data and print one error per step (25 for ready).
+    for name in ("test-amd-ready.yml", "test-amd-merge.yml", "test-amd-nightly.yml"):
+        pipeline = f".buildkite/amd/{name}"
+        done = run_cli(
+            "upload-pipeline", pipeline, "--dry-run", env=ci_env(corpus), cwd=corpus.path
+        )
+        assert done.returncode == 1
+        assert done.stdout == ""
+        assert done.stderr.splitlines() == [
+            f"error: {pipeline}: AMD suite YAMLs are rendered by `vllm-omni-ci bootstrap "
+            "--platform rocm` (suites: `vllm-omni-ci select-suites`), not by upload-pipeline"
+        ]
+
+
+def test_invalid_pipeline_yaml_says_why(corpus: GitRepo) -> None:
+    # The corpus' entry pipeline is two YAML documents (lint-pipelines checks each); the
+    # uploader said only `invalid pipeline YAML: <path>`.
+    pipeline = ".buildkite/cuda/pipeline.yml"
+    done = run_cli("upload-pipeline", pipeline, "--dry-run", env=ci_env(corpus), cwd=corpus.path)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        f"error: invalid pipeline YAML: {corpus.path / pipeline} "
+        "(invalid YAML at line 16, column 1: but found another document)"
+    ) in done.stderr.splitlines()

@@ -89,8 +89,13 @@ def render_file(
     """Load and render one test YAML (problems stay in `Rendered.problems`)."""
     try:
         document: Any = yamlio.loads(path.read_text(encoding="utf-8"), source=str(path))
-    except (UserError, OSError, UnicodeDecodeError):
-        raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE) from None
+    except (UserError, OSError, UnicodeDecodeError) as exc:
+        # The spec's message, then why (e.g. a second `---` document), which it never said.
+        if isinstance(exc, UserError):
+            why = "; ".join(p.removeprefix(f"{path}: ") for p in exc.problems)
+        else:
+            why = getattr(exc, "strerror", None) or str(exc)
+        raise UserError(f"invalid pipeline YAML: {path} ({why})", code=FAILURE) from None
     return render_test_pipeline(
         document,
         scope="diff" if scope == "diff" else "e2e" if scope == "e2e" else "all",
@@ -157,6 +162,14 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     if options.platform:
         # The original loader's guard (spec §3.8): a platform means a bootstrap file.
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
+    if path.parent.name == "amd" and path.name.startswith("test-"):
+        # Template data (agent_pool, mirror_hardwares lists), not an upload-format YAML:
+        # rendering it gave one "must be a preset string" error per step.
+        raise UserError(
+            f"{relative}: AMD suite YAMLs are rendered by `vllm-omni-ci bootstrap --platform rocm`"
+            " (suites: `vllm-omni-ci select-suites`), not by upload-pipeline",
+            code=FAILURE,
+        )
     mirror_hw = source.get("MIRROR_HW", "")
     parse_mirror_hw(mirror_hw)  # fail before any git work (spec §3.7)
     requested = options.scope
