@@ -27,7 +27,13 @@ def publish_images(
     release_version: str = "",
     dry_run: bool = False,
 ) -> None:
-    """Publish the per-arch ECR images to vllm/vllm-omni with multi-arch manifests."""
+    """Publish the per-arch ECR images to vllm/vllm-omni with multi-arch manifests.
+
+    Replaces publish-release-images.sh: log in to ECR, pull the commit's x86_64
+    and aarch64 staging images, tag and push them to vllm/vllm-omni, then create
+    and push the multi-arch manifests. stdout lists the refs written. A missing
+    commit or a bad mode exits 2; a failed command exits with its code.
+    """
     from ci.release.publish import publish
 
     publish(mode, commit=commit, version=release_version, dry_run=dry_run)
@@ -50,7 +56,13 @@ def cleanup_nightly(
     delete_interval: str = "1s",
     dry_run: bool = False,
 ) -> None:
-    """Delete old vllm/vllm-omni nightly- tags on Docker Hub (needs DOCKERHUB_USERNAME/_TOKEN)."""
+    """Delete old vllm/vllm-omni nightly- tags on Docker Hub (needs DOCKERHUB_USERNAME/_TOKEN).
+
+    Replaces cleanup-nightly-builds.sh: log in, list every nightly- tag, keep the
+    newest --keep by last update, delete the rest. stdout lists the deleted tags.
+    Exit 1 on missing credentials, a failed login or listing, or a failed delete;
+    2 on a bad option.
+    """
     from ci.durations import parse_duration
     from ci.release.cleanup import cleanup, parse_keep
 
