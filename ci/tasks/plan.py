@@ -42,7 +42,15 @@ def plan(
     repo: str = "",
     format: str = "table",
 ) -> None:
-    """Show what CI would run for this change on every platform; uploads nothing."""
+    """Show what CI would run for this change on every platform; uploads nothing.
+
+    Per platform: the skip-ci decision, the pipelines its bootstrap would upload,
+    every job (hardware, parallelism, timeout, blocking) and every dropped step
+    with its reason, computed by the bootstraps' own code for a PR build of
+    <base>...<head>. No upload, no buildkite-agent, no network. Exit 0 when
+    printed; 1 when a platform's render failed (the others are still printed);
+    2 on bad input. JSON schema and details: docs/plan.md.
+    """
     # Every option by its own name: parse_inputs takes exactly these (PlanOptions).
     options = {name: value for name, value in locals().items() if name != "c"}
     from ci.plan import run
