@@ -7,5 +7,7 @@
 # ci/release/publish.py). Same argument and tags; a bad mode still exits 2.
 #
 # Usage: publish-release-images.sh [release|nightly]
+# Only the mode is read, as before: other arguments (even --dry-run) are ignored;
+# for a dry run call `vllm-omni-ci release.publish-images --mode M --dry-run`.
 set -euo pipefail
 exec vllm-omni-ci release.publish-images --mode "${1:-release}"
