@@ -52,8 +52,8 @@ def code_snippets(path: Path) -> list[str]:
 
 def segment(words: str) -> str:
     """The part of a command line that holds its own options: up to ` -- `, `&&`, `;`, `#`."""
-    cut = re.split(r" -- |\s--$|&&|;| #|\$\(| \| ", " " + words + " ", maxsplit=1)[0]
-    return cut
+    words = re.sub(r"\[[^\]]*\]", lambda m: m.group(0).replace("|", ","), words)
+    return re.split(r" -- |\s--$|&&|;| #|\$\(| \| ", " " + words + " ", maxsplit=1)[0]
 
 
 def options(words: str) -> set[str]:
@@ -151,3 +151,11 @@ def test_every_environment_knob_of_ours_is_documented() -> None:
     docs = "\n".join(doc.read_text() for doc in DOCS)
     assert names, "no VLLM_OMNI_CI_* names found in ci/"
     assert not sorted(n for n in names if n not in docs)
+
+
+def test_plan_md_inputs_table_lists_every_plan_option() -> None:
+    text = (ROOT / "docs" / "plan.md").read_text()
+    table = text.split("## Inputs", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(--[a-z-]+)", table, re.MULTILINE))
+    listed |= set(re.findall(r"`(--[a-z-]+)`", table))
+    assert task_flags()["plan"] - {"--help", "-h"} <= listed
