@@ -1,4 +1,6 @@
-"""`nox -s ready|merge|nightly|weekly -- [options]`: argument parsing and the one entry point.
+"""`nox -s ready|merge|nightly|weekly -- [options]` and `vllm-omni-ci tier NAME -- [options]`.
+
+Argument parsing and the one entry point both share (CI pods have no nox).
 
 The session: parse the options; pick the platforms (given, or every platform
 whose tier source exists and whose CI image is present locally); read the
