@@ -9,7 +9,8 @@ from invoke.exceptions import Exit, ParseError, UnexpectedExit
 from invoke.program import Program
 
 from ci import __version__
-from ci.errors import USAGE
+from ci.errors import USAGE, UserError
+from ci.taskkit import report
 
 
 class CiProgram(Program):
@@ -25,13 +26,18 @@ class CiProgram(Program):
                 self.parse_tasks()
             except ValueError as exc:  # Invoke casts `int` options while parsing
                 raise ParseError(not_a_number(exc, list(self.core.unparsed))) from None
+            self.refuse_run_options()
             self.parse_cleanup()
             self.update_config()
             self.execute()
         except ParseError as exc:
-            message = script_usage(exc, argv) or readable(str(exc), self.binary or "vllm-omni-ci")
+            message = script_usage(exc, argv) or readable(
+                str(exc), self.binary or "vllm-omni-ci", getattr(exc.context, "name", None)
+            )
             print(f"error: {message}", file=sys.stderr)
             sys.exit(USAGE)
+        except UserError as exc:
+            sys.exit(report(exc))
         except Exit as exc:
             if exc.message:
                 print(exc.message, file=sys.stderr)
@@ -42,6 +48,20 @@ class CiProgram(Program):
             sys.exit(130)
         except BrokenPipeError:
             stdout_closed()
+
+    def refuse_run_options(self) -> None:
+        """Invoke's core options for `c.run()` shell commands, which no task uses, are errors.
+
+        Accepted silently they mislead: `step --dry -- CMD` ran CMD (Invoke's
+        `--dry` echoes `c.run` commands; it is not our `--dry-run`), and `-T 60`
+        bounded nothing. Every problem is one line; the task does not start.
+        """
+        UserError.collect(
+            f"--{name}: not accepted: Invoke's option for shell commands, which no task runs"
+            + (" (did you mean --dry-run?)" if name == "dry" else "")
+            for name in RUN_ONLY_CORE
+            if self.args[name].got_value
+        )
 
     def help_before_positionals(self) -> None:
         """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).
@@ -69,9 +89,34 @@ class CiProgram(Program):
             self.print_task_help(words[0])
             raise Exit
 
+    def _make_parser(self) -> Any:
+        """Invoke's parser, except that a list option (`--dest`, `--platform`) needs a value.
+
+        Invoke starts list options with an empty list as their "raw value", so a
+        bare `--dest` counted as given and the task ran with its defaults.
+        """
+        parser = super()._make_parser()
+        for context in parser.contexts.values():
+            for argument in context.args.values():
+                if argument.kind is list:
+                    argument.raw_value = None
+        return parser
+
     def _all_tasks(self) -> list[Any]:
         assert self.collection is not None
         return [self.collection[name] for name in self.collection.task_names]
+
+
+# Invoke core options that only steer `Context.run()`, which no task calls.
+RUN_ONLY_CORE = (
+    "dry",
+    "echo",
+    "pty",
+    "warn-only",
+    "command-timeout",
+    "hide",
+    "prompt-for-sudo-password",
+)
 
 
 def stdout_closed() -> None:
@@ -117,15 +162,24 @@ def script_usage(exc: ParseError, argv: list[str] | None) -> str | None:
     return message
 
 
-def readable(message: str, binary: str = "vllm-omni-ci") -> str:
+def readable(message: str, binary: str = "vllm-omni-ci", task: str | None = None) -> str:
     """Invoke's parse error, reworded where it speaks of internals.
 
     A task argument without a default is "positional" to Invoke, and a missing
     one is reported as `'build-image' did not receive required positional
-    arguments: 'platform'`, though users pass it as `--platform`.
+    arguments: 'platform'`, though users pass it as `--platform`. A flag
+    without its value is `Flag <Argument: level (l)> needed value…`.
     """
     import re
 
+    flag = re.fullmatch(
+        r"Flag <Argument: ([\w-]+)[^>]*> needed value and was not given one!", message
+    )
+    if flag is not None:
+        option = "--" + flag.group(1).replace("_", "-")
+        if not task:
+            return f"{option} needs a value (see `{binary} --help`)"
+        return f"{task}: {option} needs a value (see `{binary} {task} --help`)"
     found = re.fullmatch(r"'([^']+)' did not receive required positional arguments: (.+)", message)
     if found is None:
         return message

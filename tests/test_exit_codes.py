@@ -89,12 +89,65 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
             ["step", "--summary-tail=ten", "--", "true"],
             "error: step: --summary-tail: 'ten' is not a whole number",
         ),
+        (
+            ["step", "--timeout"],
+            "error: step: --timeout needs a value (see `vllm-omni-ci step --help`)",
+        ),
+        (
+            ["skip-ci", "-l"],
+            "error: skip-ci: --level needs a value (see `vllm-omni-ci skip-ci --help`)",
+        ),
+        # A list option without its value ran the task with its defaults.
+        (
+            ["wheelhouse", "--dest"],
+            "error: wheelhouse: --dest needs a value (see `vllm-omni-ci wheelhouse --help`)",
+        ),
+        (
+            ["wheelhouse", "--dest", "--dry-run"],
+            "error: wheelhouse: --dest needs a value (see `vllm-omni-ci wheelhouse --help`)",
+        ),
+        (
+            ["plan", "--platform"],
+            "error: plan: --platform needs a value (see `vllm-omni-ci plan --help`)",
+        ),
+        # Invoke's core options for c.run(): `--dry` is not `--dry-run`, and ran the command.
+        (
+            ["step", "--dry", "--", "touch", "ran"],
+            "error: --dry: not accepted: Invoke's option for shell commands, which no task runs"
+            " (did you mean --dry-run?)",
+        ),
+        (
+            ["-e", "step", "-R", "--", "touch", "ran"],
+            "error: --echo: not accepted: Invoke's option for shell commands, which no task runs",
+        ),
+        (
+            ["doctor", "-T", "3"],
+            "error: --command-timeout: not accepted: Invoke's option for shell commands, which no"
+            " task runs",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_under_vllm_omni_ci(
     args: list[str], message: str, tmp_path: Path
 ) -> None:
     check(run_cli(*args, cwd=tmp_path, env=clean_env()), 2, stderr_has=message, stdout="")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_inv_refuses_dry_too(tmp_path: Path) -> None:
+    """`inv` in the repo root runs the same program: `--dry` does not run the step."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        ["inv", "step", "--dry", "--", "touch", str(marker)],
+        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    check(done, 2, stdout="")
+    assert done.stderr.startswith("error: --dry: not accepted: ")
+    assert not marker.exists()
 
 
 def test_a_reader_that_leaves_early_ends_us_quietly(tmp_path: Path) -> None:
