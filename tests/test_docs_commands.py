@@ -159,3 +159,20 @@ def test_plan_md_inputs_table_lists_every_plan_option() -> None:
     listed = set(re.findall(r"^\| `(--[a-z-]+)", table, re.MULTILINE))
     listed |= set(re.findall(r"`(--[a-z-]+)`", table))
     assert task_flags()["plan"] - {"--help", "-h"} <= listed
+
+
+# Paths under these roots are ours; a doc naming one that moved is stale.
+OUR_ROOTS = ("ci", "scripts", "docs", "examples", "benchmarks", ".ci")
+VLLM_OMNI_PATHS = {"scripts/simple_test.sh"}  # vLLM-Omni's own legacy script (migration.md)
+
+
+def test_every_path_of_ours_a_doc_names_exists() -> None:
+    roots = "|".join(re.escape(r) for r in OUR_ROOTS)
+    missing: list[str] = []
+    for doc in DOCS:
+        for span in re.findall(r"`([^`\n]+)`", doc.read_text()):
+            for path in re.findall(rf"(?<![\w./-])((?:{roots})/[\w./-]*)", span):
+                path = path.rstrip(".,")
+                if path not in VLLM_OMNI_PATHS and not (ROOT / path).exists():
+                    missing.append(f"{doc.name}: {path}")
+    assert not missing
