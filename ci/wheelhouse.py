@@ -73,6 +73,7 @@ def validate(options: WheelhouseOptions) -> None:
         problems.append(f"--python-version must look like 3.11, got {options.python_version!r}")
     if not options.dests:
         problems.append("--dest: at least one directory is needed")
+    problems += [f"--dest: {d} is a file, not a directory" for d in options.dests if d.is_file()]
     if problems:
         raise UserError(*problems)
 

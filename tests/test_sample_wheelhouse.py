@@ -127,3 +127,21 @@ def test_cli_bad_input_exits_2_with_one_error_line() -> None:
     assert result.returncode == 2
     assert result.stderr == "error: --python-version must look like 3.11, got '3'\n"
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("dest", "message"),
+    [
+        ("", "error: --dest: an empty path; give a directory (or leave --dest out)\n"),
+        ("{file}", "error: --dest: {file} is a file, not a directory\n"),
+    ],
+    ids=["empty", "file"],
+)
+def test_cli_bad_dest_exits_2_before_pip(tmp_path: Path, dest: str, message: str) -> None:
+    """`--dest ''` was the current directory, and a file failed after the wheel build."""
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    result = run_cli("wheelhouse", "--dest", dest.format(file=taken), "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == message.format(file=taken)
+    assert result.stdout == ""

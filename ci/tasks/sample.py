@@ -28,7 +28,10 @@ def wheelhouse(
     from pathlib import Path
 
     from ci import wheelhouse as wh
+    from ci.errors import UserError
 
+    if any(not d.strip() for d in dest or ()):
+        raise UserError("--dest: an empty path; give a directory (or leave --dest out)")
     root = wh.project_root()
     dests = tuple(Path(d).resolve() for d in dest or ()) or wh.default_dests(root)
     wh.build(
