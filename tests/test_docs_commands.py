@@ -176,3 +176,20 @@ def test_every_path_of_ours_a_doc_names_exists() -> None:
                 if path not in VLLM_OMNI_PATHS and not (ROOT / path).exists():
                     missing.append(f"{doc.name}: {path}")
     assert not missing
+
+
+def test_differences_headings_cited_by_tests_exist() -> None:
+    """Tests cite `docs/differences.md "<heading>"`; a renamed entry must not orphan them."""
+    text = (ROOT / "docs" / "differences.md").read_text()
+    headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("##")]
+    cited: list[tuple[str, str]] = []
+    for test_file in sorted((ROOT / "tests").glob("*.py")):
+        if test_file.name == Path(__file__).name:
+            continue
+        source = test_file.read_text()
+        for found in re.finditer(r'docs/differences\.md[,:]?\s*\(?"([^"]+?)["…]', source):
+            cite = " ".join(found.group(1).replace("\\n", " ").split()).rstrip("…")
+            cited.append((test_file.name, cite))
+    assert len(cited) >= 10
+    orphans = [c for c in cited if not any(h.startswith(c[1]) for h in headings)]
+    assert not orphans
