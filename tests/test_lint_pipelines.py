@@ -106,11 +106,13 @@ def test_drift_in_steps_the_diff_would_never_reach(tmp_path: Path) -> None:
     assert any("MIRROR_HW unset" in p for p in found) and any("MIRROR_HW=b200" in p for p in found)
 
 
-def test_no_test_pipelines_is_an_error(tmp_path: Path) -> None:
+def test_no_test_pipelines_is_an_input_error(tmp_path: Path) -> None:
+    """A --repo without pipelines is bad input (2), as for check-marks and shellcheck-steps."""
     done = run_cli("lint-pipelines", "--repo", str(tmp_path))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert (
-        done.stderr.strip() == f"error: no test pipelines (.buildkite/*/test-*.yml) in {tmp_path}"
+        done.stderr
+        == f"error: --repo: {tmp_path} has no test pipelines (.buildkite/*/test-*.yml)\n"
     )
 
 

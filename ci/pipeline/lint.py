@@ -190,7 +190,7 @@ def lint_repo(repo_arg: str = "") -> None:
     repo = resolve_repo(repo_arg or None)
     reports = lint(repo)
     if not reports:
-        raise UserError(f"no test pipelines ({TEST_GLOB}) in {repo}", code=FAILURE)
+        raise UserError(f"--repo: {repo} has no test pipelines ({TEST_GLOB})")
     root = str(repo.resolve())
     errors: dict[str, None] = {}
     for report in reports:
