@@ -449,6 +449,7 @@ def clear_cache() -> None:
 
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run (spec §2.7)."""
+    from ci import door
     from ci.target import resolve_repo
 
     problems: list[str] = []
@@ -466,7 +467,11 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     UserError.collect(problems)
     from ci.diff import resolve_diff
 
-    diff = resolve_diff(resolve_repo(repo or None))
+    target = resolve_repo(repo or None)
+    if not door.capture(["git", "rev-parse", "--is-inside-work-tree"], cwd=str(target)).ok:
+        # Without history every build would "run": a wrong --repo is an input error.
+        raise UserError(f"--repo: {target} is not a git checkout")
+    diff = resolve_diff(target)
     word = _decided(diff).gate(platform, level)
     decision_for(diff, verdict=f"{spec_platform(platform)}/{level}: {word or 'run'}")
     if word is None:

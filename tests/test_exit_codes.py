@@ -430,6 +430,13 @@ FUZZED = [
         "(VLLM_OMNI_CI_GITHUB_API='not a url': allowed values are http(s) URLs)",
         id="bootstrap-github-api-not-a-url",
     ),
+    pytest.param(
+        ["skip-ci", "--platform", "cuda", "--level", "l2", "--repo", "{tmp}"],
+        {},
+        2,
+        "error: --repo: {tmp} is not a git checkout",
+        id="skip-ci-repo-not-git",  # was exit 1 (run), as if the diff were merely unknown
+    ),
 ]
 
 
