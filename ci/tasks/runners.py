@@ -93,7 +93,7 @@ def step(
     `--num-shards/--shard-id` and `TESTS[$BUILDKITE_PARALLEL_JOB]` sharding, copies
     into $BUILDKITE_BUILD_CHECKOUT_PATH/artifacts, `tee` + `tail` summaries and the
     ps/awk leak check. In a parallel step (BUILDKITE_PARALLEL_JOB_COUNT set) it
-    shards by default. Exit: the command's status; 1 for a leak after a pass; 124
+    shards a pytest command by default. Exit: the command's status; 1 for a leak after a pass; 124
     (137 if KILL was needed) on timeout; 127/126 when the command is missing or
     cannot run; 2 for bad options, before anything runs.
     """
