@@ -1,4 +1,12 @@
-"""`vllm-omni-ci`: the same task namespace as `inv`, usable from any directory."""
+"""`vllm-omni-ci`: the same task namespace as `inv`, usable from any directory.
+
+Why our own Invoke `Program` (also behind `inv`, through tasks.py): callers tell
+a usage error from a failing command by its exit code, so every parse error is
+one `error:` line and exit 2 (Invoke says 1, or a traceback for a non-number);
+tasks that replace a script keep the script's usage messages; `<task> --help`
+works for tasks with a positional; Invoke's `c.run()` options, which would be
+silently ignored, are refused; and a closed stdout ends quietly, as a shell tool.
+"""
 
 from __future__ import annotations
 
