@@ -303,6 +303,14 @@ B_ROWS: dict[str, B] = {
         env={"BUILDKITE_PIPELINE_SLUG": "fastcheck"}, image_only=True,
         lines=("AMD Mirror HW: amdtentative",),
     ),
+    # A typo selects nothing, as in the template; we say so (docs/differences.md).
+    "B17-typo": B(
+        env={"AMD_MIRROR_HW": "amdprodution"}, image_only=True,
+        lines=(
+            "warning: AMD_MIRROR_HW='amdprodution' is in no step's mirror_hardwares"
+            " (the suites use: amdproduction); only the image step is uploaded",
+        ),
+    ),
     # docs/differences.md "Selector errors name the input…": no spec strings in-process,
     # so an unknown suite can only come from DEBUG_TEST_YAML.
     "B18": B(

@@ -269,6 +269,12 @@ def plan_pipeline(
     )
     for label in dropped:
         log(f"Not mirrored on {inputs.mirror_hw}: {label}")
+    used = render.mirror_values(combined.steps)
+    if used and inputs.mirror_hw not in used:  # a typo in AMD_MIRROR_HW uploads no test at all
+        log(
+            f"warning: AMD_MIRROR_HW={inputs.mirror_hw!r} is in no step's mirror_hardwares"
+            f" (the suites use: {', '.join(sorted(used))}); only the image step is uploaded"
+        )
     if validate:  # the check every upload makes, worded the same
         from ci.pipeline.schemacheck import require_valid
 

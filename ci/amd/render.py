@@ -179,6 +179,19 @@ def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, An
     return out
 
 
+def mirror_values(steps: list[Any]) -> set[str]:
+    """Every `mirror_hardwares` value the suites use: what AMD_MIRROR_HW can select."""
+    found: set[str] = set()
+    for entry in steps:
+        if not isinstance(entry, dict):
+            continue
+        children = entry.get("steps") if entry.get("group") else [entry]
+        for child in children or []:
+            if isinstance(child, dict):
+                found.update(str(v) for v in child.get("mirror_hardwares") or [])
+    return found
+
+
 def _mirrored(step: dict[str, Any], mirror_hw: str) -> bool:
     return mirror_hw in (step.get("mirror_hardwares") or [])
 
