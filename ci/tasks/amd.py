@@ -1,4 +1,4 @@
-"""AMD pipeline tasks: suite selection (and, with it, the AMD bootstrap)."""
+"""`select-suites`: the AMD suite selector alone (the bootstrap is `bootstrap --platform rocm`)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ def select_suites(
 ) -> None:
     """Print the AMD suites to run as NAME:file lines, like select_test_suites.py.
 
-    Errors (exit 2): a missing --branch, NIGHTLY other than 0/1, and an empty,
-    unknown or repeated DEBUG_TEST_YAML entry, with select_test_suites.py's messages.
+    Reads only its options (the bootstrap reads NIGHTLY and DEBUG_TEST_YAML from
+    the environment). Errors (exit 2): a missing --branch, a --nightly other than
+    0/1, and an empty, unknown or repeated --debug-test-yaml entry, with
+    select_test_suites.py's messages (which name NIGHTLY and DEBUG_TEST_YAML).
     """
     from ci.amd import suites
 
