@@ -114,6 +114,21 @@ class CiProgram(Program):
         assert self.collection is not None
         return [self.collection[name] for name in self.collection.task_names]
 
+    def print_help(self) -> None:
+        """`--help` without the `c.run()` core options: they are refused, so not offered."""
+        hidden = {f"--{name}" for name in RUN_ONLY_CORE}
+        shown = [
+            row
+            for row in self.initial_context.help_tuples()
+            if not {part.split("=")[0].split(" ")[0] for part in row[0].split(", ")} & hidden
+        ]
+        print(f"Usage: {self.binary} [--core-opts] <subcommand> [--subcommand-opts] ...")
+        print("")
+        print("Core options:")
+        print("")
+        self.print_columns(shown)
+        self.list_tasks()
+
 
 # Invoke core options that only steer `Context.run()`, which no task calls.
 RUN_ONLY_CORE = (

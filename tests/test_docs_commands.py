@@ -193,3 +193,16 @@ def test_differences_headings_cited_by_tests_exist() -> None:
     assert len(cited) >= 10
     orphans = [c for c in cited if not any(h.startswith(c[1]) for h in headings)]
     assert not orphans
+
+
+def test_core_help_offers_no_refused_option() -> None:
+    """`vllm-omni-ci --help` lists only core options that are accepted."""
+    from ci.cli import RUN_ONLY_CORE
+
+    done = subprocess.run(["vllm-omni-ci", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    core = done.stdout.split("Core options:", 1)[1].split("Subcommands:", 1)[0]
+    offered = set(re.findall(r"--([a-z][a-z-]*)", core))
+    assert {"list", "version", "help"} <= offered
+    assert not offered & set(RUN_ONLY_CORE)
+    assert "  step " in done.stdout  # the task list follows
