@@ -313,12 +313,18 @@ def _from_env(repo: Path, env: Mapping[str, str]) -> Diff:
         reason = f"PR build #{env['BUILDKITE_PULL_REQUEST']}: {shown}"
         return _finish(repo, "pr", (shown,), shown, reason, base=base_ref, head=commit)
     if env.get("BUILDKITE_BRANCH", "") == "main":
-        if not _verify(repo, f"{commit}^"):
+        if main_build_base(repo, commit) is None:
             return _none(repo, "main commit has no parent; using safe defaults")
         shown = f"{commit}^..{commit}"
         reason = f"main build: {shown}"
         return _finish(repo, "main", (shown,), shown, reason, base=f"{commit}^", head=commit)
     return _none(repo, "not PR/main build; using safe defaults")
+
+
+def main_build_base(repo: Path, commit: str) -> str | None:
+    """A main build compares the commit with its parent (`<commit>^`), if it has one."""
+    parent = f"{commit}^"
+    return parent if _verify(repo, parent) else None
 
 
 def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:

@@ -214,6 +214,9 @@ def test_a_scheduled_nightly_on_main_equals_the_real_commands(
     repo.commit_files({MODEL: "class Model:\n    size = 10\n"}, "model on main")
     skipci.clear_cache()
     plan = make_plan(parse_inputs(repo=str(repo.path), branch="main", nightly=True))
+    # As a main build diffs (spec §2.6): the commit against its parent, not origin/main.
+    assert plan.diff["range"] == "HEAD^...HEAD"
+    assert plan.diff["paths"] == [MODEL]
     env = pr_env(repo, github[0], standins, NIGHTLY="1")
     env.update(BUILDKITE_BRANCH="main", BUILDKITE_PULL_REQUEST="false")
     for platform in ("cuda", "npu"):

@@ -39,13 +39,28 @@ def make_plan(inputs: PlanInputs) -> Plan:
     from ci import skipci
     from ci.plan.snapshot import files_at
 
-    base = inputs.base or diffs.default_base(inputs.repo, env={})
     head = diffs.WORKTREE if inputs.worktree else (inputs.head or "HEAD")
+    base = inputs.base or _default_base(inputs)
     diff = diffs.resolve_diff(inputs.repo, base, head)
     decision = skipci.decision_for(diff)
     rev = None if inputs.worktree else (inputs.head or "HEAD")
     with files_at(inputs.repo, rev) as files:
         return _plan(inputs, base, diff, decision, files, rev)
+
+
+def _default_base(inputs: PlanInputs) -> str:
+    """As the real build would diff: a PR against `origin/main`, a main build against its parent.
+
+    On `main` the merge-base with `origin/main` is the commit itself, an empty
+    diff that no main build ever sees.
+    """
+    from ci import diff as diffs
+
+    if inputs.branch == "main" and not inputs.worktree:
+        parent = diffs.main_build_base(inputs.repo, inputs.head or "HEAD")
+        if parent is not None:
+            return parent
+    return diffs.default_base(inputs.repo, env={})
 
 
 def _plan(

@@ -13,7 +13,8 @@ __all__ = ["plan"]
     iterable=["platform"],
     auto_shortflags=False,
     help={
-        "base": "base revision (default: merge-base with origin/main, else main)",
+        "base": "base revision (default: merge-base with origin/main, else main; with "
+        "--branch main, the head's parent, as a main build diffs)",
         "head": "head revision (default: HEAD)",
         "worktree": "compare the working tree instead of --head (uncommitted work counts)",
         "labels": "PR labels, separated by commas or newlines (never fetched from GitHub)",
