@@ -206,3 +206,11 @@ def test_core_help_offers_no_refused_option() -> None:
     assert {"list", "version", "help"} <= offered
     assert not offered & set(RUN_ONLY_CORE)
     assert "  step " in done.stdout  # the task list follows
+
+
+def test_every_shim_is_named_in_the_migration_guide() -> None:
+    """A maintainer keeping an old script path needs to know its drop-in exists."""
+    guide = (ROOT / "docs" / "migration.md").read_text()
+    shims = [p.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").rglob("*.sh")]
+    assert shims
+    assert not [s for s in shims if f"`{s}" not in guide]
