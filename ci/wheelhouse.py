@@ -55,10 +55,10 @@ class WheelhouseOptions:
 def project_version(root: Path) -> str:
     pyproject = root / "pyproject.toml"
     try:
-        text = pyproject.read_text()
-    except OSError as exc:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise UserError(
-            f"wheelhouse: no pyproject.toml at {root} ({exc.strerror}); "
+            f"wheelhouse: no pyproject.toml at {root} ({getattr(exc, 'strerror', None) or exc}); "
             "run it from a source checkout of vllm-omni-ci"
         ) from None
     found = _VERSION.search(text)

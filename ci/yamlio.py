@@ -27,13 +27,28 @@ def _where(exc: Any) -> str:
     return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+def read_text(path: Path, source: str, *, code: int = 1) -> str:
+    """A text file the task depends on; unreadable or not UTF-8 is one error line."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{source}: cannot read: {exc.strerror or exc}", code=code) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{source}: {not_utf8(exc)}", code=code) from None
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
+def problem(exc: Any) -> str:
+    """A YAML error as one line: `invalid YAML at line L, column C: problem`."""
+    return f"invalid YAML{_where(exc)}"
+
+
 def load(path: str | Path) -> Any:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read: {exc.strerror or exc}", code=1) from None
-    return loads(text, source=str(p))
+    return loads(read_text(p, str(p)), source=str(p))
 
 
 def dumps(data: Any) -> str:

@@ -458,3 +458,37 @@ def test_fuzzed_bad_input_fails_closed(
     done = run_cli(*(a.format(**places) for a in args), env=env, cwd=sample_repo.path)
     check(done, code, stderr_has=line.format(**places), stdout="")
     assert standins.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["lint-pipelines"], "error: {repo}/.buildkite/cuda/test-ready.yml: not UTF-8 text"),
+        (
+            ["shellcheck-steps", "--dry-run"],
+            "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
+        ),
+        (
+            ["tier", "--name", "ready", "--", "--platform", "cuda", "--list", "--repo", "{repo}"],
+            "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
+        ),
+        (
+            ["upload-pipeline", "--pipeline", ".buildkite/cuda/test-ready.yml", "--dry-run"],
+            "error: invalid pipeline YAML: {repo}/.buildkite/cuda/test-ready.yml ('utf-8' codec",
+        ),
+    ],
+    ids=["lint-pipelines", "shellcheck-steps", "tier", "upload-pipeline"],
+)
+def test_a_pipeline_that_is_not_text_is_one_error_line(
+    sample_repo: GitRepo, tmp_path: Path, args: list[str], line: str
+) -> None:
+    """A binary or Latin-1 YAML was a UnicodeDecodeError traceback in most readers."""
+    clone = on_branch(sample_repo, {}, tmp_path)
+    (clone.path / ".buildkite/cuda/test-ready.yml").write_bytes(b"steps:\n  - label: \xff\n")
+    repo = str(clone.path)
+    if args[0] != "tier":
+        args = [*args, "--repo", repo]
+    done = run_cli(*(a.format(repo=repo) for a in args), env=clean_env(), cwd=clone.path)
+    check(done, 1, stdout=None)
+    errors = [e for e in done.stderr.splitlines() if e.startswith("error: ")]
+    assert errors and errors[0].startswith(line.format(repo=repo)), done.stderr

@@ -173,6 +173,29 @@ def test_missing_buildkite_dir_and_bad_yaml_are_input_errors(tmp_path: Path) -> 
     assert caught.value.code == 1
 
 
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        (b"steps: [\n  - label: x\n  : :\n", "invalid YAML at line 2, column 3: "),
+        (b"\x00\x01\xff\xfe", "not UTF-8 text (byte 0xff at offset 2)"),
+        ("steps:\n  - label: caf\xe9\n".encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset"),
+    ],
+    ids=["bad-yaml", "binary", "latin-1"],
+)
+def test_an_unloadable_pipeline_is_one_error_line(
+    tmp_path: Path, content: bytes, line: str
+) -> None:
+    """Not a traceback (UnicodeDecodeError), nor PyYAML's three-line message."""
+    (tmp_path / ".buildkite").mkdir()
+    (tmp_path / ".buildkite" / "bad.yml").write_bytes(content)
+    with pytest.raises(UserError) as caught:
+        stepsource.read_steps(tmp_path)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f".buildkite/bad.yml: {line}")
+    assert "\n" not in problem
+    assert caught.value.code == 1
+
+
 def test_the_real_corpus_yields_every_tier_file() -> None:
     found = stepsource.read_steps(CORPUS)
     files = {s.file for s in found}

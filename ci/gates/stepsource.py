@@ -247,14 +247,14 @@ def load_documents(path: Path, source: str) -> list[Any]:
     """All YAML documents of a file (old pipeline.yml files hold two)."""
     import yaml
 
+    from ci import yamlio
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = yamlio.read_text(path, source, code=FAILURE)
     try:
-        text = path.read_text(encoding="utf-8")
         return [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except OSError as exc:
-        raise UserError(f"{source}: cannot read: {exc.strerror or exc}", code=FAILURE) from None
     except yaml.YAMLError as exc:
-        raise UserError(f"{source}: invalid YAML: {exc}", code=FAILURE) from None
+        raise UserError(f"{source}: {yamlio.problem(exc)}", code=FAILURE) from None
 
 
 def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[Step]:

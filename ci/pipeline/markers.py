@@ -123,6 +123,12 @@ def load_markers(repo: Path) -> MarkerRegistry:
         raise UserError(
             f"cannot read pytest marker registry: {path}: {exc.strerror}", code=FAILURE
         ) from None
+    except UnicodeDecodeError as exc:
+        from ci.yamlio import not_utf8
+
+        raise UserError(
+            f"cannot read pytest marker registry: {path}: {not_utf8(exc)}", code=FAILURE
+        ) from None
     return parse_pyproject(text, str(path))
 
 
