@@ -238,6 +238,18 @@ def test_publish_shim_keeps_the_old_argument(
     assert standins.argvs("docker") == expected
 
 
+def test_publish_shim_passes_dry_run_through(standins: StandIns) -> None:
+    standins.add("docker", DOCKER)
+    standins.add("buildkite-agent", "echo 1.4.2")
+    done = subprocess.run(
+        ["bash", str(SHIMS / "publish-release-images.sh"), "nightly", "--dry-run"],
+        env=shim_env(standins), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "docker manifest push" in done.stdout
+    assert standins.argvs("docker") == []
+
+
 def test_publish_shim_bad_mode_exits_2(standins: StandIns) -> None:
     done = subprocess.run(
         ["bash", str(SHIMS / "publish-release-images.sh"), "weekly"],

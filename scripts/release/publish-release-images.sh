@@ -6,8 +6,8 @@
 # now lives in vllm-omni-ci (`vllm-omni-ci release.publish-images`,
 # ci/release/publish.py). Same argument and tags; a bad mode still exits 2.
 #
-# Usage: publish-release-images.sh [release|nightly]
-# Only the mode is read, as before: other arguments (even --dry-run) are ignored;
-# for a dry run call `vllm-omni-ci release.publish-images --mode M --dry-run`.
+# Usage: publish-release-images.sh [release|nightly] [--dry-run]
+# The mode is the first argument, as before; options after it (--dry-run) pass
+# through, so a dry run never publishes by accident.
 set -euo pipefail
-exec vllm-omni-ci release.publish-images --mode "${1:-release}"
+exec vllm-omni-ci release.publish-images --mode "${1:-release}" "${@:2}"
