@@ -39,8 +39,12 @@ class CiProgram(Program):
             self.update_config()
             self.execute()
         except ParseError as exc:
-            message = script_usage(exc, argv) or readable(
-                str(exc), self.binary or "vllm-omni-ci", getattr(exc.context, "name", None)
+            message = (
+                script_usage(exc, argv)
+                or self.repeated_option(str(exc))
+                or readable(
+                    str(exc), self.binary or "vllm-omni-ci", getattr(exc.context, "name", None)
+                )
             )
             print(f"error: {message}", file=sys.stderr)
             sys.exit(USAGE)
@@ -70,6 +74,31 @@ class CiProgram(Program):
             for name in RUN_ONLY_CORE
             if self.args[name].got_value
         )
+
+    def repeated_option(self, message: str) -> str | None:
+        """`--level l2 --level l3`: Invoke took `l3` for a task and said "No idea what 'l3' is!"."""
+        parser = getattr(self, "parser", None)
+        if parser is None or not message.startswith("No idea what "):
+            return None
+        context: Any = None
+        seen: set[str] = set()
+        for word in list(self.core.unparsed):
+            if word == "--":
+                break
+            if word in parser.contexts:
+                context, seen = parser.contexts[word], set()
+                continue
+            flag = word.split("=", 1)[0]
+            if context is None or flag not in context.flags:
+                continue
+            argument = context.flags[flag]
+            if argument.kind is list or not argument.takes_value:
+                continue
+            if argument.name in seen:
+                option = "--" + argument.name.replace("_", "-")
+                return f"{context.name}: {option} is given twice; give it once"
+            seen.add(argument.name)
+        return None
 
     def help_before_positionals(self) -> None:
         """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).

@@ -110,6 +110,19 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
             ["plan", "--platform"],
             "error: plan: --platform needs a value (see `vllm-omni-ci plan --help`)",
         ),
+        # A value option given twice: Invoke said "No idea what 'l3' is!".
+        (
+            ["skip-ci", "--platform", "cuda", "--level", "l2", "--level", "l3"],
+            "error: skip-ci: --level is given twice; give it once",
+        ),
+        (
+            ["step", "--timeout=1m", "--timeout", "2m", "--", "touch", "ran"],
+            "error: step: --timeout is given twice; give it once",
+        ),
+        (
+            ["bootstrap", "--platform", "cuda", "-p", "npu", "--dry-run"],
+            "error: bootstrap: --platform is given twice; give it once",
+        ),
         # Invoke's core options for c.run(): `--dry` is not `--dry-run`, and ran the command.
         (
             ["step", "--dry", "--", "touch", "ran"],
