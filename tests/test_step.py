@@ -134,6 +134,12 @@ def test_shard_arguments(
             "--shard-list: empty entry in 'a,,c'",
         ),
         ({"shard": "3/3"}, {}, "shard index 3 is out of range for 3 shards (0..2)"),
+        ({"shard": "0/0"}, {}, "--shard: 0 shards: the count must be 1 or more"),
+        (
+            {"shard": "auto"},
+            {"BUILDKITE_PARALLEL_JOB": "0", "BUILDKITE_PARALLEL_JOB_COUNT": "0"},
+            "BUILDKITE_PARALLEL_JOB_COUNT: 0 shards: the count must be 1 or more",
+        ),
         ({"shard": "2"}, {}, "--shard: '2' is not i/n (0-based i), auto or none"),
         ({"shard": "x/2"}, {}, "--shard index: 'x' is not an integer"),
         (
@@ -159,6 +165,8 @@ def test_shard_arguments(
         "count",
         "empty",
         "range",
+        "zero-shards",
+        "zero-parallel",
         "form",
         "index",
         "auto-count",

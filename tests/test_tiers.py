@@ -510,7 +510,15 @@ def test_tier_task_lists_and_fails_closed() -> None:
     missing_pair = run_cli("tier", "weekly", "--", "--platform", "amd", "--repo", str(SAMPLE))
     assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
     bad = run_cli("tier", "bogus")
-    assert bad.returncode == 2 and "unknown tier 'bogus'" in bad.stderr
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "error: --name: unknown tier 'bogus': allowed values are ready, merge, nightly, weekly\n",
+    )
+    unknown = run_cli("tier", "ready", "--", "--bogus")
+    assert (unknown.returncode, unknown.stderr) == (
+        2,
+        "error: unrecognized arguments: --bogus (see `vllm-omni-ci tier ready -- --help`)\n",
+    )
 
 
 RETRY_TIER = """\

@@ -163,7 +163,11 @@ def shard_args(
         return [entries[index]]
     if count is None:
         return []
-    if count < 1 or not 0 <= index < count:
+    if count < 1:
+        source = "--shard" if shard and shard != "auto" else "BUILDKITE_PARALLEL_JOB_COUNT"
+        problems.append(f"{source}: {count} shards: the count must be 1 or more")
+        return []
+    if not 0 <= index < count:
         problems.append(f"shard index {index} is out of range for {count} shards (0..{count - 1})")
         return []
     return [f"--num-shards={count}", f"--shard-id={index}"]

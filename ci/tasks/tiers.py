@@ -19,9 +19,14 @@ def tier(c: Context, name: str) -> None:
     "needs <hardware>" unless --force. Exit 1 only when a blocking step fails.
     """
     from ci.argv import after_dashdash
-    from ci.errors import Stop
+    from ci.errors import Stop, UserError
+    from ci.tiers.model import parse_tier
     from ci.tiers.session import run
 
+    try:
+        parse_tier(name)
+    except UserError as exc:
+        raise UserError(*(f"--name: {p}" for p in exc.problems)) from None
     code = run(name, after_dashdash(), prog=f"vllm-omni-ci tier {name} --")
     if code:
         raise Stop(code)

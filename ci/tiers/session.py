@@ -58,7 +58,7 @@ class Args:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(message)
+        raise UserError(f"{message} (see `{self.prog} --help`)")
 
 
 def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
