@@ -37,3 +37,11 @@ def parse_platform(value: str | Platform) -> Platform:
         return Platform(key)
     except ValueError:
         raise UserError(f"unknown platform {value!r}: allowed values are {ALLOWED}") from None
+
+
+def platform_option(value: str, option: str = "--platform") -> Platform:
+    """`parse_platform` for a task option: the error line starts with the option's name."""
+    try:
+        return parse_platform(value)
+    except UserError as exc:
+        raise UserError(*(f"{option}: {p}" for p in exc.problems)) from None

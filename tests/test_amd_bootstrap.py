@@ -607,7 +607,8 @@ def test_bad_suites_fail_closed(
     ("args", "env", "expected"),
     [
         (["--platform", "foo"], {}, [
-            "error: unknown platform 'foo': allowed values are rocm (alias amd), cuda, npu, "
+            "error: --platform: unknown platform 'foo': allowed values are rocm (alias amd), cuda, "
+            "npu, "
             "xpu (alias intel)"
         ]),
         ([], {}, [

@@ -46,7 +46,7 @@ def test_unknown_platform_names_allowed_values() -> None:
 def test_unknown_platform_exits_2_with_one_error_line() -> None:
     done = run_cli("build-image", "--platform", "tpu", "--dry-run")
     assert done.returncode == 2
-    assert done.stderr.startswith("error: unknown platform 'tpu'")
+    assert done.stderr.startswith("error: --platform: unknown platform 'tpu'")
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
 

@@ -779,7 +779,7 @@ def test_unsupported_platform_is_a_usage_error(job: dict[str, str]) -> None:
     done = run_cli("run-tests", "--platform", "cuda", "--", "true", env=job)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: run-tests does not support platform cuda: allowed values are "
+        "error: --platform: run-tests does not support cuda: allowed values are "
         "rocm (alias amd), npu, xpu (alias intel)"
     )
     bad = run_cli("run-tests", "--platform", "arm", "--", "true", env=job)

@@ -149,9 +149,9 @@ def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
     """`--platform` if given (cuda or npu), else the path rule."""
     if not value:
         return detect_platform(path)
-    from ci.platforms import Platform, parse_platform
+    from ci.platforms import Platform, platform_option
 
-    chosen = parse_platform(value)
+    chosen = platform_option(value)
     if chosen is Platform.CUDA:
         return "cuda"
     if chosen is Platform.NPU:

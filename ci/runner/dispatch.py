@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 
 from ci.errors import UserError
-from ci.platforms import Platform, parse_platform
+from ci.platforms import Platform, platform_option
 
 ALLOWED = "rocm (alias amd), npu, xpu (alias intel)"
 
@@ -26,7 +26,7 @@ def run_tests(
 ) -> None:
     if not platform:
         raise UserError("--platform is required: rocm (alias amd), npu or xpu (alias intel)")
-    chosen = parse_platform(platform)
+    chosen = platform_option(platform)
     if (timeout or prune) and chosen is not Platform.XPU:
         raise UserError(f"--timeout and --prune are for --platform xpu, not {chosen}")
     if chosen in (Platform.ROCM, Platform.NPU):
@@ -41,5 +41,5 @@ def run_tests(
         )
     else:
         raise UserError(
-            f"run-tests does not support platform {chosen}: allowed values are {ALLOWED}"
+            f"--platform: run-tests does not support {chosen}: allowed values are {ALLOWED}"
         )

@@ -31,12 +31,12 @@ def bootstrap(c: Context, platform: str = "", repo: str = "", dry_run: bool = Fa
     --platform or --repo exits 2.
     """
     from ci.errors import UserError
-    from ci.platforms import ALLOWED, Platform, parse_platform
+    from ci.platforms import ALLOWED, Platform, platform_option
     from ci.target import resolve_repo
 
     if not platform:
         raise UserError(f"--platform is required: {ALLOWED}")
-    chosen = parse_platform(platform)
+    chosen = platform_option(platform)
     target = resolve_repo(repo or None)
     if chosen is Platform.ROCM:
         from ci.amd import bootstrap as amd

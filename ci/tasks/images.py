@@ -75,11 +75,11 @@ def build_image(
     """
     from ci.images import build
     from ci.images.options import BuildOptions
-    from ci.platforms import parse_platform
+    from ci.platforms import platform_option
 
     build(
         BuildOptions(
-            platform=parse_platform(platform),
+            platform=platform_option(platform),
             repo=repo,
             commit=commit,
             dry_run=dry_run,
