@@ -11,6 +11,7 @@ another Python version still produces a usable wheelhouse.
 from __future__ import annotations
 
 import filecmp
+import os
 import platform as host_platform
 import re
 import shutil
@@ -171,7 +172,13 @@ def build(options: WheelhouseOptions, *, dry_run: bool = False) -> None:
     if dry_run:
         run_plan(the_plan, dry_run=True)
         return
-    options.dests[0].mkdir(parents=True, exist_ok=True)
+    for dest in options.dests:
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--dest: cannot create {dest}: {exc.strerror}") from None
+        if not os.access(dest, os.W_OK | os.X_OK):
+            raise UserError(f"--dest: {dest} is not writable")
     wheel, download = the_plan.commands
     code = run(wheel).code
     if code == 0 and not run(offline(download), output="capture", quiet=True).ok:

@@ -505,3 +505,48 @@ def test_a_pipeline_that_is_not_text_is_one_error_line(
     check(done, 1, stdout=None)
     errors = [e for e in done.stderr.splitlines() if e.startswith("error: ")]
     assert errors and errors[0].startswith(line.format(repo=repo)), done.stderr
+
+
+def without_dac_override(argv: list[str]) -> list[str]:
+    """Run as we are, but unable to bypass file permissions (root otherwise writes anywhere)."""
+    if os.geteuid() != 0:
+        return argv
+    caps = "-dac_override,-dac_read_search"
+    assert shutil.which("setpriv"), "util-linux setpriv is needed to test permissions as root"
+    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", *argv]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["step", "--artifact-dir", "{ro}", "--summary-tail", "3", "--", "touch", "{ran}"],
+            "error: --artifact-dir: {ro} is not writable",
+        ),
+        (
+            ["step", "--junit", "{ro}/sub/pytest.xml", "--", "touch", "{ran}"],
+            "error: --junit: cannot create {ro}/sub: Permission denied",
+        ),
+        (["wheelhouse", "--dest", "{ro}/wheels"], "error: --dest: cannot create {ro}/wheels: "),
+    ],
+    ids=["artifact-dir", "junit", "wheelhouse-dest"],
+)
+def test_an_unwritable_output_is_exit_2_before_anything_runs(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """Were PermissionError tracebacks (after the command ran, for the summary)."""
+    import subprocess
+
+    from tests.conftest import cli_path
+
+    ro = tmp_path / "read-only"
+    ro.mkdir()
+    ro.chmod(0o555)
+    places = {"ro": str(ro), "ran": str(tmp_path / "ran")}
+    done = subprocess.run(
+        without_dac_override([cli_path(), *(a.format(**places) for a in args)]),
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    check(done, 2, stdout="")
+    assert done.stderr.splitlines()[-1].startswith(line.format(**places)), done.stderr
+    assert not (tmp_path / "ran").exists()

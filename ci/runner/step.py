@@ -276,6 +276,8 @@ def _make_dirs(plan: StepPlan) -> None:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             raise UserError(f"{name}: cannot create {directory}: {exc.strerror}") from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise UserError(f"{name}: {directory} is not writable")
 
 
 def _tail(path: str, count: int) -> list[str]:
@@ -301,8 +303,13 @@ def _copy(plan: StepPlan) -> None:
 
 
 def _finish(plan: StepPlan) -> None:
+    from ci.door import note
+
     if plan.summary and plan.log:
-        Path(plan.summary).write_text("".join(_tail(plan.log, plan.summary_tail)))
+        try:
+            Path(plan.summary).write_text("".join(_tail(plan.log, plan.summary_tail)))
+        except OSError as exc:  # the command's exit code still decides the step
+            note(f"step: could not write {plan.summary}: {exc.strerror}")
     _copy(plan)
 
 
