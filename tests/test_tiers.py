@@ -152,6 +152,19 @@ def test_missing_tier_platform_pair_exits_2(tier: str, platform: str) -> None:
     assert caught.value.code == 2
 
 
+@pytest.mark.parametrize("text", ["", "- a\n- b\n", "just a string\n", "steps: none\n"])
+def test_a_tier_file_without_steps_is_an_error(tmp_path: Path, text: str) -> None:
+    """Not an empty tier that "passes" with nothing run."""
+    (tmp_path / ".buildkite" / "amd").mkdir(parents=True)
+    (tmp_path / ".buildkite" / "amd" / "test-amd-ready.yml").write_text(text)
+    with pytest.raises(UserError) as caught:
+        load_tier(tmp_path, Tier.READY, Platform.ROCM, {})
+    assert caught.value.problems == (
+        ".buildkite/amd/test-amd-ready.yml: not a test pipeline (a mapping with a `steps` list)",
+    )
+    assert caught.value.code == 1
+
+
 def test_xpu_ready_tier_is_the_runner_table() -> None:
     from ci.runner.xpu_commands import command_lines
 

@@ -259,7 +259,11 @@ def _yaml_steps(
     hardware = None if platform is Platform.ROCM else _Hardware(repo, environ)
     context = local_context(repo, tier, environ)
     found: list[TierStep] = []
-    for document in load_documents(path, rel):
+    documents = load_documents(path, rel)
+    if not any(isinstance(d, Mapping) and isinstance(d.get("steps"), list) for d in documents):
+        # An empty or scalar tier file would otherwise "pass" with nothing run.
+        raise UserError(f"{rel}: not a test pipeline (a mapping with a `steps` list)", code=1)
+    for document in documents:
         file_env = _env(document.get("env")) if isinstance(document, Mapping) else {}
         for step in steps_of(document, rel):
             raw = step.raw
