@@ -35,6 +35,7 @@ class CiProgram(Program):
             except ValueError as exc:  # Invoke casts `int` options while parsing
                 raise ParseError(not_a_number(exc, list(self.core.unparsed))) from None
             self.refuse_run_options()
+            self.refuse_empty_paths()
             self.parse_cleanup()
             self.update_config()
             self.execute()
@@ -74,6 +75,23 @@ class CiProgram(Program):
             for name in RUN_ONLY_CORE
             if self.args[name].got_value
         )
+
+    def refuse_empty_paths(self) -> None:
+        """`--repo ''` is a mistake (an unset variable), not a request for the default.
+
+        Invoke cannot tell an empty value from a missing option once the task runs,
+        so path options were silently the current directory or auto-detected.
+        """
+        problems = []
+        for context in self.tasks:
+            for name in PATH_OPTIONS:
+                argument = context.args.get(name)
+                if argument is not None and argument.got_value and not str(argument.value).strip():
+                    flag = f"--{name}"
+                    problems.append(
+                        f"{context.name}: {flag}: an empty path; give one, or leave {flag} out"
+                    )
+        UserError.collect(problems)
 
     def repeated_option(self, message: str) -> str | None:
         """`--level l2 --level l3`: Invoke took `l3` for a task and said "No idea what 'l3' is!"."""
@@ -158,6 +176,9 @@ class CiProgram(Program):
         self.print_columns(shown)
         self.list_tasks()
 
+
+# Task options naming a file or directory: an explicit empty value is an error.
+PATH_OPTIONS = ("repo", "artifact-dir", "junit", "dockerfile", "tls-dir", "docker-config", "docker")
 
 # Invoke core options that only steer `Context.run()`, which no task calls.
 RUN_ONLY_CORE = (

@@ -123,6 +123,19 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
             ["bootstrap", "--platform", "cuda", "-p", "npu", "--dry-run"],
             "error: bootstrap: --platform is given twice; give it once",
         ),
+        # An explicit empty path (an unset variable) was the default: the cwd, auto-detection.
+        (
+            ["skip-ci", "--platform", "cuda", "--level", "l2", "--repo="],
+            "error: skip-ci: --repo: an empty path; give one, or leave --repo out",
+        ),
+        (
+            ["step", "--artifact-dir", " ", "--", "touch", "ran"],
+            "error: step: --artifact-dir: an empty path; give one, or leave --artifact-dir out",
+        ),
+        (
+            ["doctor", "--docker", ""],
+            "error: doctor: --docker: an empty path; give one, or leave --docker out",
+        ),
         # Invoke's core options for c.run(): `--dry` is not `--dry-run`, and ran the command.
         (
             ["step", "--dry", "--", "touch", "ran"],
