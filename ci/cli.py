@@ -43,6 +43,7 @@ class CiProgram(Program):
             message = (
                 script_usage(exc, argv)
                 or self.repeated_option(str(exc))
+                or self.unknown_word(str(exc))
                 or readable(
                     str(exc), self.binary or "vllm-omni-ci", getattr(exc.context, "name", None)
                 )
@@ -117,6 +118,32 @@ class CiProgram(Program):
                 return f"{context.name}: {option} is given twice; give it once"
             seen.add(argument.name)
         return None
+
+    def unknown_word(self, message: str) -> str | None:
+        """Invoke's "No idea what 'X' is!", said with the task and what it accepts."""
+        import re
+
+        found = re.fullmatch(r"No idea what '(.*)' is!", message, re.S)
+        parser = getattr(self, "parser", None)
+        if found is None or parser is None:
+            return None
+        word, binary, context = found.group(1), self.binary or "vllm-omni-ci", None
+        for before in list(self.core.unparsed):
+            if before in (word, "--"):
+                break
+            if before in parser.contexts:
+                context = parser.contexts[before]
+        if context is None:
+            if word.startswith("-"):
+                return f"unknown option {word!r} (see `{binary} --help`)"
+            return f"unknown task {word!r} (see `{binary} --list`)"
+        see = f"see `{binary} {context.name} --help`"
+        if not word.startswith("-"):
+            return f"{context.name}: unexpected argument {word!r} ({see})"
+        options = ", ".join(sorted(f for f in context.flags if f.startswith("--"))) or "none"
+        return (
+            f"{context.name}: unknown option {word.split('=', 1)[0]!r}; options: {options} ({see})"
+        )
 
     def help_before_positionals(self) -> None:
         """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).

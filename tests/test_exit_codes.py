@@ -79,8 +79,16 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["doctor", "--no-such-flag"], "error: No idea what '--no-such-flag' is!"),
-        (["no-such-task"], "error: No idea what 'no-such-task' is!"),
+        (
+            ["doctor", "--no-such-flag"],
+            "error: doctor: unknown option '--no-such-flag'; options: --docker, --json"
+            " (see `vllm-omni-ci doctor --help`)",
+        ),
+        (["no-such-task"], "error: unknown task 'no-such-task' (see `vllm-omni-ci --list`)"),
+        (
+            ["doctor", "extra"],
+            "error: doctor: unexpected argument 'extra' (see `vllm-omni-ci doctor --help`)",
+        ),
         (
             ["step", "--summary-tail", "x", "--", "true"],
             "error: step: --summary-tail: 'x' is not a whole number",
