@@ -190,10 +190,15 @@ def test_steps_mark_only_manifest_rm_as_tolerated() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--commit", "a b"), "error: --commit: 'a b' cannot be part of an image tag"),
+        (
+            ("--commit", "a b"),
+            "error: --commit: 'a b' cannot be part of an image tag (allowed: letters, digits,"
+            " '_', '.', '-'; at most 128 with its prefix)",
+        ),
         (
             ("--mode", "release", "--release-version", "1.0 beta"),
-            "error: release-version: '1.0 beta' cannot be part of an image tag",
+            "error: release-version: '1.0 beta' cannot be part of an image tag (allowed: letters,"
+            " digits, '_', '.', '-'; at most 128 with its prefix)",
         ),
     ],
 )

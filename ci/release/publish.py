@@ -72,17 +72,20 @@ def parse_mode(mode: str) -> str:
     return value
 
 
+TAG_CHARS = " (allowed: letters, digits, '_', '.', '-'; at most 128 with its prefix)"
+
+
 def publication(mode: str, commit: str, version: str) -> Publication:
     """The tags of the script's `case "$MODE"` (version: release mode only)."""
     problems = []
     if not _TAG_RE.fullmatch(f"nightly-{commit}") or not commit:
-        problems.append(f"--commit: {commit!r} cannot be part of an image tag")
+        problems.append(f"--commit: {commit!r} cannot be part of an image tag{TAG_CHARS}")
     if (
         mode == "release"
         and version != VERSION_PLACEHOLDER
         and not _TAG_RE.fullmatch(f"v{version}")
     ):
-        problems.append(f"release-version: {version!r} cannot be part of an image tag")
+        problems.append(f"release-version: {version!r} cannot be part of an image tag{TAG_CHARS}")
     UserError.collect(problems, code=USAGE)
     if mode == "release":
         return Publication(mode, commit, ("latest", f"v{version}"))
