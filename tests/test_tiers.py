@@ -527,6 +527,12 @@ def test_tier_task_lists_and_fails_closed() -> None:
         2,
         "error: --name: unknown tier 'bogus': allowed values are ready, merge, nightly, weekly\n",
     )
+    empty = run_cli("tier", "ready", "--", "--repo", "", "--results=")
+    assert (empty.returncode, empty.stderr) == (
+        2,
+        "error: --repo: an empty value; give one, or leave --repo out\n"
+        "error: --results: an empty value; give one, or leave --results out\n",
+    )
     unknown = run_cli("tier", "ready", "--", "--bogus")
     assert (unknown.returncode, unknown.stderr) == (
         2,

@@ -80,11 +80,10 @@ def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
     )
     made.add_argument(
         "--repo",
-        default="",
         metavar="PATH",
         help="the target checkout (default: the sample under nox, else the git checkout here)",
     )
-    made.add_argument("--image", default="", metavar="IMG", help="run every step in this image")
+    made.add_argument("--image", metavar="IMG", help="run every step in this image")
     made.add_argument("--native", action="store_true", help="run here, not in containers")
     made.add_argument(
         "--force",
@@ -97,9 +96,7 @@ def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
         "--step", default="", metavar="TEXT", help="only steps whose label contains TEXT"
     )
     made.add_argument("--keep-going", action="store_true", help="go on after a blocking failure")
-    made.add_argument(
-        "--results", default="", metavar="DIR", help=f"logs and JUnit (default {RESULTS}/<tier>)"
-    )
+    made.add_argument("--results", metavar="DIR", help=f"logs and JUnit (default {RESULTS}/<tier>)")
     made.add_argument(
         "--label",
         action="append",
@@ -113,6 +110,11 @@ def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
 def parse_args(tier: Tier, argv: Sequence[str], prog: str = "") -> Args:
     ns = parser(tier, prog).parse_args(list(argv))
     problems: list[str] = []
+    for name in ("platform", "repo", "image", "results"):
+        value = getattr(ns, name)
+        if value is not None and not value.strip():  # an unset variable, not the default
+            problems.append(f"--{name}: an empty value; give one, or leave --{name} out")
+        setattr(ns, name, value if value and value.strip() else "")
     platform = None
     if ns.platform:
         try:
