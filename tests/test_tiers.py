@@ -533,6 +533,16 @@ def test_tier_task_lists_and_fails_closed() -> None:
         "error: --repo: an empty value; give one, or leave --repo out\n"
         "error: --results: an empty value; give one, or leave --results out\n",
     )
+    import os
+
+    bad_docker = run_cli(
+        "tier", "ready", "--", "--repo", str(SAMPLE),
+        env={**os.environ, "VLLM_OMNI_CI_DOCKER": str(SAMPLE)},
+    )  # fmt: skip
+    assert (bad_docker.returncode, bad_docker.stderr) == (
+        2,
+        f"error: VLLM_OMNI_CI_DOCKER: {SAMPLE} is not an executable docker client\n",
+    )  # was "no CI image for the ready tier is present locally"
     unknown = run_cli("tier", "ready", "--", "--bogus")
     assert (unknown.returncode, unknown.stderr) == (
         2,

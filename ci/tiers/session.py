@@ -322,6 +322,10 @@ def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "", prog: st
     args = parse_args(tier, argv, prog)
     repo = resolve_repo(args.repo or default_repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
+    if not (args.native or args.list):
+        from ci.doctor import named_docker
+
+        docker = named_docker() or docker  # a bad $VLLM_OMNI_CI_DOCKER is named, not "no image"
     environ = dict(os.environ)
     platforms = _platforms(args, tier, repo, docker, environ)
     steps: list[TierStep] = []
