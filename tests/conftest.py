@@ -181,6 +181,22 @@ def run_cli(
     )
 
 
+def sample_with_wheelhouse(parent: Path) -> Path:
+    """A copy of the sample under `parent`, with the wheelhouse its Dockerfiles install from.
+
+    The sample's own wheelhouse is reused when `vllm-omni-ci wheelhouse` has
+    filled it (.ci/run does, before the tests): downloading ~35 wheels again
+    costs ~20 s and tests nothing. Without one, a fresh one is built.
+    """
+    repo = parent / "omni-sample"
+    shutil.copytree(SAMPLE, repo, symlinks=True)
+    if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):
+        shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
+        done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=900)
+        assert done.returncode == 0, done.stderr[-4000:]
+    return repo
+
+
 @pytest.fixture
 def cli() -> object:
     return run_cli

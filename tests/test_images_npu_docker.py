@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pytest
 from ci.images import npu, variants
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
-from tests.conftest import BASE_IMAGE, SAMPLE, TEST_LABEL, run_cli
+from tests.conftest import BASE_IMAGE, TEST_LABEL, sample_with_wheelhouse
 
 pytestmark = pytest.mark.docker
 
@@ -35,13 +34,7 @@ VARIANT_LABEL = "vllm-omni-ci.npu-variant"
 @pytest.fixture(scope="module")
 def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample with a wheelhouse (its Dockerfile installs from one), in a tmp dir."""
-    repo = tmp_path_factory.mktemp("npu-sample") / "omni-sample"
-    shutil.copytree(SAMPLE, repo, symlinks=True)
-    if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):
-        shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
-        done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=600)
-        assert done.returncode == 0, done.stderr[-4000:]
-    return repo
+    return sample_with_wheelhouse(tmp_path_factory.mktemp("npu-sample"))
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ Engine backend: this machine has no buildx plugin (see `vllm-omni-ci doctor`).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -23,7 +22,7 @@ import pytest
 
 from ci.images import progress
 from ci.images.cachekey import rocm_key
-from tests.conftest import REGISTRY, SAMPLE, run_cli
+from tests.conftest import REGISTRY, run_cli, sample_with_wheelhouse
 
 MANIFEST_TYPES = ", ".join(
     [
@@ -66,19 +65,8 @@ def registry_delete(ref: str) -> None:
 
 @pytest.fixture
 def sample_copy(tmp_path: Path) -> Path:
-    """The sample with a wheelhouse (its `test` stage needs one), in a dir we may edit.
-
-    The sample's own wheelhouse is reused when `vllm-omni-ci wheelhouse` has
-    filled it (.ci/run does, before the tests): downloading ~35 wheels again
-    costs ~20 s and tests nothing here. Without one, a fresh one is built.
-    """
-    repo = tmp_path / "omni-sample"
-    shutil.copytree(SAMPLE, repo, symlinks=True)
-    if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):
-        shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
-        done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=600)
-        assert done.returncode == 0, done.stderr[-4000:]
-    return repo
+    """The sample with a wheelhouse (its `test` stage needs one), in a dir we may edit."""
+    return sample_with_wheelhouse(tmp_path)
 
 
 def wipe(docker: str, refs: list[str]) -> None:

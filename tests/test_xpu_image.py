@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import subprocess
 import textwrap
 import threading
@@ -23,7 +22,15 @@ from pathlib import Path
 import pytest
 
 from ci.images import xpu
-from tests.conftest import BASE_IMAGE, REGISTRY, SAMPLE, TEST_LABEL, StandIns, run_cli
+from tests.conftest import (
+    BASE_IMAGE,
+    REGISTRY,
+    SAMPLE,
+    TEST_LABEL,
+    StandIns,
+    run_cli,
+    sample_with_wheelhouse,
+)
 
 UPSTREAM_REPO = f"{REGISTRY}/omni-ci-test/vllm-openai-xpu"
 BASE_LABEL = "vllm-omni-ci.xpu-base"
@@ -158,13 +165,7 @@ def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("xpu-sample")
     if not (SAMPLE / "docker" / "Dockerfile.xpu").is_file():
         return fixture_repo(root)
-    repo = root / "omni-sample"
-    shutil.copytree(SAMPLE, repo, symlinks=True)
-    if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):  # .ci/run fills it
-        shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
-        done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=900)
-        assert done.returncode == 0, done.stderr[-4000:]
-    return repo
+    return sample_with_wheelhouse(root)
 
 
 def clean_env(base: dict[str, str]) -> dict[str, str]:
