@@ -264,6 +264,9 @@ def run(
         return Result(code, "", message)
 
     stdin, out, err = _stream(output, cmd.stdin is not None)
+    # Before the child exists: an orphan made in its first instant (`(setsid x &)`)
+    # must re-parent to us, not to init, or no sweep can ever find it.
+    proctree.become_subreaper()
     with _SignalWatch() as watch:
         try:
             proc = local[exe][list(cmd.argv[1:])].popen(
