@@ -9,6 +9,7 @@ so tests behave the same locally and inside Buildkite.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -109,3 +110,19 @@ def sample_checkout(path: Path, sample: Path) -> GitRepo:
     repo.commit("sample")
     repo.push("main")
     return repo
+
+
+def git_counter(tmp_path: Path) -> tuple[Path, Path]:
+    """A pass-through `git` that logs its arguments, then runs the real git.
+
+    Returns the directory to put first on PATH and the log of calls.
+    """
+    real = shutil.which("git")
+    assert real
+    bin_dir = tmp_path / "counting-bin"
+    bin_dir.mkdir()
+    log = tmp_path / "git-calls"
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    return bin_dir, log

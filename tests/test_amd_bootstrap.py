@@ -29,7 +29,7 @@ from ci.amd import bootstrap, combine, render, suites
 from ci.errors import Stop, UserError
 from ci.schema import pipeline_errors
 from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, run_cli
-from tests.gitrepo import GitRepo, buildkite_env
+from tests.gitrepo import GitRepo, buildkite_env, git_counter
 
 CORPUS_AMD = SHARED / "vllm-omni" / ".buildkite" / "amd"
 NOT_CRITICAL = "No critical changes, using precompiled wheels"
@@ -873,19 +873,6 @@ def test_ready_plus_merge_is_43_jobs_as_upstream_pins() -> None:
 
 
 # --------------------------------------------------------------------------- the sample
-
-
-def git_counter(tmp_path: Path) -> tuple[Path, Path]:
-    """A pass-through `git` that logs its arguments, then runs the real git."""
-    real = shutil.which("git")
-    assert real
-    bin_dir = tmp_path / "counting-bin"
-    bin_dir.mkdir()
-    log = tmp_path / "git-calls"
-    wrapper = bin_dir / "git"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
-    wrapper.chmod(0o755)
-    return bin_dir, log
 
 
 def test_end_to_end_on_a_repo_made_from_the_sample(

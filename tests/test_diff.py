@@ -11,7 +11,7 @@ import pytest
 from ci import diff as diffmod
 from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
-from tests.gitrepo import GitRepo, buildkite_env
+from tests.gitrepo import GitRepo, buildkite_env, git_counter
 
 
 @pytest.fixture(autouse=True)
@@ -329,26 +329,10 @@ def test_no_range_has_no_details(repo: GitRepo) -> None:
 # --------------------------------------------------------------------------- cache
 
 
-def _git_counter(tmp_path: Path) -> Path:
-    """A pass-through `git` that counts calls, then runs the real git."""
-    real = next(
-        str(Path(d) / "git")
-        for d in os.environ["PATH"].split(os.pathsep)
-        if (Path(d) / "git").is_file() and os.access(Path(d) / "git", os.X_OK)
-    )
-    bin_dir = tmp_path / "counting-bin"
-    bin_dir.mkdir()
-    log = tmp_path / "git-calls"
-    wrapper = bin_dir / "git"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
-    wrapper.chmod(0o755)
-    return bin_dir
-
-
 def test_resolution_is_shared_per_process(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = _git_counter(tmp_path)
+    bin_dir, _ = git_counter(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     pr = env(BUILDKITE_PULL_REQUEST="7")
     first = resolve_diff(repo.path, env=pr)
