@@ -2,7 +2,8 @@
 
 Cold build and push; wipe this test's refs and the builder cache; warm build
 imports every deps step from the registry cache ref; change one requirements
-file and the key changes and the heavy deps RUN steps run again.
+file and the key changes, the old key's cache is not consulted, and the heavy
+deps RUN steps run again.
 
 Engine backend: this machine has no buildx plugin (see `vllm-omni-ci doctor`).
 """
@@ -117,8 +118,9 @@ def test_registry_cache_cold_warm_and_invalidated(
 ) -> None:
     run_id = uuid.uuid4().hex[:10]
     registry = f"{REGISTRY}/omni-ci-test/rocm-e2e-{run_id}"
-    # A unique arch reaches every deps step (ENV PYTORCH_ROCM_ARCH), so no other build
-    # on this shared engine can share steps with ours: CACHED can only mean our cache.
+    # A unique arch reaches every deps RUN step (ENV PYTORCH_ROCM_ARCH), so no other build
+    # on this shared engine can share them: a CACHED RUN can only mean our cache. (COPY
+    # steps are keyed by content alone; the wipes prune every local record of them.)
     arch = f"gfx942;e2e-{run_id}"
     key = rocm_key(sample_copy, arch).key
     cache_ref, image_ref = f"{registry}:rocm-deps-cache-{key}", f"{registry}:e2e-{key}"
@@ -148,6 +150,11 @@ def test_registry_cache_cold_warm_and_invalidated(
     assert [(s.name, s.status) for s in deps] == [(s.name, "CACHED") for s in deps]
 
     # 4. One requirements file changes: new key, and the heavy deps RUN steps run again.
+    # Wiped first, as a fresh agent sees it: only the registry holds a cache, and the old
+    # key's ref is still there. (It also sidesteps a Docker 20.10 bug seen in CI: after a
+    # build that imported inline cache, a COPY on top of a CACHED step could fail with
+    # `failed to prepare …/committed: no such file or directory`.)
+    wipe(docker_cli, [image_ref, cache_ref])
     with (sample_copy / "requirements" / "common.txt").open("a") as fh:
         fh.write("# bump\n")
     new_key = rocm_key(sample_copy, arch).key
@@ -157,6 +164,9 @@ def test_registry_cache_cold_warm_and_invalidated(
     out, changed = build(sample_copy, registry, arch, f"e2e-{new_key}", "--no-push")
     assert out.splitlines()[0] == f"ROCm dependency cache: {new_cache}"
     assert import_step(changed, new_cache).status == "ERROR"
+    imported = [s.name for s in changed if s.name.startswith("importing cache manifest")]
+    assert imported == [f"importing cache manifest from {new_cache}"]  # never the old key's
+    assert registry_digest(cache_ref)  # although the old key's cache is still in the registry
     runs = [s for s in progress.stage_steps(changed, "deps") if s.instruction == "RUN"]
     assert len(runs) >= 3
     assert [(s.name, s.status) for s in runs] == [(s.name, "DONE") for s in runs]
