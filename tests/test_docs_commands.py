@@ -86,23 +86,23 @@ def session_names() -> set[str]:
     return set(re.findall(r"^[*-] (\S+)", listing.stdout, re.MULTILINE))
 
 
+def doc_commands(pattern: str) -> list[tuple[str, str]]:
+    """(doc name, group 1 of PATTERN) for every match in the docs' code snippets."""
+    return [
+        (doc.name, match.group(1))
+        for doc in DOCS
+        for snippet in code_snippets(doc)
+        for match in re.finditer(pattern, snippet)
+    ]
+
+
 def task_commands() -> list[tuple[str, str]]:
-    """(doc name, text after `vllm-omni-ci `/`inv `) for every task command in the docs."""
-    found: list[tuple[str, str]] = []
-    for doc in DOCS:
-        for snippet in code_snippets(doc):
-            for match in re.finditer(r"(?:^|[\s(=$])(?:vllm-omni-ci|inv) (\S.*)", snippet):
-                found.append((doc.name, match.group(1)))
-    return found
+    """The text after `vllm-omni-ci `/`inv ` of every task command in the docs."""
+    return doc_commands(r"(?:^|[\s(=$])(?:vllm-omni-ci|inv) (\S.*)")
 
 
 def nox_commands() -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-    for doc in DOCS:
-        for snippet in code_snippets(doc):
-            for match in re.finditer(r"(?:^|\s)nox -s (\S.*)", snippet):
-                found.append((doc.name, match.group(1)))
-    return found
+    return doc_commands(r"(?:^|\s)nox -s (\S.*)")
 
 
 def test_the_docs_show_commands_at_all() -> None:
