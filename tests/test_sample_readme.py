@@ -187,6 +187,11 @@ def test_checkout_command_runs_as_written(line: str, checkout: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+CLOSED_READER = (
+    "python3 -c 'import os, subprocess, sys; r, w = os.pipe(); os.close(r); "
+    "sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' %s"
+)
+
 # One command per row of the README's exit-code table, run in a scratch directory:
 # a row added without an example here fails, and so does a row that stops being true.
 EXIT_EXAMPLES = {
@@ -197,7 +202,9 @@ EXIT_EXAMPLES = {
     "124, 137": (124, "vllm-omni-ci step --timeout 1s -- sleep 30"),
     "126, 127": (127, "vllm-omni-ci step -- no-such-program-here"),
     "128+N": (134, "vllm-omni-ci step -- bash -c 'kill -ABRT $$'"),
-    "141": (141, "vllm-omni-ci --list | head -1 >/dev/null; exit ${PIPESTATUS[0]}"),
+    # `| head -1` races: head may read the line and leave only after our last write
+    # (exit 0, seen in CI). Here the reader has already gone before our first write.
+    "141": (141, CLOSED_READER % "vllm-omni-ci --list"),
 }
 
 
