@@ -370,6 +370,87 @@ def run_plan(plan: Plan, *, dry_run: bool = False, output: Output = "stderr") ->
     return 0
 
 
+@dataclass(frozen=True)
+class Service:
+    """A long-running program started by `spawn`: what to find it by again, later."""
+
+    pid: int
+    started: float  # the process's start time, so that a recycled pid is never signalled
+    argv: tuple[str, ...]
+    log: str
+
+
+def spawn(cmd: Command, log: str) -> Service:
+    """Start a service in the background, in its own session, and return at once.
+
+    Unlike `run`, the child is meant to outlive us (the sandbox's dockerd and
+    registry): its output goes to `log`, its stdin is /dev/null, and nothing
+    waits for it. It is echoed like every other command.
+    """
+    import psutil
+
+    env = {**os.environ, **cmd.env}
+    redact = Redactor.for_env(env, extra=cmd.all_secrets())
+    echo(cmd, redact)
+    exe, code, message = _resolve(cmd.argv[0], env)
+    if exe is None:
+        raise CommandFailed(code, redact(message))
+    with open(log, "ab") as sink:
+        try:
+            proc = subprocess.Popen(
+                [exe, *cmd.argv[1:]],
+                cwd=cmd.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise CommandFailed(126, redact(f"error: cannot start {cmd.argv[0]}: {exc}")) from None
+    from ci import proctree
+
+    proctree.exempt(proc.pid)  # an orphan sweep of a later command must never claim it
+    try:
+        started = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        started = 0.0
+    return Service(proc.pid, started, cmd.argv, log)
+
+
+def alive(service: Service) -> bool:
+    """The service's process still runs (same pid *and* start time, not a zombie)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(service.pid)
+        return proc.create_time() == service.started and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stop(service: Service, *, grace: float = 30.0) -> bool:
+    """SIGTERM the service, wait up to `grace` seconds, then SIGKILL. True if KILL was needed."""
+    import psutil
+
+    if not alive(service):
+        return False
+    proc = psutil.Process(service.pid)
+    with contextlib.suppress(psutil.Error):
+        proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+        return False
+    except psutil.TimeoutExpired:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+        with contextlib.suppress(psutil.Error):
+            proc.wait(timeout=5)
+        return True
+    except psutil.Error:
+        return False
+
+
 def capture(argv: Sequence[str], *, cwd: str | None = None, **kw: object) -> Result:
     """Shorthand for read-only probes (git, docker version...): quiet, captured."""
     return run(Command(tuple(argv), cwd=cwd, **kw), output="capture", quiet=True)  # type: ignore[arg-type]

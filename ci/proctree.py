@@ -42,6 +42,11 @@ def _identity(proc: psutil.Process) -> Identity | None:
         return None
 
 
+def exempt(pid: int) -> None:
+    """A child of ours that no command's tree may claim: a service `door.spawn` started."""
+    _active_roots.add(pid)
+
+
 class Tree:
     """The processes started by one command: its group plus every descendant seen."""
 

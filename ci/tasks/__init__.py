@@ -19,6 +19,7 @@ from ci.tasks import (
     release,
     runners,
     sample,
+    sandbox,
     skipci,
     tiers,
 )
@@ -36,6 +37,7 @@ for module in (
     pipelines,
     plan,
     sample,
+    sandbox,
     tiers,
 ):
     for name in module.__all__:

@@ -1,0 +1,153 @@
+"""Pinned Debian packages into the sandbox's prefix, without touching the system's packages.
+
+`apt-get download` from a private sources list that names the mirror apt
+already uses, with its own lists, cache and an empty dpkg status, so the
+system's apt state is never read or written; then `dpkg -x` into the prefix.
+Nothing is configured, no maintainer script runs, and removing the prefix
+undoes it all.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from ci import door
+from ci.errors import UserError
+from ci.sandbox.layout import Layout
+from ci.sandbox.pins import SUITES, Pin
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
+
+
+def mirror(sources: Iterable[Path] = SOURCES) -> str:
+    """The Debian mirror apt uses here: the first non-security URI of its sources."""
+    files: list[Path] = []
+    for source in sources:
+        if source.is_dir():
+            files += sorted(source.glob("*.sources")) + sorted(source.glob("*.list"))
+        elif source.is_file():
+            files.append(source)
+    for path in files:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for found in re.findall(r"(?m)^\s*(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+)", text):
+            uri = str(found).rstrip("/")
+            if uri.startswith(("http://", "https://")) and "security" not in uri:
+                return uri
+    return DEFAULT_MIRROR
+
+
+def sources_list(mirror_uri: str) -> str:
+    return "".join(f"deb [signed-by={KEYRING}] {mirror_uri} {suite} main\n" for suite in SUITES)
+
+
+def apt_options(layout: Layout) -> tuple[str, ...]:
+    apt = layout.apt
+    options = {
+        "Dir::Etc::SourceList": str(apt / "sources.list"),
+        "Dir::Etc::SourceParts": "/dev/null",
+        "Dir::State::Lists": str(apt / "lists"),
+        "Dir::Cache": str(apt / "cache"),
+        "Dir::State::status": "/dev/null",
+        "Debug::NoLocking": "1",
+        "APT::Sandbox::User": "root",
+    }
+    return tuple(word for k, v in options.items() for word in ("-o", f"{k}={v}"))
+
+
+def _checked(cmd: door.Command, what: str) -> str:
+    result = door.run(cmd, output="capture")
+    if not result.ok:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise UserError(f"{what}: {cmd.line()} failed with exit {result.code}: {' '.join(tail)}")
+    return result.stdout
+
+
+def update(layout: Layout) -> str:
+    """Write the private sources list and fetch its package lists; return the mirror."""
+    uri = mirror()
+    for folder in (layout.apt / "lists" / "partial", layout.apt / "cache" / "archives" / "partial"):
+        folder.mkdir(parents=True, exist_ok=True)
+    (layout.apt / "sources.list").write_text(sources_list(uri))
+    _checked(
+        door.Command(
+            ("apt-get", *apt_options(layout), "update"),
+            description=f"package lists of trixie and bookworm from {uri} (private apt state)",
+        ),
+        "apt-get update",
+    )
+    return uri
+
+
+def candidate(layout: Layout, pin: Pin) -> str:
+    """The mirror's version of `pin.package` in `pin.suite` that matches the pin."""
+    out = _checked(
+        door.Command(("apt-cache", *apt_options(layout), "madison", pin.package)),
+        f"apt-cache madison {pin.package}",
+    )
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) == 3 and f" {pin.suite}/" in f" {cells[2]}" and pin.matches(cells[1]):
+            return cells[1]
+    offered = ", ".join(c.split("|")[1].strip() for c in out.splitlines() if "|" in c) or "none"
+    raise UserError(
+        f"{pin.package}: the mirror has no {pin.upstream} in {pin.suite} (offered: {offered})"
+    )
+
+
+def install(layout: Layout, pins: Iterable[Pin]) -> list[tuple[str, str]]:
+    """Download and unpack each pin into the prefix; return (package, version) installed."""
+    wanted = list(pins)
+    update(layout)
+    layout.debs.mkdir(parents=True, exist_ok=True)
+    layout.prefix.mkdir(parents=True, exist_ok=True)
+    versions = [(pin.package, candidate(layout, pin)) for pin in wanted]
+    _checked(
+        door.Command(
+            ("apt-get", *apt_options(layout), "download", *(f"{p}={v}" for p, v in versions)),
+            description="download " + ", ".join(f"{p} {v}" for p, v in versions),
+            cwd=str(layout.debs),
+        ),
+        "apt-get download",
+    )
+    for package, version in versions:
+        deb = next(layout.debs.glob(f"{package}_{version.replace(':', '%3a')}_*.deb"), None)
+        if deb is None:
+            raise UserError(f"{package}: apt-get download left no .deb in {layout.debs}")
+        _checked(
+            door.Command(
+                ("dpkg", "-x", str(deb), str(layout.prefix)),
+                description=f"unpack {deb.name} into {layout.prefix}",
+            ),
+            "dpkg -x",
+        )
+    record(layout, versions)
+    return versions
+
+
+def installed(layout: Layout) -> dict[str, str]:
+    """package -> version of what this sandbox unpacked so far."""
+    try:
+        data = json.loads(layout.installed.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def record(layout: Layout, versions: Iterable[tuple[str, str]]) -> None:
+    data = installed(layout)
+    data.update(dict(versions))
+    layout.installed.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def missing(layout: Layout, pins: Iterable[Pin]) -> list[Pin]:
+    """The pins not yet unpacked here at their pinned version."""
+    have = installed(layout)
+    return [p for p in pins if not (p.package in have and p.matches(have[p.package]))]

@@ -1,0 +1,475 @@
+"""The five parts of the sandbox, each able to say whether it is there and to bring itself up.
+
+A part is "there" only if it can do what the tasks need, checked by asking
+it, never by the presence of a file: an engine must answer *and* have the
+containerd image store, the `docker` on PATH must run `buildx`, the registry
+must answer /v2/, the base image must be in the registry, and the builder
+must be inspectable. `up` reuses a part that is there, starts one that is
+installed but stopped, and installs one that is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci import door
+from ci.errors import UserError
+from ci.sandbox import debs, pins
+from ci.sandbox.layout import (
+    BASE_IMAGE,
+    BASE_IMAGE_REPO,
+    BASE_IMAGE_TAG,
+    REGISTRY,
+    SOCKET,
+    Layout,
+    plugin_dir,
+)
+from ci.sandbox.state import State
+
+REUSED, STARTED, INSTALLED = "reused", "started", "installed"
+UP = "vllm-omni-ci sandbox up"
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.index.v1+json",
+    ]
+)
+# The containerd snapshotter is what lets the buildx `docker` driver export a registry cache.
+CONTAINERD_STORE = "io.containerd.snapshotter.v1"
+BOOTSTRAP_INCLUDE = "python3,python3-pip,python3-pytest,python3-yaml,git"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One part as `status` shows it: ok, what was found, and the fix when it is missing."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One part as `up` left it: reused, started or installed, and how."""
+
+    name: str
+    verb: str
+    detail: str
+
+
+@dataclass
+class Context:
+    layout: Layout
+    state: State
+
+    def docker(self) -> str:
+        """The client the sandbox drives: `docker` on PATH, else the prefix's."""
+        found = shutil.which("docker")
+        if found:
+            return found
+        return str(self.layout.bin("docker"))
+
+
+def _wait(what: str, ready: Callable[[], bool], limit: float, service: door.Service | None) -> None:
+    """Poll `ready` for at most `limit` seconds; fail at once if `service` exits first."""
+    deadline = time.monotonic() + limit
+    while not ready():
+        if service is not None and not door.alive(service):
+            raise UserError(f"{what} exited before answering; {_log_tail(service.log)}")
+        if time.monotonic() >= deadline:
+            raise UserError(f"{what} did not answer within {limit:g}s; {_log_tail(service)}")
+        time.sleep(0.5)
+
+
+def _log_tail(log: str | door.Service | None) -> str:
+    path = log.log if isinstance(log, door.Service) else log
+    if not path:
+        return "no log"
+    try:
+        lines = Path(path).read_text(errors="replace").strip().splitlines()[-3:]
+    except OSError:
+        return f"no log at {path}"
+    return f"log {path}: " + " | ".join(lines)
+
+
+def _install_line(versions: list[tuple[str, str]], layout: Layout) -> str:
+    return ", ".join(f"{p} {v}" for p, v in versions) + f" into {layout.prefix}"
+
+
+# --------------------------------------------------------------------------- engine
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    version: str | None
+    containerd_store: bool
+    error: str
+
+
+def engine_facts(docker: str) -> EngineFacts:
+    if not Path(docker).exists() and not shutil.which(docker):
+        return EngineFacts(None, False, "no docker client")
+    info = door.capture([docker, "info", "--format", "{{json .}}"], timeout=30)
+    try:
+        data = json.loads(info.stdout) if info.stdout.strip() else {}
+    except json.JSONDecodeError:
+        data = {}
+    version = data.get("ServerVersion") if isinstance(data, dict) else None
+    if not version:
+        errors = data.get("ServerErrors") if isinstance(data, dict) else None
+        text = "; ".join(errors) if errors else (info.stderr.strip().splitlines() or ["no answer"])
+        return EngineFacts(None, False, text if isinstance(text, str) else text[-1])
+    status = data.get("DriverStatus") or []
+    store = any(CONTAINERD_STORE in str(pair) for pair in status)
+    return EngineFacts(str(version), store, "")
+
+
+def check_engine(ctx: Context) -> Check:
+    facts = engine_facts(ctx.docker())
+    if facts.version and facts.containerd_store:
+        return Check("engine", True, f"Docker {facts.version} with the containerd image store")
+    if facts.version:
+        return Check(
+            "engine",
+            False,
+            f"Docker {facts.version} answers at {SOCKET} without the containerd image store",
+            'set {"features": {"containerd-snapshotter": true}} in its daemon.json and restart'
+            f" it, or stop it so that `{UP}` starts its own",
+        )
+    return Check("engine", False, f"no engine answers ({facts.error})", f"run `{UP}`")
+
+
+def daemon_config(layout: Layout) -> dict[str, object]:
+    """dockerd's settings: the containerd image store, and every path inside the sandbox."""
+    # Without iptables on the host, dockerd must not try to program it (containers
+    # still get a bridge; the builds and tests need no outbound network).
+    with_iptables = shutil.which("iptables") is not None
+    return {
+        "features": {"containerd-snapshotter": True},
+        "data-root": str(layout.docker_data),
+        "exec-root": str(layout.run / "docker"),
+        "pidfile": str(layout.run / "dockerd.pid"),
+        "hosts": [f"unix://{SOCKET}"],
+        "iptables": with_iptables,
+        "ip6tables": False,
+    }
+
+
+def up_engine(ctx: Context) -> Outcome:
+    check = check_engine(ctx)
+    if check.ok:
+        return Outcome("engine", REUSED, check.detail)
+    if engine_facts(ctx.docker()).version:  # an engine we did not start, and cannot use
+        raise UserError(f"engine: {check.detail}: {check.fix}")
+    layout = ctx.layout
+    installed: list[tuple[str, str]] = []
+    todo = debs.missing(layout, (*pins.ENGINE, *pins.BUILDX))
+    if todo:
+        installed = debs.install(layout, todo)
+    layout.run.mkdir(parents=True, exist_ok=True)
+    config = layout.run / "daemon.json"
+    config.write_text(json.dumps(daemon_config(layout), indent=2) + "\n")
+    service = door.spawn(
+        door.Command(
+            (str(layout.bin("dockerd")), "--config-file", str(config)),
+            description=f"start dockerd on unix://{SOCKET} (data in {layout.docker_data})",
+            env={"PATH": layout.path_env},
+        ),
+        str(layout.run / "dockerd.log"),
+    )
+    ctx.state.services["engine"] = service
+    _wait("dockerd", lambda: check_engine(ctx).ok, 90, service)
+    started = f"dockerd (pid {service.pid}) on unix://{SOCKET}: {check_engine(ctx).detail}"
+    if installed:
+        return Outcome(
+            "engine", INSTALLED, f"{_install_line(installed, layout)}; started {started}"
+        )
+    return Outcome("engine", STARTED, started)
+
+
+# --------------------------------------------------------------------------- buildx
+
+
+def buildx_version(docker: str) -> str | None:
+    result = door.capture([docker, "buildx", "version"], timeout=30)
+    return result.stdout.strip() if result.ok and result.stdout.strip() else None
+
+
+def check_buildx(ctx: Context) -> Check:
+    docker = ctx.docker()
+    version = buildx_version(docker) if Path(docker).exists() else None
+    if version:
+        return Check("buildx", True, f"{version} (with {docker})")
+    return Check(
+        "buildx",
+        False,
+        f"`{docker} buildx` does not run",
+        f"run `{UP}` (links the pinned plugin into {plugin_dir()})",
+    )
+
+
+def up_buildx(ctx: Context) -> Outcome:
+    check = check_buildx(ctx)
+    if check.ok:
+        return Outcome("buildx", REUSED, check.detail)
+    layout = ctx.layout
+    installed: list[tuple[str, str]] = []
+    todo = debs.missing(layout, pins.BUILDX)
+    if todo:
+        installed = debs.install(layout, todo)
+    link = plugin_dir() / "docker-buildx"
+    if link.exists() or link.is_symlink():
+        if not (link.is_symlink() and Path(link.readlink()) == layout.buildx_plugin):
+            raise UserError(
+                f"buildx: {link} is there but `docker buildx` does not run; remove it and run"
+                f" `{UP}` again"
+            )
+    else:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(layout.buildx_plugin)
+        door.note(f"linked {link} -> {layout.buildx_plugin}")
+        if str(link) not in ctx.state.links:
+            ctx.state.links.append(str(link))
+    after = check_buildx(ctx)
+    if not after.ok:
+        raise UserError(f"buildx: {after.detail} even with {link}")
+    detail = f"{after.detail}; plugin linked at {link}"
+    if installed:
+        return Outcome("buildx", INSTALLED, f"{_install_line(installed, layout)}; {detail}")
+    return Outcome("buildx", INSTALLED, detail)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def registry_answers() -> bool:
+    from ci.doctor import registry_answers as answers
+
+    return answers(REGISTRY)
+
+
+def check_registry(ctx: Context) -> Check:
+    if registry_answers():
+        return Check("registry", True, f"http://{REGISTRY}/v2/ answers")
+    return Check("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
+
+
+def registry_config(layout: Layout) -> str:
+    """Loopback only, no auth, deletes allowed (the tests delete what they push)."""
+    return (
+        "version: 0.1\n"
+        "log:\n  level: warn\n"
+        "storage:\n"
+        f"  filesystem:\n    rootdirectory: {layout.registry_data}\n"
+        "  delete:\n    enabled: true\n"
+        f"http:\n  addr: {REGISTRY}\n"
+    )
+
+
+def up_registry(ctx: Context) -> Outcome:
+    check = check_registry(ctx)
+    if check.ok:
+        return Outcome("registry", REUSED, check.detail)
+    layout = ctx.layout
+    installed: list[tuple[str, str]] = []
+    program = shutil.which("docker-registry")
+    if program is None:
+        todo = debs.missing(layout, pins.REGISTRY)
+        if todo:
+            installed = debs.install(layout, todo)
+        program = str(layout.bin("docker-registry"))
+    layout.run.mkdir(parents=True, exist_ok=True)
+    layout.registry_data.mkdir(parents=True, exist_ok=True)
+    config = layout.run / "registry.yml"
+    config.write_text(registry_config(layout))
+    service = door.spawn(
+        door.Command(
+            (program, "serve", str(config)),
+            description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
+        ),
+        str(layout.run / "registry.log"),
+    )
+    ctx.state.services["registry"] = service
+    _wait(f"the registry at {REGISTRY}", registry_answers, 30, service)
+    started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
+    if installed:
+        return Outcome(
+            "registry", INSTALLED, f"{_install_line(installed, layout)}; started {started}"
+        )
+    return Outcome("registry", STARTED, started)
+
+
+# --------------------------------------------------------------------------- base image
+
+
+def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) -> bool:
+    request = urllib.request.Request(
+        f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
+        method="HEAD",
+        headers={"Accept": MANIFEST_TYPES},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def check_base_image(ctx: Context) -> Check:
+    if in_registry():
+        return Check("base image", True, f"{BASE_IMAGE} is in the registry")
+    return Check(
+        "base image",
+        False,
+        f"{BASE_IMAGE} is not in the registry",
+        f"run `{UP}` (pushes the local image, or builds it with debootstrap)",
+    )
+
+
+def _local(docker: str) -> bool:
+    return door.capture([docker, "image", "inspect", BASE_IMAGE]).ok
+
+
+def _run(cmd: door.Command, what: str, log: Path | None = None) -> None:
+    result = door.run(cmd, output="capture")
+    if log is not None:
+        log.write_text(result.stdout + result.stderr)
+    if not result.ok:
+        where = f"; {_log_tail(str(log))}" if log else f": {result.stderr.strip()[-300:]}"
+        raise UserError(f"base image: {what} failed with exit {result.code}{where}")
+
+
+def debootstrap(ctx: Context, docker: str) -> str:
+    """A bookworm minbase with Python, pip, pytest, PyYAML and git, imported as BASE_IMAGE."""
+    layout = ctx.layout
+    program = shutil.which("debootstrap")
+    env: dict[str, str] = {}
+    installed = ""
+    if program is None:
+        todo = debs.missing(layout, pins.DEBOOTSTRAP)
+        if todo:
+            installed = _install_line(debs.install(layout, todo), layout) + "; "
+        program = str(layout.bin("debootstrap"))
+        env["DEBOOTSTRAP_DIR"] = str(layout.prefix / "usr/share/debootstrap")
+    rootfs = layout.root / "rootfs.tmp"
+    tarball = layout.root / "rootfs.tar"
+    shutil.rmtree(rootfs, ignore_errors=True)
+    uri = debs.mirror()
+    layout.run.mkdir(parents=True, exist_ok=True)
+    try:
+        _run(
+            door.Command(
+                (
+                    program,
+                    "--variant=minbase",
+                    f"--include={BOOTSTRAP_INCLUDE}",
+                    "bookworm",
+                    str(rootfs),
+                    uri,
+                ),
+                description=f"debootstrap bookworm from {uri}",
+                env=env,
+            ),
+            "debootstrap",
+            layout.run / "debootstrap.log",
+        )
+        _run(
+            door.Command(("tar", "-C", str(rootfs), "-cf", str(tarball), ".")),
+            "tar of the root file system",
+        )
+        _run(door.Command((docker, "import", str(tarball), BASE_IMAGE)), "docker import")
+    finally:
+        shutil.rmtree(rootfs, ignore_errors=True)
+        tarball.unlink(missing_ok=True)
+    return f"{installed}built with debootstrap from {uri}"
+
+
+def up_base_image(ctx: Context) -> Outcome:
+    docker = ctx.docker()
+    local = _local(docker)
+    if in_registry():
+        if local:
+            return Outcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
+        _run(door.Command((docker, "pull", "-q", BASE_IMAGE)), "docker pull")
+        return Outcome("base image", INSTALLED, f"{BASE_IMAGE} pulled from the registry")
+    how = "the local image pushed" if local else debootstrap(ctx, docker)
+    _run(door.Command((docker, "push", "-q", BASE_IMAGE)), "docker push")
+    return Outcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
+
+
+# --------------------------------------------------------------------------- builder
+
+
+def builder_name(docker: str = "docker") -> str:
+    """The builder the e2e tests use: the `docker`-driver builder of the current context.
+
+    The docker-container driver needs the moby/buildkit image, which cannot be
+    pulled here; the engine's own BuildKit exports registry caches as well,
+    given the containerd image store. Its builder is named after the context.
+    """
+    shown = door.capture([docker, "context", "show"], timeout=30)
+    return shown.stdout.strip() if shown.ok and shown.stdout.strip() else "default"
+
+
+def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[str, str]:
+    argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
+    result = door.capture(argv, timeout=120)
+    if not result.ok:
+        return {}
+    fields: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("Driver", "Status") and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def check_builder(ctx: Context) -> Check:
+    docker = ctx.docker()
+    if not Path(docker).exists():
+        return Check("builder", False, "no docker client", f"run `{UP}`")
+    name = builder_name(docker)
+    fields = inspect_builder(docker, name)
+    if fields.get("Status") == "running":
+        return Check("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
+    found = f"status {fields['Status']}" if "Status" in fields else "not inspectable"
+    return Check("builder", False, f"{name}: {found}", f"run `{UP}`")
+
+
+def up_builder(ctx: Context) -> Outcome:
+    check = check_builder(ctx)
+    if check.ok:
+        return Outcome("builder", REUSED, check.detail)
+    docker = ctx.docker()
+    name = builder_name(docker)
+    fields = inspect_builder(docker, name, bootstrap=True)
+    if fields.get("Status") != "running":
+        raise UserError(f"builder: {name} does not start: {check.detail}")
+    return Outcome("builder", STARTED, f"{name} (driver {fields.get('Driver', '?')}, running)")
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    check: Callable[[Context], Check]
+    up: Callable[[Context], Outcome]
+    service: bool = False  # a process `up` may start and `down` stops
+
+
+PARTS = (
+    Part("engine", check_engine, up_engine, service=True),
+    Part("buildx", check_buildx, up_buildx),
+    Part("registry", check_registry, up_registry, service=True),
+    Part("base image", check_base_image, up_base_image),
+    Part("builder", check_builder, up_builder),
+)

@@ -1,0 +1,118 @@
+"""`sandbox up`, `status` and `down`: the parts in order, one line each, on stdout.
+
+stdout carries the result (one line per part, then the total); the commands
+that `up` runs are echoed on stderr like every other task's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ci import door
+from ci.errors import FAILURE, Stop, UserError
+from ci.sandbox import state as states
+from ci.sandbox.layout import Layout, default_root
+from ci.sandbox.parts import PARTS, Check, Context
+
+ACTIONS = ("up", "status", "down")
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _context(root: str = "") -> Context:
+    layout = Layout(Path(root).expanduser() if root else default_root())
+    return Context(layout, states.load(layout))
+
+
+def up(root: str = "") -> None:
+    """Bring up every part in order; a part that fails stops `up` (exit 1) with its reason."""
+    ctx = _context(root)
+    ctx.layout.root.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    _say(f"sandbox: {ctx.layout.root}")
+    for part in PARTS:
+        try:
+            outcome = part.up(ctx)
+        except UserError as exc:
+            raise UserError(*exc.problems, code=FAILURE) from None
+        finally:
+            states.save(ctx.layout, ctx.state)
+        _say(f"{outcome.name}: {outcome.verb}: {outcome.detail}")
+    _say(f"sandbox up: {len(PARTS)} parts ready in {time.monotonic() - began:.1f}s")
+
+
+def checks(root: str = "") -> tuple[Layout, list[Check]]:
+    ctx = _context(root)
+    return ctx.layout, [part.check(ctx) for part in PARTS]
+
+
+def status(root: str = "", *, as_json: bool = False) -> None:
+    """Each part ok or missing, with its fix; exit 1 when one is missing."""
+    layout, found = checks(root)
+    if as_json:
+        data = {
+            "root": str(layout.root),
+            "ok": all(c.ok for c in found),
+            "parts": [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in found
+            ],
+        }
+        _say(json.dumps(data, indent=2))
+    else:
+        _say(f"sandbox: {layout.root}")
+        for c in found:
+            line = f"{c.name}: {'ok' if c.ok else 'missing'}: {c.detail}"
+            _say(line + (f" (fix: {c.fix})" if c.fix and not c.ok else ""))
+    if not all(c.ok for c in found):
+        raise Stop(FAILURE)
+
+
+def down(root: str = "", *, purge: bool = False) -> None:
+    """Stop what `up` started, newest first; keep images and registry data.
+
+    `--purge` also removes the plugin link `up` made and the unpacked packages
+    (the prefix), so the machine is as before `up` but for the data folders.
+    """
+    ctx = _context(root)
+    services = [p.name for p in PARTS if p.service]
+    for name in reversed(services):
+        service = ctx.state.services.pop(name, None)
+        if service is None:
+            _say(f"{name}: not started by sandbox up: left as it is")
+            continue
+        if not door.alive(service):
+            _say(f"{name}: already stopped (pid {service.pid})")
+            continue
+        door.note(f"stopping {name} (pid {service.pid}): {' '.join(service.argv)}")
+        killed = door.stop(service)
+        _say(f"{name}: stopped (pid {service.pid}{', killed after 30s' if killed else ''})")
+    if purge:
+        for link in ctx.state.links:
+            path = Path(link)
+            if path.is_symlink():
+                path.unlink()
+                _say(f"removed {path}")
+        ctx.state.links = []
+        layout = ctx.layout
+        for folder in (layout.prefix, layout.debs, layout.apt):
+            if folder.exists():
+                shutil.rmtree(folder)
+                _say(f"removed {folder}")
+        layout.installed.unlink(missing_ok=True)
+    if ctx.layout.root.exists():
+        states.save(ctx.layout, ctx.state)
+    kept = f"{ctx.layout.docker_data} and {ctx.layout.registry_data}"
+    _say(f"sandbox down: images and registry data kept in {kept}")
+
+
+def parse_action(value: str) -> str:
+    if value not in ACTIONS:
+        raise UserError(f"action: unknown value {value!r}: allowed values are up, status, down")
+    return value
