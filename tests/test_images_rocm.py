@@ -225,17 +225,32 @@ def test_engine_plan(f2: Path) -> None:
 def test_no_push_builds_locally_and_exports_no_cache(f2: Path) -> None:
     buildx = rocm.prepare(options(f2, push=False), {}).plan().commands[-1].argv
     assert "--push" not in buildx and "--load" in buildx
-    assert "--cache-to" not in buildx and "--cache-from" in buildx
+    assert "--cache-to" not in buildx
     engine = rocm.prepare(options(f2, push=False, builder="engine"), {}).plan().commands
     assert len(engine) == 1 and engine[0].argv.count("--tag") == 1
+
+
+@pytest.mark.parametrize("builder", ["buildx", "engine"])
+def test_no_push_sends_no_request_off_this_machine(f2: Path, builder: str) -> None:
+    """Docker Hub's cache ref is not read and the base is not pulled; a loopback ref is read."""
+    hub = rocm.prepare(options(f2, push=False, builder=builder), {}).plan().commands[-1].argv
+    assert "--cache-from" not in hub and "--pull" not in hub
+    assert not any("rocm-deps-cache" in word for word in hub)
+    local = "127.0.0.1:5000/omni-ci/rocm"
+    near = rocm.prepare(options(f2, push=False, builder=builder, registry=local), {}).plan()
+    argv = near.commands[-1].argv
+    assert "--cache-from" in argv and "--pull" not in argv
+    assert f"{local}:rocm-deps-cache-{F2_KEY}" in argv[argv.index("--cache-from") + 1]
 
 
 def test_dry_run_cli_prints_key_refs_and_every_command(f2: Path, standins: StandIns) -> None:
     standins.add("docker", "exit 99")
     standins.add("git", "exit 99")
+    # Only the stand-ins and Python on PATH: no docker here can build, as on a bare agent.
+    path = f"{standins.bin_dir}{os.pathsep}{Path(sys.executable).parent}"
     done = run_cli(
         "build-image", "--platform", "rocm", "--repo", str(f2), "--commit", COMMIT, "--dry-run",
-        env=standins.env({**os.environ, **NO_BUILD_ENV}),
+        env={**os.environ, **NO_BUILD_ENV, "PATH": path},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -244,7 +259,12 @@ def test_dry_run_cli_prints_key_refs_and_every_command(f2: Path, standins: Stand
     assert f"# image: rocm/vllm-omni:{COMMIT}\n" in out
     for argv in expected_buildx("rocm/vllm-omni", F2_KEY):
         assert subprocess.list2cmdline(argv) in out
-    assert standins.calls() == [], "dry-run must probe nothing"
+    # Only the read-only client probes the run makes too; nothing that builds or pushes.
+    probes = [["version", "--format", "{{.Client.Version}}"], ["--version"], ["build", "--help"],
+              ["buildx", "version"]]  # fmt: skip
+    assert standins.calls("git") == []
+    assert [a for a in standins.argvs("docker") if a not in probes] == []
+    assert "# note: the run would stop here: no usable backend" in out
 
 
 def test_sample_dry_run_without_any_docker_on_path(tmp_path: Path) -> None:

@@ -82,6 +82,16 @@ def reference_problem(value: str, source: str) -> str | None:
     )
 
 
+LOOPBACK_HOSTS = ("localhost", "[::1]")
+
+
+def on_this_machine(ref: str) -> bool:
+    """The ref's registry is on this machine (loopback), so a request to it leaves nothing."""
+    host = ref.split("/", 1)[0] if "/" in ref else ""
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+    return name in LOOPBACK_HOSTS or name.startswith("127.")
+
+
 def parse_builder(value: str) -> str:
     key = value.strip().lower()
     if key not in BUILDERS:
@@ -110,6 +120,15 @@ class KeyedBuild:
     backend: str = BUILDX
     docker: str = DOCKER
     push: bool = True
+    choice_note: str = ""  # dry-run only: why the run would stop choosing a backend here
+    builder_name: str = ""  # --buildx-builder: an existing builder to use instead of ours
+
+    @property
+    def buildx_builder(self) -> Builder:
+        """The platform's builder, or the one named by --buildx-builder (same bootstrap rule)."""
+        if not self.builder_name:
+            return self.builder
+        return Builder(self.builder_name, bootstrap=self.builder.bootstrap)
 
     @property
     def image_ref(self) -> str:
@@ -135,17 +154,18 @@ class KeyedBuild:
         )
 
     def steps(self) -> Steps:
-        return steps_for(self.backend, self.spec(), self.builder, self.docker)
+        return steps_for(self.backend, self.spec(), self.buildx_builder, self.docker)
 
     def backend_facts(self) -> tuple[tuple[str, str], ...]:
         return (
-            ("backend", describe(self.backend, self.builder)),
+            ("backend", describe(self.backend, self.buildx_builder)),
             ("push", "yes" if self.push else "no (--no-push)"),
+            *((("note", self.choice_note),) if self.choice_note else ()),
         )
 
     def execute(self) -> None:
         """Log the key's inputs and the backend, then run the steps (after any login)."""
-        log_choice(self.key, self.backend, self.builder, self.docker)
+        log_choice(self.key, self.backend, self.buildx_builder, self.docker)
         execute(self.steps())
 
 
@@ -169,6 +189,20 @@ class BuildSpec:
     cache_to_options: tuple[str, ...] = ("mode=max", "compression=zstd")
     tag_flag: str = "--tag"
     context: str = "."
+
+    @property
+    def reads_remote(self) -> bool:
+        """Whether the build may ask a registry: always when it pushes, else only a local one.
+
+        A `--no-push` build is a local build: it must not reach Docker Hub or ECR,
+        so it neither pulls its base again (`--pull`) nor reads a cache ref that
+        is not on this machine. A loopback registry (the sandbox's) is still read.
+        """
+        return self.push or on_this_machine(self.cache_ref)
+
+    @property
+    def pulls(self) -> bool:
+        return self.pull and self.push
 
 
 @dataclass(frozen=True)
@@ -241,10 +275,11 @@ def buildx_steps(spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> Bui
         else None
     )
     argv = [docker, "buildx", "build", *on, "--push" if spec.push else "--load"]
-    if spec.pull:
+    if spec.pulls:
         argv.append("--pull")
     argv += _common_flags(spec)
-    argv += ["--cache-from", f"type=registry,ref={spec.cache_ref}"]
+    if spec.reads_remote:
+        argv += ["--cache-from", f"type=registry,ref={spec.cache_ref}"]
     if spec.push:
         options = ",".join(spec.cache_to_options)
         argv += ["--cache-to", f"type=registry,ref={spec.cache_ref},{options}"]
@@ -257,10 +292,12 @@ def buildx_steps(spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> Bui
 def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> EngineSteps:
     """One BuildKit build with an inline cache, tagged as image and cache ref; push both."""
     argv = [docker, "build"]
-    if spec.pull:
+    if spec.pulls:
         argv.append("--pull")
     argv += _common_flags(spec)
-    argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", spec.cache_ref]
+    argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    if spec.reads_remote:
+        argv += ["--cache-from", spec.cache_ref]
     argv += ["--file", spec.dockerfile, spec.tag_flag, spec.image_ref]
     if spec.push:
         argv += [spec.tag_flag, spec.cache_ref]
@@ -304,23 +341,51 @@ def log_choice(key: CacheKey, kind: str, builder: Builder, docker: str) -> None:
     door.note(f"backend: {describe(kind, builder)} with {docker}")
 
 
-def choose(requested: str, docker: str, *, dry_run: bool) -> tuple[str, str]:
-    """(backend, docker client). Dry-run probes nothing: `auto` plans buildx (production)."""
+def choose(requested: str, docker: str, *, dry_run: bool = False) -> tuple[str, str, str]:
+    """(backend, docker client, note), for the run and its dry-run alike.
+
+    Both ask the clients the same read-only questions (doctor's probes, no
+    engine needed), so `--dry-run` shows the backend and client the run would
+    use on this machine. The client is written `docker` when it is the one
+    `docker` on PATH runs, as in the scripts' command lines. Where the run
+    would stop for want of a client, the dry-run still prints the production
+    plan (`auto` is buildx), and the note says why the run would stop.
+    """
     from ci import doctor
 
-    if dry_run:  # a named client is still checked: a typo fails the dry-run too
-        return (ENGINE if requested == ENGINE else BUILDX), doctor.named_docker(docker) or DOCKER
+    try:
+        backend, client = _choose(requested, docker)
+    except UserError as exc:
+        if not dry_run or doctor.named_docker(docker):
+            raise
+        fallback = ENGINE if requested == ENGINE else BUILDX
+        return fallback, DOCKER, f"the run would stop here: {exc.problems[0]}"
+    return backend, client, ""
+
+
+def _choose(requested: str, docker: str) -> tuple[str, str]:
+    from ci import doctor
 
     report = doctor.probe(docker or None, engine=False)
     if requested in (AUTO, BUILDX) and report.buildx and report.chosen:
-        return BUILDX, report.chosen
+        return BUILDX, as_typed(report.chosen)
     if requested == BUILDX:
         raise UserError(
             f"--builder buildx: `docker buildx` does not work with {report.chosen or 'any client'}"
             " (use --builder engine or auto)",
             code=IMAGE_INPUT,
         )
-    return ENGINE, engine_client(report, docker, "a working `docker buildx` or ")
+    return ENGINE, as_typed(engine_client(report, docker, "a working `docker buildx` or "))
+
+
+def as_typed(client: str) -> str:
+    """`docker` when PATH's `docker` is this client, else its path."""
+    import shutil
+
+    found = shutil.which(DOCKER)
+    if found and os.path.realpath(found) == os.path.realpath(client):
+        return DOCKER
+    return client
 
 
 def engine_client(report: Report, docker: str, alternatives: str = "") -> str:

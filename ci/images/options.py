@@ -20,6 +20,7 @@ APPLIES: dict[str, tuple[Platform, ...]] = {
     "registry": (ROCM, CUDA, NPU),
     "arch": (ROCM,),
     "builder": (ROCM, CUDA),
+    "buildx_builder": (ROCM, CUDA),
     "variant": (NPU,),
     "tag": (NPU,),
     "dockerfile": (NPU,),
@@ -43,6 +44,7 @@ class BuildOptions:
     registry: str = ""
     arch: str = ""
     builder: str = "auto"
+    buildx_builder: str = ""
     # npu
     variant: str = ""
     tag: str = ""

@@ -6,6 +6,7 @@ input error of a run at once (one `error:` line each) before any command runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,10 @@ from ci.images.options import BuildOptions
 
 T = TypeVar("T")
 K = TypeVar("K", bound=backends.KeyedBuild)
+# An existing buildx builder to use instead of the platform's own (for example the
+# engine's `docker`-driver builder where the docker-container driver's image cannot
+# be pulled); the inspect -> create sequence stays, so a missing one is still created.
+BUILDX_BUILDER_ENV = "VLLM_OMNI_CI_BUILDX_BUILDER"
 COMMIT_MESSAGE = "BUILDKITE_COMMIT is not set"  # the scripts' text, without "ERROR: "
 
 
@@ -87,6 +92,16 @@ def prepare_keyed(
     """
     problems = options.misplaced()
     requested = gather(problems, lambda: backends.parse_builder(options.builder))
+    builder_name, builder_from = setting(
+        options.buildx_builder, "--buildx-builder", env, BUILDX_BUILDER_ENV, ""
+    )
+    if builder_name and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", builder_name):
+        problems.append(
+            f"{builder_from}: {builder_name!r} is not a builder name"
+            " (allowed: letters, digits, '_', '.', '-'; see `docker buildx ls`)"
+        )
+    if builder_name and options.builder == backends.ENGINE:
+        problems.append(f"{builder_from}: applies to --builder buildx or auto only")
     registry, registry_from = setting(
         options.registry,
         "--registry",
@@ -99,7 +114,7 @@ def prepare_keyed(
     key = gather(problems, lambda: key_of(repo)) if repo is not None else None
     UserError.collect(problems, code=IMAGE_INPUT)
     assert repo is not None and commit is not None and key is not None and requested
-    backend, docker = backends.choose(requested, options.docker, dry_run=options.dry_run)
+    backend, docker, note = backends.choose(requested, options.docker, dry_run=options.dry_run)
     return cls(
         repo=repo,
         registry=registry,
@@ -108,5 +123,7 @@ def prepare_keyed(
         backend=backend,
         docker=docker,
         push=options.push,
+        builder_name=builder_name,
+        choice_note=note,
         **extra,
     )

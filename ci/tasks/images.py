@@ -19,9 +19,14 @@ __all__ = ["build_image"]
         "commit": "image tag commit (default: $BUILDKITE_COMMIT, else git HEAD outside Buildkite)",
         "dry_run": (
             "print the plan (key, refs, every command) and run nothing; needs no engine and no"
-            " buildctl (xpu: asks an engine that answers, read-only, which base tier it would use)"
+            " buildctl. rocm/cuda: the backend and client the run would pick here (read-only"
+            " client probes); xpu: asks an engine that answers, read-only, which base tier"
+            " it would use"
         ),
-        "no_push": "build locally, push nothing (buildx --load, no cache export; npu: push=false)",
+        "no_push": (
+            "build locally, push nothing (buildx --load, no cache export, no --pull, and the"
+            " cache ref read only from a registry on this machine; npu: push=false)"
+        ),
         "docker": "rocm/cuda/xpu: docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
         "registry": (
             "image repository: rocm $ROCM_CI_IMAGE_REGISTRY else rocm/vllm-omni; cuda"
@@ -33,6 +38,11 @@ __all__ = ["build_image"]
             "rocm/cuda: auto (buildx if `docker buildx` works, else engine), buildx, or engine"
             " (DOCKER_BUILDKIT=1 docker build; its inline cache is mode=min: only layers of"
             " the final image are cached)"
+        ),
+        "buildx_builder": (
+            "rocm/cuda: use this existing buildx builder instead of the platform's own (default:"
+            " $VLLM_OMNI_CI_BUILDX_BUILDER, else vllm-omni-rocm-builder / vllm-omni-builder);"
+            " e.g. `default`, the engine's docker-driver builder"
         ),
         "variant": "npu: a2 (default), a3, a5 or 310p",
         "tag": "npu: override the variant's tag",
@@ -56,6 +66,7 @@ def build_image(
     registry: str = "",
     arch: str = "",
     builder: str = "auto",
+    buildx_builder: str = "",
     variant: str = "",
     tag: str = "",
     dockerfile: str = "",
@@ -88,6 +99,7 @@ def build_image(
             registry=registry,
             arch=arch,
             builder=builder,
+            buildx_builder=buildx_builder,
             variant=variant,
             tag=tag,
             dockerfile=dockerfile,
