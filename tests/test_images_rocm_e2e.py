@@ -1,28 +1,32 @@
-"""ROCm image end to end: the real engine and the real registry at 127.0.0.1:5000.
+"""ROCm and CUDA images end to end: real buildx, the engine's BuildKit, the real registry.
 
-Cold build and push; wipe this test's refs and the builder cache; warm build
-imports every deps step from the registry cache ref; change one requirements
-file and the key changes, the old key's cache is not consulted, and the heavy
-deps RUN steps run again.
+Cold build and push; wipe this test's refs and the whole build cache; the warm
+build imports every deps step from the registry cache ref; change one
+requirements file and the key changes, the old key's cache is neither consulted
+nor touched, and the deps RUN steps after it run again.
 
-Engine backend: this machine has no buildx plugin (see `vllm-omni-ci doctor`).
+buildx runs the spec's exact argv against the plugin `sandbox up` installs,
+on the engine's own `docker`-driver builder (named with --buildx-builder: the
+docker-container driver needs an image that cannot be pulled here). The engine
+backend (`DOCKER_BUILDKIT=1 docker build`, inline cache) keeps its own run.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ci.images import progress
-from ci.images.cachekey import rocm_key
+from ci.images.cachekey import cuda_key, rocm_key
+from ci.sandbox.parts import builder_name
 from tests.conftest import REGISTRY, run_cli, sample_with_wheelhouse
 
 MANIFEST_TYPES = ", ".join(
@@ -71,11 +75,10 @@ def sample_copy(tmp_path: Path) -> Path:
 
 
 def wipe(docker: str, refs: list[str]) -> None:
-    """Remove these refs locally, then prune the builder cache.
+    """Remove these refs locally, then prune the whole build cache: a fresh agent's view.
 
-    Always both: on Docker 20.10, removing an image leaves build-cache records
-    whose layers are gone, and the next build that consults them logs
-    `ERROR: not found` for the step and exports a broken inline cache.
+    Always both: an image's layers and the build-cache records are kept apart,
+    and a record left behind would make a step CACHED without the registry.
     """
     for ref in refs:
         subprocess.run([docker, "rmi", "-f", ref], capture_output=True)
@@ -92,17 +95,44 @@ def refs(docker_cli: str) -> Iterator[list[str]]:
         registry_delete(ref)
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """One platform on one backend: how to call build-image, and what it names its refs."""
+
+    platform: str
+    backend: str
+
+    def registry(self, run_id: str) -> str:
+        return f"{REGISTRY}/omni-ci-test/{self.platform}-{self.backend}-{run_id}"
+
+    def key(self, repo: Path, arch: str) -> str:
+        return rocm_key(repo, arch).key if self.platform == "rocm" else cuda_key(repo).key
+
+    def cache_ref(self, registry: str, key: str) -> str:
+        prefix = "rocm-deps-cache" if self.platform == "rocm" else "deps-cache"
+        return f"{registry}:{prefix}-{key}"
+
+    def argv(self, repo: Path, registry: str, arch: str, commit: str, docker: str) -> list[str]:
+        argv = ["build-image", "--platform", self.platform, "--repo", str(repo)]
+        argv += ["--commit", commit, "--registry", registry, "--builder", self.backend]
+        if self.platform == "rocm":
+            argv += ["--arch", arch]
+        if self.backend == "buildx":
+            # The docker-container driver's image cannot be pulled here: use the engine's
+            # own docker-driver builder (what `sandbox up` checks), by name.
+            argv += ["--buildx-builder", builder_name(docker)]
+        return argv
+
+
 def build(
-    repo: Path, registry: str, arch: str, commit: str, *extra: str
+    scenario: Scenario, repo: Path, registry: str, arch: str, commit: str, docker: str, *extra: str
 ) -> tuple[str, list[progress.Step]]:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
-    started = time.monotonic()
+    env.pop("VLLM_OMNI_CI_BUILDX_BUILDER", None)
     done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit,
-        "--registry", registry, "--arch", arch, "--builder", "engine", *extra, env=env, timeout=900,
-    )  # fmt: skip
-    print(f"build {commit} {' '.join(extra)}: {time.monotonic() - started:.1f} s")
+        *scenario.argv(repo, registry, arch, commit, docker), *extra, env=env, timeout=900
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout, progress.parse(done.stderr)
 
@@ -112,65 +142,94 @@ def import_step(steps: list[progress.Step], cache_ref: str) -> progress.Step:
     return found
 
 
+SCENARIOS = [Scenario("rocm", "buildx"), Scenario("cuda", "buildx"), Scenario("rocm", "engine")]
+
+
 @pytest.mark.docker
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: f"{s.platform}-{s.backend}")
 def test_registry_cache_cold_warm_and_invalidated(
-    sample_copy: Path, refs: list[str], docker_cli: str
+    scenario: Scenario, sample_copy: Path, refs: list[str], docker_cli: str
 ) -> None:
     run_id = uuid.uuid4().hex[:10]
-    registry = f"{REGISTRY}/omni-ci-test/rocm-e2e-{run_id}"
-    # A unique arch reaches every deps RUN step (ENV PYTORCH_ROCM_ARCH), so no other build
-    # on this shared engine can share them: a CACHED RUN can only mean our cache. (COPY
-    # steps are keyed by content alone; the wipes prune every local record of them.)
+    registry = scenario.registry(run_id)
+    # A unique arch reaches every ROCm deps RUN step (ENV PYTORCH_ROCM_ARCH), and a unique
+    # registry repo gives each run its own cache ref. Every local record is pruned before
+    # the warm build, so a CACHED step can only come from that registry ref.
     arch = f"gfx942;e2e-{run_id}"
-    key = rocm_key(sample_copy, arch).key
-    cache_ref, image_ref = f"{registry}:rocm-deps-cache-{key}", f"{registry}:e2e-{key}"
+    key = scenario.key(sample_copy, arch)
+    cache_ref, image_ref = scenario.cache_ref(registry, key), f"{registry}:e2e-{key}"
     refs += [image_ref, cache_ref]
 
     # 1. Cold: nothing to import yet; image and cache ref are pushed.
-    out, cold = build(sample_copy, registry, arch, f"e2e-{key}")
-    assert out == f"ROCm dependency cache: {cache_ref}\nROCm CI image: {image_ref}\n"
+    out, cold = build(scenario, sample_copy, registry, arch, f"e2e-{key}", docker_cli)
+    if scenario.platform == "rocm":
+        assert out == f"ROCm dependency cache: {cache_ref}\nROCm CI image: {image_ref}\n"
+    else:
+        assert f"Building image tag: {image_ref}\n" in out
     assert import_step(cold, cache_ref).status == "ERROR"  # a miss is logged, not fatal
     cold_runs = [s for s in progress.stage_steps(cold, "deps") if s.instruction == "RUN"]
-    assert [s.status for s in cold_runs] == ["DONE"] * len(cold_runs)
+    assert cold_runs and [s.status for s in cold_runs] == ["DONE"] * len(cold_runs)
     assert registry_digest(image_ref) and registry_digest(cache_ref)
 
-    # 2. Wipe: only this test's refs, and the builder cache.
-    started = time.monotonic()
+    # 2. Wipe every local trace: this test's images and the whole build cache.
     wipe(docker_cli, [image_ref, cache_ref])
-    print(f"wipe: {time.monotonic() - started:.1f} s")
     for ref in (image_ref, cache_ref):
         gone = subprocess.run([docker_cli, "image", "inspect", ref], capture_output=True)
         assert gone.returncode != 0
 
     # 3. Warm: the cache manifest comes from the registry and every deps step is CACHED.
-    _, warm = build(sample_copy, registry, arch, f"e2e-{key}")
+    _, warm = build(scenario, sample_copy, registry, arch, f"e2e-{key}", docker_cli)
     assert import_step(warm, cache_ref).status == "DONE"
     deps = progress.stage_steps(warm, "deps")
-    assert len(deps) >= 5
+    assert len(deps) >= 3
     assert [(s.name, s.status) for s in deps] == [(s.name, "CACHED") for s in deps]
 
-    # 4. One requirements file changes: new key, and the heavy deps RUN steps run again.
+    # 4. One requirements file changes: new key, and the deps RUN steps after it run again.
     # Wiped first, as a fresh agent sees it: only the registry holds a cache, and the old
-    # key's ref is still there. (It also sidesteps a Docker 20.10 bug seen in CI: after a
-    # build that imported inline cache, a COPY on top of a CACHED step could fail with
-    # `failed to prepare …/committed: no such file or directory`.)
+    # key's ref is still there.
+    cache_digest = registry_digest(cache_ref)
     wipe(docker_cli, [image_ref, cache_ref])
     with (sample_copy / "requirements" / "common.txt").open("a") as fh:
         fh.write("# bump\n")
-    new_key = rocm_key(sample_copy, arch).key
+    new_key = scenario.key(sample_copy, arch)
     assert new_key != key
-    new_cache = f"{registry}:rocm-deps-cache-{new_key}"
-    refs.append(f"{registry}:e2e-{new_key}")
-    out, changed = build(sample_copy, registry, arch, f"e2e-{new_key}", "--no-push")
-    assert out.splitlines()[0] == f"ROCm dependency cache: {new_cache}"
+    new_cache = scenario.cache_ref(registry, new_key)
+    refs += [f"{registry}:e2e-{new_key}", new_cache]
+    _, changed = build(scenario, sample_copy, registry, arch, f"e2e-{new_key}", docker_cli)
     assert import_step(changed, new_cache).status == "ERROR"
     imported = [s.name for s in changed if s.name.startswith("importing cache manifest")]
     assert imported == [f"importing cache manifest from {new_cache}"]  # never the old key's
-    assert registry_digest(cache_ref)  # although the old key's cache is still in the registry
-    runs = [s for s in progress.stage_steps(changed, "deps") if s.instruction == "RUN"]
-    assert len(runs) >= 3
-    assert [(s.name, s.status) for s in runs] == [(s.name, "DONE") for s in runs]
-    assert registry_digest(f"{registry}:e2e-{new_key}") is None  # --no-push pushed nothing
+    assert registry_digest(cache_ref) == cache_digest  # the old key's ref is untouched
+    steps = progress.stage_steps(changed, "deps")
+    after = [s for s in steps if s.index and s.index > _requirements_index(steps)]
+    runs = [s for s in after if s.instruction == "RUN"]
+    assert runs and [(s.name, s.status) for s in runs] == [(s.name, "DONE") for s in runs]
+    assert registry_digest(new_cache)  # the new key's cache was exported
+
+
+def _requirements_index(steps: list[progress.Step]) -> int:
+    (copy,) = [s for s in steps if s.name.startswith("COPY requirements/")]
+    assert copy.index is not None
+    return copy.index
+
+
+@pytest.mark.docker
+def test_no_push_build_sends_nothing_off_the_machine(sample_copy: Path, docker_cli: str) -> None:
+    """The README's main job: with the default (Docker Hub) registry, no request leaves here."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
+    env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
+    commit = f"e2e-nopush-{uuid.uuid4().hex[:8]}"
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(sample_copy), "--commit", commit,
+        "--builder", "buildx", "--buildx-builder", builder_name(docker_cli), "--no-push",
+        env=env, timeout=900,
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert "registry-1.docker.io" not in done.stderr
+        assert "importing cache manifest" not in done.stderr
+    finally:
+        subprocess.run([docker_cli, "rmi", "-f", f"rocm/vllm-omni:{commit}"], capture_output=True)
 
 
 def test_progress_parser_reads_cached_done_and_error() -> None:
