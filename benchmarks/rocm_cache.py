@@ -12,7 +12,10 @@ deps step's DONE/CACHED, timed as BuildKit's lines arrive)
 and that ratio, and the share of deps steps (FROM excluded) reported CACHED.
 Goals: deps warm/cold <= 0.10, whole warm/cold <= 0.25, 100 % CACHED.
 
-    python benchmarks/rocm_cache.py [--builder auto|engine|buildx] [--keep]
+    python benchmarks/rocm_cache.py [--builder buildx|engine|auto] [--buildx-builder NAME] [--keep]
+
+By default it runs real buildx (the plugin `sandbox up` installs) on the
+engine's own docker-driver builder, which exports the registry cache.
 
 The arch build arg gets a unique suffix (`gfx942;bench-<id>`): it reaches every
 deps step through `ENV PYTORCH_ROCM_ARCH`, so concurrent builds of the sample on
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from ci import doctor  # noqa: E402
 from ci.images import progress  # noqa: E402
 from ci.images.cachekey import rocm_key  # noqa: E402
+from ci.sandbox.parts import builder_name  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "omni-sample"
 REGISTRY = "127.0.0.1:5000"
@@ -75,7 +79,7 @@ class Run:
         return sum(s.seconds or 0.0 for s in self.deps)
 
 
-def build(repo: Path, registry: str, arch: str, commit: str, builder: str) -> Run:
+def build(repo: Path, registry: str, arch: str, commit: str, builder: str, named: str) -> Run:
     """Run the real task, timing BuildKit's deps-stage lines as they arrive on stderr."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
@@ -84,6 +88,8 @@ def build(repo: Path, registry: str, arch: str, commit: str, builder: str) -> Ru
         "build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit,
         "--registry", registry, "--arch", arch, "--builder", builder,
     ]  # fmt: skip
+    if named:
+        argv += ["--buildx-builder", named]
     started = time.perf_counter()
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -137,12 +143,18 @@ def wipe(docker: str, refs: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--builder", default="auto", choices=("auto", "engine", "buildx"))
+    parser.add_argument("--builder", default="buildx", choices=("auto", "engine", "buildx"))
+    parser.add_argument(
+        "--buildx-builder",
+        default="",
+        help="buildx builder (default: the engine's docker-driver builder, as `sandbox up` checks)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the pushed refs")
     args = parser.parse_args()
     docker = doctor.probe(engine=False).buildkit_client()
     if docker is None:
         raise SystemExit("no docker client can run `DOCKER_BUILDKIT=1 docker build` here")
+    named = args.buildx_builder or (builder_name(docker) if args.builder != "engine" else "")
     with tempfile.TemporaryDirectory(prefix="rocm-cache-bench-") as tmp:
         repo = Path(tmp) / "omni-sample"
         shutil.copytree(SAMPLE, repo, symlinks=True)
@@ -160,9 +172,9 @@ def main() -> None:
         refs = [f"{registry}:bench-{key}", f"{registry}:rocm-deps-cache-{key}"]
         try:
             wipe(docker, refs)
-            cold = build(repo, registry, arch, f"bench-{key}", args.builder)
+            cold = build(repo, registry, arch, f"bench-{key}", args.builder, named)
             wipe(docker, refs)
-            warm = build(repo, registry, arch, f"bench-{key}", args.builder)
+            warm = build(repo, registry, arch, f"bench-{key}", args.builder, named)
         finally:
             wipe(docker, refs)  # rmi alone leaves stale build-cache records on 20.10
             if not args.keep:
@@ -173,6 +185,8 @@ def main() -> None:
         s.name.startswith("importing cache manifest from") and s.status == "DONE"
         for s in warm.steps
     )
+    backend = f"buildx, builder {named}" if named else args.builder
+    print(f"backend              {backend}")
     print(f"registry cache ref   {refs[1]} (imported on warm: {'yes' if imported else 'NO'})")
     print(f"whole build   cold {cold.wall:7.1f} s   warm {warm.wall:7.1f} s   "
           f"warm/cold {warm.wall / cold.wall:5.3f}  (goal <= 0.25)")  # fmt: skip
