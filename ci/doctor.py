@@ -206,6 +206,81 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     )
 
 
+BASE_IMAGE_REPO, BASE_IMAGE_TAG = "omni-ci/python-base", "bookworm"
+UP = "vllm-omni-ci sandbox up"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judged need of the tasks here: ok, or what is wrong and the one fix for it."""
+
+    name: str
+    ok: bool
+    problem: str = ""
+    fix: str = ""
+
+
+def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Finding]:
+    """What the tasks need on this machine, each checked against the report.
+
+    `builder` is the backend the user means to build with: `buildx` needs a
+    working `docker buildx`; `auto` and `engine` need a client that can build
+    with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1 docker build`).
+    """
+    findings = [
+        Finding(
+            "engine",
+            report.engine,
+            f"no engine answers ({report.engine_error})",
+            f"run `{UP}`, or start dockerd",
+        ),
+        Finding(
+            "registry",
+            report.registry,
+            f"nothing answers at http://{REGISTRY}/v2/",
+            f"run `{UP}`",
+        ),
+        Finding(
+            "base image",
+            base_image,
+            f"{REGISTRY}/{BASE_IMAGE_REPO}:{BASE_IMAGE_TAG} is not in the registry",
+            f"run `{UP}`",
+        ),
+    ]
+    if builder == "buildx":
+        findings.append(
+            Finding(
+                "buildx",
+                report.buildx,
+                f"`docker buildx` does not work with {report.chosen or 'any client'}",
+                f"run `{UP}` (links the pinned buildx plugin), or use --builder engine",
+            )
+        )
+    else:
+        able = report.buildx or report.buildkit_client() is not None
+        findings.append(
+            Finding(
+                "buildkit",
+                able,
+                "no docker client can build with BuildKit (neither buildx nor"
+                " DOCKER_BUILDKIT=1 docker build)",
+                f"run `{UP}`",
+            )
+        )
+    return findings
+
+
+def base_image_in_registry() -> bool:
+    from ci.sandbox.parts import in_registry
+
+    return in_registry(BASE_IMAGE_REPO, BASE_IMAGE_TAG)
+
+
+def render_findings(findings: list[Finding]) -> str:
+    """One `error:` line per failed check, with its fix; nothing when all pass."""
+    return "".join(f"error: {f.name}: {f.problem}; fix: {f.fix}\n" for f in findings if not f.ok)
+
+
 def render(report: Report) -> str:
 
     def yes(flag: bool) -> str:

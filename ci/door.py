@@ -438,17 +438,15 @@ def stop(service: Service, *, grace: float = 30.0) -> bool:
     proc = psutil.Process(service.pid)
     with contextlib.suppress(psutil.Error):
         proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-        return False
-    except psutil.TimeoutExpired:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-        with contextlib.suppress(psutil.Error):
-            proc.wait(timeout=5)
-        return True
-    except psutil.Error:
-        return False
+    # Poll rather than wait: a zombie (exited, not yet reaped by its parent) is stopped.
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not alive(service):
+            return False
+        time.sleep(POLL)
+    with contextlib.suppress(psutil.Error):
+        proc.kill()
+    return True
 
 
 def capture(argv: Sequence[str], *, cwd: str | None = None, **kw: object) -> Result:

@@ -1,0 +1,144 @@
+"""`sandbox up | status | down` on this machine's real engine and registry, and its pure parts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ci.sandbox import debs
+from ci.sandbox.pins import ENGINE, Pin
+from tests.conftest import run_cli
+
+PARTS = ["engine", "buildx", "registry", "base image", "builder"]
+
+
+@pytest.mark.docker
+def test_status_lists_every_part_ok_here(tmp_path: Path) -> None:
+    done = run_cli("sandbox", "status", "--json", "--root", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert [p["name"] for p in report["parts"]] == PARTS
+    assert report["ok"] is True and all(p["ok"] for p in report["parts"])
+
+
+@pytest.mark.docker
+def test_up_on_a_ready_machine_reuses_every_part_and_changes_nothing(tmp_path: Path) -> None:
+    done = run_cli("sandbox", "up", "--root", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [ln.split(":", 1)[0] for ln in lines[1:-1]] == PARTS
+    assert all(": reused: " in ln for ln in lines[1:-1]), done.stdout
+    assert lines[-1].startswith("sandbox up: 5 parts ready in ")
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state == {"links": [], "services": {}}  # nothing started, so nothing for down
+
+
+@pytest.mark.docker
+def test_status_names_a_missing_engine_with_its_fix_and_exits_1(tmp_path: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    done = run_cli("sandbox", "status", "--root", str(tmp_path), env=env)
+    assert done.returncode == 1
+    engine = next(ln for ln in done.stdout.splitlines() if ln.startswith("engine: "))
+    assert engine.startswith("engine: missing: no engine answers")
+    assert "(fix: run `vllm-omni-ci sandbox up`)" in engine
+    assert "registry: ok: " in done.stdout  # the other parts are still judged
+
+
+def test_down_leaves_alone_what_up_did_not_start(tmp_path: Path) -> None:
+    done = run_cli("sandbox", "down", "--root", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "registry: not started by sandbox up: left as it is" in done.stdout
+    assert "engine: not started by sandbox up: left as it is" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("sandbox down: images and registry data kept")
+
+
+def test_down_stops_the_service_up_recorded_and_only_once(tmp_path: Path) -> None:
+    service = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        started = psutil.Process(service.pid).create_time()
+        record = {"pid": service.pid, "started": started, "argv": ["sleep", "300"], "log": ""}
+        (tmp_path / "state.json").write_text(
+            json.dumps({"services": {"registry": record}, "links": []})
+        )
+        done = run_cli("sandbox", "down", "--root", str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        assert f"registry: stopped (pid {service.pid})" in done.stdout
+        assert service.wait(timeout=30) == -15  # SIGTERM
+        again = run_cli("sandbox", "down", "--root", str(tmp_path))
+        assert "registry: not started by sandbox up" in again.stdout
+    finally:
+        service.kill()
+        service.wait()
+
+
+def test_a_recycled_pid_is_never_signalled(tmp_path: Path) -> None:
+    """A recorded pid whose start time differs is another program: left alone."""
+    service = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        record = {"pid": service.pid, "started": 1.0, "argv": ["dockerd"], "log": ""}
+        (tmp_path / "state.json").write_text(json.dumps({"services": {"engine": record}}))
+        done = run_cli("sandbox", "down", "--root", str(tmp_path))
+        assert f"engine: already stopped (pid {service.pid})" in done.stdout
+        assert service.poll() is None
+    finally:
+        service.kill()
+        service.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sandbox", "bogus"], "error: action: unknown value 'bogus': allowed values are up,"),
+        (["sandbox", "up", "--json"], "error: --json: applies to `sandbox status` only"),
+        (["sandbox", "status", "--purge"], "error: --purge: applies to `sandbox down` only"),
+    ],
+)
+def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [
+        ("26.1.5+dfsg1-9+deb13u1+b1", True),
+        ("26.1.5-1", True),
+        ("26.1.5", True),
+        ("26.1.50-1", False),
+        ("26.1.4+dfsg1-1", False),
+        ("1:26.1.5-1", False),
+    ],
+)
+def test_a_pin_is_an_upstream_version(version: str, ok: bool) -> None:
+    assert Pin("docker.io", "trixie", "26.1.5").matches(version) is ok
+
+
+def test_the_engine_pins_are_the_ones_checked_by_hand() -> None:
+    assert {(p.package, p.suite, p.upstream) for p in ENGINE} >= {
+        ("docker.io", "trixie", "26.1.5"),
+        ("docker-cli", "trixie", "26.1.5"),
+        ("containerd", "trixie", "1.7.24"),
+        ("runc", "bookworm", "1.1.5"),
+    }
+
+
+def test_the_mirror_is_the_one_apt_uses(tmp_path: Path) -> None:
+    deb822 = tmp_path / "debian.sources"
+    deb822.write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n"
+    )
+    assert debs.mirror([deb822]) == "http://mirror.example/debian"
+    one_line = tmp_path / "sources.list"
+    one_line.write_text("# comment\ndeb [arch=amd64] https://m.example/debian bookworm main\n")
+    assert debs.mirror([one_line]) == "https://m.example/debian"
+    assert debs.mirror([tmp_path / "none"]) == debs.DEFAULT_MIRROR
+    listed = debs.sources_list("http://m/debian").splitlines()
+    assert [ln.split()[-2] for ln in listed] == ["trixie", "bookworm"]
