@@ -51,7 +51,8 @@ def test_readme_opens_with_exactly_two_commands() -> None:
     assert all(len(block.strip().splitlines()) == 1 for block in blocks)
     main_job, tests = (block.strip() for block in blocks)
     assert main_job.startswith("python3 -m pip install -e '.[dev]' && ")
-    assert "build-image --platform rocm --repo examples/omni-sample --builder engine" in main_job
+    assert "vllm-omni-ci sandbox up && " in main_job
+    assert "build-image --platform rocm --repo examples/omni-sample --builder buildx" in main_job
     assert tests == "nox -s lint mypy shellcheck tests"
 
 
@@ -68,9 +69,10 @@ def main_job_steps() -> list[str]:
 def test_main_job_installs_builds_the_sample_image_and_runs_its_ready_tier() -> None:
     assert main_job_steps() == [
         "python3 -m pip install -e '.[dev]'",
+        "vllm-omni-ci sandbox up",
         "vllm-omni-ci wheelhouse",
         "vllm-omni-ci build-image --platform rocm --repo examples/omni-sample"
-        " --builder engine --no-push",
+        " --builder buildx --buildx-builder default --no-push",
         "nox -s ready -- --platform rocm --repo examples/omni-sample",
     ]
 
