@@ -1,8 +1,14 @@
-"""Shared fixtures: the Docker engine gate, recording stand-ins, and the CLI runner.
+"""Shared fixtures: the Docker engine gate, recording stand-ins, the CLI runner,
+the session's wheelhouse, and the ../shared gate.
 
 Docker-marked tests skip with a reason when no engine answers, except under
 CI=true, where they fail: CI promised an engine, so its absence is a defect.
 Everything a test creates in Docker carries TEST_LABEL, and fixtures remove it.
+
+Tests that read ../shared (the vLLM-Omni corpus, specs, seeds, schemas) get
+their paths through `need_shared`, and collection-time lists through
+`from_shared` / `shared_params`: without ../shared, collection still works and
+each such test fails with one line naming the missing path.
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,6 +35,60 @@ REGISTRY = "127.0.0.1:5000"
 BASE_IMAGE = f"{REGISTRY}/omni-ci/python-base:bookworm"
 TEST_LABEL_KEY = "vllm-omni-ci.test"
 TEST_LABEL = f"{TEST_LABEL_KEY}=1"
+NEEDS_SHARED = "needs_shared"
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- ../shared
+
+
+def need_shared(path: Path = SHARED) -> Path:
+    """`path` (SHARED or a path inside it), or fail the calling test in one line.
+
+    Call it where a test, fixture or helper first touches ../shared; the line
+    names ../shared itself when it is missing, else the missing path in it.
+    """
+    if not SHARED.is_dir():
+        pytest.fail(f"needs ../shared ({SHARED}): not found", pytrace=False)
+    if not path.exists():
+        pytest.fail(f"needs ../shared ({SHARED}): {path} not found", pytrace=False)
+    return path
+
+
+def from_shared(build: Callable[[], T], fallback: T) -> T:
+    """A module-level value read from ../shared: `build()`, or `fallback` without ../shared.
+
+    For collection time, where `need_shared` cannot fail a test: the tests that
+    use the value call `need_shared` (or run under `shared_params`) themselves.
+    """
+    return build() if SHARED.is_dir() else fallback
+
+
+def shared_params(build: Callable[[], Iterable[Any]], arity: int = 1) -> list[Any]:
+    """Parametrize values read from ../shared at collection time.
+
+    Without ../shared: a single `needs-shared` parameter (of `arity` values),
+    whose test fails with `need_shared`'s line instead of the empty set
+    pytest would skip.
+    """
+    if SHARED.is_dir():
+        return list(build())
+    missing = (None,) * arity
+    return [pytest.param(*missing, id="needs-shared", marks=pytest.mark.needs_shared)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{NEEDS_SHARED}: a parameter standing in for values read from ../shared"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    # In the call phase, so that the test fails (a fixture would make it an error).
+    if pyfuncitem.get_closest_marker(NEEDS_SHARED) is not None:
+        need_shared()
 
 
 @cache
@@ -181,19 +242,63 @@ def run_cli(
     )
 
 
-def sample_with_wheelhouse(parent: Path) -> Path:
+# --------------------------------------------------------------------------- wheelhouse
+
+_SESSION: pytest.FixtureRequest | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_request(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Lets helpers called without fixtures (`sample_with_wheelhouse`) reach session fixtures.
+
+    Nothing is built here: `session_wheelhouse` runs only when a test first needs it.
+    """
+    global _SESSION
+    _SESSION = request
+    yield
+    _SESSION = None
+
+
+@pytest.fixture(scope="session")
+def session_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheelhouse, built once per test session with `vllm-omni-ci wheelhouse --dest`.
+
+    Into a temporary directory: tests never depend on an earlier `vllm-omni-ci
+    wheelhouse` having filled ./wheelhouse or the sample's, and never write there.
+    Tests get copies (`copy_wheelhouse`); this one stays as built.
+    """
+    dest = tmp_path_factory.mktemp("session-wheelhouse") / "wheelhouse"
+    done = run_cli("wheelhouse", "--dest", str(dest), timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert list(dest.glob("vllm_omni_ci-*.whl")), f"no vllm_omni_ci wheel in {dest}"
+    return dest
+
+
+def copy_wheelhouse(wheelhouse: Path, dest: Path) -> Path:
+    """`dest` becomes a copy of `wheelhouse` (a build context needs real files, not links)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(wheelhouse, dest)
+    return dest
+
+
+def _the_session_wheelhouse() -> Path:
+    assert _SESSION is not None, "sample_with_wheelhouse runs only inside a test session"
+    found: Path = _SESSION.getfixturevalue("session_wheelhouse")
+    return found
+
+
+def sample_with_wheelhouse(parent: Path, wheelhouse: Path | None = None) -> Path:
     """A copy of the sample under `parent`, with the wheelhouse its Dockerfiles install from.
 
-    The sample's own wheelhouse is reused when `vllm-omni-ci wheelhouse` has
-    filled it (.ci/run does, before the tests): downloading ~35 wheels again
-    costs ~20 s and tests nothing. Without one, a fresh one is built.
+    The wheels are a copy of `wheelhouse`, by default the session's
+    (`session_wheelhouse`, built once per session); the sample's own
+    wheelhouse directory, filled or not, is never used.
     """
     repo = parent / "omni-sample"
-    shutil.copytree(SAMPLE, repo, symlinks=True)
-    if not list((repo / "wheelhouse").glob("vllm_omni_ci-*.whl")):
-        shutil.rmtree(repo / "wheelhouse", ignore_errors=True)
-        done = run_cli("wheelhouse", "--dest", str(repo / "wheelhouse"), timeout=900)
-        assert done.returncode == 0, done.stderr[-4000:]
+    shutil.copytree(
+        SAMPLE, repo, symlinks=True, ignore=lambda d, _: {"wheelhouse"} if d == str(SAMPLE) else ()
+    )
+    copy_wheelhouse(wheelhouse or _the_session_wheelhouse(), repo / "wheelhouse")
     return repo
 
 

@@ -5,7 +5,8 @@ its pytest markers to infer presets. `make_corpus` writes one generated from
 MARKERS.md (the marker table of the matching upstream version) plus the A5 and
 310P SKUs that the NPU ready YAML uses, and can register the one
 `source_file_dependencies` key the corpus lacks. Nothing is copied into the
-repository: every call works in a temporary directory.
+repository: every call works in a temporary directory. Without ../shared,
+each of them fails the calling test with `need_shared`'s one line.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.conftest import SHARED
+from tests.conftest import SHARED, need_shared
 
 CORPUS = SHARED / "vllm-omni"
 BUILDKITE = CORPUS / ".buildkite"
@@ -30,7 +31,7 @@ def marker_rows() -> list[tuple[str, str, str]]:
     """(name, description, tags) of the registered-markers table in MARKERS.md."""
     rows: list[tuple[str, str, str]] = []
     in_table = False
-    for line in (CORPUS / "MARKERS.md").read_text().splitlines():
+    for line in need_shared(CORPUS / "MARKERS.md").read_text().splitlines():
         if line.startswith("## Registered markers"):
             in_table = True
             continue
@@ -64,7 +65,7 @@ def register_missing_key(repo: Path) -> None:
 def make_corpus(dest: Path, *, pyproject: bool = True, register_key: bool = True) -> Path:
     """`dest` becomes a repo root holding the corpus `.buildkite/` (returns `dest`)."""
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(BUILDKITE, dest / ".buildkite")
+    shutil.copytree(need_shared(BUILDKITE), dest / ".buildkite")
     if pyproject:
         (dest / "pyproject.toml").write_text(pyproject_text())
     if register_key:
@@ -74,6 +75,7 @@ def make_corpus(dest: Path, *, pyproject: bool = True, register_key: bool = True
 
 def uploader_yamls(platforms: tuple[str, ...] = ("cuda", "npu")) -> list[str]:
     """Repo-relative paths of the corpus test YAMLs of `platforms`."""
+    need_shared(BUILDKITE)
     return sorted(
         str(p.relative_to(CORPUS)) for pf in platforms for p in (BUILDKITE / pf).glob("test-*.yml")
     )

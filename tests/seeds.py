@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import SHARED
+from tests.conftest import SHARED, need_shared
 
 SEED_001 = SHARED / "seeds" / "001_ace97fb1be942666"
 RUN_AMD_TEST = SEED_001 / ".buildkite" / "amd" / "scripts" / "run-amd-test.sh.diff"
@@ -22,7 +22,7 @@ _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+1,(?P<count>\d+) @@")
 
 def new_side(diff: Path) -> str:
     """The whole new file of a one-hunk diff; fails if the diff does not hold all of it."""
-    lines = diff.read_text().splitlines()
+    lines = need_shared(diff).read_text().splitlines()
     hunks = [i for i, line in enumerate(lines) if line.startswith("@@")]
     assert len(hunks) == 1, f"{diff}: {len(hunks)} hunks, need one covering the whole file"
     header = _HUNK.match(lines[hunks[0]])

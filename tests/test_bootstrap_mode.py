@@ -23,7 +23,7 @@ from ci.errors import UserError
 from ci.pipeline import bootstrap_mode, ifexpr
 from ci.pipeline.bootstrap_mode import render_bootstrap
 from ci.schema import pipeline_errors
-from tests.conftest import ROOT, SHARED, run_cli
+from tests.conftest import ROOT, SHARED, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
 
 CORPUS = SHARED / "vllm-omni" / ".buildkite"
@@ -64,7 +64,8 @@ def wrapped(text: str) -> str:
 
 
 def load(path: Path) -> dict[str, Any]:
-    document = yaml.safe_load(path.read_text())
+    """A bootstrap file of the corpus in ../shared."""
+    document = yaml.safe_load(need_shared(path).read_text())
     assert isinstance(document, dict)
     return document
 
@@ -304,8 +305,8 @@ def cli_env(**values: str) -> dict[str, str]:
 def cuda_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     """Real CUDA/NPU bootstrap files in a git repo; HEAD on main changes only docs."""
     repo = GitRepo.create(tmp_path_factory.mktemp("bootmode") / "repo")
-    shutil.copytree(CORPUS / "cuda", repo.path / ".buildkite" / "cuda")
-    shutil.copytree(CORPUS / "npu", repo.path / ".buildkite" / "npu")
+    shutil.copytree(need_shared(CORPUS / "cuda"), repo.path / ".buildkite" / "cuda")
+    shutil.copytree(need_shared(CORPUS / "npu"), repo.path / ".buildkite" / "npu")
     repo.write("vllm_omni/model.py", "x = 1\n")
     repo.commit("base")
     repo.write("docs/a.md", "# doc\n")

@@ -28,7 +28,7 @@ from ci.images import variants
 from ci.pipeline import bootstrap_mode, ifexpr
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.schema import pipeline_errors
-from tests.conftest import ROOT, SAMPLE, StandIns, run_cli
+from tests.conftest import ROOT, SAMPLE, StandIns, need_shared, run_cli
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
 from tests.test_bootstrap_mode import wrapped
@@ -795,12 +795,12 @@ def test_rewrite_is_idempotent_on_the_real_files() -> None:
 
     platforms: tuple[BootstrapPlatform, ...] = ("cuda", "npu")
     for platform in platforms:
-        path = BUILDKITE / platform / "bootstrap-upload-steps.yml"
+        path = need_shared(BUILDKITE / platform / "bootstrap-upload-steps.yml")
         document = yaml.safe_load(path.read_text())
         once, keys = bootstraps.rewrite_steps(document, platform)
         twice, again = bootstraps.rewrite_steps(once, platform)
         assert twice == once and keys == again
-    intel = yaml.safe_load((BUILDKITE / "intel" / "pipeline-intel.yml").read_text())
+    intel = yaml.safe_load(need_shared(BUILDKITE / "intel" / "pipeline-intel.yml").read_text())
     once_intel = bootstraps.rewrite_intel(intel, "x")
     assert bootstraps.rewrite_intel(once_intel, "x") == once_intel
 

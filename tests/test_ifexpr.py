@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ci.pipeline import ifexpr as x
-from tests.conftest import SHARED
+from tests.conftest import SHARED, from_shared, need_shared, shared_params
 
 SPEC = SHARED / "spec"
 CORPUS = SHARED / "vllm-omni"
@@ -54,7 +54,7 @@ def corpus_ifs() -> list[str]:
 def named_expressions() -> dict[str, str]:
     """The spec §3.2 table of named expressions (NAME -> text, with names inside)."""
     table: dict[str, str] = {}
-    for line in (SPEC / "pipeline.md").read_text().splitlines():
+    for line in need_shared(SPEC / "pipeline.md").read_text().splitlines():
         match = re.match(r"^\| ([A-Z]+_[A-Z0-9_]+) \| `(.*)` \|$", line)
         if match:
             table[match.group(1)] = match.group(2).replace("\\|", "|")
@@ -147,10 +147,11 @@ def schema_ifs() -> list[str]:
     return list(dict.fromkeys(found))
 
 
-CORPUS_IFS = corpus_ifs()
-SPEC_IFS = spec_ifs()
-SEED_IFS = seed_ifs()
-SCHEMA_IFS = schema_ifs()
+# Read at collection time; without ../shared, empty (and the tests below fail, naming it).
+CORPUS_IFS: list[str] = from_shared(corpus_ifs, [])
+SPEC_IFS: list[str] = from_shared(spec_ifs, [])
+SEED_IFS: list[str] = from_shared(seed_ifs, [])
+SCHEMA_IFS: list[str] = from_shared(schema_ifs, [])
 ALL_IFS = list(dict.fromkeys(CORPUS_IFS + SPEC_IFS + SEED_IFS + SCHEMA_IFS))
 OPAQUE = {t for t in ALL_IFS if "build.message" in t or t.startswith("__")}
 CONTEXTS = [
@@ -164,6 +165,7 @@ CONTEXTS = [
 
 
 def test_the_inputs_were_found() -> None:
+    need_shared()
     assert len(CORPUS_IFS) >= 10
     assert len(SPEC_IFS) >= 15
     assert 'build.env("NIGHTLY") == "1" && build.env("EMAIL_DISTRIBUTION") == "1"' in CORPUS_IFS
@@ -178,7 +180,7 @@ def test_the_inputs_were_found() -> None:
     assert SCHEMA_IFS == ["build.message != 'skip me'", "build.branch == 'master'"]
 
 
-@pytest.mark.parametrize("text", sorted(set(ALL_IFS) - OPAQUE))
+@pytest.mark.parametrize("text", shared_params(lambda: sorted(set(ALL_IFS) - OPAQUE)))
 def test_every_if_parses_renders_and_evaluates(text: str) -> None:
     expr = x.parse(text)
     assert x.is_evaluable(expr), getattr(expr, "reason", "")
@@ -189,7 +191,7 @@ def test_every_if_parses_renders_and_evaluates(text: str) -> None:
         assert x.evaluate(expr, ctx) in (True, False)
 
 
-@pytest.mark.parametrize("text", sorted(OPAQUE))
+@pytest.mark.parametrize("text", shared_params(lambda: sorted(OPAQUE)))
 def test_outside_the_subset_is_kept_verbatim(text: str) -> None:
     expr = x.parse(text)
     assert isinstance(expr, x.Opaque)
@@ -302,4 +304,4 @@ def test_and_binds_tighter_than_or() -> None:
 
 
 def test_source_of_truth_files_exist() -> None:
-    assert Path(SPEC / "pipeline.md").is_file()
+    assert need_shared(SPEC / "pipeline.md").is_file()

@@ -32,9 +32,9 @@ VARIANT_LABEL = "vllm-omni-ci.npu-variant"
 
 
 @pytest.fixture(scope="module")
-def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample with a wheelhouse (its Dockerfile installs from one), in a tmp dir."""
-    return sample_with_wheelhouse(tmp_path_factory.mktemp("npu-sample"))
+def sample_repo(tmp_path_factory: pytest.TempPathFactory, session_wheelhouse: Path) -> Path:
+    """The sample with the session's wheelhouse (its Dockerfile installs from one), in a tmp dir."""
+    return sample_with_wheelhouse(tmp_path_factory.mktemp("npu-sample"), session_wheelhouse)
 
 
 @pytest.fixture

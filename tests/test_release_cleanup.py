@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import pytest
 from ci.errors import Stop, UserError
 from ci.release import cleanup
 from ci.release.hub import HubClient, HubError
-from tests.conftest import run_cli
+from tests.conftest import cli_path, run_cli
 
 USERNAME = "vllmbot"
 TOKEN = "CANARY-hub-token-7d1e0f4a9b2c"
@@ -72,7 +73,8 @@ class FakeHub:
     fail_list_page: int | None = None
     flaky_pages: dict[int, int] = field(default_factory=dict)  # page -> 503s before success
     fail_delete: dict[str, int] = field(default_factory=dict)
-    delay: float = 0.0
+    hang: bool = False  # GETs are never answered while the test runs
+    released: threading.Event = field(default_factory=threading.Event)
     requests: list[tuple[str, str]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     bad_auth: int = 0
@@ -112,7 +114,9 @@ class FakeHub:
 
             def do_GET(self) -> None:
                 hub.requests.append(("GET", self.path))
-                time.sleep(hub.delay)
+                if hub.hang:
+                    hub.released.wait()
+                    return
                 url = urllib.parse.urlsplit(self.path)
                 if url.path != REPO_PATH or not self.authorized():
                     return
@@ -159,6 +163,7 @@ def hub() -> Iterator[tuple[FakeHub, str]]:
     try:
         yield fake, f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        fake.released.set()
         server.shutdown()
         server.server_close()
 
@@ -281,16 +286,32 @@ def test_keep_option(hub: tuple[FakeHub, str], tmp_path: Path) -> None:
 
 
 def test_delete_interval_waits_between_deletes(hub: tuple[FakeHub, str], tmp_path: Path) -> None:
+    """With an hour between deletes, the second never starts: stopped in the wait, one is gone."""
     fake, url = hub
     fake.tags = [t for t in fake.tags if str(t["name"]).startswith("nightly-")][:16]
-    started = time.monotonic()
-    done = run_cli(
-        "release.cleanup-nightly", "--hub-url", url, "--delete-interval", "400ms",
+    proc = subprocess.Popen(
+        [cli_path(), "release.cleanup-nightly", "--hub-url", url, "--delete-interval", "1h"],
         env={**os.environ, "DOCKERHUB_USERNAME": USERNAME, "DOCKERHUB_TOKEN": TOKEN},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert len(fake.deleted) == 2
-    assert time.monotonic() - started >= 0.8
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()  # printed once the first delete succeeded
+        assert first and fake.deleted == [first], proc.communicate(timeout=60)
+        assert proc.poll() is None  # waiting, not done
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert (rest, fake.deleted) == ("", [first])
+    assert f"Successfully deleted tag: {first} (HTTP 204)" in err
+    assert err.count("Deleting tag: ") == 1
 
 
 @pytest.mark.parametrize(
@@ -347,13 +368,14 @@ def test_bad_values_are_one_error_line_not_a_traceback(
 
 def test_every_request_times_out(hub: tuple[FakeHub, str]) -> None:
     fake, url = hub
-    fake.delay = 3.0
+    fake.hang = True  # the server never answers: only the timeout ends the request
     client = HubClient(url, timeout=0.5, attempts=1)
     client.login(USERNAME, TOKEN)
-    started = time.monotonic()
     with pytest.raises(HubError) as err:
         client.tags_page("vllm/vllm-omni", 1, 100, "nightly-")
-    assert time.monotonic() - started < 2.5
+    assert str(err.value).startswith(f"GET {url}/v2/repositories/vllm/vllm-omni/tags?")
+    assert str(err.value).endswith(": TimeoutError")
+    assert [m for m, _ in fake.requests] == ["POST", "GET"]
     for canary in CANARIES:
         assert canary not in str(err.value) and canary not in repr(err.value)
         assert canary not in repr(client)

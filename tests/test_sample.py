@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import BASE_IMAGE, ROOT, SAMPLE, SHARED, run_cli
+from tests.conftest import BASE_IMAGE, ROOT, SAMPLE, SHARED, need_shared, run_cli
 
 BUILDKITE = SAMPLE / ".buildkite"
 DOCKER = SAMPLE / "docker"
@@ -150,7 +150,7 @@ def test_no_test_file_uses_a_direct_sku_mark() -> None:
 def shared_marker_tags() -> dict[str, set[str]]:
     """Marker → tags, from the registry facts in ../shared/vllm-omni/MARKERS.md."""
     table: dict[str, set[str]] = {}
-    text = (SHARED / "vllm-omni" / "MARKERS.md").read_text()
+    text = need_shared(SHARED / "vllm-omni" / "MARKERS.md").read_text()
     for name, tags in re.findall(r"^\| (\w+) \| [^|]+ \| ([^|]*) \|$", text, re.MULTILINE):
         table.setdefault(name, set(re.findall(r"\[([\w-]+)\]", tags)))
     return table

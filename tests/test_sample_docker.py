@@ -1,41 +1,56 @@
 """Every sample Dockerfile builds offline, and the ROCm deps stage does real work.
 
 Real engine, real local registry: builds run with `--pull` against
-127.0.0.1:5000 and install vllm-omni-ci from the wheelhouse with --no-index,
-through the BuildKit-capable client that `doctor` picks (`picked`).
+127.0.0.1:5000 and install vllm-omni-ci from the session's wheelhouse
+(`session_wheelhouse`) with --no-index, through the BuildKit-capable client
+that `doctor` picks (`picked`). Builds run in copies, never in the checkout.
+How long the deps stage takes is benchmarks/rocm_cache.py's concern, not a test's.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BASE_IMAGE, ROOT, SAMPLE, TEST_LABEL, run_cli
+from tests.conftest import (
+    BASE_IMAGE,
+    ROOT,
+    SAMPLE,
+    TEST_LABEL,
+    copy_wheelhouse,
+    sample_with_wheelhouse,
+)
 
 pytestmark = pytest.mark.docker
 
 DEPS_FLOOR_BYTES = 50 * 1024 * 1024
-DEPS_FLOOR_SECONDS = 20.0
 
 
 @pytest.fixture(scope="module")
-def wheelhouse() -> Path:
-    """The sample's wheelhouse, as `vllm-omni-ci wheelhouse` writes it (network on the host)."""
-    result = run_cli("wheelhouse", timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = sorted((SAMPLE / "wheelhouse").glob("vllm_omni_ci-*.whl"))
-    assert found
-    return SAMPLE / "wheelhouse"
+def sample(tmp_path_factory: pytest.TempPathFactory, session_wheelhouse: Path) -> Path:
+    """A copy of the sample with the session's wheelhouse (its Dockerfiles install from it)."""
+    return sample_with_wheelhouse(tmp_path_factory.mktemp("sample-docker"), session_wheelhouse)
 
 
-def build(docker_cli: str, *args: str, context: Path = SAMPLE) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def tools_context(tmp_path_factory: pytest.TempPathFactory, session_wheelhouse: Path) -> Path:
+    """The tools image's build context as in the checkout: its Dockerfile and ./wheelhouse."""
+    context = tmp_path_factory.mktemp("tools-context")
+    (context / "docker").mkdir()
+    for name in ("Dockerfile.tools", "Dockerfile.tools.dockerignore"):
+        shutil.copy2(ROOT / "docker" / name, context / "docker" / name)
+    copy_wheelhouse(session_wheelhouse, context / "wheelhouse")
+    return context
+
+
+def build(docker_cli: str, *args: str, context: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [docker_cli, "build", "--pull", "--progress=plain", "--label", TEST_LABEL, *args, "."],
         cwd=context,
@@ -85,13 +100,13 @@ def tag() -> Iterator[str]:
 def test_sample_dockerfile_builds_offline_and_runs_the_cpu_tests(
     picked: str,
     docker_cleanup: None,
-    wheelhouse: Path,
+    sample: Path,
     tag: str,
     dockerfile: str,
     extra: tuple[str, ...],
     workdir: str,
 ) -> None:
-    result = build(picked, "-f", f"docker/{dockerfile}", "-t", tag, *extra)
+    result = build(picked, "-f", f"docker/{dockerfile}", "-t", tag, *extra, context=sample)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "omni_sample 0.0.1 installed" in result.stderr
     run = docker(
@@ -114,11 +129,13 @@ def test_sample_dockerfile_builds_offline_and_runs_the_cpu_tests(
     assert re.search(r"\d+ passed", run.stdout)
 
 
-def test_rocm_deps_stage_meets_the_size_and_time_floor(
+def test_rocm_deps_stage_does_real_work_and_meets_the_size_floor(
     picked: str, docker_cleanup: None, tag: str
 ) -> None:
-    """Cold (--no-cache) deps build: RUN steps ≥ 20 s in total, ≥ 50 MB over the base."""
-    started = time.monotonic()
+    """Cold (--no-cache) deps build: every RUN step runs (none cached), ≥ 50 MB over the base.
+
+    The deps stage reads only cache-key inputs, so it builds from the checkout's sample.
+    """
     result = build(
         picked,
         "--no-cache",
@@ -130,33 +147,24 @@ def test_rocm_deps_stage_meets_the_size_and_time_floor(
         "ARG_PYTORCH_ROCM_ARCH=gfx942",
         "-t",
         tag,
+        context=SAMPLE,
     )
-    wall = time.monotonic() - started
     assert result.returncode == 0, result.stderr[-4000:]
     log = result.stderr
     run_steps = set(re.findall(r"^#(\d+) \[deps\s+\d+/\d+\] RUN ", log, re.MULTILINE))
     assert len(run_steps) >= 3
-    durations = {
-        step: float(seconds)
-        for step, seconds in re.findall(r"^#(\d+) DONE ([\d.]+)s$", log, re.MULTILINE)
-    }
-    run_seconds = sum(durations[step] for step in run_steps)
+    assert run_steps <= set(re.findall(r"^#(\d+) DONE ", log, re.MULTILINE))
     assert not run_steps & set(re.findall(r"^#(\d+) CACHED", log, re.MULTILINE))
+    assert "weights: ['shard-0.bin', 'shard-1.bin', 'shard-2.bin']" in log
     size = int(docker(picked, "image", "inspect", "-f", "{{.Size}}", tag).stdout)
     base = int(docker(picked, "image", "inspect", "-f", "{{.Size}}", BASE_IMAGE).stdout)
-    print(
-        f"deps stage: RUN steps {run_seconds:.1f}s (wall {wall:.1f}s),"
-        f" {(size - base) / 2**20:.1f} MiB over the base"
-    )
-    assert run_seconds >= DEPS_FLOOR_SECONDS
     assert size - base >= DEPS_FLOOR_BYTES
 
 
 def test_tools_image_dockerfile_builds_from_the_wheelhouse(
-    picked: str, docker_cleanup: None, wheelhouse: Path, tag: str
+    picked: str, docker_cleanup: None, tools_context: Path, tag: str
 ) -> None:
-    assert (ROOT / "wheelhouse").is_dir()
-    result = build(picked, "-f", "docker/Dockerfile.tools", "-t", tag, context=ROOT)
+    result = build(picked, "-f", "docker/Dockerfile.tools", "-t", tag, context=tools_context)
     assert result.returncode == 0, result.stderr[-4000:]
     run = docker(picked, "run", "--rm", "--network", "none", "--label", TEST_LABEL, tag)
     assert run.returncode == 0, run.stderr

@@ -25,10 +25,16 @@ from ci.tiers.model import Tier, TierStep, load_tier
 from ci.tiers.plan import CONTAINER_LABEL, Host, Options, plan_step, plan_tier, shard_label
 from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail_of
 from ci.tiers.session import parse_args, run
-from tests.conftest import ROOT, SAMPLE, SHARED
+from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
 from tests.corpus import make_corpus
 
 CORPUS = SHARED / "vllm-omni"
+
+
+def corpus() -> Path:
+    """The vLLM-Omni checkout in ../shared (the calling test fails in one line without it)."""
+    return need_shared(CORPUS)
+
 
 COUNTS = [
     ("rocm", "ready", "amd/test-amd-ready.yml", 22),
@@ -86,11 +92,11 @@ def raw_commands(item: dict[str, Any]) -> list[str]:
 def test_corpus_tier_steps_match_independent_count_and_commands(
     platform: str, tier: str, rel: str, count: int
 ) -> None:
-    document = yaml.safe_load((CORPUS / ".buildkite" / rel).read_text())
+    document = yaml.safe_load((corpus() / ".buildkite" / rel).read_text())
     leaves = independent_leaves(document["steps"])
     assert len(leaves) == count
 
-    steps = load_tier(CORPUS, Tier(tier), Platform(platform))
+    steps = load_tier(corpus(), Tier(tier), Platform(platform))
     assert len(steps) == count
     assert [s.label for s in steps] == [leaf.get("label") for leaf in leaves]
     for step, leaf in zip(steps, leaves, strict=True):
@@ -105,7 +111,7 @@ def test_corpus_tier_steps_match_independent_count_and_commands(
 
 
 def test_corpus_amd_details_carried_over() -> None:
-    steps = {s.label: s for s in load_tier(CORPUS, Tier.READY, Platform.ROCM)}
+    steps = {s.label: s for s in load_tier(corpus(), Tier.READY, Platform.ROCM)}
     shards = steps["Simple · Model Executor Test · Shard %N/%t"]
     assert shards.parallelism == 3 and shards.runs_on_cpu and shards.blocking
     assert shards.hardware == "mi300_1" and shards.timeout_minutes == 90
@@ -115,7 +121,7 @@ def test_corpus_amd_details_carried_over() -> None:
     assert len(cpu) == 6 and all(label.startswith("Simple") for label in cpu)
     soft = [s for s in steps.values() if not s.blocking]
     assert soft and all(s.grade != "Blocking" for s in soft)
-    nightly = load_tier(CORPUS, Tier.NIGHTLY, Platform.ROCM)
+    nightly = load_tier(corpus(), Tier.NIGHTLY, Platform.ROCM)
     assert all(not s.blocking for s in nightly)  # all NonBlocking
 
 
@@ -136,7 +142,7 @@ def test_corpus_cuda_and_npu_hardware_is_the_upload_preset(tmp_path: Path) -> No
 
 
 def test_corpus_without_marker_registry_reports_unresolved_but_still_loads() -> None:
-    nightly = load_tier(CORPUS, Tier.NIGHTLY, Platform.CUDA)
+    nightly = load_tier(corpus(), Tier.NIGHTLY, Platform.CUDA)
     assert len(nightly) == 55
     assert any("missing pytest marker registry" in s.hardware for s in nightly)
 
@@ -147,7 +153,7 @@ def test_corpus_without_marker_registry_reports_unresolved_but_still_loads() -> 
 )
 def test_missing_tier_platform_pair_exits_2(tier: str, platform: str) -> None:
     with pytest.raises(UserError) as caught:
-        run(tier, ["--platform", platform, "--repo", str(CORPUS), "--list"])
+        run(tier, ["--platform", platform, "--repo", str(corpus()), "--list"])
     assert caught.value.problems == (f"no {tier} tier for {platform}",)
     assert caught.value.code == 2
 
@@ -617,7 +623,7 @@ def test_retries_of_forms() -> None:
 def test_corpus_ifs_are_evaluated_as_for_a_pr_with_the_tier_label() -> None:
     """Group and step `if`s: true by the tier's PR label, else opened by the build env."""
     env = {"BUILDKITE_BRANCH": "feature"}
-    weekly = {s.label: s for s in load_tier(CORPUS, Tier.WEEKLY, Platform.CUDA, env)}
+    weekly = {s.label: s for s in load_tier(corpus(), Tier.WEEKLY, Platform.CUDA, env)}
     coverage = weekly["Simple · CPU Coverage Test"]
     assert coverage.if_false == 'build.env("WEEKLY") == "1"'
     assert coverage.skip_reason == 'if false here: build.env("WEEKLY") == "1"'
@@ -628,16 +634,16 @@ def test_corpus_ifs_are_evaluated_as_for_a_pr_with_the_tier_label() -> None:
     assert len([s for s in weekly.values() if s.if_false]) == len(sweep) + 1
 
     opened = load_tier(
-        CORPUS, Tier.WEEKLY, Platform.CUDA, {**env, "WEEKLY": "1", "NON_CRITICAL": "1"}
+        corpus(), Tier.WEEKLY, Platform.CUDA, {**env, "WEEKLY": "1", "NON_CRITICAL": "1"}
     )
     assert not [s.label for s in opened if s.if_false]
 
-    nightly = {s.label: s for s in load_tier(CORPUS, Tier.NIGHTLY, Platform.CUDA, env)}
+    nightly = {s.label: s for s in load_tier(corpus(), Tier.NIGHTLY, Platform.CUDA, env)}
     email = nightly[":email: Nightly Collection & Email"]
     assert email.if_false.startswith('build.env("NIGHTLY") == "1" && ')
     assert len(email.depends_on) == 8 and all(not d.allow_failure for d in email.depends_on)
     assert [s.label for s in nightly.values() if s.if_false] == [email.label]
-    npu = load_tier(CORPUS, Tier.NIGHTLY, Platform.NPU, env)
+    npu = load_tier(corpus(), Tier.NIGHTLY, Platform.NPU, env)
     assert all(s.conditions and not s.if_false for s in npu)  # label nightly-test
 
 
@@ -645,7 +651,7 @@ def test_first_false_reads_ifexpr_and_treats_unknown_as_true() -> None:
     from ci.pipeline.ifexpr import Context
     from ci.tiers.model import first_false, local_context
 
-    ctx = local_context(CORPUS, Tier.MERGE, {"BUILDKITE_BRANCH": "pr", "NIGHTLY": "1"})
+    ctx = local_context(corpus(), Tier.MERGE, {"BUILDKITE_BRANCH": "pr", "NIGHTLY": "1"})
     assert ctx == Context.of("pr", ["merge-test"], {"BUILDKITE_BRANCH": "pr", "NIGHTLY": "1"})
     opaque = "build.message =~ /skip/"
     assert first_false((opaque, 'build.env("NIGHTLY") == "1"'), ctx) == ""
@@ -659,12 +665,12 @@ def test_if_false_step_is_reported_and_not_run_even_with_force(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = {"BUILDKITE_BRANCH": "feature"}
-    steps = load_tier(CORPUS, Tier.WEEKLY, Platform.CUDA, env)
+    steps = load_tier(corpus(), Tier.WEEKLY, Platform.CUDA, env)
     host = sample_host(tmp_path, images={Platform.CUDA: "cuda:abc"})
     (job,) = plan_tier(steps, host, Options(force=True, step="CPU Coverage"))
     assert not job.runs and job.reason == 'if false here: build.env("WEEKLY") == "1"'
 
-    assert run("weekly", ["--platform", "cuda", "--repo", str(CORPUS), "--list"]) == 0
+    assert run("weekly", ["--platform", "cuda", "--repo", str(corpus()), "--list"]) == 0
     out = capsys.readouterr().out
     assert 'hardware: l4_1 — if false here: build.env("WEEKLY") == "1"' in out
     assert '     if: build.env("WEEKLY") == "1"\n' in out
