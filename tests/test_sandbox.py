@@ -142,3 +142,20 @@ def test_the_mirror_is_the_one_apt_uses(tmp_path: Path) -> None:
     assert debs.mirror([tmp_path / "none"]) == debs.DEFAULT_MIRROR
     listed = debs.sources_list("http://m/debian").splitlines()
     assert [ln.split()[-2] for ln in listed] == ["trixie", "bookworm"]
+
+
+def test_leftover_mounts_are_the_ones_under_the_root_deepest_first(tmp_path: Path) -> None:
+    from ci.sandbox.run import leftover_mounts
+
+    root = tmp_path / "sandbox"
+    table = tmp_path / "mounts"
+    table.write_text(
+        f"nsfs {root}/run/docker/netns/default nsfs rw 0 0\n"
+        f"overlay {root}/docker/x overlay rw 0 0\n"
+        f"tmpfs {tmp_path}/sandbox-other tmpfs rw 0 0\n"
+        "proc /proc proc rw 0 0\n"
+    )
+    assert leftover_mounts(root, table) == [
+        f"{root}/run/docker/netns/default",
+        f"{root}/docker/x",
+    ]

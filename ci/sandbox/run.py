@@ -82,6 +82,7 @@ def down(root: str = "", *, purge: bool = False) -> None:
     """
     ctx = _context(root)
     services = [p.name for p in PARTS if p.service]
+    stopped_engine = False
     for name in reversed(services):
         service = ctx.state.services.pop(name, None)
         if service is None:
@@ -92,7 +93,12 @@ def down(root: str = "", *, purge: bool = False) -> None:
             continue
         door.note(f"stopping {name} (pid {service.pid}): {' '.join(service.argv)}")
         killed = door.stop(service)
+        stopped_engine = stopped_engine or name == "engine"
         _say(f"{name}: stopped (pid {service.pid}{', killed after 30s' if killed else ''})")
+    # dockerd leaves its network namespace mounted in its exec root; unmount what is
+    # left under the sandbox, so that `rm -rf` of the root works after `down`.
+    for mount in leftover_mounts(ctx.layout.root) if stopped_engine else []:
+        door.run(door.Command(("umount", mount), description=f"unmount {mount}"), output="null")
     if purge:
         for link in ctx.state.links:
             path = Path(link)
@@ -110,6 +116,17 @@ def down(root: str = "", *, purge: bool = False) -> None:
         states.save(ctx.layout, ctx.state)
     kept = f"{ctx.layout.docker_data} and {ctx.layout.registry_data}"
     _say(f"sandbox down: images and registry data kept in {kept}")
+
+
+def leftover_mounts(root: Path, table: Path = Path("/proc/mounts")) -> list[str]:
+    """Mount points under `root`, deepest first (no engine of ours may still be running)."""
+    try:
+        lines = table.read_text().splitlines()
+    except OSError:
+        return []
+    inside = [ln.split()[1] for ln in lines if len(ln.split()) > 1]
+    prefix = str(root.resolve()) + "/"
+    return sorted((m for m in inside if m.startswith(prefix)), key=len, reverse=True)
 
 
 def parse_action(value: str) -> str:
