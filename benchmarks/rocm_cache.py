@@ -10,7 +10,8 @@ Prints both wall times and their ratio, the deps-stage time of each (from the
 cache import or the first `[deps …]` step, whichever starts first, to the last
 deps step's DONE/CACHED, timed as BuildKit's lines arrive)
 and that ratio, and the share of deps steps (FROM excluded) reported CACHED.
-Goals: deps warm/cold <= 0.10, whole warm/cold <= 0.25, 100 % CACHED.
+Goals: deps warm/cold <= 0.10, whole warm/cold <= 0.25, 100 % CACHED, and the
+cold deps RUN steps at least DEPS_FLOOR_SECONDS (the deps stage does real work).
 
     python benchmarks/rocm_cache.py [--builder buildx|engine|auto] [--buildx-builder NAME] [--keep]
 
@@ -48,6 +49,11 @@ from ci.images.cachekey import rocm_key  # noqa: E402
 from ci.sandbox.parts import builder_name  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "omni-sample"
+# The sample's deps stage must do real work, or a cache hit proves nothing: its RUN
+# steps (weights generated, compressed, checksummed, packages installed) should take
+# at least this long cold. A goal printed here, never asserted by a test: it depends
+# on the machine (19.9 s was seen once on a loaded CI machine).
+DEPS_FLOOR_SECONDS = 20.0
 REGISTRY = "127.0.0.1:5000"
 HEADER = re.compile(r"^#(\d+) \[(\S+)\s+\d+/\d+\] ")
 IMPORT = re.compile(r"^#\d+ importing cache manifest from ")
@@ -77,6 +83,10 @@ class Run:
     @property
     def reported_deps_seconds(self) -> float:
         return sum(s.seconds or 0.0 for s in self.deps)
+
+    @property
+    def reported_deps_run_seconds(self) -> float:
+        return sum(s.seconds or 0.0 for s in self.deps if s.instruction == "RUN")
 
 
 def build(repo: Path, registry: str, arch: str, commit: str, builder: str, named: str) -> Run:
@@ -194,6 +204,9 @@ def main() -> None:
           f"warm/cold {warm.deps_wall / cold.deps_wall:5.3f}  (goal <= 0.10)")  # fmt: skip
     print(f"deps (BuildKit-reported step sum)  cold {cold.reported_deps_seconds:6.1f} s   "
           f"warm {warm.reported_deps_seconds:6.1f} s")  # fmt: skip
+    floor = "meets" if cold.reported_deps_run_seconds >= DEPS_FLOOR_SECONDS else "BELOW"
+    print(f"deps RUN steps on cold (BuildKit-reported)  {cold.reported_deps_run_seconds:6.1f} s"
+          f"  ({floor} the floor >= {DEPS_FLOOR_SECONDS:.0f} s)")  # fmt: skip
     cached = sum(s.status == "CACHED" for s in warm.deps)
     print(f"deps steps CACHED on warm  {cached}/{len(warm.deps)} = {warm.cached_share:.0%}"
           f"  (cold: {cold.cached_share:.0%}; goal 100%)")  # fmt: skip

@@ -81,7 +81,7 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
     [
         (
             ["doctor", "--no-such-flag"],
-            "error: doctor: unknown option '--no-such-flag'; options: --docker, --json"
+            "error: doctor: unknown option '--no-such-flag'; options: --builder, --docker, --json"
             " (see `vllm-omni-ci doctor --help`)",
         ),
         (["no-such-task"], "error: unknown task 'no-such-task' (see `vllm-omni-ci --list`)"),

@@ -265,3 +265,36 @@ def test_progress_parser_reads_cached_done_and_error() -> None:
         (3, "COPY", None),
     ]
     assert steps[1].detail == "r:rocm-deps-cache-0123: not found"
+
+
+def plan_lines(stdout: str) -> list[str]:
+    """The command lines of a dry-run plan (`   (cd … && …)`)."""
+    return [ln.strip() for ln in stdout.splitlines() if ln.startswith("   ")]
+
+
+def echoed_lines(stderr: str) -> list[str]:
+    """The command lines a run echoed (`$ …`)."""
+    return [ln[2:].strip() for ln in stderr.splitlines() if ln.startswith("$ ")]
+
+
+@pytest.mark.docker
+def test_the_dry_run_is_what_the_run_runs_here(sample_copy: Path, docker_cli: str) -> None:
+    """Same backend and the same client words: every command the run echoes was planned."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
+    env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
+    commit = f"e2e-dry-{uuid.uuid4().hex[:8]}"
+    argv = ["build-image", "--platform", "rocm", "--repo", str(sample_copy), "--commit", commit]
+    argv += ["--buildx-builder", builder_name(docker_cli), "--no-push"]  # --builder auto
+    planned = run_cli(*argv, "--dry-run", env=env)
+    assert planned.returncode == 0, planned.stderr
+    assert "# backend: buildx (builder " in planned.stdout  # auto found buildx here
+    try:
+        ran = run_cli(*argv, env=env, timeout=900)
+        assert ran.returncode == 0, ran.stderr[-4000:]
+    finally:
+        subprocess.run([docker_cli, "rmi", "-f", f"rocm/vllm-omni:{commit}"], capture_output=True)
+    echoed = echoed_lines(ran.stderr)
+    plan = plan_lines(planned.stdout)
+    assert echoed and all(line in plan for line in echoed), (echoed, plan)
+    # The builder exists, so of the plan only `create` is not run.
+    assert [ln for ln in plan if ln not in echoed] == [ln for ln in plan if " buildx create " in ln]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -159,3 +160,14 @@ def test_leftover_mounts_are_the_ones_under_the_root_deepest_first(tmp_path: Pat
         f"{root}/run/docker/netns/default",
         f"{root}/docker/x",
     ]
+
+
+def test_without_docker_on_path_buildx_is_missing_with_the_path_fix(tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {**os.environ, "PATH": f"{bare}{os.pathsep}{Path(sys.executable).parent}"}
+    done = run_cli("sandbox", "status", "--root", str(tmp_path / "root"), env=env)
+    assert done.returncode == 1
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("buildx: "))
+    assert line.startswith("buildx: missing: no `docker` on PATH")
+    assert f"export PATH={tmp_path}/root/prefix/usr/bin:$PATH" in line

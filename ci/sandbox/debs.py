@@ -70,9 +70,14 @@ def _checked(cmd: door.Command, what: str) -> str:
     return result.stdout
 
 
+_UPDATED: set[Path] = set()  # package lists fetched by this process: once is enough
+
+
 def update(layout: Layout) -> str:
     """Write the private sources list and fetch its package lists; return the mirror."""
     uri = mirror()
+    if layout.apt in _UPDATED:
+        return uri
     for folder in (layout.apt / "lists" / "partial", layout.apt / "cache" / "archives" / "partial"):
         folder.mkdir(parents=True, exist_ok=True)
     (layout.apt / "sources.list").write_text(sources_list(uri))
@@ -83,6 +88,7 @@ def update(layout: Layout) -> str:
         ),
         "apt-get update",
     )
+    _UPDATED.add(layout.apt)
     return uri
 
 

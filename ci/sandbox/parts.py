@@ -11,6 +11,7 @@ installed but stopped, and installs one that is missing.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import urllib.error
@@ -171,6 +172,8 @@ def up_engine(ctx: Context) -> Outcome:
         return Outcome("engine", REUSED, check.detail)
     if engine_facts(ctx.docker()).version:  # an engine we did not start, and cannot use
         raise UserError(f"engine: {check.detail}: {check.fix}")
+    if os.geteuid() != 0:
+        raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
     layout = ctx.layout
     installed: list[tuple[str, str]] = []
     todo = debs.missing(layout, (*pins.ENGINE, *pins.BUILDX))
@@ -206,6 +209,15 @@ def buildx_version(docker: str) -> str | None:
 
 
 def check_buildx(ctx: Context) -> Check:
+    if shutil.which("docker") is None:
+        # The tasks run `docker` from PATH; the prefix's client is not on it.
+        folder = ctx.layout.bin("docker").parent
+        return Check(
+            "buildx",
+            False,
+            "no `docker` on PATH",
+            f"put the sandbox's client on PATH: export PATH={folder}:$PATH, then `{UP}`",
+        )
     docker = ctx.docker()
     version = buildx_version(docker) if Path(docker).exists() else None
     if version:
@@ -222,6 +234,8 @@ def up_buildx(ctx: Context) -> Outcome:
     check = check_buildx(ctx)
     if check.ok:
         return Outcome("buildx", REUSED, check.detail)
+    if shutil.which("docker") is None:
+        raise UserError(f"buildx: {check.detail}: {check.fix}")
     layout = ctx.layout
     installed: list[tuple[str, str]] = []
     todo = debs.missing(layout, pins.BUILDX)
