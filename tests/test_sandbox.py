@@ -171,3 +171,18 @@ def test_without_docker_on_path_buildx_is_missing_with_the_path_fix(tmp_path: Pa
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("buildx: "))
     assert line.startswith("buildx: missing: no `docker` on PATH")
     assert f"export PATH={tmp_path}/root/prefix/usr/bin:$PATH" in line
+
+
+def test_a_pidfile_left_by_a_killed_dockerd_is_removed(tmp_path: Path) -> None:
+    from ci.sandbox.parts import _drop_stale_pidfile
+
+    other = subprocess.Popen(["sleep", "300"])  # a live pid that is not dockerd
+    try:
+        pidfile = tmp_path / "dockerd.pid"
+        pidfile.write_text(f"{other.pid}\n")
+        _drop_stale_pidfile(pidfile)
+        assert not pidfile.exists()
+        assert other.poll() is None  # and nothing was signalled
+    finally:
+        other.kill()
+        other.wait()

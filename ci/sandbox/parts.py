@@ -166,6 +166,27 @@ def daemon_config(layout: Layout) -> dict[str, object]:
     }
 
 
+def _drop_stale_pidfile(pidfile: Path) -> None:
+    """A pid file left by a dockerd that was killed: dockerd refuses to start over a live pid.
+
+    Kept only when its pid is a running dockerd (then the engine would have answered,
+    and dockerd itself reports the clash); otherwise removed, and the removal said.
+    """
+    import psutil
+
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    try:
+        if psutil.Process(pid).name() == "dockerd":
+            return
+    except psutil.Error:
+        pass
+    pidfile.unlink(missing_ok=True)
+    door.note(f"removed {pidfile}: pid {pid} is no running dockerd")
+
+
 def up_engine(ctx: Context) -> Outcome:
     check = check_engine(ctx)
     if check.ok:
@@ -180,6 +201,7 @@ def up_engine(ctx: Context) -> Outcome:
     if todo:
         installed = debs.install(layout, todo)
     layout.run.mkdir(parents=True, exist_ok=True)
+    _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
     config.write_text(json.dumps(daemon_config(layout), indent=2) + "\n")
     service = door.spawn(
