@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ci import door
 from ci.errors import UserError
+from ci.sandbox.layout import BASE_IMAGE
 
 DEBIAN_DOCKER = "/usr/bin/docker"
 REGISTRY = "127.0.0.1:5000"
@@ -206,7 +207,6 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     )
 
 
-BASE_IMAGE_REPO, BASE_IMAGE_TAG = "omni-ci/python-base", "bookworm"
 UP = "vllm-omni-ci sandbox up"
 
 
@@ -243,7 +243,7 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Findi
         Finding(
             "base image",
             base_image,
-            f"{REGISTRY}/{BASE_IMAGE_REPO}:{BASE_IMAGE_TAG} is not in the registry",
+            f"{BASE_IMAGE} is not in the registry",
             f"run `{UP}`",
         ),
     ]
@@ -273,7 +273,7 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Findi
 def base_image_in_registry() -> bool:
     from ci.sandbox.parts import in_registry
 
-    return in_registry(BASE_IMAGE_REPO, BASE_IMAGE_TAG)
+    return in_registry()
 
 
 def render_findings(findings: list[Finding]) -> str:

@@ -26,34 +26,14 @@ import pytest
 
 from ci.images import progress
 from ci.images.cachekey import cuda_key, rocm_key
-from ci.sandbox.parts import builder_name
+from ci.sandbox.parts import builder_name, manifest_digest
 from tests.conftest import REGISTRY, run_cli, sample_with_wheelhouse
-
-MANIFEST_TYPES = ", ".join(
-    [
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-        "application/vnd.oci.image.index.v1+json",
-    ]
-)
 
 
 def registry_digest(ref: str) -> str | None:
     """The manifest digest of REGISTRY/name:tag, or None when the registry has no such tag."""
     name, tag = ref.removeprefix(f"{REGISTRY}/").rsplit(":", 1)
-    request = urllib.request.Request(
-        f"http://{REGISTRY}/v2/{name}/manifests/{tag}",
-        method="HEAD",
-        headers={"Accept": MANIFEST_TYPES},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            return str(resp.headers["Docker-Content-Digest"])
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
+    return manifest_digest(name, tag)
 
 
 def registry_delete(ref: str) -> None:

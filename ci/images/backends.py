@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -380,8 +381,6 @@ def _choose(requested: str, docker: str) -> tuple[str, str]:
 
 def as_typed(client: str) -> str:
     """`docker` when PATH's `docker` is this client, else its path."""
-    import shutil
-
     found = shutil.which(DOCKER)
     if found and os.path.realpath(found) == os.path.realpath(client):
         return DOCKER

@@ -88,14 +88,12 @@ def _wait(what: str, ready: Callable[[], bool], limit: float, service: door.Serv
         if service is not None and not door.alive(service):
             raise UserError(f"{what} exited before answering; {_log_tail(service.log)}")
         if time.monotonic() >= deadline:
-            raise UserError(f"{what} did not answer within {limit:g}s; {_log_tail(service)}")
+            log = _log_tail(service.log) if service else "no log"
+            raise UserError(f"{what} did not answer within {limit:g}s; {log}")
         time.sleep(0.5)
 
 
-def _log_tail(log: str | door.Service | None) -> str:
-    path = log.log if isinstance(log, door.Service) else log
-    if not path:
-        return "no log"
+def _log_tail(path: str) -> str:
     try:
         lines = Path(path).read_text(errors="replace").strip().splitlines()[-3:]
     except OSError:
@@ -103,8 +101,31 @@ def _log_tail(log: str | door.Service | None) -> str:
     return f"log {path}: " + " | ".join(lines)
 
 
-def _install_line(versions: list[tuple[str, str]], layout: Layout) -> str:
+def _ensure(layout: Layout, wanted: tuple[pins.Pin, ...]) -> str:
+    """Unpack the pins not yet in the prefix; "" when none was missing, else what and where."""
+    todo = debs.missing(layout, wanted)
+    if not todo:
+        return ""
+    versions = debs.install(layout, todo)
     return ", ".join(f"{p} {v}" for p, v in versions) + f" into {layout.prefix}"
+
+
+def _start(
+    ctx: Context, part: str, cmd: door.Command, what: str, ready: Callable[[], bool], limit: float
+) -> door.Service:
+    """Spawn a service, record it for `down` before waiting, and wait until it answers."""
+    ctx.layout.run.mkdir(parents=True, exist_ok=True)
+    service = door.spawn(cmd, str(ctx.layout.run / f"{cmd.argv[0].rsplit('/', 1)[-1]}.log"))
+    ctx.state.services[part] = service
+    _wait(what, ready, limit, service)
+    return service
+
+
+def _started(part: str, installed: str, started: str) -> Outcome:
+    """`installed: X into PREFIX; started …` after an install, else `started: …`."""
+    if installed:
+        return Outcome(part, INSTALLED, f"{installed}; started {started}")
+    return Outcome(part, STARTED, started)
 
 
 # --------------------------------------------------------------------------- engine
@@ -196,30 +217,19 @@ def up_engine(ctx: Context) -> Outcome:
     if os.geteuid() != 0:
         raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
     layout = ctx.layout
-    installed: list[tuple[str, str]] = []
-    todo = debs.missing(layout, (*pins.ENGINE, *pins.BUILDX))
-    if todo:
-        installed = debs.install(layout, todo)
+    installed = _ensure(layout, (*pins.ENGINE, *pins.BUILDX))
     layout.run.mkdir(parents=True, exist_ok=True)
     _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
     config.write_text(json.dumps(daemon_config(layout), indent=2) + "\n")
-    service = door.spawn(
-        door.Command(
-            (str(layout.bin("dockerd")), "--config-file", str(config)),
-            description=f"start dockerd on unix://{SOCKET} (data in {layout.docker_data})",
-            env={"PATH": layout.path_env},
-        ),
-        str(layout.run / "dockerd.log"),
+    dockerd = door.Command(
+        (str(layout.bin("dockerd")), "--config-file", str(config)),
+        description=f"start dockerd on unix://{SOCKET} (data in {layout.docker_data})",
+        env={"PATH": layout.path_env},
     )
-    ctx.state.services["engine"] = service
-    _wait("dockerd", lambda: check_engine(ctx).ok, 90, service)
+    service = _start(ctx, "engine", dockerd, "dockerd", lambda: check_engine(ctx).ok, 90)
     started = f"dockerd (pid {service.pid}) on unix://{SOCKET}: {check_engine(ctx).detail}"
-    if installed:
-        return Outcome(
-            "engine", INSTALLED, f"{_install_line(installed, layout)}; started {started}"
-        )
-    return Outcome("engine", STARTED, started)
+    return _started("engine", installed, started)
 
 
 # --------------------------------------------------------------------------- buildx
@@ -259,10 +269,7 @@ def up_buildx(ctx: Context) -> Outcome:
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
     layout = ctx.layout
-    installed: list[tuple[str, str]] = []
-    todo = debs.missing(layout, pins.BUILDX)
-    if todo:
-        installed = debs.install(layout, todo)
+    installed = _ensure(layout, pins.BUILDX)
     link = plugin_dir() / "docker-buildx"
     if link.exists() or link.is_symlink():
         if not (link.is_symlink() and Path(link.readlink()) == layout.buildx_plugin):
@@ -280,9 +287,7 @@ def up_buildx(ctx: Context) -> Outcome:
     if not after.ok:
         raise UserError(f"buildx: {after.detail} even with {link}")
     detail = f"{after.detail}; plugin linked at {link}"
-    if installed:
-        return Outcome("buildx", INSTALLED, f"{_install_line(installed, layout)}; {detail}")
-    return Outcome("buildx", INSTALLED, detail)
+    return Outcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
 
 
 # --------------------------------------------------------------------------- registry
@@ -317,38 +322,29 @@ def up_registry(ctx: Context) -> Outcome:
     if check.ok:
         return Outcome("registry", REUSED, check.detail)
     layout = ctx.layout
-    installed: list[tuple[str, str]] = []
+    installed = ""
     program = shutil.which("docker-registry")
     if program is None:
-        todo = debs.missing(layout, pins.REGISTRY)
-        if todo:
-            installed = debs.install(layout, todo)
+        installed = _ensure(layout, pins.REGISTRY)
         program = str(layout.bin("docker-registry"))
     layout.run.mkdir(parents=True, exist_ok=True)
     layout.registry_data.mkdir(parents=True, exist_ok=True)
     config = layout.run / "registry.yml"
     config.write_text(registry_config(layout))
-    service = door.spawn(
-        door.Command(
-            (program, "serve", str(config)),
-            description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
-        ),
-        str(layout.run / "registry.log"),
+    serve = door.Command(
+        (program, "serve", str(config)),
+        description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
     )
-    ctx.state.services["registry"] = service
-    _wait(f"the registry at {REGISTRY}", registry_answers, 30, service)
+    service = _start(ctx, "registry", serve, f"the registry at {REGISTRY}", registry_answers, 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
-    if installed:
-        return Outcome(
-            "registry", INSTALLED, f"{_install_line(installed, layout)}; started {started}"
-        )
-    return Outcome("registry", STARTED, started)
+    return _started("registry", installed, started)
 
 
 # --------------------------------------------------------------------------- base image
 
 
-def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) -> bool:
+def manifest_digest(repository: str, tag: str) -> str | None:
+    """The local registry's digest of `repository:tag`, or None when it has no such tag."""
     request = urllib.request.Request(
         f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
         method="HEAD",
@@ -356,9 +352,13 @@ def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) ->
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as resp:
-            return int(resp.status) == 200
+            return str(resp.headers["Docker-Content-Digest"]) if resp.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+
+
+def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) -> bool:
+    return manifest_digest(repository, tag) is not None
 
 
 def check_base_image(ctx: Context) -> Check:
@@ -392,9 +392,8 @@ def debootstrap(ctx: Context, docker: str) -> str:
     env: dict[str, str] = {}
     installed = ""
     if program is None:
-        todo = debs.missing(layout, pins.DEBOOTSTRAP)
-        if todo:
-            installed = _install_line(debs.install(layout, todo), layout) + "; "
+        installed = _ensure(layout, pins.DEBOOTSTRAP)
+        installed += "; " if installed else ""
         program = str(layout.bin("debootstrap"))
         env["DEBOOTSTRAP_DIR"] = str(layout.prefix / "usr/share/debootstrap")
     rootfs = layout.root / "rootfs.tmp"
