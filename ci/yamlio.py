@@ -1,21 +1,198 @@
-"""YAML in and out, with libyaml's C loader/dumper when present (pipelines are big)."""
+"""YAML in and out, with libyaml's C loader/dumper when present (pipelines are big).
+
+The one loader for every pipeline and registry YAML a task reads. Before a
+document is built, its node graph (composed by libyaml) is checked, and each
+problem is one error line naming the file:
+
+* aliases may add at most `ALIAS_NODES` nodes to the tree a consumer walks
+  (a 1 KB "billion laughs" file of nested aliases otherwise expands to 10^9
+  nodes in the first `str()`, deep copy, dump or schema check), and an alias
+  may not point into its own node;
+* no mapping holds the same key twice (PyYAML keeps the last one silently, so
+  a second `command:` replaced the first); `<<` merge keys are not duplicates;
+* nesting is at most `MAX_DEPTH` levels deep (consumers recurse; libyaml's
+  composer itself crashes the process on ~30,000 levels, so a text that could
+  nest that deep is first measured on its parse events, which never recurse).
+"""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
-from ci.errors import UserError
+from ci.errors import FAILURE, UserError
+from ci.pipeline import files
+
+# Nodes that aliases may add to the expanded tree, beyond those written in the file.
+# The vLLM-Omni corpus adds at most ~500 (the source-dependency registry's anchors).
+ALIAS_NODES = 100_000
+MAX_DEPTH = 100
+# Each nesting level needs one of these characters, so a text with fewer of them
+# cannot nest deep enough to crash libyaml's composer (which recurses in C).
+_INDICATORS = "[{-?:"
+_COMPOSER_SAFE = 5_000
+_MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
+
+
+class InvalidYAML(UserError):
+    """Text that is not YAML at all; a caller whose spec words that error itself catches it."""
+
+
+def _loader_class() -> Any:
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def loads(text: str, *, source: str = "<string>") -> Any:
+    """The single document of `text` (None when empty); problems name `source`, exit 1."""
+    documents = _documents(text, source, single=True)
+    return documents[0] if documents else None
+
+
+def loads_all(text: str, *, source: str = "<string>") -> list[Any]:
+    """Every document of `text`, in order (an empty document is None)."""
+    return _documents(text, source, single=False)
+
+
+def _documents(text: str, source: str, *, single: bool) -> list[Any]:
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = _loader_class()(text)
     try:
-        return yaml.load(text, Loader=loader)
+        if sum(text.count(c) for c in _INDICATORS) > _COMPOSER_SAFE:
+            _check_depth(text, source)
+        if single:
+            node = loader.get_single_node()
+            nodes = [] if node is None else [node]
+        else:
+            nodes = []
+            while loader.check_node():
+                nodes.append(loader.get_node())
+        UserError.collect((p for n in nodes for p in _problems(loader, n, source)), code=FAILURE)
+        documents = [loader.construct_document(n) for n in nodes]
     except yaml.YAMLError as exc:
-        raise UserError(f"{source}: invalid YAML{_where(exc)}", code=1) from None
+        raise InvalidYAML(f"{source}: invalid YAML{_where(exc)}", code=FAILURE) from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Refuse deep nesting from the event stream, before libyaml's composer recurses."""
+    import yaml
+
+    starts = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+    ends = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    depth = 0
+    for event in yaml.parse(text, Loader=_loader_class()):
+        if isinstance(event, starts):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = getattr(event.start_mark, "line", 0) + 1
+                raise UserError(f"{source}: {_too_deep(line)}", code=FAILURE)
+        elif isinstance(event, ends):
+            depth -= 1
+
+
+def _too_deep(line: int) -> str:
+    return f"YAML nested deeper than {MAX_DEPTH} levels (at line {line})"
+
+
+class _Refused(Exception):
+    """A document the walk stops at: recursive aliases, or nesting past MAX_DEPTH."""
+
+
+def _problems(loader: Any, root: Any, source: str) -> list[str]:
+    """Alias expansion, recursion, depth and duplicate keys of one composed document.
+
+    One recursive pass over the distinct collections (an alias is the node it
+    names, measured once; scalars are counted in place); the recursion is cut
+    at MAX_DEPTH, so it cannot overflow.
+    """
+    import yaml
+
+    mapping, scalar = yaml.MappingNode, yaml.ScalarNode
+    chain = itertools.chain.from_iterable
+    size: dict[int, int] = {}  # id(collection) -> nodes of its expanded subtree
+    height: dict[int, int] = {}  # id(collection) -> levels of collections in it
+    open_nodes: set[int] = set()
+    problems: list[str] = []
+    written = 0  # nodes in the text (a scalar alias shared by two collections counts twice)
+
+    def visit(node: Any, depth: int) -> None:
+        nonlocal written
+        key = id(node)
+        if key in open_nodes:
+            line = node.start_mark.line + 1
+            raise _Refused(f"a YAML alias refers to the node that contains it (line {line})")
+        if depth > MAX_DEPTH:
+            raise _Refused(_too_deep(node.start_mark.line + 1))
+        open_nodes.add(key)
+        if node.__class__ is mapping:
+            problems.extend(_duplicates(loader, node, source))
+            children: Any = chain(node.value)
+        else:
+            children = node.value
+        total, tallest, scalars = 1, 0, 0
+        for child in children:
+            if child.__class__ is scalar:
+                scalars += 1
+                continue
+            inner = id(child)
+            if inner not in size:
+                visit(child, depth + 1)
+            total += size[inner]
+            tallest = max(tallest, height[inner])
+        written += 1 + scalars
+        size[key], height[key] = total + scalars, tallest + 1
+        open_nodes.discard(key)
+
+    if root.__class__ is scalar:
+        return []
+    try:
+        visit(root, 1)
+    except _Refused as exc:
+        return [f"{source}: {exc}"]
+    if size[id(root)] > written + ALIAS_NODES:
+        problems.append(
+            f"{source}: YAML aliases expand {written:,} written nodes to {size[id(root)]:,} "
+            f"(at most {ALIAS_NODES:,} more are allowed); refusing an alias bomb"
+        )
+    elif height[id(root)] > MAX_DEPTH:  # deep through an alias to a node measured earlier
+        problems.append(f"{source}: {_too_deep(root.start_mark.line + 1)}")
+    return problems
+
+
+def _duplicates(loader: Any, node: Any, source: str) -> list[str]:
+    """Keys given twice in one mapping: `1` and `true` count, as Python's dict merges them."""
+    import yaml
+
+    pairs = node.value
+    texts = {k.value for k, _ in pairs if k.__class__ is yaml.ScalarNode and k.tag == _STR}
+    if len(texts) == len(pairs):
+        return []  # the common case: distinct plain string keys
+    seen: dict[Any, int] = {}
+    found: list[str] = []
+    for key_node, _value in pairs:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+            continue
+        key = key_node.value if key_node.tag == _STR else loader.construct_object(key_node)
+        line = key_node.start_mark.line + 1
+        try:
+            first = seen.get(key)
+        except TypeError:  # unhashable: the constructor reports it
+            continue
+        if first is None:
+            seen[key] = line
+        else:
+            found.append(
+                f"{source}: duplicate key {key_node.value!r} at line {line}, "
+                f"column {key_node.start_mark.column + 1} (first at line {first})"
+            )
+    return found
 
 
 def _where(exc: Any) -> str:
@@ -27,18 +204,12 @@ def _where(exc: Any) -> str:
     return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
-def read_text(path: Path, source: str, *, code: int = 1) -> str:
-    """A text file the task depends on; unreadable or not UTF-8 is one error line."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{source}: cannot read: {exc.strerror or exc}", code=code) from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{source}: {not_utf8(exc)}", code=code) from None
+def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
+    """A text file the task depends on; unreadable, not a file or not UTF-8 is one error line."""
+    return files.read_text(path, source, code=code)
 
 
-def not_utf8(exc: UnicodeDecodeError) -> str:
-    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+not_utf8 = files.not_utf8
 
 
 def problem(exc: Any) -> str:
@@ -49,6 +220,12 @@ def problem(exc: Any) -> str:
 def load(path: str | Path) -> Any:
     p = Path(path)
     return loads(read_text(p, str(p)), source=str(p))
+
+
+def load_all(path: str | Path, source: str | None = None) -> list[Any]:
+    p = Path(path)
+    shown = str(p) if source is None else source
+    return loads_all(read_text(p, shown), source=shown)
 
 
 def dumps(data: Any) -> str:

@@ -47,9 +47,13 @@ def test_real_corpus_reports_the_unregistered_key(tmp_path: Path) -> None:
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1
-    assert errors[0].startswith(
+    # The closest keys, not all ~55 of them on one line (and where the full list is).
+    assert errors[0] == (
         f"error: {NIGHTLY}: unknown source_file_dependencies '{MISSING_KEY}' in step "
-        "':full_moon: JoyAI-Image-Edit · Accuracy Test'; known: "
+        "':full_moon: JoyAI-Image-Edit · Accuracy Test'; did you mean "
+        "'diffusion_qwen_image_accuracy', 'diffusion_hunyuan_image3_accuracy', "
+        "'diffusion_cosmos3_accuracy'? (all 53 keys: `source_file_dependencies:` in "
+        ".buildkite/common/ci_source_file_dependencies.yml)"
     )
     assert f"FAIL {NIGHTLY}: 62 step(s), 1 problem(s)" in done.stdout
 

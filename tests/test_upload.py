@@ -10,6 +10,7 @@ installed CLI against real git repositories, with a recording
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -330,11 +331,24 @@ def test_p27_registry_key_filters_by_diff(corpus: Path) -> None:
 def test_p28_unknown_key_even_with_all(corpus: Path) -> None:
     bad = step(None, label="bad", source_file_dependencies="not_a_real_key", command="c")
     (message,) = problems(corpus, [bad], scope="all")
-    assert message.startswith(
-        "unknown source_file_dependencies 'not_a_real_key' in step 'bad'; "
-        "known: custom_pipeline, diffusion_cosmos3_accuracy, "
+    # Nothing close: say so, and where the keys are, instead of listing all ~55 of them.
+    assert re.fullmatch(
+        r"unknown source_file_dependencies 'not_a_real_key' in step 'bad'; no key is close to "
+        r"it \(all \d+ keys: `source_file_dependencies:` in "
+        r"\.buildkite/common/ci_source_file_dependencies\.yml\)",
+        message,
     )
-    assert "source_filter_fallback" not in message
+
+
+def test_unknown_key_suggests_the_closest_keys(corpus: Path) -> None:
+    """A typo gets `did you mean` with the nearest keys (difflib), never the whole list."""
+    bad = step(None, label="bad", source_file_dependencies="omni_qwen3_omni_functon", command="c")
+    (message,) = problems(corpus, [bad], scope="all")
+    head, hint = message.split("; ", 1)
+    assert head == "unknown source_file_dependencies 'omni_qwen3_omni_functon' in step 'bad'"
+    assert hint.startswith("did you mean 'omni_qwen3_omni_function'")
+    assert hint.count("'") <= 6 and "source_filter_fallback" not in hint
+    assert len(message) < 300
 
 
 def test_p29_mixed_list(corpus: Path) -> None:

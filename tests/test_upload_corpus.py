@@ -233,7 +233,8 @@ def test_unmodified_corpus_nightly_names_the_unregistered_key(tmp_path: Path) ->
         assert done.stdout == ""
         assert (
             f"error: unknown source_file_dependencies '{MISSING_KEY}' in step "
-            "':full_moon: JoyAI-Image-Edit · Accuracy Test'; known: " in done.stderr
+            "':full_moon: JoyAI-Image-Edit · Accuracy Test'; did you mean "
+            "'diffusion_qwen_image_accuracy', " in done.stderr
         )
         assert ("missing pytest marker registry" in done.stderr) is not pyproject
         assert "Traceback" not in done.stderr

@@ -34,7 +34,11 @@ def problems(repo: Path, steps: list[Any], **kw: Any) -> list[str]:
     ("text", "message"),
     [
         (None, "missing CI source_file_dependencies registry: {p}"),
-        ("a: [\n", "invalid CI source_file_dependencies registry: {p}"),
+        (
+            "a: [\n",
+            "invalid CI source_file_dependencies registry: {p} "
+            "(invalid YAML at line 2, column 1: did not find expected node content)",
+        ),
         ("- a\n", "invalid CI source_file_dependencies registry: {p}"),
         ("source_file_dependencies: [a]\n", "source_file_dependencies must be a mapping in {p}"),
         (
@@ -76,7 +80,11 @@ def test_source_registry_messages(repo: Path, text: str | None, message: str) ->
     ("text", "message"),
     [
         (None, "missing CI mirror_hardwares registry: {p}"),
-        ("mirror_hardwares: {\n", "invalid CI mirror_hardwares registry: {p}"),
+        (
+            "mirror_hardwares: {\n",
+            "invalid CI mirror_hardwares registry: {p} "
+            "(invalid YAML at line 2, column 1: did not find expected node content)",
+        ),
         ("just text\n", "invalid CI mirror_hardwares registry: {p}"),
         ("mirror_hardwares: [x_1]\n", "mirror_hardwares must be a mapping in {p}"),
     ],

@@ -20,7 +20,7 @@ def changed_files(
 
     `to_ref` defaults to HEAD; `WORKTREE` includes uncommitted and untracked
     work. Files are read from the working tree (as pre-commit does); deleted
-    ones are skipped.
+    ones are skipped, unreadable ones are not.
     """
     from ci.diff import WORKTREE, resolve_diff
 
@@ -28,4 +28,10 @@ def changed_files(
     diff = resolve_diff(repo, base=from_ref, head=head)
     if diff.paths is None:
         raise UserError(f"--from-ref {from_ref}: cannot list the changed files ({diff.reason})")
-    return [repo / p for p in diff.paths if wanted(p) and (repo / p).is_file()]
+    from ci.pipeline.files import exists
+
+    # Deleted files are skipped; an entry that is there but unreadable (a symlink
+    # loop, a FIFO) is kept, so that the gate reports it instead of passing.
+    return [
+        repo / p for p in diff.paths if wanted(p) and exists(repo / p) and not (repo / p).is_dir()
+    ]

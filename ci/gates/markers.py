@@ -72,7 +72,9 @@ def load_registry(repo: Path) -> MarkerRegistry:
         found = _sets(load_markers(repo))
     except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
         raise UserError(*exc.problems, code=USAGE) from None
-    path = (repo / "pyproject.toml").resolve()
+    from ci.pipeline.files import realpath
+
+    path = realpath(repo / "pyproject.toml")
     missing = [
         tag
         for tag, present in (

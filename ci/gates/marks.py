@@ -19,9 +19,8 @@ Exit 0 when clean, 1 on any problem, 2 on bad input (no tests/, no registry).
 from __future__ import annotations
 
 import ast
-import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +37,7 @@ DIRECT_SKU = "Direct SKU"
 INVALID_HELPER = "Invalid hardware helper"
 CONFLICT = "Conflicting CPU/GPU marks"
 SYNTAX = "Syntax"
+UNREADABLE = "Unreadable"
 
 
 @dataclass(frozen=True)
@@ -406,12 +406,15 @@ def scan_source(source: str, rel: str, registry: MarkerRegistry) -> list[Problem
 # --------------------------------------------------------------------------- files
 
 
-def _walk_python(tests: Path) -> Iterator[Path]:
-    for root, dirs, files in os.walk(tests):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield Path(root) / name
+def _walk_python(tests: Path) -> list[Path]:
+    """Every `*.py` entry under tests/, unreadable ones included (they fail the gate)."""
+    from ci.pipeline.files import walk
+
+    return walk(
+        tests,
+        lambda name: name.endswith(".py"),
+        enter=lambda name: not name.startswith(".") and name != "__pycache__",
+    )
 
 
 def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
@@ -420,13 +423,13 @@ def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
         tests = repo / "tests"
         if not tests.is_dir():
             raise UserError(f"--repo: {repo} has no tests/ directory")
-        return list(_walk_python(tests))
+        return _walk_python(tests)
+    from ci.pipeline.files import given as find
+
     chosen: list[Path] = []
     missing: list[str] = []
     for name in given:
-        path = Path(name)
-        candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
-        found = next((c.resolve() for c in candidates if c.is_file()), None)
+        found = find(name, repo)
         if found is None:
             missing.append(
                 f"{name}: no such file (relative paths: to the current directory or --repo)"
@@ -444,13 +447,16 @@ def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
 
 
 def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> list[FileReport]:
+    """One report per file; a file the gate cannot read is a problem (`Unreadable`), never OK."""
+    from ci.pipeline.files import Unreadable, read_text
+
     reports = []
     for path in files:
         rel = path.relative_to(repo).as_posix()
         try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reports.append(FileReport(rel, (Problem(SYNTAX, f"cannot read: {exc}"),)))
+            source = read_text(path, rel)
+        except Unreadable as exc:
+            reports.append(FileReport(rel, (Problem(UNREADABLE, exc.why),)))
             continue
         reports.append(FileReport(rel, tuple(scan_source(source, rel, registry))))
     return reports

@@ -17,8 +17,9 @@ shellcheck sees a same-length literal word there; our own check
 the step meant (a variable the step assigns, a step-level env key, or a
 per-job/per-agent value such as `$PATH` or `$BUILDKITE_PARALLEL_JOB`).
 Findings name the YAML file, the step label, the command (1-based, in YAML
-order) and the line within it. Exit 0 clean, 1 findings, 2 bad input or no
-shellcheck.
+order) and the line within it. Exit 0 clean, 1 findings or a pipeline file
+that cannot be read or that its consumer refuses (`ci.pipeline.judge`: never
+skipped), 2 bad input or no shellcheck.
 """
 
 from __future__ import annotations
@@ -351,10 +352,10 @@ def shellcheck_steps(
 def _yaml_files(repo: Path, given: Sequence[str]) -> list[Path]:
     chosen: list[Path] = []
     problems: list[str] = []
+    from ci.pipeline.files import given as find
+
     for name in given:
-        path = Path(name)
-        candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
-        found = next((c.resolve() for c in candidates if c.is_file()), None)
+        found = find(name, repo)
         if found is None:
             problems.append(
                 f"{name}: no such file (relative paths: to the current directory or --repo)"

@@ -139,13 +139,11 @@ def shell_of(rel_file: str) -> str:
     return AMD_RUNNER if AMD_TIER.match(below) else JOB_SHELL
 
 
-def _commands(step: Mapping[str, Any]) -> tuple[str, ...]:
-    """`command` wins over `commands` (as in the AMD template); both may be str or list."""
-    value = step.get("command", step.get("commands"))
-    if value is None:
-        return ()
-    items = value if isinstance(value, list) else [value]
-    return tuple(str(item).strip() for item in items if item is not None and str(item).strip())
+def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
+    """The step's non-blank commands; anything but a string or list of strings is an error."""
+    from ci.pipeline.commands import step_commands
+
+    return tuple(text.strip() for text in step_commands(step, rel_file) if text.strip())
 
 
 def _env(value: Any) -> dict[str, str]:
@@ -192,7 +190,7 @@ def steps_of(
                 inner = mine._replace(group_keys=(*outer.group_keys, *([key] if key else [])))
                 yield from walk(entry["steps"], name, inner)
                 continue
-            commands = _commands(entry)
+            commands = _commands(entry, rel_file)
             if not commands:
                 continue
             yield Step(
@@ -232,36 +230,48 @@ def is_pipeline(rel: str) -> bool:
 
 
 def pipeline_files(repo: Path) -> list[Path]:
-    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted."""
+    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted.
+
+    Entries that are not readable files (a symlink loop, a FIFO) are listed too:
+    reading them reports the problem, where skipping them passed the gate.
+    """
+    from ci.pipeline import files
+
     root = repo / ".buildkite"
     if not root.is_dir():
         raise UserError(f"--repo: {repo} has no .buildkite/ directory")
-    found = []
-    for path in sorted([*root.rglob("*.yml"), *root.rglob("*.yaml")]):
-        if is_pipeline(path.relative_to(repo).as_posix()) and path.is_file():
-            found.append(path)
-    return found
+    found = files.walk(root, lambda name: name.endswith((".yml", ".yaml")))
+    return [p for p in found if is_pipeline(p.relative_to(repo).as_posix())]
 
 
 def load_documents(path: Path, source: str) -> list[Any]:
-    """All YAML documents of a file (old pipeline.yml files hold two)."""
-    import yaml
-
+    """All YAML documents of a file (old pipeline.yml files hold two); errors exit 1."""
     from ci import yamlio
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    text = yamlio.read_text(path, source, code=FAILURE)
-    try:
-        return [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.YAMLError as exc:
-        raise UserError(f"{source}: {yamlio.problem(exc)}", code=FAILURE) from None
+    return [d for d in yamlio.load_all(path, source) if d is not None]
 
 
 def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[Step]:
-    """The command steps of `files` (default: every pipeline under .buildkite/)."""
+    """The command steps of `files` (default: every pipeline under .buildkite/).
+
+    Every file is read and judged as its consumer would (`ci.pipeline.judge`);
+    the problems of all of them are reported at once (exit 1).
+    """
+    from ci.pipeline.judge import file_problems
+
     steps: list[Step] = []
+    problems: list[str] = []
     for path in pipeline_files(repo) if files is None else files:
         rel = path.relative_to(repo).as_posix() if path.is_relative_to(repo) else str(path)
-        for document in load_documents(path, rel):
-            steps.extend(steps_of(document, rel))
+        try:
+            documents = load_documents(path, rel)
+        except UserError as exc:
+            problems += exc.problems
+            continue
+        found = file_problems(rel, path, documents)
+        problems += found
+        if not found:
+            for document in documents:
+                steps.extend(steps_of(document, rel))
+    UserError.collect(problems, code=FAILURE)
     return steps

@@ -22,6 +22,13 @@ Public API (pure functions unless noted; import the submodule you need):
 * `ci.pipeline.upload` — the task layer (`upload_pipeline`, `render_file`, and
   `emit`: schema check, then upload or print, for every pipeline we produce);
   `ci.pipeline.scope` — `choose` and `auto_scope`; `ci.pipeline.lint`.
+* `ci.pipeline.commands` — `step_commands(step, source)` / `problems`: a step's
+  `command`/`commands` is a string or a list of strings (every consumer asks).
+* `ci.pipeline.judge.file_problems(rel, path, documents)` — what the task that
+  consumes a `.buildkite/` file says about it (the gates ask).
+* `ci.pipeline.files` — `read_text`, `check_readable`, `walk`, `given`,
+  `realpath`: reading and walking a checkout without hangs or tracebacks
+  (YAML itself: `ci.yamlio`, which bounds aliases and refuses duplicate keys).
 * `ci.pipeline.bootstrap_mode` — bootstrap-upload-steps.yml: `gates(decision,
   platform)` (the spec's `if` strings as ifexpr trees), `render_bootstrap`,
   `AUTO_RULES`/`auto_scope` (what `--scope auto` picks per test file).

@@ -13,7 +13,10 @@ YAML and reports, all at once:
 
 `if` strings outside the `if` module's subset are listed as notes. Every
 other `.buildkite/` YAML is validated against the schema as it is (AMD test
-YAMLs without their template-only keys), as `check_buildkite.py` did.
+YAMLs without their template-only keys), as `check_buildkite.py` did, after
+the check of the task that consumes it (`ci.pipeline.judge`: the AMD
+bootstrap's suite loader, step `command` types). A file that cannot be read
+(a symlink loop, a FIFO) is a problem of its own, never skipped.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from ci.errors import FAILURE, UserError
 from ci.pipeline import ifexpr, mirror, sourcefilter
 from ci.pipeline.registries import Registries
 
-# Test YAMLs the uploader renders; AMD's go through the AMD template instead.
+# Test YAMLs the uploader renders (`judge.is_uploader_test_yaml`); AMD's go through
+# the AMD template instead.
 TEST_GLOB = ".buildkite/*/test-*.yml"
-NOT_UPLOADER = ("amd",)
 SELECTORS: tuple[str, ...] = ("", "b200")
 # Every other Buildkite YAML is checked as check_buildkite.py did: as-is, except
 # AMD test YAMLs (template-only keys stripped) and the files it skipped.
@@ -43,17 +46,34 @@ SKIP_FILES = (
 TEMPLATE_KEYS = ("mirror_hardwares", "agent_pool", "grade", "source_file_dependencies")
 
 
+def _buildkite_yamls(repo: Path) -> list[Path]:
+    """Every `*.yml`/`*.yaml` entry under `.buildkite/`, unreadable ones included (safe walk)."""
+    from ci.pipeline.files import walk
+
+    root = repo / ".buildkite"
+    if not root.is_dir():
+        return []
+    return walk(root, lambda name: name.endswith((".yml", ".yaml")))
+
+
+def _is_test_yaml(repo: Path, path: Path) -> bool:
+    """`.buildkite/<dir>/test-*.yml` (TEST_GLOB), outside the AMD directory."""
+    from ci.pipeline.judge import is_uploader_test_yaml
+
+    return is_uploader_test_yaml(path.relative_to(repo).as_posix())
+
+
 def pipeline_files(repo: Path) -> list[Path]:
-    return sorted(p for p in repo.glob(TEST_GLOB) if p.parent.name not in NOT_UPLOADER)
+    return [p for p in _buildkite_yamls(repo) if _is_test_yaml(repo, p)]
 
 
 def other_files(repo: Path) -> list[Path]:
     """The remaining `.buildkite/**/*.y(a)ml` files, validated against the schema as they are."""
-    rendered = set(pipeline_files(repo))
-    found = [*repo.glob(".buildkite/**/*.yml"), *repo.glob(".buildkite/**/*.yaml")]
-    return sorted(
-        p for p in found if p not in rendered and p.relative_to(repo).as_posix() not in SKIP_FILES
-    )
+    return [
+        p
+        for p in _buildkite_yamls(repo)
+        if not _is_test_yaml(repo, p) and p.relative_to(repo).as_posix() not in SKIP_FILES
+    ]
 
 
 def _strip(value: Any, keys: tuple[str, ...]) -> Any:
@@ -142,18 +162,29 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
 
 
 def lint_static(repo: Path, path: Path) -> FileReport:
-    """A pipeline the uploader does not render: every YAML document must pass the schema."""
-    import yaml
-
+    """A pipeline the uploader does not render: its consumer must accept it
+    (`ci.pipeline.judge`: the AMD bootstrap's suite check for AMD test YAMLs),
+    and every YAML document must pass the schema."""
+    from ci import yamlio
+    from ci.pipeline.judge import file_problems, is_amd_suite
     from ci.pipeline.schemacheck import schema_problems
 
     relative = path.relative_to(repo).as_posix()
     report = FileReport(relative, rendered=False)
-    template = path.parent.name == "amd" and path.name.startswith("test-")
+    template = is_amd_suite(relative)
+
+    def own(problems: tuple[str, ...] | list[str]) -> list[str]:
+        # lint_repo puts the file in front of each line (the AMD loader's lines, which name
+        # the absolute path, are shown as the bootstrap shows them).
+        return [p.removeprefix(f"{relative}: ") for p in problems]
+
     try:
-        documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_loader()))
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
-        report.problems.append(f"invalid YAML: {str(exc).splitlines()[0]}")
+        documents = yamlio.load_all(path, relative)
+    except UserError as exc:
+        report.problems += own(exc.problems)
+        return report
+    report.problems += own(file_problems(relative, path, [d for d in documents if d is not None]))
+    if report.problems:
         return report
     for index, document in enumerate(d for d in documents if d is not None):
         if template:
@@ -166,12 +197,6 @@ def lint_static(repo: Path, path: Path) -> FileReport:
             f"{where}fails the Buildkite schema at {p}" for p in schema_problems(document)
         )
     return report
-
-
-def _loader() -> Any:
-    import yaml
-
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def lint(repo: Path, *, others: bool = True) -> list[FileReport]:
@@ -205,6 +230,7 @@ def lint_repo(repo_arg: str = "") -> None:
             door.note(f"note: {report.path}: {note}")
         for problem in report.problems:
             # Registry problems name their file already and repeat for every YAML.
-            errors.setdefault(problem if root in problem else f"{report.path}: {problem}", None)
+            named = root in problem or problem.startswith(f"{report.path}: ")
+            errors.setdefault(problem if named else f"{report.path}: {problem}", None)
     sys.stdout.flush()
     UserError.collect(errors, code=FAILURE)

@@ -114,20 +114,16 @@ def parse_pyproject(text: str, source: str) -> MarkerRegistry:
 
 
 def load_markers(repo: Path) -> MarkerRegistry:
-    path = (repo / PYPROJECT).resolve()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"missing pytest marker registry: {path}", code=FAILURE) from None
-    except OSError as exc:
-        raise UserError(
-            f"cannot read pytest marker registry: {path}: {exc.strerror}", code=FAILURE
-        ) from None
-    except UnicodeDecodeError as exc:
-        from ci.yamlio import not_utf8
+    from ci.pipeline import files
 
+    path = files.realpath(repo / PYPROJECT)
+    if not files.exists(path):
+        raise UserError(f"missing pytest marker registry: {path}", code=FAILURE)
+    try:
+        text = files.read_text(path, str(path))
+    except files.Unreadable as exc:
         raise UserError(
-            f"cannot read pytest marker registry: {path}: {not_utf8(exc)}", code=FAILURE
+            f"cannot read pytest marker registry: {path}: {exc.why}", code=FAILURE
         ) from None
     return parse_pyproject(text, str(path))
 

@@ -27,18 +27,23 @@ def _fail(message: str) -> UserError:
 
 
 def _read_yaml(path: Path, what: str) -> Any:
+    """The registry's document; the spec's messages, with the reason in parentheses."""
     from ci import yamlio
+    from ci.pipeline import files
 
+    if not files.exists(path):
+        raise _fail(f"missing CI {what} registry: {path}")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _fail(f"missing CI {what} registry: {path}") from None
-    except (OSError, UnicodeDecodeError):
-        raise _fail(f"invalid CI {what} registry: {path}") from None
-    try:
-        return yamlio.loads(text, source=str(path))
-    except UserError:
-        raise _fail(f"invalid CI {what} registry: {path}") from None
+        return yamlio.loads(files.read_text(path, str(path)), source=str(path))
+    except UserError as exc:  # one line per problem: unreadable, invalid YAML, duplicate key …
+        shown = str(path)
+        raise UserError(
+            *(
+                f"invalid CI {what} registry: {shown} ({p.removeprefix(shown + ': ')})"
+                for p in exc.problems
+            ),
+            code=FAILURE,
+        ) from None
 
 
 def _flatten(value: list[Any], key: str, out: dict[str, None]) -> None:
@@ -139,7 +144,9 @@ class Registries:
 
     @classmethod
     def for_repo(cls, repo: Path) -> Registries:
-        root = repo.resolve()
+        from ci.pipeline.files import realpath
+
+        root = realpath(repo)
         src = root / SOURCE_REGISTRY
         pre = root / PRESET_REGISTRY
         return cls(

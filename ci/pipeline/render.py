@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ci.errors import FAILURE, UserError
-from ci.pipeline import mirror, sourcefilter
+from ci.pipeline import commands, mirror, sourcefilter
 from ci.pipeline.registries import Registries
 from ci.pipeline.sourcefilter import step_label
 
@@ -73,7 +73,9 @@ class _Walk:
         selector: str | None,
         changed: Sequence[str] | None,
         out: Rendered,
+        source: str = "",
     ) -> None:
+        self.source = source
         self.registries = registries
         self.selector = selector
         self.changed = changed
@@ -146,6 +148,11 @@ class _Walk:
                 self.out.dropped.append(Dropped(label, path, "empty-group"))
                 return None
             return {**body, "steps": children}
+        wrong = commands.problems(step, self.source)  # a mapping or a number is no command
+        if wrong:
+            self.out.problems.extend(wrong)
+            self.out.dropped.append(Dropped(label, path, "error"))
+            return None
         try:
             done = mirror.expand(body, self.selector, self.registries)
         except UserError as exc:
@@ -201,7 +208,7 @@ def render_test_pipeline(
             else f"no group matching {E2E_GROUP!r} found"
         )
         steps = chosen
-    walk = _Walk(registries, selector, filter_by, out)
+    walk = _Walk(registries, selector, filter_by, out, source)
     if filter_by is not None:
         try:
             bypass = sourcefilter.bypass(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ci.errors import FAILURE, UserError
-from ci.pipeline.registries import FALLBACK_KEY, SourceRegistry
+from ci.pipeline.registries import FALLBACK_KEY, SOURCE_REGISTRY, SourceRegistry
 
 FIELD = "source_file_dependencies"
 KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -43,10 +43,22 @@ def _keys(
     out: dict[str, None] = {}
     for key in keys:
         if key not in registry.keys:
-            known = ", ".join(registry.job_keys)
-            raise _fail(f"unknown {FIELD} {key!r} in step {label!r}; known: {known}")
+            raise _fail(f"unknown {FIELD} {key!r} in step {label!r}; {_suggest(key, registry)}")
         out.update(dict.fromkeys(registry.keys[key]))
     return tuple(out)
+
+
+def _suggest(key: str, registry: SourceRegistry) -> str:
+    """The closest keys, and where all of them are listed (the full list made a ~2 KB line)."""
+    import difflib
+
+    keys = registry.job_keys
+    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.6)
+    # Repo-relative: the line stays short, and lint-pipelines still puts the YAML in front.
+    where = f"all {len(keys)} keys: `{FIELD}:` in {SOURCE_REGISTRY}"
+    if not close:
+        return f"no key is close to it ({where})"
+    return f"did you mean {', '.join(repr(k) for k in close)}? ({where})"
 
 
 def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, ...] | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ci import door, yamlio
 from ci.errors import FAILURE, UserError
+from ci.pipeline import files
 from ci.pipeline import scope as scopes
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import Rendered, render_test_pipeline
@@ -46,14 +47,19 @@ def pipeline_file(repo: Path, given: str) -> Path:
     path = Path(given).expanduser()
     path = path if path.is_absolute() else repo / path
     path = Path(os.path.abspath(path))
-    if not path.is_file():
+    if not files.exists(path) or path.is_dir():
         raise UserError(f"upload_pipeline: missing pipeline file: {path}", code=FAILURE)
+    try:  # there, but a loop or a FIFO: say so now (a FIFO would block every reader)
+        files.check_readable(path, str(path))
+    except files.Unreadable as exc:
+        why = f"cannot read: {exc.why}"
+        raise UserError(f"invalid pipeline YAML: {path} ({why})", code=FAILURE) from None
     return path
 
 
 def repo_relative(repo: Path, path: Path) -> str | None:
     try:
-        return path.resolve().relative_to(repo.resolve()).as_posix()
+        return files.realpath(path).relative_to(files.realpath(repo)).as_posix()
     except ValueError:
         return None
 
@@ -77,6 +83,37 @@ def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
     return diff.paths
 
 
+def load_test_yaml(path: Path) -> dict[str, Any]:
+    """The uploader's reading of a test YAML: one mapping document, else one error per problem.
+
+    Unreadable, not UTF-8 or invalid: the spec's `invalid pipeline YAML: <path>`,
+    then why (e.g. a second `---` document), which it never said. The gates ask
+    this too (`ci.pipeline.judge`), so they refuse what the upload refuses.
+    """
+    try:
+        data = files.read_bytes(path, str(path))  # a FIFO or a loop is an error, never a hang
+    except files.Unreadable as exc:
+        why = f"cannot read: {exc.why}"
+        raise UserError(f"invalid pipeline YAML: {path} ({why})", code=FAILURE) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"invalid pipeline YAML: {path} ({exc})", code=FAILURE) from None
+    try:
+        document: Any = yamlio.loads(text, source=str(path))
+    except UserError as exc:
+        raise UserError(
+            *(
+                f"invalid pipeline YAML: {path} ({p.removeprefix(f'{path}: ')})"
+                for p in exc.problems
+            ),
+            code=FAILURE,
+        ) from None
+    if not isinstance(document, dict):
+        raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
+    return document
+
+
 def render_file(
     repo: Path,
     path: Path,
@@ -86,18 +123,9 @@ def render_file(
     mirror_hw: str | None,
     registries: Registries | None = None,
 ) -> Rendered:
-    """Load and render one test YAML (problems stay in `Rendered.problems`)."""
-    try:
-        document: Any = yamlio.loads(path.read_text(encoding="utf-8"), source=str(path))
-    except (UserError, OSError, UnicodeDecodeError) as exc:
-        # The spec's message, then why (e.g. a second `---` document), which it never said.
-        if isinstance(exc, UserError):
-            why = "; ".join(p.removeprefix(f"{path}: ") for p in exc.problems)
-        else:
-            why = getattr(exc, "strerror", None) or str(exc)
-        raise UserError(f"invalid pipeline YAML: {path} ({why})", code=FAILURE) from None
+    """Load (`load_test_yaml`) and render one test YAML (problems stay in `Rendered.problems`)."""
     return render_test_pipeline(
-        document,
+        load_test_yaml(path),
         scope="diff" if scope == "diff" else "e2e" if scope == "e2e" else "all",
         changed=changed,
         registries=registries or Registries.for_repo(repo),

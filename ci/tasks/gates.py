@@ -59,8 +59,9 @@ def shellcheck_steps(
     Reports the YAML file and step label of each finding. YAML files after `--`
     limit the check; default: every pipeline under .buildkite/. `$$` is read as the
     job shell's `$`; AMD tier steps are checked as the runner's bash (pipefail, no
-    errexit), all others as Buildkite's `bash -e -c`. Exit 1 on findings, 2 on bad
-    input or when shellcheck is missing (never downloaded).
+    errexit), all others as Buildkite's `bash -e -c`. Exit 1 on findings, and on a
+    pipeline file it cannot read or that its consumer refuses (the AMD bootstrap,
+    the uploader); 2 on bad input or when shellcheck is missing (never downloaded).
     """
     from ci.argv import after_dashdash
     from ci.gates.shellsteps import shellcheck_steps as run

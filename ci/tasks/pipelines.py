@@ -67,7 +67,8 @@ def lint_pipelines(c: Context, repo: str = "") -> None:
 
     Replaces the check-buildkite pre-commit hook. Every CUDA/NPU test YAML is
     rendered under MIRROR_HW unset and b200 with every key and preset looked up;
-    every other .buildkite/ YAML is schema-checked. One `ok`/`FAIL` line per file
+    every other .buildkite/ YAML is schema-checked, AMD suite YAMLs after the AMD
+    bootstrap's own load check. One `ok`/`FAIL` line per file
     on stdout, one `error:` line per problem on stderr; exit 1 on problems, 2 on
     bad input.
     """

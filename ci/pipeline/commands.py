@@ -1,0 +1,94 @@
+"""A step's `command` / `commands`: a string or a list of strings, and nothing else.
+
+Buildkite's schema allows exactly that. Before this check each consumer read
+the field its own way: `str()` turned `command: {a: b}` into the shell text
+"{'a': 'b'}" (tier, shellcheck-steps), the AMD render uploaded a mapping
+`command:` as a job without test commands, and `commands: 5` ran as `5` or
+raised TypeError (bootstrap, plan). Every consumer now calls `step_commands`
+(or `problems`, to report instead of stop): the uploader and `lint-pipelines`
+list the problem (exit 1), the tier, shellcheck-steps, the AMD bootstrap and
+`plan` stop with it (exit 1: the pipeline file fails validation, as an invalid
+pipeline YAML does).
+
+`command` wins over `commands` when both are set (the AMD template's rule);
+both are checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ci.errors import FAILURE, UserError
+
+FIELDS = ("command", "commands")
+_TYPES = (
+    (bool, "a boolean"),
+    (int, "a number"),
+    (float, "a number"),
+    (dict, "a mapping"),
+    (list, "a list"),
+    (str, "a string"),
+)
+
+
+def _type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return next((name for kind, name in _TYPES if isinstance(value, kind)), type(value).__name__)
+
+
+def step_name(step: Mapping[str, Any]) -> str:
+    """`'label'` (or `name`, or `group`), with `key 'k'` when the step has a key."""
+    label = next(
+        (step[k] for k in ("label", "name", "group") if isinstance(step.get(k), str) and step[k]),
+        None,
+    )
+    key = step.get("key")
+    shown = [repr(label)] if label is not None else []
+    if isinstance(key, str) and key:
+        shown.append(f"(key {key!r})" if shown else f"with key {key!r}")
+    return " ".join(shown) or "without label or key"
+
+
+def problems(step: Mapping[str, Any], source: str = "") -> list[str]:
+    """What is wrong with the step's `command`/`commands`, one line each ([] when fine)."""
+    where = f"{source}: " if source else ""
+    found: list[str] = []
+    for field in FIELDS:
+        value = step.get(field)
+        if value is None or isinstance(value, str):
+            continue
+        head = f"{where}step {step_name(step)}: `{field}`"
+        if not isinstance(value, list):
+            found.append(f"{head} must be a string or a list of strings, got {_type(value)}")
+            continue
+        found += [
+            f"{head} item {number} must be a string, got {_type(item)}"
+            for number, item in enumerate(value, 1)
+            if not isinstance(item, str)
+        ]
+    return found
+
+
+def step_commands(step: Mapping[str, Any], source: str = "") -> tuple[str, ...]:
+    """The step's commands as written (`()` when it has none), or one error per problem, exit 1."""
+    UserError.collect(problems(step, source), code=FAILURE)
+    for field in FIELDS:
+        value = step.get(field)
+        if value is not None:
+            return (value,) if isinstance(value, str) else tuple(value)
+    return ()
+
+
+def all_problems(steps: Iterable[Any], source: str = "") -> list[str]:
+    """`problems` of every step of a `steps` list, group children included."""
+    found: list[str] = []
+    for step in steps:
+        if not isinstance(step, Mapping):
+            continue
+        found += problems(step, source)
+        children = step.get("steps")
+        if isinstance(children, list):
+            found += all_problems(children, source)
+    return found

@@ -1,0 +1,180 @@
+"""Reading and walking a target checkout without tracebacks or hangs.
+
+Every task that reads `--repo` meets what a checkout can hold: symlink loops,
+dangling links, a FIFO or a directory where a file is expected, bytes that are
+not UTF-8. Plain `Path.read_text` blocks forever on a FIFO, and `Path.resolve`
+raises `RuntimeError` on a loop (Python 3.11), so the gates use these instead:
+
+* `read_text(path, source)` - a regular file's text, else one `UserError`
+  line naming `source` and saying why (`symlink loop`, `a FIFO, not a regular
+  file`, `dangling symlink to …`, `not UTF-8 text …`). A FIFO is never
+  waited on: the file is opened non-blocking and checked with `fstat` first.
+  `check_readable(path, source)` is that check alone, for a reader elsewhere.
+* `walk(root, wanted)` - every non-directory entry below `root` whose name
+  `wanted` keeps, sorted; directories are entered, symlinks to directories
+  are not followed (as `os.walk` and `Path.rglob` do), and a link that leads
+  nowhere is listed, so that reading it reports the problem instead of
+  skipping the file.
+* `realpath(path)` - `os.path.realpath`, which never raises on a loop;
+  `exists(path)` - also true for a dangling or looping symlink; `given(name,
+  repo)` - a file named on the command line, found even when unreadable.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from ci.errors import FAILURE, UserError
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+class Unreadable(UserError):
+    """`source: cannot read: why` (or `source: not UTF-8 text …`); `why` alone for rewording."""
+
+    def __init__(self, source: str, why: str, *, code: int = FAILURE, verb: bool = True) -> None:
+        super().__init__(f"{source}: {'cannot read: ' if verb else ''}{why}", code=code)
+        self.why = why
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def why_unreadable(path: Path, exc: OSError) -> str:
+    """`exc` from opening `path`, in words that say what the entry is."""
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        try:
+            return f"dangling symlink to {os.readlink(path)}"
+        except OSError:  # pragma: no cover - removed meanwhile
+            return "dangling symlink"
+    if exc.errno == errno.EISDIR:
+        return "a directory, not a regular file"
+    return exc.strerror or str(exc)
+
+
+def _open_regular(path: Path, source: str, code: int) -> int:
+    """An fd of `path` when it is a regular file; else one `Unreadable` (a FIFO never blocks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Unreadable(source, why_unreadable(path, exc), code=code) from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise Unreadable(source, exc.strerror or str(exc), code=code) from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise Unreadable(source, f"{_kind(mode)}, not a regular file", code=code)
+    return fd
+
+
+def check_readable(path: Path, source: str, *, code: int = FAILURE) -> None:
+    """`Unreadable` unless `path` opens as a regular file (nothing is read)."""
+    os.close(_open_regular(path, source, code))
+
+
+def read_bytes(path: Path, source: str, *, code: int = FAILURE) -> bytes:
+    """The bytes of a regular file; anything else is one `source: cannot read: why` line."""
+    fd = _open_regular(path, source, code)
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise Unreadable(source, exc.strerror or str(exc), code=code) from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
+    """A regular file's UTF-8 text; any other entry or encoding is one error line."""
+    data = read_bytes(path, source, code=code)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(source, not_utf8(exc), code=code, verb=False) from None
+
+
+def exists(path: Path) -> bool:
+    """The entry is there, even as a dangling or looping symlink (`Path.exists` says no)."""
+    return os.path.lexists(path)
+
+
+def realpath(path: Path) -> Path:
+    """The resolved path; a loop resolves as far as it goes instead of raising."""
+    return Path(os.path.realpath(path))
+
+
+def given(name: str, repo: Path) -> Path | None:
+    """A file named on the command line (relative: to the cwd, else `repo`), resolved.
+
+    An entry that cannot be read (a loop, a dangling link, a FIFO) is still
+    found, so that reading it says why; a directory is not a file.
+    """
+    path = Path(name)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
+    for candidate in candidates:
+        if exists(candidate) and not candidate.is_dir():
+            return realpath(candidate)
+    return None
+
+
+def walk(
+    root: Path,
+    wanted: Callable[[str], bool],
+    *,
+    enter: Callable[[str], bool] = lambda _name: True,
+    code: int = FAILURE,
+) -> list[Path]:
+    """Every non-directory entry below `root` whose name `wanted` keeps, sorted by path.
+
+    `enter(name)` decides whether a subdirectory is walked. A directory that
+    cannot be listed is one error line naming it.
+    """
+    found: list[Path] = []
+    pending = [root]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                listed = sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            raise UserError(
+                f"{current}: cannot list: {why_unreadable(current, exc)}", code=code
+            ) from None
+        for entry in listed:
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                if enter(entry.name):
+                    pending.append(path)
+            elif entry.is_symlink() and _links_to_dir(path):
+                continue  # not followed, as os.walk / rglob do
+            elif wanted(entry.name):
+                found.append(path)
+    return sorted(found)
+
+
+def _links_to_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:  # a loop or a dangling link: listed, so that reading it says why
+        return False
