@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ci import door
 from ci.errors import FAILURE, UserError
-from ci.pipeline import bootstrap_mode
+from ci.pipeline import bootstrap_mode, files
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.mirror import command_text
 from ci.platforms import Platform
@@ -202,12 +202,9 @@ def render_bootstrap_file(
     render; `plan` reads both, `plan_pipeline` uploads the render.
     """
     path = repo / BOOTSTRAP_FILES[platform]
-    if not path.is_file():
+    if not files.exists(path):  # a looping or dangling link is there, and unreadable below
         raise UserError(f"missing bootstrap steps file: {path}", code=FAILURE)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise UserError(f"invalid bootstrap steps YAML for {path}", code=FAILURE) from None
+    text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = bootstrap_mode.load_document(text, str(path))
     rewritten, image_keys = rewrite_steps(document, platform)
     rendered = bootstrap_mode.render_bootstrap(
@@ -281,7 +278,7 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[dict[str, Any] | Non
     if word is not None:
         return None, word
     path = repo / INTEL_PIPELINE
-    if not path.is_file():
+    if not files.exists(path):
         raise UserError(f"missing pipeline file: {path}", code=FAILURE)
     document = yamlio.load(path)
     if not isinstance(document, dict):
@@ -303,7 +300,14 @@ def run(
     platform: Platform, repo: Path, *, dry_run: bool = False, env: Mapping[str, str] | None = None
 ) -> None:
     """Decide, render, validate, then upload (or print with `--dry-run`)."""
+    from ci.target import resolve_build
+
     source = dict(os.environ if env is None else env)
+    if platform not in (Platform.CUDA, Platform.NPU, Platform.XPU):
+        raise UserError(f"--platform: no bootstrap here for {platform}; use ci.amd.bootstrap")
+    # The build first: inside Buildkite a missing BUILDKITE_COMMIT stops here (exit 2),
+    # outside it the `local build: …` line says what the rule chose.
+    resolve_build(repo, source)
     if platform is Platform.XPU:
         log("--- 🛠 Preparing Intel pipeline")
         pipeline, word = plan_intel(repo, source)
@@ -316,12 +320,10 @@ def run(
             log("Intel pipeline not uploaded (skip-ci)")
             return
         source_name = INTEL_PIPELINE
-    elif platform in (Platform.CUDA, Platform.NPU):
+    else:
         chosen: BootstrapPlatform = "cuda" if platform is Platform.CUDA else "npu"
         pipeline = plan_pipeline(chosen, repo, source)
         source_name = BOOTSTRAP_FILES[chosen]
-    else:
-        raise UserError(f"--platform: no bootstrap here for {platform}; use ci.amd.bootstrap")
     from ci.pipeline.upload import emit
 
     emit(pipeline, source_name, upload=True, dry_run=dry_run, log=log)

@@ -4,17 +4,21 @@ The original CI computed diffs in three places with three rules (spec §6 W4):
 skip-ci, the AMD critical-file scan and the uploader. Every task now asks this
 module, so a build sees one answer. Resolution follows spec §2.6:
 
-* no explicit range: the Buildkite env decides. A PR build
-  (`BUILDKITE_PULL_REQUEST` set and not `false`) diffs
-  `origin/<base>...<commit>` (fetching the base once when it is missing, then
-  falling back to a local `<base>`); a `main` build diffs `<commit>^..<commit>`;
-  anything else has no range, and callers run normal CI.
+* no explicit range: the build decides (`ci.target.resolve_build`: the
+  Buildkite env, or outside Buildkite the local rule, which makes a checkout
+  on a branch other than `main` a PR against `main`, and one on `main` a push
+  to `main`). A PR build diffs `origin/<base>...<commit>` (fetching the base
+  once when it is missing, then falling back to a local `<base>`); a `main`
+  build diffs `<commit>^..<commit>`; anything else has no range, and callers
+  run normal CI. Inside Buildkite a missing `BUILDKITE_COMMIT` is an input
+  error (exit 2); outside it, it is `HEAD`.
 * an explicit base and/or head (what `plan` passes): a PR build over
   `<base>...<head>`; `head=WORKTREE` diffs the merge-base against the working
   tree and adds untracked files, so uncommitted work counts.
 
 Paths are relative to `repo` even when `repo` is a subfolder of a larger git
-repository (changes outside it are not listed). git runs through the door, and
+repository (changes outside it are not listed). git runs through the door
+(`ci.target.git`: no git on PATH is `error: git: not found`, exit 127), and
 each resolution is cached per process: the AMD bootstrap gates two suites and
 uploads, and all of them share one diff.
 """
@@ -30,6 +34,7 @@ from typing import Final, Literal
 
 from ci import door
 from ci.errors import UserError
+from ci.pipeline import files
 from ci.skipci import is_test_py
 
 # `git fetch` of a missing PR base: the original's depth, plus a bound on time.
@@ -38,6 +43,7 @@ FETCH_TIMEOUT: Final = 120.0
 LOG_PREFIX: Final = "[diff]: "
 # The env that decides the range; part of the cache key.
 ENV_KEYS: Final = (
+    "BUILDKITE",
     "BUILDKITE_PULL_REQUEST",
     "BUILDKITE_PULL_REQUEST_BASE_BRANCH",
     "BUILDKITE_BRANCH",
@@ -66,7 +72,9 @@ def _log(message: str) -> None:
 
 def _git(repo: Path, *args: str) -> door.Result:
     # -c core.quotePath=false: non-ASCII paths come back as text, not octal escapes.
-    return door.capture(["git", "-c", "core.quotePath=false", *args], cwd=str(repo))
+    from ci.target import git
+
+    return git(repo, "-c", "core.quotePath=false", *args)
 
 
 @dataclass(frozen=True)
@@ -179,9 +187,11 @@ class Diff:
     def _read_new(self, path: str) -> str | None:
         if self.kind == "worktree":
             try:
-                return (self.repo / path).read_text(errors="replace")
-            except OSError:
+                # Raw bytes read without blocking: a FIFO in the tree must not hang us.
+                data = files.read_bytes(self.repo / path, path)
+            except UserError:
                 return None
+            return data.decode("utf-8", errors="replace")
         if self.head is None:
             return None
         result = _git(self.repo, "show", f"{self.head}:./{path}")
@@ -271,11 +281,6 @@ def _none(repo: Path, reason: str) -> Diff:
     return Diff(repo, None, None, reason)
 
 
-def is_pr_build(env: Mapping[str, str]) -> bool:
-    value = env.get("BUILDKITE_PULL_REQUEST", "")
-    return value not in ("", "false")
-
-
 def pr_base_branch(env: Mapping[str, str]) -> str:
     return env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or "main"
 
@@ -302,17 +307,23 @@ def _pr_base_ref(repo: Path, branch: str, *, fetch: bool) -> str | None:
 
 
 def _from_env(repo: Path, env: Mapping[str, str]) -> Diff:
-    # An empty BUILDKITE_COMMIT meant HEAD to the original too (`origin/main...`).
-    commit = env.get("BUILDKITE_COMMIT", "") or "HEAD"
-    if is_pr_build(env):
-        branch = pr_base_branch(env)
-        base_ref = _pr_base_ref(repo, branch, fetch=True)
+    from ci.target import resolve_build
+
+    build = resolve_build(repo, env)
+    # Outside Buildkite an empty BUILDKITE_COMMIT is HEAD: the original's
+    # `origin/main...` meant that too; inside Buildkite it is an error.
+    commit = build.commit
+    if build.kind == "pr":
+        branch = build.base_branch
+        # A PR the local rule assumed never reaches the network: origin/<base>, else <base>.
+        base_ref = _pr_base_ref(repo, branch, fetch=not build.local)
         if base_ref is None:
             return _none(repo, f"cannot resolve PR base {branch}; using safe defaults")
         shown = f"{base_ref}...{commit}"
-        reason = f"PR build #{env['BUILDKITE_PULL_REQUEST']}: {shown}"
+        which = f"#{build.pull_request}" if build.pull_request else f"from {build.branch} (local)"
+        reason = f"PR build {which}: {shown}"
         return _finish(repo, "pr", (shown,), shown, reason, base=base_ref, head=commit)
-    if env.get("BUILDKITE_BRANCH", "") == "main":
+    if build.kind == "main":
         if main_build_base(repo, commit) is None:
             return _none(repo, "main commit has no parent; using safe defaults")
         shown = f"{commit}^..{commit}"

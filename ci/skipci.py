@@ -5,7 +5,8 @@ The model of `skip_ci.py` (spec §2), as pure functions over the changed paths:
 * docs only, or pytest skip marks only (or both): skip everything (`skip-all`);
 * only whitelisted CI level YAML (maybe plus docs/skip marks): "yaml-gated",
   run just the platforms and levels whose YAML changed (`skip-l23` elsewhere);
-* anything else, an empty list, or an unknown diff: run normally.
+* anything else, an empty list (said as "no changed files"), or an unknown
+  diff: run normally.
 
 `decide(paths, changes)` is pure: `changes` (a `ci.diff.Diff` or anything with
 `patch(path)` and `new_text(path)`) supplies per-file details for the
@@ -55,6 +56,7 @@ L45_YAML_FILES: Final[Mapping[str, str]] = {
 
 MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
 MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
+MSG_EMPTY: Final = "no changed files in the diff; run normal CI"
 MSG_SKIP_ALL: Final = "CI skipped — docs or pytest skip-mark changes only"
 MSG_YAML_ONLY: Final = "only CI config YAML changed"
 MSG_YAML_MIXED: Final = "CI config YAML + docs/skip-mark changed — follow CI YAML gating"
@@ -372,6 +374,9 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
     if paths is None:
         return Decision(False, False, MSG_UNKNOWN)
     buckets, notes = classify(paths, changes)
+    if not any(vars(buckets).values()):
+        # Nothing changed: the original's decision (normal CI), said as it is.
+        return Decision(False, False, MSG_EMPTY, buckets=buckets, notes=notes)
     if buckets.other or not (buckets.docs or buckets.skip_tests or buckets.yaml):
         return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
     if not buckets.yaml:
@@ -449,8 +454,7 @@ def clear_cache() -> None:
 
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run (spec §2.7)."""
-    from ci import door
-    from ci.target import resolve_repo
+    from ci.target import git, resolve_repo
 
     problems: list[str] = []
     if not platform:
@@ -468,7 +472,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     from ci.diff import resolve_diff
 
     target = resolve_repo(repo or None)
-    if not door.capture(["git", "rev-parse", "--is-inside-work-tree"], cwd=str(target)).ok:
+    if not git(target, "rev-parse", "--is-inside-work-tree").ok:
         # Without history every build would "run": a wrong --repo is an input error.
         raise UserError(f"--repo: {target} is not a git checkout")
     diff = resolve_diff(target)

@@ -1,22 +1,62 @@
-"""The repository a task works on (`--repo`) and its commit and branch.
+"""The repository a task works on (`--repo`), and the build it acts for.
 
 Outside Buildkite, a missing BUILDKITE_COMMIT / BUILDKITE_BRANCH falls back to
-git, so tasks work on a laptop; inside Buildkite (BUILDKITE=true) a missing one
-is an error, because guessing there would build or test the wrong revision.
+git, so tasks work on a laptop; inside Buildkite (BUILDKITE=true) a missing
+commit is an error, because guessing there would build or test the wrong
+revision.
+
+`resolve_build` is the one rule every task that asks "what kind of build is
+this?" uses (skip-ci, upload-pipeline and bootstrap through the diff
+resolver, plan for its default `--branch`):
+
+* explicit env values always win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`,
+  `BUILDKITE_PULL_REQUEST_BASE_BRANCH`, `BUILDKITE_COMMIT`);
+* inside Buildkite nothing is defaulted, and a missing `BUILDKITE_COMMIT` is an
+  input error (exit 2);
+* outside Buildkite, with `BUILDKITE_PULL_REQUEST` and `BUILDKITE_BRANCH` both
+  unset, the build is a PR against `main` when the checkout's branch is not
+  `main`, and a `main` push build when it is; a missing `BUILDKITE_BRANCH` is
+  the checkout's branch, and a missing `BUILDKITE_COMMIT` is `HEAD`.
+
+Whatever the rule chose is said once on stderr (`local build: …`).
+
+git runs through `git()` here: with no git on PATH a task stops with one
+`error: git: not found` line and exit 127 (the "program not found" row of the
+exit-code table), instead of a misleading "not a git checkout".
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from ci import door
 from ci.errors import USAGE, UserError
 
+MAIN: Final = "main"
+NOT_FOUND: Final = 127  # the exit-code table's "program not found"
+GIT_NOT_FOUND: Final = "git: not found"
+COMMIT_MISSING: Final = (
+    "BUILDKITE_COMMIT is not set (BUILDKITE=true: a Buildkite build must name its commit)"
+)
+CHOOSE_HINT: Final = "outside Buildkite; set BUILDKITE_PULL_REQUEST/BUILDKITE_BRANCH to choose"
+
+BuildKind = Literal["pr", "main", "branch"]
+
 
 def in_buildkite(env: Mapping[str, str] | None = None) -> bool:
     return (os.environ if env is None else env).get("BUILDKITE") == "true"
+
+
+def git(cwd: Path | str, *args: str) -> door.Result:
+    """`git ARGS` in `cwd`, captured; no git on PATH is `error: git: not found`, exit 127."""
+    result = door.capture(["git", *args], cwd=str(cwd))
+    if result.code == NOT_FOUND and result.stderr == "error: command not found: git":
+        raise UserError(GIT_NOT_FOUND, code=NOT_FOUND)
+    return result
 
 
 def resolve_repo(repo: str | os.PathLike[str] | None = None) -> Path:
@@ -26,7 +66,7 @@ def resolve_repo(repo: str | os.PathLike[str] | None = None) -> Path:
         if not path.is_dir():
             raise UserError(f"--repo: {repo} is not a directory")
         return path
-    found = door.capture(["git", "rev-parse", "--show-toplevel"], cwd=os.getcwd())
+    found = git(os.getcwd(), "rev-parse", "--show-toplevel")
     if not found.ok:
         raise UserError(
             "--repo: not given, and the current directory is not inside a git repository"
@@ -35,7 +75,7 @@ def resolve_repo(repo: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _git(repo: Path, *args: str) -> str | None:
-    result = door.capture(["git", *args], cwd=str(repo))
+    result = git(repo, *args)
     return result.stdout.strip() if result.ok and result.stdout.strip() else None
 
 
@@ -95,3 +135,95 @@ def resolve_branch(
         message="BUILDKITE_BRANCH is not set",
         unnamed="git cannot name the branch",
     )
+
+
+# --------------------------------------------------------------------------- the build
+
+
+@dataclass(frozen=True)
+class Build:
+    """The build a task acts for, from the Buildkite env or (outside it) the local rule.
+
+    `kind`: "pr" (diff `origin/<base_branch>...<commit>`), "main" (a push to
+    main: `<commit>^..<commit>`) or "branch" (any other build: no range, normal
+    CI). `pull_request` is BUILDKITE_PULL_REQUEST as given ("" when the local
+    rule made the build a PR). `branch` is BUILDKITE_BRANCH, else the
+    checkout's branch when the rule needed it ("" when it did not: an explicit
+    PR, or inside Buildkite). `commit` is BUILDKITE_COMMIT, else `HEAD`
+    (outside Buildkite only). `local` is the `local build: …` line when the
+    rule defaulted the kind or the branch, else "".
+    """
+
+    kind: BuildKind
+    commit: str
+    branch: str
+    base_branch: str = MAIN
+    pull_request: str = ""
+    local: str = ""
+
+    @property
+    def is_pr(self) -> bool:
+        return self.kind == "pr"
+
+
+def is_pr_value(value: str) -> bool:
+    """BUILDKITE_PULL_REQUEST names a PR: set, and not `false`."""
+    return value not in ("", "false")
+
+
+_ANNOUNCED: set[tuple[str, str]] = set()
+
+
+def resolve_build(
+    repo: Path, env: Mapping[str, str] | None = None, *, need_commit: bool = True
+) -> Build:
+    """The one rule for the build a task acts for (module docstring); says `local build: …`.
+
+    `need_commit=False` (plan, which diffs `--head`) skips the BUILDKITE_COMMIT
+    check inside Buildkite.
+    """
+    source = os.environ if env is None else env
+    inside = in_buildkite(source)
+    pull_request = source.get("BUILDKITE_PULL_REQUEST", "")
+    branch = source.get("BUILDKITE_BRANCH", "")
+    base_branch = source.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or MAIN
+    commit = source.get("BUILDKITE_COMMIT", "")
+    if not commit:
+        if inside and need_commit:
+            raise UserError(COMMIT_MISSING, code=USAGE)
+        commit = "HEAD"
+    if inside or is_pr_value(pull_request):
+        kind: BuildKind = "pr" if is_pr_value(pull_request) else "main"
+        if kind == "main" and branch != MAIN:
+            kind = "branch"
+        return Build(kind, commit, branch, base_branch, pull_request)
+    if branch:
+        return Build(
+            "main" if branch == MAIN else "branch", commit, branch, base_branch, pull_request
+        )
+    # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
+    # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.
+    branch = _checkout_branch(repo)
+    if branch == MAIN:
+        kind, what = "main", f"push to {MAIN}"
+    elif not pull_request:
+        shown = "a detached HEAD" if branch == "HEAD" else branch
+        kind, what = "pr", f"PR from {shown} against {base_branch}"
+    else:
+        kind, what = "branch", f"push to {branch} (not PR/main: no diff, normal CI)"
+    line = _say(repo, f"local build: {what} ({CHOOSE_HINT})")
+    return Build(kind, commit, branch, base_branch, pull_request, line)
+
+
+def _checkout_branch(repo: Path) -> str:
+    """The checkout's branch; `HEAD` when detached (or with no commit yet: no diff anyway)."""
+    return _git(repo, "rev-parse", "--abbrev-ref", "HEAD") or "HEAD"
+
+
+def _say(repo: Path, line: str) -> str:
+    """Write the `local build: …` line once per process and repo; return it."""
+    key = (str(repo), line)
+    if key not in _ANNOUNCED:
+        _ANNOUNCED.add(key)
+        door.note(line)
+    return line

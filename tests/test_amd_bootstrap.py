@@ -315,14 +315,29 @@ B_ROWS: dict[str, B] = {
         env={"BUILDKITE_PIPELINE_SLUG": "fastcheck"}, image_only=True,
         lines=("AMD Mirror HW: amdtentative",),
     ),
-    # A typo selects nothing, as in the template; we say so (docs/differences.md).
+    # The template selected nothing for a typo and the build went green with the image
+    # step alone; now it fails closed, before any request (docs/differences.md).
     "B17-typo": B(
-        env={"AMD_MIRROR_HW": "amdprodution"}, image_only=True,
-        lines=(
-            "warning: AMD_MIRROR_HW='amdprodution' is in no step's mirror_hardwares"
-            " (the suites use: amdproduction); only the image step is uploaded",
-        ),
+        env={"AMD_MIRROR_HW": "amdprodution"}, pr="17", labels=["ready"], code=1, alone=True,
+        error="error: AMD_MIRROR_HW='amdprodution' is not a mirror_hardwares value of the"
+        " AMD suites: allowed values are amdproduction",
     ),
+    "B17-uppercase": B(
+        env={"AMD_MIRROR_HW": "AMDPRODUCTION"}, code=1, alone=True,
+        error="error: AMD_MIRROR_HW='AMDPRODUCTION' is not a mirror_hardwares value",
+    ),
+    "B17-unknown": B(
+        env={"AMD_MIRROR_HW": "mi355"}, code=1, alone=True,
+        error="error: AMD_MIRROR_HW='mi355' is not a mirror_hardwares value",
+    ),
+    # fastcheck's amdtentative is the script's own choice: AMD_MIRROR_HW is not read.
+    "B17-fastcheck-ignores-mirror": B(
+        env={"BUILDKITE_PIPELINE_SLUG": "fastcheck", "AMD_MIRROR_HW": "typo"}, image_only=True,
+        lines=("AMD Mirror HW: amdtentative",),
+    ),
+    # The script's default for an empty value, as for an unset one.
+    "B17-empty": B(env={"AMD_MIRROR_HW": ""}, uploaded=("ready",),
+                   lines=("AMD Mirror HW: amdproduction",)),
     # docs/differences.md "Selector errors name the input…": no spec strings in-process,
     # so an unknown suite can only come from DEBUG_TEST_YAML.
     "B18": B(
@@ -379,9 +394,10 @@ def test_b_rows(name: str, amd_repo: GitRepo, agent: Agent, github: GitHub) -> N
         assert groups == row.groups
     elif len(row.uploaded) == 1:  # one suite keeps its own groups (§1.8)
         assert not set(groups) & {s.group for s in suites.SUITES}
-    # The file uploaded is the one written next to the suites, as the script did.
-    written = amd_repo.path / ".buildkite" / "amd" / bootstrap.PIPELINE_FILE
-    assert yaml.safe_load(written.read_text()) == pipeline
+    # Uploaded from a private directory: nothing is written into the checkout
+    # (docs/differences.md, "AMD: the pipeline is uploaded from a private directory").
+    assert not (amd_repo.path / ".buildkite" / "amd" / bootstrap.PIPELINE_FILE).exists()
+    assert amd_repo.git("status", "--porcelain", "--untracked-files=all") == ""
 
 
 def test_b11_env_is_the_union_and_no_temp_file(
@@ -913,7 +929,8 @@ def test_end_to_end_on_a_repo_made_from_the_sample(
     ]
     calls = agent.standins.calls("buildkite-agent")
     assert [c["argv"] for c in calls] == UPLOADS
-    assert {c["cwd"] for c in calls} == {str(repo.path / ".buildkite" / "amd")}
+    (cwd,) = {c["cwd"] for c in calls}  # one private directory for both, outside the checkout
+    assert not Path(cwd).is_relative_to(repo.path) and not Path(cwd).exists()
     lines = done.stderr.splitlines()
     skip_lines = [ln for ln in lines if ln.startswith("[skip-ci]: ")]
     assert skip_lines == ["[skip-ci]: product or non-whitelisted changes present; run normal CI"]
@@ -928,15 +945,19 @@ def test_end_to_end_on_a_repo_made_from_the_sample(
     assert labels_of(pipeline) == suite_labels("ready", amd_dir) | suite_labels("merge", amd_dir)
     assert [g["group"] for g in pipeline["steps"]][1:] == ["READY_TESTS", "MERGE_TESTS"]
 
-    # The dry run prints exactly what was uploaded, on stdout alone, and uploads nothing.
-    (amd_dir / bootstrap.PIPELINE_FILE).unlink()
+    # The dry run, given the same labels (it never asks GitHub), prints exactly what was
+    # uploaded, on stdout alone, and uploads nothing.
     agent.standins.log.unlink()
-    dry = run_bootstrap(repo, env, "--dry-run")
+    dry = run_bootstrap(repo, env, "--dry-run", "--labels", "documentation,merge-test,ready")
     assert dry.returncode == 0, dry.stderr
     assert yaml.safe_load(dry.stdout) == pipeline
+    assert len(github.requests) == 1  # still only the real run's
     assert agent.calls() == [] and not (amd_dir / bootstrap.PIPELINE_FILE).exists()
     not_run = [ln for ln in dry.stderr.splitlines() if ln.startswith("(dry-run) not run: ")]
-    assert len(not_run) == 2 and all("buildkite-agent" in ln for ln in not_run)
+    assert not_run == [
+        f"(dry-run) not run: (cd '{bootstrap.PRIVATE_DIR}' && buildkite-agent {' '.join(argv)})"
+        for argv in UPLOADS
+    ]
 
 
 def test_done_when_sample_dry_run_prints_a_schema_valid_pipeline() -> None:
@@ -966,3 +987,326 @@ def test_an_api_that_is_not_an_http_url_is_a_label_failure(api: str) -> None:
     assert caught.value.code == 1
     cause = f"VLLM_OMNI_CI_GITHUB_API={api!r}: allowed values are http(s) URLs"
     assert caught.value.lines == (f"{bootstrap.LABEL_ERROR} ({cause})",)
+
+
+# --------------------------------------------------------------------------- inputs (issue 23)
+
+
+def test_an_empty_buildkite_branch_is_a_branch_that_is_not_main(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    """Set but empty, BUILDKITE_BRANCH is a value, as under the script's `set -u`: not
+    main, so the ready fallback (it used to stop with `BUILDKITE_BRANCH is not set`)."""
+    amd_repo.commit_files(PRODUCT, "product")
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, branch=""))
+    assert done.returncode == 0, done.stderr
+    assert suites.FALLBACK_NOTICE in done.stderr.splitlines()
+    assert "AMD test suites: READY_TESTS:test-amd-ready.yml" in done.stderr.splitlines()
+    assert agent.calls() == UPLOADS
+    assert labels_of(agent.pipeline()) == suite_labels("ready")
+
+
+# PR labels without the network: --labels, then BUILDKITE_PULL_REQUEST_LABELS, then GitHub.
+
+
+def test_buildkite_pr_labels_replace_the_github_request(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    amd_repo.commit_files(PRODUCT, "product")
+    github.status = 500  # a request would fail the build
+    env = bootstrap_env(
+        amd_repo, agent, github, pr="41", BUILDKITE_PULL_REQUEST_LABELS="merge-test,ready"
+    )
+    done = run_bootstrap(amd_repo, env)
+    assert done.returncode == 0, done.stderr
+    assert github.requests == []
+    assert [g["group"] for g in agent.pipeline()["steps"][1:]] == ["READY_TESTS", "MERGE_TESTS"]
+
+
+def test_empty_buildkite_pr_labels_mean_no_labels(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    github.status = 500
+    env = bootstrap_env(amd_repo, agent, github, pr="42", BUILDKITE_PULL_REQUEST_LABELS="")
+    done = run_bootstrap(amd_repo, env, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert github.requests == []
+    assert suites.FALLBACK_NOTICE in done.stderr.splitlines()
+    assert labels_of(yaml.safe_load(done.stdout)) == suite_labels("ready")
+
+
+def test_the_labels_option_wins_and_makes_no_request(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    github.status = 500
+    env = bootstrap_env(amd_repo, agent, github, pr="43", BUILDKITE_PULL_REQUEST_LABELS="ready")
+    done = run_bootstrap(amd_repo, env, "--labels", "merge-test")
+    assert done.returncode == 0, done.stderr
+    assert github.requests == []
+    assert "AMD test suites: MERGE_TESTS:test-amd-merge.yml" in done.stderr.splitlines()
+    assert labels_of(agent.pipeline()) == suite_labels("merge")
+
+
+def test_a_pr_dry_run_without_labels_stops_before_any_request(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    """`BUILDKITE_PULL_REQUEST=1 … --dry-run` asked GitHub (and failed offline)."""
+    github.labels["1"] = ["ready"]
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="1"), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: PR #1 needs its labels and --dry-run makes no GitHub request: give them with"
+        " --labels (comma-separated, '' for none) or BUILDKITE_PULL_REQUEST_LABELS"
+    ]
+    assert done.stdout == ""
+    assert github.requests == [] and agent.calls() == []
+    # Either source makes the same dry run work, still without a request.
+    for args, extra in ((["--labels", "ready"], {}), ([], {bootstrap.LABELS_ENV: "ready"})):
+        env = bootstrap_env(amd_repo, agent, github, pr="1", **extra)
+        ok = run_bootstrap(amd_repo, env, "--dry-run", *args)
+        assert ok.returncode == 0, ok.stderr
+        assert labels_of(yaml.safe_load(ok.stdout)) == suite_labels("ready")
+    assert github.requests == []
+
+
+@pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])
+def test_labels_are_an_option_of_the_rocm_bootstrap_only(
+    platform: str, amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    env = bootstrap_env(amd_repo, agent, github)
+    done = run_cli(
+        "bootstrap", "--platform", platform, "--labels", "ready", "--repo", str(amd_repo.path),
+        "--dry-run", env=env,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: --labels: only for --platform rocm; the {platform} bootstrap uploads `if`"
+        " conditions that Buildkite evaluates against the PR's labels itself"
+    ]
+    assert done.stdout == "" and agent.calls() == []
+
+
+# BUILDKITE_PULL_REQUEST: digits or false (docs/differences.md).
+
+
+@pytest.mark.parametrize(
+    "value", ["1/../../../evil", "1 2", "1;touch pwned", "12\n", "-1", "abc", "False", "\uff11"]
+)
+def test_a_pr_number_that_is_not_digits_is_an_input_error(
+    value: str, amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    token = "ghp_pr_canary_0042"
+    env = bootstrap_env(amd_repo, agent, github, pr=value, GITHUB_TOKEN=token)
+    for extra in ([], ["--labels", "ready"], ["--dry-run"]):
+        done = run_bootstrap(amd_repo, env, *extra)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines() == [
+            f"error: BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got {value!r}"
+        ]
+        assert done.stdout == ""
+    assert github.requests == [] and agent.calls() == []
+    assert not (amd_repo.path / "pwned").exists()
+    with pytest.raises(UserError) as caught:  # the request itself refuses it too
+        bootstrap.fetch_labels(value, {bootstrap.GITHUB_API_ENV: github.url})
+    assert caught.value.code == 2
+    assert github.requests == []
+
+
+@pytest.mark.parametrize("value", ["", "false"])
+def test_an_empty_or_false_pr_is_not_a_pr(
+    value: str, amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr=value), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert github.requests == []
+    assert suites.FALLBACK_NOTICE in done.stderr.splitlines()
+
+
+# The label request never follows a redirect (docs/differences.md).
+
+
+@dataclass
+class Recorder:
+    """An HTTP server that answers every GET with `status`, and records what arrived."""
+
+    status: int = 200
+    location: str = ""
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+    url: str = ""
+
+
+@pytest.fixture
+def servers() -> Iterator[Callable[[], Recorder]]:
+    started: list[http.server.ThreadingHTTPServer] = []
+
+    def start() -> Recorder:
+        state = Recorder()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                state.requests.append((self.path, self.headers.get("Authorization")))
+                self.send_response(state.status)
+                if state.location:
+                    self.send_header("Location", state.location + self.path)
+                body = json.dumps({"labels": [{"name": "ready"}]}).encode()
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        state.url = f"http://127.0.0.1:{server.server_address[1]}"
+        return state
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_refused_and_the_token_goes_nowhere(
+    status: int, servers: Callable[[], Recorder], amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    elsewhere = servers()  # another origin (port), answering with labels
+    api = servers()
+    api.status, api.location = status, elsewhere.url
+    token = "ghp_redirect_canary_77"
+    env = bootstrap_env(amd_repo, agent, github, pr="7", GITHUB_TOKEN=token)
+    env[bootstrap.GITHUB_API_ENV] = api.url
+    done = run_bootstrap(amd_repo, env)
+    assert done.returncode == 1, done.stderr
+    assert api.requests == [("/repos/vllm-project/vllm-omni/pulls/7", f"Bearer {token}")]
+    assert elsewhere.requests == []  # neither the request nor the token arrived there
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"{bootstrap.LABEL_ERROR} (GET {api.url}/repos/")
+    assert f"HTTP {status} " in line
+    assert f"redirect to {elsewhere.url}/repos/vllm-project/vllm-omni/pulls/7 refused" in line
+    assert token not in done.stderr + done.stdout
+    assert agent.calls() == []
+
+
+# AMD_MIRROR_HW: a value some suite step uses, or the default (docs/differences.md).
+
+
+def test_a_mirror_value_of_another_suite_is_known_but_uploads_the_image_alone(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    nightly = ".buildkite/amd/test-amd-nightly.yml"
+    text = (amd_repo.path / nightly).read_text()
+    amd_repo.write(nightly, text.replace("[amdproduction]", "[amdproduction, mi355x]", 1))
+    amd_repo.commit("nightly step mirrored on mi355x")
+    env = bootstrap_env(amd_repo, agent, github, AMD_MIRROR_HW="mi355x")
+    done = run_bootstrap(amd_repo, env, "--dry-run")  # ready: no step lists mi355x
+    assert done.returncode == 0, done.stderr
+    assert rendered_leaves(yaml.safe_load(done.stdout)) == []
+    assert (
+        "warning: AMD_MIRROR_HW='mi355x' is in no selected step's mirror_hardwares"
+        " (they use: amdproduction); only the image step is uploaded"
+    ) in done.stderr.splitlines()
+    env["DEBUG_TEST_YAML"] = "nightly"
+    chosen = run_bootstrap(amd_repo, env, "--dry-run")
+    assert chosen.returncode == 0, chosen.stderr
+    assert len(rendered_leaves(yaml.safe_load(chosen.stdout))) == 1
+    env["AMD_MIRROR_HW"] = "mi355"  # the error lists what the suites use
+    typo = run_bootstrap(amd_repo, env, "--dry-run")
+    assert typo.returncode == 1
+    assert typo.stderr.splitlines() == [
+        "error: AMD_MIRROR_HW='mi355' is not a mirror_hardwares value of the AMD suites:"
+        " allowed values are amdproduction, mi355x"
+    ]
+
+
+# The upload reads a private copy: concurrent bootstraps, read-only checkouts.
+
+
+def test_another_bootstrap_on_the_checkout_cannot_change_what_we_upload(
+    amd_repo: GitRepo, standins: StandIns, github: GitHub, tmp_path: Path
+) -> None:
+    """A nightly run on the same checkout writes `.buildkite/amd/pipeline.yaml` between
+    our write and our upload (here: while our artifact upload runs)."""
+    amd_repo.commit_files(PRODUCT, "product")
+    shared = amd_repo.path / ".buildkite" / "amd" / bootstrap.PIPELINE_FILE
+    uploaded = tmp_path / "uploaded.yaml"
+    standins.add(
+        "buildkite-agent",
+        f"""
+        if [[ "$1" == artifact ]]; then printf 'steps: [{{command: other-run}}]\\n' > {shared}; fi
+        if [[ "$1" == pipeline ]]; then cp "$3" {uploaded}; fi
+        """,
+    )
+    agent = Agent(standins, uploaded)
+    done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
+    assert done.returncode == 0, done.stderr
+    assert agent.calls() == UPLOADS
+    assert labels_of(agent.pipeline()) == suite_labels("ready")
+
+
+def test_a_checkout_we_cannot_write_to_still_uploads(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    """`.buildkite/amd/pipeline.yaml` cannot be written (a directory there; and the folder
+    read-only, which binds non-root users): the script's path was a traceback."""
+    amd_dir = amd_repo.path / ".buildkite" / "amd"
+    (amd_dir / bootstrap.PIPELINE_FILE).mkdir()
+    amd_dir.chmod(0o555)
+    try:
+        done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
+    finally:
+        amd_dir.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert agent.calls() == UPLOADS
+    assert labels_of(agent.pipeline()) == suite_labels("ready")
+    assert list((amd_dir / bootstrap.PIPELINE_FILE).iterdir()) == []
+
+
+# plan reads the AMD code without its log lines.
+
+LEGACY_LINES = ("Run all: ", "Nightly: ", "AMD Mirror HW: ", "AMD test suites: ")
+
+
+def test_plan_keeps_the_bootstraps_log_lines_off_its_stderr(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    amd_repo.commit_files({"setup.py": "x\n"}, "critical")
+    planned = run_cli(
+        "plan", "--repo", str(amd_repo.path), "--platform", "rocm", "--labels", "ready,merge-test",
+        "--format", "json", env=buildkite_env(),
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["platforms"][0]["status"] == "run"
+    noise = [
+        ln
+        for ln in planned.stderr.splitlines()
+        if ln.startswith((*LEGACY_LINES, "Found changes: ", "Dropped duplicate "))
+        or ln in (FROM_SOURCE, NOT_CRITICAL, suites.FALLBACK_NOTICE)
+    ]
+    assert noise == [], planned.stderr
+    # The bootstrap itself keeps them.
+    env = bootstrap_env(amd_repo, agent, github, pr="5", BUILDKITE_PULL_REQUEST_LABELS="ready")
+    booted = run_bootstrap(amd_repo, env, "--dry-run")
+    assert booted.returncode == 0, booted.stderr
+    for prefix in LEGACY_LINES:
+        assert any(ln.startswith(prefix) for ln in booted.stderr.splitlines()), prefix
+    assert FROM_SOURCE in booted.stderr.splitlines()
+
+
+def test_every_bad_env_input_is_reported_at_once_and_a_bad_pr_wins_exit_2(
+    amd_repo: GitRepo, agent: Agent, github: GitHub
+) -> None:
+    env = bootstrap_env(amd_repo, agent, github, pr="1 2", NIGHTLY="x", AMD_MIRROR_HW="typo")
+    done = run_bootstrap(amd_repo, env)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got '1 2'",
+        "error: NIGHTLY must be 0 or 1, got 'x'",
+        "error: AMD_MIRROR_HW='typo' is not a mirror_hardwares value of the AMD suites:"
+        " allowed values are amdproduction",
+    ]
+    assert github.requests == [] and agent.calls() == []

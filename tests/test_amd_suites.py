@@ -33,6 +33,9 @@ NIGHTLY = "NIGHTLY_TESTS:test-amd-nightly.yml"
         ("A14", "main", "", " NIGHTLY, merge, ready,", "0", [NIGHTLY, MERGE, READY], False),
         ("A18", "feature", "ready", "Merge", "0", [MERGE], False),
         ("commas", "feature", "merge-test,ready", "", "0", [READY, MERGE], False),
+        # An empty branch is a value (argparse's `required` only wants the flag): not main.
+        ("empty-branch", "", "", "", "0", [READY], True),
+        ("empty-branch-labels", "", "merge-test", "", "1", [MERGE], False),
     ],
 )
 def test_selection(
@@ -84,6 +87,15 @@ def test_missing_branch_and_bad_values_are_reported_together() -> None:
     ]
 
 
+def test_an_empty_branch_option_selects_like_the_script() -> None:
+    """`select_test_suites.py --branch ""` exits 0 with the ready fallback."""
+    done = run_cli("select-suites", "--branch", "")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{READY}\n"
+    assert done.stderr == f"{FALLBACK_NOTICE}\n"
+    assert run_cli("select-suites", "--branch=").stdout == f"{READY}\n"
+
+
 @pytest.mark.parametrize("task", ["select-suites", "bootstrap"])
 def test_help_documents_every_option(task: str) -> None:
     """`<task> --help` prints help (it was once taken for the branch / platform value)."""
@@ -91,7 +103,7 @@ def test_help_documents_every_option(task: str) -> None:
     assert done.returncode == 0, done.stderr
     options = {
         "select-suites": ("--branch", "--labels", "--debug-test-yaml", "--nightly"),
-        "bootstrap": ("--platform", "--repo", "--dry-run"),
+        "bootstrap": ("--platform", "--repo", "--dry-run", "--labels"),
     }[task]
     for option in options:
         found = re.search(rf"^ +(-\w(?: STRING)?, )?{option}(=STRING)? +\S", done.stdout, re.M)

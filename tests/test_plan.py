@@ -496,12 +496,17 @@ def test_ci_yaml_only_change_runs_just_that_level(repo: GitRepo) -> None:
 
 
 def test_the_build_environment_does_not_change_the_plan(repo: GitRepo) -> None:
+    """Given --labels, --branch and --base, no build variable changes the plan (without
+    them, BUILDKITE_PULL_REQUEST_LABELS, BUILDKITE_BRANCH and the PR base branch are
+    their defaults: tests/test_local_build.py)."""
     repo.commit_files({MODEL: "class Model:\n    size = 11\n"}, "model")
     args = (
         "--labels",
         "ready",
         "--branch",
         "feature",
+        "--base",
+        "origin/main",
         "--repo",
         str(repo.path),
         "--format",

@@ -126,7 +126,8 @@ ROWS: dict[str, Row] = {
         "CI config YAML + docs/skip-mark changed — follow CI YAML gating; …",
     ),
     "S13": Row(["docs/a.md", ".buildkite/cuda/test-nightly.yml"], "yaml"),
-    "S14": Row([], "normal", message="product or non-whitelisted changes present; run normal CI"),
+    # S14: the spec's decision (normal CI), said as it is (docs/differences.md).
+    "S14": Row([], "normal", message="no changed files in the diff; run normal CI"),
     "S15": Row(None, "normal", message="could not resolve changed files; run normal CI"),
     "S16": Row(["tests/foo/test_bar.py"], "normal"),
 }
@@ -560,4 +561,17 @@ def test_missing_arguments_are_reported_together(tmp_path: Path) -> None:
     assert err.splitlines() == [
         "error: --platform is required: rocm (amd), cuda, npu or xpu (intel)",
         "error: --level is required: l2 or l3",
+    ]
+
+
+def test_cli_empty_diff_says_there_are_no_changes(tmp_path: Path) -> None:
+    """Item 6: an empty PR diff runs normal CI (exit 1), as the original decided, but the
+    reason is "no changed files", not "product or non-whitelisted changes present"."""
+    repo = make_repo(tmp_path)
+    repo.commit("nothing changed")
+    rc, out, err = cli(repo, pr_env(repo), "--platform", "cuda", "--level", "l2")
+    assert (rc, out) == (1, "")
+    assert "[diff]: 0 changed file(s) (PR build #42: " in err
+    assert [ln for ln in err.splitlines() if ln.startswith("[skip-ci]")] == [
+        "[skip-ci]: no changed files in the diff; run normal CI (cuda/l2: run)"
     ]

@@ -11,12 +11,14 @@ an explicit choice, and running the identical job twice only burns MI300 time
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ci.amd.suites import Suite
 from ci.errors import UserError
+from ci.pipeline import commands
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ def _step_problems(path: Path, steps: list[Any]) -> list[str]:
                 for j, child in enumerate(children)
                 if not isinstance(child, dict)
             ]
-    return problems
+    # A step's command must be shell text; the same check as every other consumer's.
+    return problems + commands.all_problems(steps, str(path))
 
 
 def flatten(steps: list[Any]) -> list[Any]:
@@ -106,11 +109,15 @@ def combine(docs: list[SuiteDoc]) -> Combined:
     return combined
 
 
-def report_dropped(combined: Combined) -> None:
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def report_dropped(combined: Combined, note: Callable[[str], None] = _stderr) -> None:
+    """One line per dropped duplicate, to `note` (stderr by default)."""
     for suite, step in combined.dropped:
         label = step.get("label", "<unlabelled>") if isinstance(step, dict) else "<entry>"
-        print(
+        note(
             f"Dropped duplicate {suite.group} step {label!r}: "
-            "identical to a step of an earlier suite.",
-            file=sys.stderr,
+            "identical to a step of an earlier suite."
         )

@@ -132,12 +132,9 @@ def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) ->
     lines += [f"export {k}={_quote(v)}" for k, v in (step.get("env") or {}).items()]
     if "mi250" in pool:
         lines.append("python3 -m pip uninstall -y amd-aiter")
-    body = step.get("command")
-    if body is None:
-        body = "\n".join(str(c) for c in step.get("commands") or [])
-    if isinstance(body, list):
-        body = "\n".join(str(c) for c in body)
-    lines.append(str(body).strip())
+    from ci.pipeline.commands import step_commands  # a string or a list of strings, else exit 1
+
+    lines.append("\n".join(step_commands(step)).strip())
     return "\n".join(lines)
 
 

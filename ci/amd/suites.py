@@ -92,10 +92,17 @@ def select_suites(
     return Selection((BY_NAME["ready"],), FALLBACK_NOTICE)
 
 
-def select_from_args(branch: str, labels: str, debug_test_yaml: str, nightly: str) -> Selection:
-    """`select-suites`: every input problem at once (exit 2), then the selection."""
+def select_from_args(
+    branch: str | None, labels: str, debug_test_yaml: str, nightly: str
+) -> Selection:
+    """`select-suites`: every input problem at once (exit 2), then the selection.
+
+    `branch` None means `--branch` was not given (argparse's `required=True`);
+    an empty branch is a value, as it was to the script: not `main`, so the
+    labels decide (or the ready fallback).
+    """
     problems: list[str] = []
-    if not branch:
+    if branch is None:
         problems.append("--branch is required (the build's branch, e.g. main)")
     night = False
     try:
@@ -108,4 +115,4 @@ def select_from_args(branch: str, labels: str, debug_test_yaml: str, nightly: st
         except UserError as exc:
             problems += exc.problems
     UserError.collect(problems)
-    return select_suites(branch, labels, debug_test_yaml, night)
+    return select_suites(branch or "", labels, debug_test_yaml, night)

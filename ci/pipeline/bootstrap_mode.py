@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ci.errors import FAILURE, USAGE, UserError
-from ci.pipeline import ifexpr
+from ci.pipeline import files, ifexpr
 from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
 
 if TYPE_CHECKING:
@@ -176,12 +176,16 @@ class BootstrapRendered:
 
 
 def load_document(text: str, source: str) -> dict[str, Any]:
-    """Parse and check the file's shape (spec §3.2 step 2, messages verbatim)."""
-    import yaml
+    """Parse and check the file's shape (spec §3.2 step 2, messages verbatim).
+
+    Through the one YAML loader, so alias bombs and duplicate keys are refused
+    with its own line; text that is not YAML keeps the script's message.
+    """
+    from ci import yamlio
 
     try:
-        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+        document = yamlio.loads(text, source=source)
+    except yamlio.InvalidYAML:
         document = None
     if not isinstance(document, dict):
         raise UserError(f"invalid bootstrap steps YAML for {source}", code=FAILURE)
@@ -288,15 +292,14 @@ def upload_bootstrap_file(
     """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
     from ci import skipci
     from ci.pipeline.upload import emit, log, repo_relative
+    from ci.target import resolve_build
 
+    resolve_build(repo, env)  # inside Buildkite, no BUILDKITE_COMMIT: exit 2 before any work
     relative = repo_relative(repo, path) or str(path)
     chosen = parse_bootstrap_platform(platform, relative)
     if scope != "diff":
         log(f"--scope {scope} is ignored for {path.name} (bootstrap mode)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise UserError(f"invalid bootstrap steps YAML for {path}", code=FAILURE) from None
+    text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = load_document(text, str(path))
     decision = skipci.decision(repo, env=env)
     rendered = render_bootstrap(document, decision, chosen)

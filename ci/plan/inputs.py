@@ -1,15 +1,25 @@
 """`plan`'s inputs, checked before any work: one `error:` line per problem, exit 2.
 
-The plan never reads the build's environment for its decisions: the branch,
-labels and schedule flags come from the options (the branch defaults to the
-checkout's), so the same command gives the same answer on a laptop and in a
-Buildkite job. `env()` is the build env the bootstraps would see.
+The branch, labels and schedule flags come from the options. The build's
+environment (`environ`, which the task passes and tests may leave out) only
+fills the defaults of two of them, as every other task reads it:
+
+* `--branch`: the build's branch under the one local-build rule
+  (`ci.target.resolve_build`): `BUILDKITE_BRANCH`, else the checkout's branch;
+  a branch other than `main` is planned as a PR against `main`, `main` as a
+  push to `main` (the `local build: …` line says which);
+* `--labels`: `BUILDKITE_PULL_REQUEST_LABELS` (comma-separated, Buildkite's);
+* `--base` of a PR: `origin/$BUILDKITE_PULL_REQUEST_BASE_BRANCH` (else the
+  local branch) when that is set, as the PR build's diff would use.
+
+Schedule flags (`NIGHTLY`, ...) are never read from the environment. `env()`
+is the build env the bootstraps would see.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
@@ -25,6 +35,8 @@ if TYPE_CHECKING:
 FORMATS: Final = ("table", "json", "markdown")
 ORDER: Final = (Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU)
 MAIN: Final = "main"
+LABELS_ENV: Final = "BUILDKITE_PULL_REQUEST_LABELS"
+BASE_ENV: Final = "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,14 @@ class PlanOptions(TypedDict, total=False):
     format: str
 
 
-def parse_inputs(**options: Unpack[PlanOptions]) -> PlanInputs:
-    """Check every option (all problems at once), then find the repo and the branch."""
+def parse_inputs(
+    environ: Mapping[str, str] | None = None, **options: Unpack[PlanOptions]
+) -> PlanInputs:
+    """Check every option (all problems at once), then find the repo and the branch.
+
+    `environ` is the build's environment, read only for the defaults of
+    `--branch`, `--labels` and a PR's `--base` (module docstring); None reads none.
+    """
     from ci.pipeline.mirror import parse_mirror_hw
     from ci.target import resolve_repo
 
@@ -141,14 +159,22 @@ def parse_inputs(**options: Unpack[PlanOptions]) -> PlanInputs:
     except UserError as exc:
         problems += [f"--mirror-hw: {p}" for p in exc.problems]
     UserError.collect(problems, code=USAGE)
+    source: Mapping[str, str] = {} if environ is None else environ
     target = resolve_repo(options.get("repo") or None)
+    labels = options.get("labels", "") or source.get(LABELS_ENV, "")
+    branch = options.get("branch", "").strip() or _branch(target, source)
+    base = options.get("base", "").strip() or None
+    if base is None and source.get(BASE_ENV) and (branch != MAIN or worktree):
+        from ci.diff import default_base
+
+        base = default_base(target, {BASE_ENV: source[BASE_ENV]})
     return PlanInputs(
         repo=target,
-        base=options.get("base", "").strip() or None,
+        base=base,
         head=head.strip() or None,
         worktree=worktree,
-        labels=split_labels(options.get("labels", "")),
-        branch=options.get("branch", "").strip() or _branch(target),
+        labels=split_labels(labels),
+        branch=branch,
         nightly=options.get("nightly", False),
         weekly=options.get("weekly", False),
         non_critical=options.get("non_critical", False),
@@ -158,11 +184,14 @@ def parse_inputs(**options: Unpack[PlanOptions]) -> PlanInputs:
     )
 
 
-def _branch(repo: Path) -> str:
-    """The checkout's branch (`HEAD` when detached); `--repo` must be a git checkout."""
-    from ci import door
+def _branch(repo: Path, environ: Mapping[str, str]) -> str:
+    """The build's branch under the local-build rule, else the checkout's (`HEAD` when detached).
 
-    found = door.capture(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=str(repo))
+    `--repo` must be a git checkout with a commit.
+    """
+    from ci.target import git, resolve_build
+
+    found = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     if not found.ok or not found.stdout.strip():
         raise UserError(f"--repo: {repo} is not a git checkout with a commit; pass --repo PATH")
-    return found.stdout.strip()
+    return resolve_build(repo, environ, need_commit=False).branch or found.stdout.strip()

@@ -84,13 +84,33 @@ def _finish(plan: PlatformPlan, tests: list[Pipeline], situation: Situation, wha
 # --------------------------------------------------------------------------- rocm
 
 
+def _amd_env(inputs: PlanInputs) -> dict[str, str]:
+    """The env the AMD planner reads: `amd_env()`, with a PR number the bootstrap accepts.
+
+    `amd_env()` marks a PR build with the word `plan`; the bootstrap takes only
+    digits or `false` there. The labels are passed explicitly, so the number is
+    never used (no GitHub request); `0` only keeps the build a PR build.
+    """
+    env = dict(inputs.amd_env())
+    if env.get("BUILDKITE_PULL_REQUEST") == "plan":
+        env["BUILDKITE_PULL_REQUEST"] = "0"
+    return env
+
+
 def plan_rocm(situation: Situation) -> PlatformPlan:
     from ci.amd import bootstrap
 
     inputs = situation.inputs
     plan = PlatformPlan("rocm", skip_ci=situation.skip_words("rocm"))
+    amd_env = _amd_env(inputs)
+    # The bootstrap's log lines (`Run all: 0`, `AMD test suites: …`) are its own;
+    # the plan reports the same facts in its output, so they stay off plan's stderr.
     outcome = bootstrap.plan_pipeline(
-        situation.files, inputs.amd_env(), labels="\n".join(inputs.labels), diff=situation.diff
+        situation.files,
+        amd_env,
+        labels="\n".join(inputs.labels),
+        diff=situation.diff,
+        note=bootstrap.quiet,
     )
     chosen = [*outcome.kept, *(s for s, _ in outcome.skipped)]
     name = " + ".join(s.group for s in chosen) or "AMD suites"
@@ -119,7 +139,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
             Dropped(label, "duplicate", (group,), "identical to a step of an earlier suite")
             for group, label in outcome.duplicates
         ]
-        amd_inputs = bootstrap.Inputs.from_env(situation.files, inputs.amd_env())
+        amd_inputs = bootstrap.Inputs.from_env(situation.files, amd_env)
         run_all, precompiled, _ = bootstrap.precompiled_choice(
             amd_inputs, list(situation.diff.paths or ())
         )

@@ -16,8 +16,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from email.message import Message
-from typing import IO, Any
+from typing import Any
+
+from ci import webclient
 
 DEFAULT_HUB_URL = "https://hub.docker.com"
 TIMEOUT = 30.0  # seconds, for every request
@@ -46,21 +47,6 @@ class Response:
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuse redirects: urllib would resend our Authorization header to the target."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: Message,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        return None
 
 
 def check_url(url: str) -> str | None:
@@ -118,7 +104,7 @@ class HubClient:
         if self._bearer:
             headers["Authorization"] = f"Bearer {self._bearer}"
         req = urllib.request.Request(url, data=data, headers=headers, method=method)
-        opener = urllib.request.build_opener(_NoRedirect())
+        opener = webclient.opener()
         try:
             with opener.open(req, timeout=self.timeout) as resp:
                 return Response(resp.status, resp.read())

@@ -13,12 +13,15 @@ __all__ = ["plan"]
     iterable=["platform"],
     auto_shortflags=False,
     help={
-        "base": "base revision (default: merge-base with origin/main, else main; with "
-        "--branch main, the head's parent, as a main build diffs)",
+        "base": "base revision (default: merge-base with origin/main, else main, or with "
+        "$BUILDKITE_PULL_REQUEST_BASE_BRANCH; with --branch main, the head's parent, as a "
+        "main build diffs)",
         "head": "head revision (default: HEAD)",
         "worktree": "compare the working tree instead of --head (uncommitted work counts)",
-        "labels": "PR labels, separated by commas or newlines (never fetched from GitHub)",
-        "branch": "the build's branch (default: the checkout's branch; main plans a main build)",
+        "labels": "PR labels, separated by commas or newlines (default: "
+        "$BUILDKITE_PULL_REQUEST_LABELS; never fetched from GitHub)",
+        "branch": "the build's branch (default: $BUILDKITE_BRANCH, else the checkout's; "
+        "main plans a push to main, any other a PR against main)",
         "nightly": "plan a scheduled build with NIGHTLY=1",
         "weekly": "plan a scheduled build with WEEKLY=1",
         "non_critical": "plan a scheduled build with NON_CRITICAL=1",
@@ -48,13 +51,16 @@ def plan(
     Per platform: the skip-ci decision, the pipelines its bootstrap would upload,
     every job (hardware, parallelism, timeout, blocking) and every dropped step
     with its reason, computed by the bootstraps' own code for a PR build of
-    <base>...<head>. No upload, no buildkite-agent, no network. Exit 0 when
-    printed; 1 when a platform's render failed (the others are still printed);
-    2 on bad input. JSON schema and details: docs/plan.md.
+    <base>...<head> (on main: a push to main, against the head's parent), the
+    build every task assumes locally. No upload, no buildkite-agent, no
+    network. Exit 0 when printed; 1 when a platform's render failed (the others
+    are still printed); 2 on bad input. JSON schema and details: docs/plan.md.
     """
     # Every option by its own name: parse_inputs takes exactly these (PlanOptions).
     options = {name: value for name, value in locals().items() if name != "c"}
+    import os
+
     from ci.plan import run
     from ci.plan.inputs import parse_inputs
 
-    run(parse_inputs(**options))
+    run(parse_inputs(os.environ, **options))

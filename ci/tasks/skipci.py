@@ -20,8 +20,12 @@ def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> 
     """Exit 0 with `skip-all` or `skip-l23` on stdout to stop; exit 1 to run the tests.
 
     The range comes from git and the Buildkite env (PR: origin/<base>...<commit>;
-    main: <commit>^..<commit>); the decision and its reason go to stderr.
-    Bad input exits 2, which callers treat as "run".
+    main: <commit>^..<commit>). Outside Buildkite, with BUILDKITE_PULL_REQUEST
+    and BUILDKITE_BRANCH unset, a checkout on main is a push to main and any
+    other branch a PR against main (said on one `local build:` line). The
+    decision and its reason go to stderr. Bad input exits 2 (a missing
+    BUILDKITE_COMMIT inside Buildkite included), no git on PATH 127; callers
+    treat both as "run".
     """
     from ci import skipci
 
