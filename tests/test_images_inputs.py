@@ -224,7 +224,8 @@ def test_every_problem_of_an_xpu_build_at_once(standins: StandIns, tmp_path: Pat
         (
             "build-image",
             [
-                "platform", "repo", "commit", "dry-run", "no-push", "docker", "registry", "arch",
+                "platform", "repo", "commit", "dry-run", "no-push", "docker", "timeout", "registry",
+                "arch",
                 "builder", "variant", "tag", "dockerfile", "tls-dir", "docker-config",
                 "install-buildctl", "upstream-repo", "vllm-version",
             ],

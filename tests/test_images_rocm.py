@@ -34,7 +34,15 @@ FIXED = (
     "setup.py",
     "tools/install_torchcodec_rocm.sh",
 )
-NO_BUILD_ENV = {"BUILDKITE_COMMIT": "", "ROCM_CI_IMAGE_REGISTRY": "", "PYTORCH_ROCM_ARCH": ""}
+# The stand-in builds "push" to Docker Hub and ECR Public, which this machine
+# cannot reach: the registry probe (ci/images/registry.py, tested against local
+# stand-in registries in test_images_probe.py) is skipped by its documented knob.
+NO_BUILD_ENV = {
+    "BUILDKITE_COMMIT": "",
+    "ROCM_CI_IMAGE_REGISTRY": "",
+    "PYTORCH_ROCM_ARCH": "",
+    "VLLM_OMNI_CI_REGISTRY_PROBE": "0",
+}
 
 
 def write(root: Path, rel: str, text: str) -> None:
@@ -163,6 +171,40 @@ def test_env_precedence_flag_then_env_then_default(f2: Path) -> None:
     assert (flagged.registry, flagged.arch) == ("flag.example/omni", "gfx950")
     empty = rocm.prepare(options(f2), {"ROCM_CI_IMAGE_REGISTRY": "", "PYTORCH_ROCM_ARCH": ""})
     assert (empty.registry, empty.arch) == ("rocm/vllm-omni", "gfx942")
+
+
+@pytest.mark.parametrize(
+    "arch", ["gfx942\n", "gfx90a gfx942", "\tgfx942", "gfx942\x00", "gfx\u200b942"]
+)
+def test_arch_with_whitespace_or_control_characters_is_an_input_error(f2: Path, arch: str) -> None:
+    with pytest.raises(UserError) as caught:
+        rocm.prepare(options(f2, arch=arch), {})
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"--arch: {arch!r} has whitespace or a control character (")
+    assert problem.endswith("separated by ';' (e.g. gfx90a;gfx942)")
+    assert caught.value.code == 2
+    with pytest.raises(UserError) as from_env:
+        rocm.prepare(options(f2), {"PYTORCH_ROCM_ARCH": arch})
+    assert from_env.value.problems[0].startswith(f"PYTORCH_ROCM_ARCH: {arch!r} has whitespace")
+
+
+def test_arch_list_with_semicolons_is_kept_verbatim(f2: Path) -> None:
+    job = rocm.prepare(options(f2, arch="gfx942;gfx950"), {})
+    assert (job.arch, job.key.key) == ("gfx942;gfx950", F2_TWO_ARCH_KEY)
+
+
+def test_cli_arch_with_a_newline_is_one_error_line(f2: Path, standins: StandIns) -> None:
+    standins.add("docker", "exit 0")
+    env = standins.env({**os.environ, **NO_BUILD_ENV, "PYTORCH_ROCM_ARCH": "gfx942\ngfx950"})
+    done = run_cli(
+        "build-image", "--platform", "rocm", "--repo", str(f2), "--commit", COMMIT, env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: PYTORCH_ROCM_ARCH: 'gfx942\\ngfx950' has whitespace or a control character "
+        "('\\n'); give the targets without spaces, separated by ';' (e.g. gfx90a;gfx942)\n"
+    )
+    assert standins.calls() == []
 
 
 def test_commit_from_buildkite_env(f2: Path) -> None:

@@ -263,7 +263,8 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     assert job.command is not None
     argv = job.command.argv
     assert argv[:3] == ("bash", "-c", argv[2]) and argv[4:6] == (str(job.log), "log")
-    docker = list(argv[6:])
+    docker = list(job.inner)
+    assert argv[-len(docker) :] == job.inner
     assert docker[:5] == ["docker", "run", "--rm", "--name", job.container]
     assert job.container == "vllm-omni-ci-tier-ready-rocm-t1-2"
     assert f"{CONTAINER_LABEL}=ready" in docker and "vllm-omni-ci.test=1" in docker
@@ -292,7 +293,7 @@ def test_native_plan_runs_bash_in_the_repo(tmp_path: Path) -> None:
     host = sample_host(tmp_path, environ={"HOME": "/home/u"})
     (job,) = plan_step(steps[1], 2, host, Options(native=True))
     assert job.command is not None and job.command.cwd == str(SAMPLE)
-    assert job.command.argv[6:9] == ("bash", "-c", job.program)
+    assert job.inner == ("bash", "-c", job.program)
     assert f"cd {SAMPLE}" in job.program and not job.container
     assert job.env["HF_HOME"] == "/home/u/.cache/huggingface"
 
@@ -310,7 +311,7 @@ def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     assert 'export HF_TOKEN="${VLLM_CI_HF_TOKEN}"; fi\npytest -sv tests/diffusion' in job.program
     assert job.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
     assert job.command is not None
-    docker = list(job.command.argv[6:])
+    docker = list(job.inner)
     assert docker[docker.index("-w") + 1] == "/workspace"
     skipped = plan_tier(steps, host, Options(step="Engine"))
     assert [j.reason for j in skipped] == ["needs l4_1"]
@@ -819,17 +820,22 @@ def test_rich_table_has_the_columns_and_one_row_per_job(tmp_path: Path) -> None:
 
     results = results_for(tmp_path)
     console = Console(record=True, width=250, color_system=None)
-    console.print(report.table(results, "ready tier (rocm)"))
+    console.print(
+        report.table(results, "ready tier (rocm)", width=250, folder=tmp_path / "results")
+    )
     text = console.export_text()
     header = next(line for line in text.splitlines() if "step" in line and "duration" in line)
     assert all(c in header for c in ("step", "shard", "result", "exit", "duration", "log"))
     assert header.index("step") < header.index("shard") < header.index("result")
     assert header.index("exit") < header.index("duration") < header.index("log")
-    rows = [line for line in text.splitlines() if "[rocm]" in line]
-    assert len(rows) == len(results) == 7
+    # One platform: the title names it, so the rows carry no `[rocm]` prefix.
+    rows = [line for line in text.splitlines() if line.startswith("│ ")]
+    assert len(rows) == len(results) == 7 and "[rocm]" not in text.split("┏", 1)[1]
     assert "2/2" in rows[1] and "passed" in rows[1] and "1.5s" in rows[1]
+    assert "rocm/01-simple-model-executor-test-shard-shard2.log" in rows[1]  # under the folder
     assert "soft failure" in rows[5] and " 1 " in rows[5]
     assert "needs mi300_2" in rows[6]
+    assert f"logs in {tmp_path / 'results'}/" in text
 
 
 @pytest.mark.parametrize("platform", ["rocm", "cuda", "npu", "xpu"])

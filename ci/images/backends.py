@@ -123,6 +123,7 @@ class KeyedBuild:
     push: bool = True
     choice_note: str = ""  # dry-run only: why the run would stop choosing a backend here
     builder_name: str = ""  # --buildx-builder: an existing builder to use instead of ours
+    registry_from: str = "--registry"  # where the registry came from, for messages
 
     @property
     def buildx_builder(self) -> Builder:
@@ -158,11 +159,27 @@ class KeyedBuild:
         return steps_for(self.backend, self.spec(), self.buildx_builder, self.docker)
 
     def backend_facts(self) -> tuple[tuple[str, str], ...]:
+        from ci.images import registry
+
         return (
             ("backend", describe(self.backend, self.buildx_builder)),
             ("push", "yes" if self.push else "no (--no-push)"),
             *((("note", self.choice_note),) if self.choice_note else ()),
+            ("note", registry.plan_note(self.registry_target())),
         )
+
+    def registry_target(self) -> Any:
+        """The registry this build talks to (`ci.images.registry.Target`), or None."""
+        from ci.images import registry
+
+        spec = self.spec()
+        return registry.target(spec.image_ref, spec.cache_ref, spec.push)
+
+    def probe(self) -> None:
+        """Before any command: the registry the build talks to answers (else exit 1)."""
+        from ci.images import registry
+
+        registry.check(self.registry_target(), self.registry_from)
 
     def execute(self) -> None:
         """Log the key's inputs and the backend, then run the steps (after any login)."""
@@ -412,29 +429,33 @@ def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
 
 def execute(steps: Steps) -> None:
     """Run the steps; the first failure ends the task with that command's exit code."""
+    from ci.images import deadline
+
     if isinstance(steps, BuildxSteps):
         _ensure_builder(steps)
         if steps.bootstrap:
-            door.run(steps.bootstrap, check=True)
-        door.run(steps.build, check=True)
+            deadline.run(steps.bootstrap, check=True)
+        deadline.run(steps.build, check=True)
         return
     for cmd in (steps.build, *steps.pushes):
-        door.run(cmd, check=True)
+        deadline.run(cmd, check=True)
     if steps.cache_push is None:
         return
-    pushed = door.run(steps.cache_push, check=not steps.cache_push_optional)
+    pushed = deadline.run(steps.cache_push, check=not steps.cache_push_optional)
     if not pushed.ok:
         door.note(f"warning: cache export failed (exit {pushed.code}); the image is pushed")
 
 
 def _ensure_builder(steps: BuildxSteps) -> None:
     """Create the builder if missing; a create lost to a concurrent job is not an error."""
-    if door.run(steps.inspect, output="null").ok:
+    from ci.images import deadline
+
+    if deadline.run(steps.inspect, output="null").ok:
         return
-    created = door.run(steps.create)
+    created = deadline.run(steps.create)
     if created.ok:
         return
-    if door.run(steps.inspect, output="null").ok:
+    if deadline.run(steps.inspect, output="null").ok:
         door.note("the builder was created concurrently by another job; using it")
         return
     raise door.CommandFailed(

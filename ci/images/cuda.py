@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
-from ci.images import backends, cachekey
+from ci.images import backends, cachekey, deadline
 from ci.images.options import BuildOptions
 from ci.images.resolve import prepare_keyed
 
@@ -109,12 +109,13 @@ def build(options: BuildOptions) -> None:
     if options.dry_run:
         door.run_plan(job.plan(), dry_run=True)
         return
+    job.probe()  # before the login too: `docker login` to a silent registry hangs as well
     sys.stdout.write(f"BUILDKITE_COMMIT: {job.commit}\n")
     sys.stdout.flush()
     login = job.login()
     if login:
-        password = door.run(login[0], output="capture", check=True).stdout
-        door.run(
+        password = deadline.run(login[0], output="capture", check=True).stdout
+        deadline.run(
             dataclasses.replace(
                 login[1], stdin=password, secrets=(password.strip(),) if password.strip() else ()
             ),

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
-from ci.images import variants
+from ci.images import deadline, variants
 from ci.images.options import BuildOptions
 from ci.images.variants import NpuVariant
 
@@ -294,7 +294,7 @@ def build(options: BuildOptions) -> None:
             f"extracting it into {EXTRACT_TO}, copying {EXTRACT_TO}/bin/buildctl to {buildctl} "
             "(no checksum is verified, as before)"
         )
-    code = door.run_plan(plan(job, install=install, buildctl=buildctl))
+    code = deadline.run_plan(plan(job, install=install, buildctl=buildctl))
     if code != 0:
         raise door.CommandFailed(code, f"error: NPU image build failed (exit {code})")
     door.note("--- Image pushed successfully")

@@ -40,6 +40,7 @@ class BuildOptions:
     dry_run: bool = False
     push: bool = True
     docker: str = ""
+    timeout: str = ""  # --timeout for the whole build ("" = none)
     # rocm / cuda
     registry: str = ""
     arch: str = ""

@@ -7,7 +7,7 @@ input error of a run at once (one `error:` line each) before any command runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,14 +82,17 @@ def prepare_keyed(
     registry_env: str | None,
     default_registry: str,
     key_of: Callable[[Path], CacheKey],
+    problems: Iterable[str] = (),
     **extra: Any,
 ) -> K:
     """Resolve and check a content-keyed build (ROCm, CUDA); every problem at once, exit 2.
 
     `registry_env` is the script's registry variable (None: the script had a
     constant); `key_of` computes the cache key from the checkout; `extra` are
-    the platform's own fields, already resolved.
+    the platform's own fields, already resolved, and `problems` what the
+    platform found wrong with them.
     """
+    platform_problems = list(problems)
     problems = options.misplaced()
     requested = gather(problems, lambda: backends.parse_builder(options.builder))
     builder_name, builder_from = setting(
@@ -112,6 +115,7 @@ def prepare_keyed(
     problems += filter(None, [backends.repository_problem(registry, registry_from)])
     repo, commit = commit_and_repo(options, env, problems)
     key = gather(problems, lambda: key_of(repo)) if repo is not None else None
+    problems += platform_problems
     UserError.collect(problems, code=IMAGE_INPUT)
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker, note = backends.choose(requested, options.docker, dry_run=options.dry_run)
@@ -125,5 +129,6 @@ def prepare_keyed(
         push=options.push,
         builder_name=builder_name,
         choice_note=note,
+        registry_from="--registry" if registry_from == "default" else registry_from,
         **extra,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -63,7 +64,7 @@ class RocmBuild(backends.KeyedBuild):
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> RocmBuild:
     """Resolve and check every input; all problems are reported at once, before any command."""
     source = os.environ if env is None else env
-    arch, _ = setting(options.arch, "--arch", source, ARCH_ENV, DEFAULT_ARCH)
+    arch, arch_from = setting(options.arch, "--arch", source, ARCH_ENV, DEFAULT_ARCH)
     return prepare_keyed(
         RocmBuild,
         options,
@@ -71,7 +72,26 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Rocm
         registry_env=REGISTRY_ENV,
         default_registry=DEFAULT_REGISTRY,
         key_of=lambda repo: cachekey.rocm_key(repo, arch),
+        problems=filter(None, [arch_problem(arch, arch_from)]),
         arch=arch,
+    )
+
+
+def arch_problem(arch: str, source: str) -> str | None:
+    """Why `arch` cannot be PYTORCH_ROCM_ARCH, or None.
+
+    It is used verbatim (the cache key hashes its bytes, the build arg passes
+    it), `;` lists included (`gfx90a;gfx942`); whitespace and control
+    characters (a newline from a here-doc, a stray space) would change the key
+    and the build arg without anyone seeing it, so they are an input error.
+    """
+    bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
+    if not bad:
+        return None
+    shown = ", ".join(repr(c) for c in bad)
+    return (
+        f"{source}: {arch!r} has whitespace or a control character ({shown}); give the "
+        "targets without spaces, separated by ';' (e.g. gfx90a;gfx942)"
     )
 
 
@@ -80,6 +100,7 @@ def build(options: BuildOptions) -> None:
     if options.dry_run:
         door.run_plan(job.plan(), dry_run=True)
         return
+    job.probe()
     sys.stdout.write(f"ROCm dependency cache: {job.cache_ref}\nROCm CI image: {job.image_ref}\n")
     sys.stdout.flush()
     job.execute()

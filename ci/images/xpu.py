@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ci import door
 from ci.errors import FAILURE, IMAGE_INPUT, Stop, UserError
+from ci.images import deadline
 from ci.images.options import BuildOptions
 
 if TYPE_CHECKING:
@@ -352,7 +353,7 @@ class Lookup:
 def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[Tier, str]:
     """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
     # Streamed, not captured: the upstream image is ~37 GB and the log should show progress.
-    pulled = door.run(pull_command(build))
+    pulled = deadline.run(pull_command(build))
     if pulled.ok:
         return Tier.PULLED, f"docker pull {build.upstream} succeeded"
     reason = f"docker pull exit {pulled.code}, its error is in the log above"
@@ -371,8 +372,8 @@ def build_from_source(build: XpuBuild, export: bool) -> None:
     """Clone vLLM at the tag into a temp dir (always removed) and build its vllm-openai target."""
     tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
     try:
-        door.run(clone_command(build, tmp), check=True)
-        door.run(source_build_command(build, tmp, export), check=True)
+        deadline.run(clone_command(build, tmp), check=True)
+        deadline.run(source_build_command(build, tmp, export), check=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -438,6 +439,6 @@ def build(options: BuildOptions) -> None:
             f"building with a plain `docker build -t {job.image}` instead"
         )
     with door.buildkite_group(f"XPU CI image {job.image}"):
-        door.run(image_build_command(job, job.base_for(tier), export), check=True)
+        deadline.run(image_build_command(job, job.base_for(tier), export), check=True)
     sys.stdout.write(job.image + "\n")
     sys.stdout.flush()

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import IO
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
 
 from ci.plan.model import Dropped, Pipeline, Plan, PlatformPlan, Step
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DETAIL_WIDTH = 90
 SEP = " / "  # between group names and the step label
@@ -105,25 +109,31 @@ COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
 
 
 def print_table(plan: Plan, file: IO[str]) -> None:
-    """One rich table per platform: every job it would run, then what was dropped and why."""
+    """One rich table per platform: every job it would run, then what was dropped and why.
+
+    Piped (a file, a CI log), each fact is one line and the tables are as wide
+    as they need. In a terminal (`_print_terminal`) lines wrap between words,
+    `:emoji:` shortcodes are dropped, and the tables keep every word whole.
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     console = Console(file=file, soft_wrap=False, highlight=False)
+    if console.is_terminal:
+        _print_terminal(plan, console)
+        return
 
     def say(text: str, style: str = "") -> None:
         # One output line per fact: a long reason is not folded (the tables are).
         console.print(Text(text, style=style), soft_wrap=True)
 
-    if not console.is_terminal:
-        console.width = max(console.width, WIDE)
+    console.width = max(console.width, WIDE)
     for line in _header(plan):
         say(line)
     for platform in plan.platforms:
         console.print()
-        style = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}[platform.status]
-        say(_title(platform), style=style)
+        say(_title(platform), style=_STATUS_STYLE[platform.status])
         for error in platform.errors:
             say(f"  error: {error}", style="red")
         for note in platform.notes:
@@ -149,6 +159,95 @@ def print_table(plan: Plan, file: IO[str]) -> None:
                 detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
                 line = f"    - {where}{_label(drop.groups, drop.label)}: {drop.reason}{detail}"
                 say(line, style="dim")
+
+
+_STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}
+# Columns a terminal table keeps even when every row says the same.
+_ALWAYS = ("step",)
+
+
+def _print_terminal(plan: Plan, console: Console) -> None:
+    """The table format for a person at a terminal of `console.width` columns.
+
+    Lines wrap between words (continuations indented), `:emoji:` shortcodes
+    are dropped from labels and groups, and a table keeps every word of every
+    cell whole: a column empty on every row is left out, and so is one with
+    the same value on every row (said once, under the table, as `every job:`).
+    When even that table is wider than the terminal, each job is a line.
+    """
+    from rich.text import Text
+
+    from ci.tiers.terminal import strip_emoji, wrap
+
+    width = console.width
+
+    def say(text: str, style: str = "", indent: str = "") -> None:
+        for line in wrap(text, width, indent):
+            console.print(Text(line, style=style), soft_wrap=True)
+
+    for line in _header(plan):
+        say(line)
+    for platform in plan.platforms:
+        console.print()
+        say(_title(platform), style=_STATUS_STYLE[platform.status])
+        for error in platform.errors:
+            say(f"error: {error}", style="red", indent="  ")
+        for note in platform.notes:
+            say(note, indent="  ")
+        for pipeline in platform.pipelines:
+            say(_pipeline_line(pipeline), style="bold", indent="  ")
+        named, rows = _rows(platform)
+        if rows:
+            headers = (("pipeline",) if named else ()) + COLUMNS
+            cells = [
+                ((name,) if named else ())
+                + tuple(strip_emoji(c) if i < 2 else c for i, c in enumerate(_cells(step)))
+                for name, step in rows
+            ]
+            _terminal_table(console, headers, cells, say)
+        named, drops = _drops(platform)
+        if drops:
+            counts = Counter(d.reason for _, d in drops)
+            summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
+            say(f"dropped {len(drops)}: {summary}", style="dim", indent="  ")
+            for name, drop in drops:
+                where = f"[{name}] " if named else ""
+                detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
+                label = strip_emoji(_label(drop.groups, drop.label))
+                say(f"- {where}{label}: {drop.reason}{detail}", style="dim", indent="    ")
+
+
+def _terminal_table(
+    console: Console,
+    headers: tuple[str, ...],
+    rows: list[tuple[str, ...]],
+    say: Callable[..., None],
+) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from ci.tiers.terminal import informative, widths
+
+    shown = informative(headers, rows, always=_ALWAYS)
+    names = [headers[i] for i in shown.keep]
+    cells = [[row[i] for i in shown.keep] for row in rows]
+    fitted = widths(names, cells, console.width)
+    if fitted is None:  # too narrow for whole words in columns: one line per job
+        for row in cells:
+            values = dict(zip(names, row, strict=True))
+            where = f"[{values.pop('pipeline')}] " if "pipeline" in values else ""
+            label = SEP.join(v for v in (values.pop("group", ""), values.pop("step")) if v)
+            facts = "".join(f"; {n} {v}" for n, v in values.items() if v)
+            say(f"- {where}{label}{facts}", indent="  ")
+    else:
+        table = Table(show_lines=False, expand=False)
+        for name, size in zip(names, fitted, strict=True):
+            table.add_column(name, width=size, overflow="fold")
+        for row in cells:
+            table.add_row(*(Text(c) for c in row))
+        console.print(table)
+    if shown.same:
+        say("every job: " + ", ".join(f"{h} {v}" for h, v in shown.same), style="dim", indent="  ")
 
 
 # --------------------------------------------------------------------------- markdown

@@ -28,6 +28,11 @@ __all__ = ["build_image"]
             " cache ref read only from a registry on this machine; npu: push=false)"
         ),
         "docker": "rocm/cuda/xpu: docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
+        "timeout": (
+            "end the whole build after this long (e.g. 45m, 1h30m): the running command's"
+            " process tree gets TERM, then KILL; exit 124, or 137 when KILL was needed"
+            " (default: no limit)"
+        ),
         "registry": (
             "image repository: rocm $ROCM_CI_IMAGE_REGISTRY else rocm/vllm-omni; cuda"
             " public.ecr.aws/q9t5s3a7/vllm-ci-test-repo; npu $IMAGE_REGISTRY else"
@@ -63,6 +68,7 @@ def build_image(
     dry_run: bool = False,
     no_push: bool = False,
     docker: str = "",
+    timeout: str = "",
     registry: str = "",
     arch: str = "",
     builder: str = "auto",
@@ -96,6 +102,7 @@ def build_image(
             dry_run=dry_run,
             push=not no_push,
             docker=docker,
+            timeout=timeout,
             registry=registry,
             arch=arch,
             builder=builder,

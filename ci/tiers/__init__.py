@@ -9,6 +9,10 @@ command table for xpu), so the local run cannot drift from CI:
 - `ci.tiers.plan`: steps → jobs (one per parallelism shard), each a container
   or native command that runs the native runner's rendered program (pure);
 - `ci.tiers.execute`: runs the jobs, one log file each;
+- `ci.tiers.logsink`: each job's log writer (redacted; a full disk never fails a job);
 - `ci.tiers.report`: the summary table, the JUnit XML and the annotation;
-- `ci.tiers.session`: the nox sessions' argument parsing and the one entry point.
+- `ci.tiers.terminal`: text for a terminal (whole words, no `:emoji:`, tables that fit),
+  shared with the plan's table;
+- `ci.tiers.session`: the nox sessions' argument parsing, the run's results folder,
+  and the one entry point.
 """

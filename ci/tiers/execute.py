@@ -1,14 +1,18 @@
 """Run a tier's jobs one after another and record what happened to each.
 
 Each job's output goes to its own log file (and to stderr when streaming, as
-in CI). A container is removed after its job whatever happened, timeouts and
-interrupts included: the timeout ends the docker client's process tree, and
-`docker rm -f` ends the container itself. Without `--keep-going`, a failing
-blocking job stops the run; soft failures never do.
+in CI), through the log writer (`ci.tiers.logsink`): the job's exit status
+alone decides its outcome; a log the writer could not write in full is the
+result's `log_problem`, a warning. A container is removed after its job
+whatever happened, timeouts and interrupts included: the timeout ends the
+docker client's process tree, and `docker rm -f` ends the container itself.
+Without `--keep-going`, a failing blocking job stops the run; soft failures
+never do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +39,7 @@ class JobResult:
     seconds: float = 0.0
     timed_out: bool = False
     note: str = ""
+    log_problem: str = ""  # why the job's log is not complete ("" = it is)
 
     @property
     def detail(self) -> str:
@@ -69,7 +74,8 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
     from ci import door
 
     assert job.command is not None and job.log is not None
-    job.log.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # the log writer says what it could not write
+        job.log.parent.mkdir(parents=True, exist_ok=True)
     where = f"container {job.image}" if job.container else "natively"
     title = job.title
     if stream:
@@ -79,6 +85,9 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
     used = [0] * len(job.step.retries)
     retried = 0
     while True:
+        if job.status is not None:
+            with contextlib.suppress(OSError):
+                job.status.unlink(missing_ok=True)  # an earlier attempt's word is not this one's
         try:
             result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
         finally:
@@ -98,9 +107,33 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
         door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {retried + 1}")
     seconds = time.monotonic() - started
     note = f"retried {retried}x" if retried else ""
+    problem = log_problem(job, result.timed_out)
+    if problem and stream:
+        door.note(f"warning: {job.title}: {problem}")
     return JobResult(
-        job, outcome_of(job, result.code), result.code, seconds, result.timed_out, note
+        job, outcome_of(job, result.code), result.code, seconds, result.timed_out, note, problem
     )
+
+
+def log_problem(job: Job, timed_out: bool = False) -> str:
+    """What the job's log writer reported ("" when the log was written in full).
+
+    The step's exit status decides pass or fail; this is only ever a warning.
+    A writer ended by a timeout may leave no word, and that is not a problem.
+    """
+    if job.status is None:
+        return ""
+    try:
+        said = job.status.read_text(encoding="utf-8").strip()
+    except OSError:
+        said = ""
+    if said == "ok":
+        return ""
+    if said.startswith("error: "):
+        return "log not written in full: " + said.removeprefix("error: ")
+    if timed_out:
+        return ""
+    return f"log may be incomplete: its writer left no status in {job.status}"
 
 
 def run_jobs(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.errors import UserError
 from ci.gates.stepsource import Dependency
+from ci.pipeline import files
 from ci.platforms import Platform
 from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
 
@@ -78,7 +79,8 @@ def tier_file(repo: Path, tier: Tier, platform: Platform) -> Path | None:
     if pattern is None:
         return None
     path = repo / pattern.format(tier=tier.value)
-    return path if path.is_file() else None
+    # A looping or dangling link is there (and unreadable when read), not "no tier".
+    return path if files.exists(path) and not path.is_dir() else None
 
 
 def has_tier(repo: Path, tier: Tier, platform: Platform) -> bool:

@@ -12,6 +12,7 @@ the plan is a pure function of the steps, the options and the host.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +45,17 @@ WORKDIRS = {
     Platform.NPU: "/workspace",
     Platform.XPU: "/workspace/vllm-omni",
 }
-# Wraps every job: output to its log file, and to our stderr too when streaming.
+# Wraps every job: its output goes through the log writer (`ci.tiers.logsink`):
+# to the log file, redacted, and to our stderr too when streaming. The job
+# never writes the results disk itself, and the wrapper exits with the job's
+# own status, whatever became of the log (a full or read-only disk).
 _WRAP = (
-    'log=$1; mode=$2; shift 2; if [ "$mode" = tee ]; then set -o pipefail; '
-    '"$@" 2>&1 | tee -- "$log"; else "$@" >"$log" 2>&1; fi'
+    "log=$1; mode=$2; status=$3; python=$4; sink=$5; shift 5; "
+    '"$@" 2>&1 | "$python" -I "$sink" "$log" "$mode" "$status"; exit "${PIPESTATUS[0]}"'
 )
+# `bash -c _WRAP tier-job LOG MODE STATUS PYTHON SINK`, then the job's own argv.
+WRAPPER_WORDS = 9
+LOG_SINK = Path(__file__).with_name("logsink.py")
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class Host:
     environ: Mapping[str, str] = field(default_factory=dict)
     docker: str = "docker"
     run_id: str = "local"
+    # Where the log writers say whether each log was written in full: outside
+    # the results folder, whose disk may be the one that is full.
+    scratch: Path | None = None
+    python: str = sys.executable  # runs the log writer (`ci.tiers.logsink`)
 
 
 @dataclass(frozen=True)
@@ -91,10 +102,16 @@ class Job:
     container: str = ""
     log: Path | None = None
     command: Command | None = None
+    status: Path | None = None  # the log writer's verdict on `log` (see `ci.tiers.logsink`)
 
     @property
     def runs(self) -> bool:
         return self.command is not None
+
+    @property
+    def inner(self) -> tuple[str, ...]:
+        """The job's own argv (docker run ..., or bash -c PROGRAM), without the log wrapper."""
+        return () if self.command is None else self.command.argv[WRAPPER_WORDS:]
 
     @property
     def shard_text(self) -> str:
@@ -120,7 +137,9 @@ def shard_label(label: str, shard: int | None, count: int) -> str:
 
 
 def _slug(text: str) -> str:
-    text = re.sub(r"%[nNt]", "", text)
+    from ci.tiers.terminal import strip_emoji
+
+    text = re.sub(r"%[nNt]", "", strip_emoji(text))
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "step"
 
 
@@ -257,7 +276,20 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
                 workdir=workdir,
             )
             cwd = None
-        wrapped = ("bash", "-c", _WRAP, "tier-job", str(log), "tee" if options.stream else "log")
+        status = None
+        if host.scratch is not None:
+            status = host.scratch / f"{step.platform.value}-{position:02d}{suffix}.status"
+        wrapped = (
+            "bash",
+            "-c",
+            _WRAP,
+            "tier-job",
+            str(log),
+            "tee" if options.stream else "log",
+            str(status or ""),
+            host.python,
+            str(LOG_SINK),
+        )
         command = Command(
             (*wrapped, *inner),
             description=name,
@@ -277,6 +309,7 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
                 container=container,
                 log=log,
                 command=command,
+                status=status,
             )
         )
     return jobs

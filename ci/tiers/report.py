@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ci.tiers.execute import JobResult, Outcome
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
 
 COLUMNS = ("step", "shard", "result", "exit", "duration", "log")
 _STYLE = {
@@ -32,7 +32,7 @@ _STYLE = {
 }
 
 
-def _shown_log(path: Path | None) -> str:
+def shown_path(path: Path | None) -> str:
     if path is None:
         return ""
     here = Path.cwd()
@@ -53,10 +53,12 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
         shown += f" ({result.note})"
     if result.timed_out:
         shown += f" (timed out after {job.step.timeout_minutes}m)"
+    if result.log_problem:
+        shown += " (log incomplete)"
     code = "" if result.code is None else str(result.code)
     ran = result.outcome in (Outcome.PASSED, Outcome.FAILED, Outcome.SOFT)
     duration = f"{result.seconds:.1f}s" if ran else ""
-    log = _shown_log(job.log) if ran else ""
+    log = shown_path(job.log) if ran else ""
     return label, job.shard_text, shown, code, duration, log
 
 
@@ -76,17 +78,64 @@ def plain_lines(results: Sequence[JobResult]) -> list[str]:
     return lines
 
 
-def table(results: Sequence[JobResult], title: str) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
+def table(
+    results: Sequence[JobResult], title: str, *, width: int = 100, folder: Path | None = None
+) -> RenderableType:
+    """The live summary for a terminal of `width` columns (`ci.tiers.terminal`'s rules).
 
-    made = Table(title=title, title_justify="left")
-    for name in COLUMNS:
-        made.add_column(name, overflow="fold", justify="right" if name == "exit" else "left")
+    The title and the results folder wrap between words above the table; the
+    `[platform]` prefix goes when one platform runs (the title names it),
+    `:emoji:` shortcodes are dropped, logs are shown relative to `folder`, and
+    columns empty on every row (no shard, nothing finished yet) are left out.
+    Every cell keeps its words whole; when that cannot fit, each job is a line.
+    """
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from ci.tiers.terminal import informative, strip_emoji, widths, wrap
+
+    several = len({r.job.step.platform for r in results}) > 1
+    rows = []
     for result in results:
-        cells = [escape(c) for c in row(result)]
-        made.add_row(*cells, style=_STYLE.get(result.outcome))
-    return made
+        label, shard, shown, code, duration, log = row(result)
+        if not several:
+            label = label.removeprefix(f"[{result.job.step.platform}] ")
+        if folder is not None and result.job.log is not None and log:
+            if result.job.log.is_relative_to(folder):
+                log = str(result.job.log.relative_to(folder))
+        rows.append((strip_emoji(label), shard, shown, code, duration, log))
+    keep = informative(COLUMNS, rows, always=("step", "result"), constant=False).keep
+    names = [COLUMNS[i] for i in keep]
+    cells = [[r[i] for i in keep] for r in rows]
+    fitted = widths(names, cells, width)
+    if fitted is None and "log" in names:  # long log names: the folder line says where
+        at = names.index("log")
+        fewer = names[:at] + names[at + 1 :], [c[:at] + c[at + 1 :] for c in cells]
+        if (narrower := widths(*fewer, width)) is not None:
+            (names, cells), fitted = fewer, narrower
+    logs_shown = "log" in names
+    parts: list[RenderableType] = [Text(line, style="bold") for line in wrap(title, width)]
+    if folder is not None:
+        where = f"logs in {shown_path(folder)}/"
+        if not logs_shown:
+            where += ": <platform>/<NN>-<step>[-shardN].log, NN the step's place in the tier"
+        parts += [Text(line) for line in wrap(where, width)]
+    if fitted is None:
+        for result, values in zip(results, cells, strict=True):
+            text = "  ".join(v for v in values if v)
+            style = _STYLE.get(result.outcome) or ""
+            parts += [Text(line, style=style) for line in wrap(text, width, hang="    ")]
+        return Group(*parts)
+    made = Table()
+    for name, size in zip(names, fitted, strict=True):
+        made.add_column(
+            name, width=size, overflow="fold", justify="right" if name == "exit" else "left"
+        )
+    for result, values in zip(results, cells, strict=True):
+        made.add_row(*(Text(v) for v in values), style=_STYLE.get(result.outcome))
+    parts.append(made)
+    return Group(*parts)
 
 
 def verdict(results: Sequence[JobResult]) -> str:
@@ -133,8 +182,14 @@ def _tail(path: Path | None, limit: int = 200) -> str:
 
 
 def junit(results: Sequence[JobResult], suite: str) -> Any:
-    """An ElementTree of one <testsuites> with a <testsuite> per platform."""
+    """An ElementTree of one <testsuites> with a <testsuite> per platform.
+
+    The text taken from a job (its log's tail, its messages) passes the job's
+    redactor (`ci.redact`: secrets of our env and of the job's), as the log did.
+    """
     import xml.etree.ElementTree as ET
+
+    from ci.redact import Redactor
 
     root = ET.Element("testsuites", name=suite)
     platforms = list(dict.fromkeys(r.job.step.platform for r in results))
@@ -152,6 +207,7 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
         )
         for result in mine:
             job = result.job
+            redact = Redactor.for_env(job.env)
             name = job.title
             group = re.sub(r":[a-z0-9_+-]+:", "", job.step.group).strip()
             case = ET.SubElement(
@@ -166,7 +222,7 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
                 failure = ET.SubElement(
                     case, "failure", type="failure", message=f"exit {result.code}"
                 )
-                failure.text = _tail(job.log)
+                failure.text = redact(_tail(job.log))
             elif result.outcome is Outcome.SOFT:
                 failure = ET.SubElement(
                     case,
@@ -174,9 +230,9 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
                     type="soft_fail",
                     message=f"soft failure: exit {result.code} ({job.step.grade_text})",
                 )
-                failure.text = _tail(job.log)
+                failure.text = redact(_tail(job.log))
             elif result.outcome in (Outcome.SKIPPED, Outcome.NOT_RUN):
-                ET.SubElement(case, "skipped", message=result.note or result.outcome.value)
+                ET.SubElement(case, "skipped", message=redact(result.note or result.outcome.value))
             if job.log is not None and job.runs:
                 out = ET.SubElement(case, "system-out")
                 out.text = f"log: {job.log}"

@@ -4,25 +4,32 @@ Argument parsing and the one entry point both share (CI pods have no nox).
 
 The session: parse the options; pick the platforms (given, or every platform
 whose tier source exists and whose CI image is present locally); read the
-steps from the target repo; with `--list` print them and stop; otherwise check
-every input (images present, devices) before starting anything, run the jobs,
-and report (table, JUnit, Buildkite annotation). Exit status: 0, or 1 when a
-blocking step failed; input errors exit 2.
+steps from the target repo; with `--list` print them (and the CPU rule) and
+stop; otherwise check every input (images present, an engine that answers)
+before writing anything, make the run's results folder (`results_place`), run
+the jobs, and report (table, JUnit, Buildkite annotation). Exit status: 0, or
+1 when a blocking step failed or the engine cannot be reached; input errors
+(a results folder that cannot be written included) exit 2. A log or JUnit that
+cannot be written is a warning: the steps' exit statuses decide.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
+import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.errors import Stop, UserError
+from ci.errors import FAILURE, USAGE, Stop, UserError
 from ci.platforms import ALLOWED, Platform, parse_platform
+from ci.redact import Redactor
 from ci.tiers.model import (
     Tier,
     TierStep,
@@ -35,8 +42,11 @@ from ci.tiers.model import (
 )
 from ci.tiers.plan import Host, Job, Options, plan_tier
 from ci.tiers.rules import RULE
+from ci.tiers.terminal import wrap
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from ci.tiers.execute import JobResult
 
 RESULTS = Path("build") / "tiers"
@@ -96,7 +106,12 @@ def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
         "--step", default="", metavar="TEXT", help="only steps whose label contains TEXT"
     )
     made.add_argument("--keep-going", action="store_true", help="go on after a blocking failure")
-    made.add_argument("--results", metavar="DIR", help=f"logs and JUnit (default {RESULTS}/<tier>)")
+    made.add_argument(
+        "--results",
+        metavar="DIR",
+        help="write the logs and the JUnit into DIR itself (default: a folder of its own per "
+        f"run, {RESULTS}/<tier>-<platform>/<time>-<pid>/, and a `latest` link beside it)",
+    )
     made.add_argument(
         "--label",
         action="append",
@@ -188,12 +203,46 @@ def devices(platform: Platform, dev: Path = Path("/dev")) -> tuple[str, ...]:
 
 
 def image_present(docker: str, ref: str) -> bool:
+    """Whether the engine has `ref`; an engine that does not answer is an error, not "absent"."""
     from ci import door
 
-    result = door.capture([docker, "image", "inspect", "--format", "{{.Id}}", ref])
+    result = door.run(
+        door.Command((docker, "image", "inspect", "--format", "{{.Id}}", ref), timeout=60),
+        output="capture",
+        quiet=True,
+    )
     if result.code == 127:
         raise UserError(f"{docker} not found: container mode needs a docker client (or --native)")
+    if not result.ok:
+        engine_answers(docker)
     return result.ok
+
+
+def engine_answers(docker: str) -> None:
+    """Raise (exit 1) when the Docker engine behind `docker` cannot be reached.
+
+    `docker image inspect` fails alike for a missing image and for an engine
+    that is down; `docker version` tells them apart (it fails only for the latter).
+    """
+    from ci import door
+
+    probe = door.run(
+        door.Command((docker, "version", "--format", "{{.Server.Version}}"), timeout=60),
+        output="capture",
+        quiet=True,
+    )
+    if probe.ok and probe.stdout.strip():
+        return
+    said = " ".join((probe.stderr or probe.stdout).split()) or f"exit {probe.code}"
+    if probe.timed_out:
+        said = "no answer within 60s"
+    host = os.environ.get("DOCKER_HOST")
+    where = f" at DOCKER_HOST={host}" if host else ""
+    raise UserError(
+        f"the Docker engine{where} cannot be reached ({said}); start it "
+        "(`vllm-omni-ci sandbox up`, or start Docker), or use --native",
+        code=FAILURE,
+    )
 
 
 def build_hint(platform: Platform, repo: Path) -> str:
@@ -334,13 +383,15 @@ def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "", prog: st
     if args.list:
         for platform in platforms:
             sys.stdout.write(f"# {tier} tier for {platform}: {source_of(repo, tier, platform)}\n")
+        width = min(shutil.get_terminal_size().columns, 100)
+        sys.stdout.write("".join(f"{line}\n" for line in wrap(RULE, width, "# ", hang="")))
         sys.stdout.write(listing(steps, args.step))
         sys.stdout.flush()
         return 0
 
     live = _live()
     commit = resolve_commit(repo)
-    results_dir = Path(args.results or RESULTS / tier.value).resolve()
+    place = results_place(args.results, tier, platforms)
     npu_images = {
         s.hardware: image_ref(Platform.NPU, commit, environ, s.hardware)
         for s in steps
@@ -349,13 +400,13 @@ def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "", prog: st
     host = Host(
         repo=repo,
         commit=commit,
-        results=results_dir,
+        results=place.folder,
         images={p: image_ref(p, commit, environ) for p in platforms},
         npu_images=npu_images,
         devices={p: devices(p) for p in platforms},
         environ=environ,
         docker=docker,
-        run_id=f"{os.getpid()}-{int(time.time()) % 100000}",
+        run_id=place.run_id,
     )
     options = Options(
         native=args.native,
@@ -371,23 +422,130 @@ def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "", prog: st
     if not args.native:
         _check_images(jobs, docker, repo)
 
+    warnings = make_results(place, platforms)  # the first write: every check passed
+    scratch = _scratch()
+    if scratch is not None:
+        host = dataclasses.replace(host, scratch=scratch)
+        jobs = plan_tier(steps, host, options)
     title = f"{tier} tier ({', '.join(p.value for p in platforms)}) — {repo}"
-    door.note(f"{title}: {sum(j.runs for j in jobs)} of {len(jobs)} jobs run here; {RULE}")
-    if live:
-        results = _run_live(jobs, docker, args.keep_going, title)
-    else:
-        results = execute.run_jobs(jobs, docker=docker, stream=True, keep_going=args.keep_going)
-        with door.buildkite_group(f"{tier} tier summary"):
-            for line in report.plain_lines(results):
-                door.note(line)
-    path = report.write_junit(results, f"{tier} tier", results_dir / f"junit-{tier}.xml")
-    door.note(f"{report.verdict(results)}; JUnit: {path}")
+    say = _sayer(live)
+    say(f"{title}: {sum(j.runs for j in jobs)} of {len(jobs)} jobs run here (--list says why)")
+    say(f"results: {report.shown_path(place.folder)}")
+    try:
+        if live:
+            results = _run_live(jobs, docker, args.keep_going, title, place.folder)
+        else:
+            results = execute.run_jobs(jobs, docker=docker, stream=True, keep_going=args.keep_going)
+            with door.buildkite_group(f"{tier} tier summary"):
+                for line in report.plain_lines(results):
+                    door.note(line)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    warnings += [f"{r.job.title}: {r.log_problem}" for r in results if r.log_problem]
+    junit = place.folder / f"junit-{tier}.xml"
+    try:
+        report.write_junit(results, f"{tier} tier", junit)
+        written = f"JUnit: {report.shown_path(junit)}"
+    except OSError as exc:
+        warnings.append(f"JUnit not written: {junit}: {exc.strerror or exc}")
+        written = "no JUnit (see the warning)"
+    say(f"{report.verdict(results)}; {written}")
+    for warning in warnings:
+        say(f"warning: {warning}")
     if in_buildkite():
-        _annotate(report.markdown(results, title), report.annotation_style(results), tier)
+        redact = Redactor.for_env(*(j.env for j in jobs))
+        markdown = redact(report.markdown(results, title))
+        _annotate(markdown, report.annotation_style(results), tier)
     return 1 if execute.blocking_failures(results) else 0
 
 
-def _run_live(jobs: Sequence[Job], docker: str, keep_going: bool, title: str) -> list[JobResult]:
+def _sayer(terminal: bool) -> Callable[[str], None]:
+    """`door.note`, wrapped between words at the terminal's width when stderr is one."""
+    from ci import door
+
+    if not terminal:
+        return door.note
+
+    from rich.console import Console
+
+    console = Console(stderr=True)
+
+    def say(text: str) -> None:
+        for line in wrap(text, console.width):
+            door.note(line)
+
+    return say
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one run writes: its own folder (and the `latest` link), or --results DIR."""
+
+    folder: Path
+    run_id: str
+    latest: Path | None = None  # None with --results: the folder is the caller's
+
+
+def results_place(given: str, tier: Tier, platforms: Sequence[Platform]) -> Place:
+    """--results DIR as given; else build/tiers/<tier>-<platforms>/<time>-<pid>/ (cwd-relative).
+
+    The run id (local time to the second, then our pid) also names the run's
+    containers, so two runs on one machine never share a folder or a container.
+    """
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    if given:
+        return Place(Path(given).resolve(), run_id)
+    base = (RESULTS / "-".join([tier.value, *(p.value for p in platforms)])).resolve()
+    return Place(base / run_id, run_id, base / "latest")
+
+
+def make_results(place: Place, platforms: Sequence[Platform]) -> list[str]:
+    """Create the run's folders; one `error:` line (exit 2) when they cannot be written.
+
+    Returns the warnings: the `latest` link is a convenience, so failing to
+    point it at this run (atomically: a new link renamed over the old) is one.
+    """
+    for folder in (place.folder, *(place.folder / p.value for p in platforms)):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(
+                f"cannot write the tier's results to {folder}: {exc.strerror or exc}; "
+                "give --results DIR on a writable disk",
+                code=USAGE,
+            ) from None
+    if place.latest is None:
+        return []
+    temporary = place.latest.with_name(f".latest-{os.getpid()}")
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        temporary.symlink_to(place.folder.name)
+        os.replace(temporary, place.latest)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        return [f"{place.latest} not pointed at this run: {exc.strerror or exc}"]
+    return []
+
+
+def _scratch() -> Path | None:
+    """A private folder for the log writers' verdicts, off the results disk (None: none)."""
+    import tempfile
+
+    try:
+        return Path(tempfile.mkdtemp(prefix="vllm-omni-ci-tier-"))
+    except OSError:
+        return None
+
+
+def _run_live(
+    jobs: Sequence[Job], docker: str, keep_going: bool, title: str, folder: Path
+) -> list[JobResult]:
     from rich.console import Console
     from rich.live import Live
 
@@ -400,10 +558,14 @@ def _run_live(jobs: Sequence[Job], docker: str, keep_going: bool, title: str) ->
         else execute.JobResult(j, execute.Outcome.SKIPPED, note=j.reason)
         for j in jobs
     ]
-    with Live(report.table(pending, title), console=console, refresh_per_second=4) as live:
+
+    def view(results: Sequence[execute.JobResult]) -> RenderableType:
+        return report.table(results, title, width=console.width, folder=folder)
+
+    with Live(view(pending), console=console, refresh_per_second=4) as live:
 
         def progress(results: Sequence[execute.JobResult]) -> None:
-            live.update(report.table(results, title))
+            live.update(view(results))
 
         return execute.run_jobs(
             jobs, docker=docker, stream=False, keep_going=keep_going, progress=progress

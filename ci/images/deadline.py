@@ -1,0 +1,91 @@
+"""`build-image --timeout`: one deadline for the whole build, every command under it.
+
+`start` sets it (no `--timeout`: no deadline, as before); `run` is `door.run`
+with the command's timeout cut to the time left, so the door ends the
+command's whole process tree at the deadline (TERM, then KILL after its
+grace) and the build stops with the door's 124 (or 137 when KILL was needed),
+saying which command the time ran out in. A command's own shorter timeout
+keeps its own meaning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from ci import door
+from ci.errors import IMAGE_INPUT, Stop, UserError
+
+_deadline: float | None = None
+_given = ""
+
+
+def parse(text: str) -> float | None:
+    """Seconds of `--timeout` ("" = none); bad or non-positive values exit 2."""
+    if not text:
+        return None
+    from ci.durations import parse_duration
+
+    try:
+        seconds = parse_duration(text, name="--timeout")
+    except UserError as exc:
+        raise UserError(*exc.problems, code=IMAGE_INPUT) from None
+    if seconds <= 0:
+        raise UserError(f"--timeout: {text!r} must be longer than 0", code=IMAGE_INPUT)
+    return seconds
+
+
+def start(text: str) -> None:
+    """Begin the build's clock (`text` as given to --timeout; "" for none)."""
+    global _deadline, _given
+    seconds = parse(text)
+    _deadline = None if seconds is None else time.monotonic() + seconds
+    _given = text
+
+
+def left() -> float | None:
+    return None if _deadline is None else max(_deadline - time.monotonic(), 0.001)
+
+
+def _expired() -> bool:
+    return _deadline is not None and time.monotonic() >= _deadline - 0.05
+
+
+def bounded(cmd: door.Command) -> door.Command:
+    remaining = left()
+    if remaining is None or (cmd.timeout is not None and cmd.timeout <= remaining):
+        return cmd
+    return dataclasses.replace(cmd, timeout=remaining)
+
+
+def _out_of_time(cmd: door.Command, code: int) -> Stop:
+    what = cmd.description or cmd.argv[0]
+    return Stop(
+        code,
+        f"error: build-image --timeout {_given}: the time ran out during `{what}`; "
+        f"its process tree was ended (exit {code})",
+    )
+
+
+def run(
+    cmd: door.Command, *, output: door.Output = "stderr", check: bool = False, quiet: bool = False
+) -> door.Result:
+    """`door.run` under the build's deadline."""
+    try:
+        result = door.run(bounded(cmd), output=output, check=check, quiet=quiet)
+    except door.CommandFailed as exc:
+        if _expired():
+            raise _out_of_time(cmd, exc.code) from None
+        raise
+    if result.timed_out and _expired():
+        raise _out_of_time(cmd, result.code)
+    return result
+
+
+def run_plan(plan: door.Plan) -> int:
+    """`door.run_plan` (not a dry-run) under the build's deadline."""
+    for cmd in plan.commands:
+        result = run(cmd)
+        if not result.ok:
+            return result.code
+    return 0

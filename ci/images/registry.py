@@ -1,0 +1,152 @@
+"""Ask the registry a ROCm/CUDA build talks to whether it answers, before the build.
+
+Why: a registry that accepts connections but never answers made `build-image`
+hang with no output and no end, and meanwhile dockerd's `--cache-from` lookup
+stalled every BuildKit build of the engine. One `GET /v2/` with a short
+timeout, before any command runs, turns that into one line and an exit.
+
+Which registry: the one of the image ref when the build pushes (its cache
+ref lives there too); under `--no-push` the cache ref's only when it is on
+this machine (`backends.on_this_machine`, the only case a `--no-push` build
+reads it); otherwise none, and nothing is asked. `--dry-run` asks nothing
+either: its plan says, as a `# note:`, what a run would ask.
+
+Any HTTP status (200, 401 from a registry that wants a login, 404...) is an
+answer; so is a TLS handshake that fails on the certificate (something
+answered; docker may trust what we do not). No answer within `TIMEOUT`, a
+refused connection or a name that does not resolve is not, and stops the
+build: exit 1, like the build's own push failure would have, since it is the
+machine's state, not the input, and a retry (amd-build retries exit 1 once)
+may find the registry back. `VLLM_OMNI_CI_REGISTRY_PROBE=0` skips the check
+(say, a dockerd whose proxy reaches a registry this process cannot).
+
+Docker's rules for the address: the first component of a repository is a
+registry host when it has a `.` or a `:` or is `localhost`, else the image is
+on Docker Hub (`registry-1.docker.io`); a registry on loopback is spoken to
+over plain HTTP (docker treats 127.0.0.0/8 as insecure), any other over HTTPS.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from ci.errors import FAILURE, UserError
+from ci.images.backends import on_this_machine
+
+TIMEOUT = 5.0
+SKIP_ENV = "VLLM_OMNI_CI_REGISTRY_PROBE"
+DOCKER_HUB = "registry-1.docker.io"
+_HUB_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+def host_of(repository: str) -> str:
+    """The registry host of an image repository or ref, as docker reads it."""
+    first, _, rest = repository.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return DOCKER_HUB if first in _HUB_NAMES else first
+    return DOCKER_HUB
+
+
+def url_of(host: str) -> str:
+    scheme = "http" if on_this_machine(f"{host}/x") else "https"
+    return f"{scheme}://{host}/v2/"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A registry the build will talk to, and what for (for the messages)."""
+
+    host: str
+    why: str  # "pushes its image and cache there", "reads its cache there"
+
+    @property
+    def url(self) -> str:
+        return url_of(self.host)
+
+
+def target(image_ref: str, cache_ref: str, push: bool) -> Target | None:
+    """The registry a keyed build talks to (None: it talks to none)."""
+    if push:
+        return Target(host_of(image_ref), "pushes its image and cache there")
+    if on_this_machine(cache_ref):
+        return Target(host_of(cache_ref), "reads its cache there")
+    return None
+
+
+def plan_note(found: Target | None) -> str:
+    """The dry-run's `# note:` on the probe a run would make."""
+    if found is None:
+        return (
+            "registry probe: none (--no-push, and the cache ref's registry is not on this machine)"
+        )
+    return (
+        f"registry probe: a run first asks {found.url} ({TIMEOUT:g}s) and stops if it does "
+        "not answer; --dry-run opens no connection"
+    )
+
+
+@dataclass(frozen=True)
+class Answer:
+    ok: bool
+    said: str  # "HTTP 200", "no answer within 5s", "connection refused"...
+
+
+def ask(url: str, timeout: float = TIMEOUT) -> Answer:
+    """One GET; never follows a redirect (a 3xx is an answer too)."""
+
+    class _Stay(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    opener = urllib.request.build_opener(_Stay())
+    request = urllib.request.Request(url, headers={"User-Agent": "vllm-omni-ci registry probe"})
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return Answer(True, f"HTTP {response.status}")
+    except urllib.error.HTTPError as exc:
+        return Answer(True, f"HTTP {exc.code}")
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return Answer(True, f"TLS: {reason.verify_message or reason}")
+        if isinstance(reason, TimeoutError):
+            return Answer(False, f"no answer within {timeout:g}s")
+        if isinstance(reason, OSError) and reason.strerror:
+            return Answer(False, reason.strerror.lower())
+        return Answer(False, str(reason))
+    except TimeoutError:
+        return Answer(False, f"no answer within {timeout:g}s")
+    except (OSError, ValueError) as exc:
+        return Answer(False, str(exc) or type(exc).__name__)
+
+
+def check(found: Target | None, registry_from: str) -> None:
+    """Say on stderr what the registry answered; raise (exit 1) when it did not."""
+    from ci import door
+
+    if found is None:
+        door.note(
+            "registry probe: none (--no-push, and the cache ref's registry is not on this "
+            "machine: the build asks no registry)"
+        )
+        return
+    if os.environ.get(SKIP_ENV) == "0":
+        door.note(f"registry probe: skipped ({SKIP_ENV}=0); the build {found.why}: {found.host}")
+        return
+    answer = ask(found.url)
+    if answer.ok:
+        door.note(
+            f"registry {found.host} answers ({found.url}: {answer.said}); the build {found.why}"
+        )
+        return
+    raise UserError(
+        f"registry {found.host} does not answer ({found.url}: {answer.said}); the build "
+        f"{found.why}, and would hang or fail: start it (the sandbox's registry: "
+        f"`vllm-omni-ci sandbox up`) or name another with {registry_from} "
+        f"({SKIP_ENV}=0 skips this check)",
+        code=FAILURE,
+    )

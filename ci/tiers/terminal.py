@@ -1,0 +1,133 @@
+"""Text for a terminal: words kept whole, `:emoji:` shortcodes dropped, tables that fit.
+
+Shared by the tier table (`ci.tiers.report`) and the plan table
+(`ci.plan.output`), and used only when the output is a terminal: logs, pipes
+and files keep their text as it is.
+
+- Lines wrap between words, never inside one (a name, a queue or a path
+  longer than the line is left whole for the terminal to show).
+- Buildkite renders `:rocm:`-style shortcodes as pictures; a terminal would
+  show the bare code, so shortcodes that stand alone as a word are dropped.
+- A table gets column widths that keep every word of every cell whole, and
+  columns that say nothing (empty on every row, or the same on every row) are
+  left out, their one value said once beside the table. When even the
+  narrowest whole-word layout is wider than the terminal, the caller prints
+  lines instead (`fit` returns None).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# A Buildkite emoji shortcode that is a word of its own (`:rocm: Foo`, `Foo :docker:`).
+_EMOJI = re.compile(r"(?<!\S):[a-z0-9_+-]+:(?!\S)")
+
+
+def strip_emoji(text: str) -> str:
+    """`:rocm: Foo` -> `Foo`; text that is nothing but shortcodes is kept as it is."""
+    stripped = " ".join(_EMOJI.sub(" ", text).split())
+    return stripped or text
+
+
+def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
+    """`text` as lines of at most `width` columns, broken only between words.
+
+    Continuation lines get `indent + hang`; a word longer than the line stays whole.
+    """
+    if width <= len(indent) + 1:
+        return [indent + text.strip()]
+    wrapper = textwrap.TextWrapper(
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return wrapper.wrap(text.strip()) or [indent]
+
+
+def _cell_len(text: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _longest_word(text: str) -> int:
+    return max((_cell_len(w) for w in text.split()), default=0)
+
+
+def _longest_line(text: str) -> int:
+    return max((_cell_len(line) for line in text.splitlines()), default=0)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns worth showing, and what the dropped ones said on every row."""
+
+    keep: tuple[int, ...]  # indexes into the original columns
+    same: tuple[tuple[str, str], ...]  # (header, the one value) of dropped constant columns
+
+
+def informative(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    always: Sequence[str] = (),
+    constant: bool = True,
+) -> Columns:
+    """Drop columns empty on every row; with `constant`, also those equal on every row.
+
+    A constant column is dropped only when there are two rows or more (one
+    row is always "the same"); `always` names columns that are never dropped.
+    """
+    keep: list[int] = []
+    same: list[tuple[str, str]] = []
+    for index, header in enumerate(headers):
+        values = {row[index] for row in rows}
+        if header in always or not rows:
+            keep.append(index)
+        elif values == {""}:
+            continue
+        elif constant and len(rows) > 1 and len(values) == 1:
+            same.append((header, next(iter(values))))
+        else:
+            keep.append(index)
+    return Columns(tuple(keep), tuple(same))
+
+
+def widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[int] | None:
+    """Column widths (without padding) that keep every word whole in `width` columns.
+
+    Each column gets at least its longest word and at most its longest line;
+    the room left after the minimums goes to the columns that want more, the
+    most to those that want the most. None when the minimums do not fit.
+    """
+    count = len(headers)
+    if not count:
+        return []
+    extra = 3 * count + 1  # rich's box: a border before each column and at the end, padding 1+1
+    cells = [[headers[i], *(row[i] for row in rows)] for i in range(count)]
+    low = [max(max(_longest_word(c) for c in column), 1) for column in cells]
+    high = [max(max(_longest_line(c) for c in column), low[i]) for i, column in enumerate(cells)]
+    room = width - extra
+    if sum(high) <= room:
+        return high
+    if sum(low) > room:
+        return None
+    given = list(low)
+    spare = room - sum(low)
+    while spare > 0:
+        wanting = [i for i in range(count) if given[i] < high[i]]
+        if not wanting:
+            break
+        share = max(spare // len(wanting), 1)
+        for i in sorted(wanting, key=lambda i: high[i] - given[i], reverse=True):
+            step = min(share, high[i] - given[i], spare)
+            given[i] += step
+            spare -= step
+            if spare <= 0:
+                break
+    return given
