@@ -4,20 +4,24 @@ Why our own Invoke `Program` (also behind `inv`, through tasks.py): callers tell
 a usage error from a failing command by its exit code, so every parse error is
 one `error:` line and exit 2 (Invoke says 1, or a traceback for a non-number);
 tasks that replace a script keep the script's usage messages; `<task> --help`
-works for tasks with a positional; Invoke's `c.run()` options, which would be
-silently ignored, are refused; and a closed stdout ends quietly, as a shell tool.
+works for tasks with a positional; a mistyped task or option gets the closest
+name; Invoke's `c.run()` options and `-f/--config`, which would be silently
+ignored, are refused, as is an explicitly empty path or choice; a closed stdout
+ends quietly (141), as a shell tool, and a stdout that cannot be written (a
+full disk) is one `error:` line and exit 74, not a traceback.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 from invoke.program import Program
 
 from ci import __version__
-from ci.errors import USAGE, UserError
+from ci.errors import STDOUT_FAILED, USAGE, UserError
 from ci.taskkit import report
 
 
@@ -25,6 +29,23 @@ class CiProgram(Program):
     """Invoke's Program, with parse errors mapped from 1 to 2 (usage errors)."""
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:
+        """Run the command line; every way out is an exit code (stdout flushed first)."""
+        guard_stdout()
+        code: str | int | None
+        try:
+            try:
+                code = self.run_tasks(argv)
+            except SystemExit as done:
+                code = done.code  # a task's own sys.exit
+            sys.stdout.flush()  # here, not at interpreter exit, where a failure is unreported
+        except StdoutFailed as exc:
+            code = stdout_failed(exc)
+        except BrokenPipeError:
+            stdout_closed()
+        if code not in (None, 0):
+            sys.exit(code)
+
+    def run_tasks(self, argv: list[str] | None) -> int:
         try:
             self.create_config()
             self.parse_core(argv)
@@ -35,7 +56,7 @@ class CiProgram(Program):
             except ValueError as exc:  # Invoke casts `int` options while parsing
                 raise ParseError(not_a_number(exc, list(self.core.unparsed))) from None
             self.refuse_run_options()
-            self.refuse_empty_paths()
+            self.refuse_empty_values()
             self.parse_cleanup()
             self.update_config()
             self.execute()
@@ -49,48 +70,75 @@ class CiProgram(Program):
                 )
             )
             print(f"error: {message}", file=sys.stderr)
-            sys.exit(USAGE)
+            return USAGE
         except UserError as exc:
-            sys.exit(report(exc))
+            return report(exc)
         except Exit as exc:
             if exc.message:
                 print(exc.message, file=sys.stderr)
-            sys.exit(exc.code)
+            return exc.code
         except UnexpectedExit as exc:
-            sys.exit(exc.result.exited)
+            return int(exc.result.exited)
         except KeyboardInterrupt:
-            sys.exit(130)
-        except BrokenPipeError:
-            stdout_closed()
+            return 130
+        return 0
 
     def refuse_run_options(self) -> None:
         """Invoke's core options for `c.run()` shell commands, which no task uses, are errors.
 
         Accepted silently they mislead: `step --dry -- CMD` ran CMD (Invoke's
         `--dry` echoes `c.run` commands; it is not our `--dry-run`), and `-T 60`
-        bounded nothing. Every problem is one line; the task does not start.
+        bounded nothing. `-f/--config` loaded an Invoke config file that no task
+        reads. Every problem is one line; the task does not start.
         """
-        UserError.collect(
+        problems = [
             f"--{name}: not accepted: Invoke's option for shell commands, which no task runs"
             + (" (did you mean --dry-run?)" if name == "dry" else "")
             for name in RUN_ONLY_CORE
             if self.args[name].got_value
-        )
+        ]
+        if self.args["config"].got_value:
+            problems.append(
+                "-f/--config: config files are not supported (no task reads one); give settings"
+                f" as task options or environment variables (see `{self.binary} <task> --help`)"
+            )
+        UserError.collect(problems)
 
-    def refuse_empty_paths(self) -> None:
-        """`--repo ''` is a mistake (an unset variable), not a request for the default.
+    def update_config(self, merge: bool = True) -> None:
+        """Invoke's config, without the runtime file `$INVOKE_RUNTIME_CONFIG` names.
+
+        No task reads an Invoke config, and a bad file there was a traceback.
+        """
+        import os
+
+        saved = os.environ.pop("INVOKE_RUNTIME_CONFIG", None)
+        try:
+            super().update_config(merge)
+        finally:
+            if saved is not None:
+                os.environ["INVOKE_RUNTIME_CONFIG"] = saved
+
+    def refuse_empty_values(self) -> None:
+        """`--repo ''` or `--platform ''` is a mistake (an unset variable), not the default.
 
         Invoke cannot tell an empty value from a missing option once the task runs,
-        so path options were silently the current directory or auto-detected.
+        so path options were silently the current directory or auto-detected, and
+        a choice (`--platform`, `--variant`, `--scope`, ...) its default.
         """
         problems = []
         for context in self.tasks:
-            for name in PATH_OPTIONS:
-                argument = context.args.get(name)
-                if argument is not None and argument.got_value and not str(argument.value).strip():
-                    flag = f"--{name}"
+            for name, argument in context.args.items():
+                if argument is None or not argument.got_value or not _empty(argument.value):
+                    continue
+                flag = f"--{name}"
+                if name in PATH_OPTIONS:
                     problems.append(
                         f"{context.name}: {flag}: an empty path; give one, or leave {flag} out"
+                    )
+                elif name in CHOICE_OPTIONS:
+                    allowed = choices(context.name or "", name)
+                    problems.append(
+                        f"{context.name}: {flag}: an empty value; allowed values are {allowed}"
                     )
         UserError.collect(problems)
 
@@ -135,15 +183,34 @@ class CiProgram(Program):
                 context = parser.contexts[before]
         if context is None:
             if word.startswith("-"):
+                flag = word.split("=", 1)[0]
+                refused = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
+                guess = close_match(flag, set(self.initial_context.flags) - refused)
+                if guess:
+                    return f"unknown option {flag!r}; did you mean {guess!r}?"
                 return f"unknown option {word!r} (see `{binary} --help`)"
-            return f"unknown task {word!r} (see `{binary} --list`)"
+            guess = close_match(word, self.task_words())
+            if guess:
+                return f"no task named {word!r}; did you mean {guess!r}?"
+            return f"no task named {word!r} (see `{binary} --list`)"
         see = f"see `{binary} {context.name} --help`"
         if not word.startswith("-"):
             return f"{context.name}: unexpected argument {word!r} ({see})"
-        options = ", ".join(sorted(f for f in context.flags if f.startswith("--"))) or "none"
-        return (
-            f"{context.name}: unknown option {word.split('=', 1)[0]!r}; options: {options} ({see})"
-        )
+        flag = word.split("=", 1)[0]
+        options = sorted(f for f in context.flags if f.startswith("--"))
+        guess = close_match(flag, options)
+        if guess:
+            return f"{context.name}: unknown option {flag!r}; did you mean {guess!r}? ({see})"
+        listed = ", ".join(options) or "none"
+        return f"{context.name}: unknown option {flag!r}; options: {listed} ({see})"
+
+    def task_words(self) -> list[str]:
+        """Every name and alias a task answers to."""
+        assert self.collection is not None
+        words: list[str] = []
+        for name, aliases in self.collection.task_names.items():
+            words += [name, *aliases]
+        return words
 
     def help_before_positionals(self) -> None:
         """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).
@@ -190,7 +257,7 @@ class CiProgram(Program):
 
     def print_help(self) -> None:
         """`--help` without the `c.run()` core options: they are refused, so not offered."""
-        hidden = {f"--{name}" for name in RUN_ONLY_CORE}
+        hidden = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
         shown = [
             row
             for row in self.initial_context.help_tuples()
@@ -206,6 +273,52 @@ class CiProgram(Program):
 
 # Task options naming a file or directory: an explicit empty value is an error.
 PATH_OPTIONS = ("repo", "artifact-dir", "junit", "dockerfile", "tls-dir", "docker-config", "docker")
+# Task options with a fixed set of values: an explicit empty value is an error that
+# names them (`choices`). Not `--branch`, `--labels` or `--mirror-hw`: empty is a value there.
+CHOICE_OPTIONS = ("platform", "variant", "scope", "mode", "format")
+
+
+def choices(task: str, option: str) -> str:
+    """The values `task` accepts for `--option`, as its own error messages list them."""
+    if (task, option) == ("run-tests", "platform"):
+        return "rocm (alias amd), npu, xpu (alias intel)"
+    if (task, option) == ("upload-pipeline", "platform"):
+        return "cuda, npu"
+    if option == "platform":
+        from ci.platforms import ALLOWED
+
+        return ALLOWED
+    if option == "variant":
+        from ci.images.variants import ALLOWED as VARIANTS
+
+        return VARIANTS
+    if option == "scope":
+        from ci.pipeline.scope import CHOICES
+
+        return ", ".join(CHOICES)
+    if option == "mode":
+        from ci.release.publish import MODES
+
+        return ", ".join(MODES)
+    from ci.plan.inputs import FORMATS
+
+    return ", ".join(FORMATS)
+
+
+def _empty(value: object) -> bool:
+    """An explicitly given empty value: `''`, blanks, or a list option's `''` item."""
+    if isinstance(value, list):
+        return any(not str(item).strip() for item in value)
+    return not str(value).strip()
+
+
+def close_match(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate `word` most likely misspells (`paln` → `plan`), if one is close."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None
+
 
 # Invoke core options that only steer `Context.run()`, which no task calls.
 RUN_ONLY_CORE = (
@@ -217,6 +330,66 @@ RUN_ONLY_CORE = (
     "hide",
     "prompt-for-sudo-password",
 )
+
+
+class StdoutFailed(OSError):
+    """Writing our stdout failed (not a closed pipe: that is BrokenPipeError)."""
+
+
+class _GuardedStdout:
+    """sys.stdout, whose write errors say that they are stdout's (see `guard_stdout`).
+
+    A proxy around the interpreter's own stream rather than a Python-level raw
+    file under it: a signal handler that raises (SIGTERM → 143) between a raw
+    write and its return made the buffer write the same bytes again.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutFailed(exc.errno, exc.strerror) from None
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutFailed(exc.errno, exc.strerror) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> None:
+    """Make a failed write to stdout a `StdoutFailed`, told apart from every other OSError.
+
+    A task writing its result to a full disk (`> /dev/full`) got an OSError
+    traceback; any OSError could be a task's own file, so the CLI could not
+    simply catch them all.
+    """
+    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+        sys.stdout = _GuardedStdout(sys.stdout)
+
+
+def stdout_failed(exc: OSError) -> int:
+    """`vllm-omni-ci plan > /dev/full`: one line, and sysexits' EX_IOERR (74)."""
+    import os
+
+    print(f"error: cannot write to stdout: {exc.strerror or exc}", file=sys.stderr)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    return STDOUT_FAILED
 
 
 def stdout_closed() -> None:

@@ -10,6 +10,7 @@ purpose, as in the script: see `run`.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,10 @@ MODES = ("offline", "online")
 VALUE_FLAGS = ("--model-id", "--offline", "--online")
 # Our own flags, accepted where the script grammar is checked (they are not the script's).
 OWN_FLAGS = ("--dry-run",)
+# A model id names report files in the working directory (and their `rm -f`), so
+# it is a name: no `/`, no shell or glob characters, not `.` or `..`.
+MODEL_ID = re.compile(r"[A-Za-z0-9._-]+")
+MODEL_ID_FORM = "letters, digits, '.', '_' and '-' only, not '.' or '..'"
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,17 @@ class Request:
 
 
 def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> None:
-    """The script's two checks, in its order, with its messages (exit 2)."""
+    """The script's two checks, in its order, with its messages (exit 2), and the id's form.
+
+    The id becomes part of file names that are written and removed in the
+    working directory: `../../x;y` would reach outside it.
+    """
     if not model_id:
         raise UserError(f"{SCRIPT}: missing --model-id", code=COV_ARGS)
+    if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
+        raise UserError(
+            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=COV_ARGS
+        )
     if not offline and not online:
         raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=COV_ARGS)
 

@@ -24,7 +24,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Final, Literal
 
 from ci.errors import Stop
-from ci.redact import Redactor
+from ci.redact import MASK, Redactor, StreamRedactor
 
 if TYPE_CHECKING:
     from ci.proctree import Tree
@@ -57,17 +57,23 @@ class Command:
         object.__setattr__(self, "argv", tuple(str(a) for a in self.argv))
         object.__setattr__(self, "env", dict(self.env))
 
-    def line(self) -> str:
+    def line(self, redact: Redactor | None = None) -> str:
         """The command as a copy-pasteable shell line: `(cd DIR && K=V argv) < /dev/null`.
 
-        Every word is shell-quoted. Text fed on stdin is not inlined (it may be
-        a secret, or a whole pipeline): a trailing shell comment says it is
-        there, so the line still pastes into a shell as it is.
+        Every word is shell-quoted, after its secrets are masked (`redact`, by
+        default this command's own): masking the quoted line instead would miss
+        a secret that quoting split (`'pa'"'"'ss'`). Text fed on stdin is not
+        inlined (it may be a secret, or a whole pipeline): a trailing shell
+        comment says it is there, so the line still pastes into a shell as it is.
         """
-        words = [*(f"{k}={shlex.quote(v)}" for k, v in self.env.items()), shlex.join(self.argv)]
+        mask = redact or self.redactor()
+        words = [
+            *(f"{k}={_quote(mask(v))}" for k, v in self.env.items()),
+            *(_quote(mask(word)) for word in self.argv),
+        ]
         text = " ".join(words)
         if self.cwd:
-            text = f"(cd {shlex.quote(self.cwd)} && {text})"
+            text = f"(cd {_quote(mask(self.cwd))} && {text})"
         if self.stdin_secret:
             text += "  # stdin: a secret, not shown"
         elif self.stdin == "":
@@ -79,6 +85,15 @@ class Command:
     def all_secrets(self) -> tuple[str, ...]:
         extra = (self.stdin,) if self.stdin_secret and self.stdin else ()
         return (*self.secrets, *extra)
+
+    def redactor(self) -> Redactor:
+        """Masks this command's secrets: marked, secret stdin, env's, os.environ's, remembered."""
+        return Redactor.for_env(self.env, extra=self.all_secrets())
+
+
+def _quote(word: str) -> str:
+    """`shlex.quote`, except that a word that is all mask reads as `[REDACTED]`, not quoted."""
+    return word if word == MASK else shlex.quote(word)
 
 
 @dataclass(frozen=True)
@@ -96,7 +111,7 @@ class Plan:
         for i, cmd in enumerate(self.commands, 1):
             head = f"{i}. {cmd.description}" if cmd.description else f"{i}."
             lines.append(redact(head))
-            lines.append(redact("   " + cmd.line()))
+            lines.append(redact("   " + cmd.line(redact)))
         return "\n".join(lines) + "\n"
 
     def redactor(self) -> Redactor:
@@ -134,7 +149,7 @@ def _in_buildkite() -> bool:
 def echo(cmd: Command, redact: Redactor) -> None:
     """Announce a command on stderr: a Buildkite group header, or a rich line locally."""
     title = cmd.description or cmd.argv[0]
-    line = redact(cmd.line())
+    line = redact(cmd.line(redact))
     if _in_buildkite():
         sys.stderr.write(f"--- {redact(title)}\n$ {line}\n")
         sys.stderr.flush()
@@ -231,6 +246,102 @@ def _stream(target: Output, stdin_given: bool) -> tuple[object, object, object]:
     return stdin, out, err
 
 
+class _Relay:
+    """Copies a child's output stream to one of ours, with every secret masked.
+
+    Only used when there is a secret to mask (else the child writes to our
+    stream directly). The child writes to a pipe, or to a pseudo-terminal when
+    our stream is a terminal, so that it still sees one (colours, line
+    buffering) as it did when it wrote to our stream itself. Once the child has
+    exited, `finish` waits until what it wrote is copied; a process it left
+    running may write on, and is still copied, masked, while we live.
+    """
+
+    def __init__(self, target_fd: int, redact: Redactor) -> None:
+        self.target_fd = target_fd
+        self._stream = StreamRedactor(redact)
+        self._exited = threading.Event()
+        self._drained = threading.Event()
+        self._broken = False
+        self._thread = threading.Thread(target=self._copy, daemon=True)
+        if os.isatty(target_fd):
+            self.read_fd, self.child_fd = _pty_pair(target_fd)
+        else:
+            self.read_fd, self.child_fd = os.pipe()
+
+    def start(self) -> None:
+        os.close(self.child_fd)  # the child holds its own copy: EOF once its tree is done
+        self._thread.start()
+
+    def abort(self) -> None:
+        for fd in (self.read_fd, self.child_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def finish(self, bound: float = 5.0) -> None:
+        self._exited.set()
+        self._drained.wait(bound)
+
+    def _copy(self) -> None:
+        import codecs
+        import select
+
+        decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
+        try:
+            while True:
+                ready, _, _ = select.select([self.read_fd], [], [], POLL)
+                if not ready:
+                    if self._exited.is_set() and not self._drained.is_set():
+                        self._write(self._stream.flush())  # all the child wrote is out
+                        self._drained.set()
+                    continue
+                try:
+                    data = os.read(self.read_fd, 65536)
+                except OSError:  # EIO: a pseudo-terminal whose writers are all gone
+                    data = b""
+                if not data:
+                    break
+                self._write(self._stream.feed(decode(data)))
+        finally:
+            self._write(self._stream.feed(decode(b"", final=True)) + self._stream.flush())
+            self._drained.set()
+            with contextlib.suppress(OSError):
+                os.close(self.read_fd)
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8", errors="surrogateescape")
+        while data and not self._broken:
+            try:
+                data = data[os.write(self.target_fd, data) :]
+            except OSError:  # our stream is gone (closed pipe, full disk): keep draining
+                self._broken = True
+
+
+def _pty_pair(like_fd: int) -> tuple[int, int]:
+    """A pseudo-terminal (master, slave) with `like_fd`'s size, that keeps newlines as written."""
+    import fcntl
+    import termios
+
+    master, slave = os.openpty()
+    with contextlib.suppress(OSError, termios.error):
+        attrs = termios.tcgetattr(slave)
+        attrs[1] &= ~termios.OPOST
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    with contextlib.suppress(OSError):
+        size = fcntl.ioctl(like_fd, termios.TIOCGWINSZ, b"\0" * 8)
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
+    return master, slave
+
+
+def _relays(output: Output, redact: Redactor) -> list[_Relay]:
+    """The masking copies a streamed child's output needs: none when there is nothing to mask."""
+    if not redact or output not in ("stderr", "stdout"):
+        return []
+    if output == "stderr":  # both child streams join our stderr, in the order written
+        return [_Relay(sys.stderr.fileno(), redact)]
+    return [_Relay(sys.stdout.fileno(), redact), _Relay(sys.stderr.fileno(), redact)]
+
+
 def exit_code(returncode: int) -> int:
     """Popen's -N for "killed by signal N" becomes the shell's 128+N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -264,9 +375,14 @@ def run(
         return Result(code, "", message)
 
     stdin, out, err = _stream(output, cmd.stdin is not None)
+    relays = _relays(output, redact)
+    if relays:
+        out = relays[0].child_fd
+        err = relays[-1].child_fd
     # Before the child exists: an orphan made in its first instant (`(setsid x &)`)
     # must re-parent to us, not to init, or no sweep can ever find it.
     proctree.become_subreaper()
+    cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
     with _SignalWatch() as watch:
         try:
             proc = local[exe][list(cmd.argv[1:])].popen(
@@ -276,25 +392,36 @@ def run(
                 stdout=out,
                 stderr=err,
                 new_session=True,
+                preexec_fn=proctree.preexec(cgroup),
             )
         except OSError as exc:
+            for relay in relays:
+                relay.abort()
             message = redact(f"error: cannot start {cmd.argv[0]}: {exc}")
             if check:
                 raise CommandFailed(126, message) from None
             return Result(126, "", message)
+        for relay in relays:
+            relay.start()
         assert proc.pid is not None
-        tree = proctree.Tree(proc.pid)
-        code, captured, timed_out = _wait(proc, cmd, tree, watch, output)  # type: ignore[arg-type]
+        tree = proctree.Tree(proc.pid, cgroup)
+        try:
+            code, captured, timed_out = _wait(proc, cmd, tree, watch, output)  # type: ignore[arg-type]
+        finally:
+            for relay in relays:
+                relay.finish()
 
     stdout_text, stderr_text = captured
     if watch.received is not None:
         raise Interrupted(128 + watch.received, f"interrupted by signal {watch.received}")
     result = Result(code, stdout_text, stderr_text, timed_out)
     if timed_out and not quiet:
-        note(f"timeout: {cmd.line()} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
+        note(f"timeout: {cmd.line(redact)} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
     if check and code != 0:
         detail = f": {stderr_text.strip()}" if stderr_text.strip() else ""
-        raise CommandFailed(code, redact(f"error: {cmd.line()} failed with exit {code}{detail}"))
+        raise CommandFailed(
+            code, redact(f"error: {cmd.line(redact)} failed with exit {code}{detail}")
+        )
     return result
 
 

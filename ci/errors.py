@@ -12,6 +12,10 @@ USAGE = 2  # bad arguments or usage, and any other input error
 FAILURE = 1  # a validation failure whose code the original scripts fixed at 1
 IMAGE_INPUT = 2  # image builds: moved from the original's 1 (amd-build retries exit 1)
 COV_ARGS = 2
+# Our stdout could not be written (a full disk, `> /dev/full`): sysexits' EX_IOERR,
+# distinct from every task's own outcome (0/1/2), and never 0, so that a caller
+# such as `if word=$(vllm-omni-ci skip-ci …)` does not take a lost answer for "stop".
+STDOUT_FAILED = 74
 
 
 class UserError(Exception):

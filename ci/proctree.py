@@ -5,22 +5,41 @@ walk of the children misses orphans whose parent already exited. So we use
 both, and we make our process a child subreaper (Linux), so that orphans are
 re-parented to us instead of to init and stay findable. Every process is
 identified by pid *and* start time, so a recycled pid is never signalled.
+
+Where a cgroup v2 hierarchy is mounted and our own cgroup is writable, each
+command also gets a child cgroup of ours (`vllm-omni-ci-<pid>-<n>`), and
+`cgroup.kill` ends everything in it at once, forks in flight included. The
+command's root is moved there right after it starts, so anything it forks
+from then on is inside; the sweep still covers what it forked before, and
+everything where no cgroup is usable. `VLLM_OMNI_CI_CGROUP=0` turns the cgroup
+off. A sweep-based end (no cgroup) repeats TERM/KILL until a sweep finds no
+process left, so a child forked after one sweep is found by the next.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Collection, Iterable
 
 import psutil
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper_done = False
 _active_roots: set[int] = set()
+_exempt: set[int] = set()
+
+# After KILL, how many rounds of "kill what is left, sweep again" before giving up,
+# and how long one round waits for what it killed to be gone.
+KILL_ROUNDS = 20
+ROUND_WAIT = 1.0
+POLL = 0.05
+CGROUP_ENV = "VLLM_OMNI_CI_CGROUP"
 
 
 def become_subreaper() -> None:
@@ -45,15 +64,232 @@ def _identity(proc: psutil.Process) -> Identity | None:
 def exempt(pid: int) -> None:
     """A child of ours that no command's tree may claim: a service `door.spawn` started."""
     _active_roots.add(pid)
+    _exempt.add(pid)
+
+
+def is_exempt(pid: int) -> bool:
+    return pid in _exempt
+
+
+# --------------------------------------------------------------------------- cgroup v2
+
+
+def _own_cgroup_dir() -> str | None:
+    """The directory of our cgroup in a mounted cgroup v2 hierarchy, or None."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            path = next((line[3:].strip() for line in fh if line.startswith("0::")), None)
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            mounts = fh.read().splitlines()
+    except OSError:
+        return None
+    if not path or path.endswith(" (deleted)"):
+        return None
+    for line in mounts:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right.startswith("cgroup2 "):
+            continue
+        root, mountpoint = fields[3], fields[4]
+        if root != "/" and path != root and not path.startswith(root.rstrip("/") + "/"):
+            continue
+        relative = path[len(root) :] if root != "/" else path
+        candidate = os.path.join(mountpoint, relative.lstrip("/"))
+        if os.path.isfile(os.path.join(candidate, "cgroup.procs")):
+            return candidate
+    return None
+
+
+class Cgroup:
+    """A child cgroup of ours that holds one command's processes."""
+
+    _count = 0
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.owner = os.getpid()  # a forked copy of us must not release it at its exit
+        self.ended = False  # its command ended; what is still inside is left over
+
+    @classmethod
+    def create(cls) -> Cgroup | None:
+        """A new, empty child cgroup, or None where cgroup v2 is missing or not writable."""
+        if os.environ.get(CGROUP_ENV, "").strip().lower() in ("0", "off", "no", "false"):
+            return None
+        if not sys.platform.startswith("linux"):
+            return None
+        base = _own_cgroup_dir()
+        if base is None:
+            return None
+        if cls._count == 0:
+            _remove_stale(base)
+        cls._count += 1
+        path = os.path.join(base, f"vllm-omni-ci-{os.getpid()}-{cls._count}")
+        try:
+            os.mkdir(path)
+        except OSError:
+            return None
+        made = cls(path)
+        _cgroups.append(made)
+        return made
+
+    def _write(self, name: str, text: str, directory: str = "") -> bool:
+        try:
+            fd = os.open(os.path.join(directory or self.path, name), os.O_WRONLY)
+        except OSError:
+            return False
+        try:
+            os.write(fd, text.encode())
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def adopt(self, pid: int) -> bool:
+        """Move `pid` into this cgroup; False when the kernel refuses."""
+        return self._write("cgroup.procs", str(pid))
+
+    def pids(self) -> list[int]:
+        try:
+            with open(os.path.join(self.path, "cgroup.procs"), encoding="ascii") as fh:
+                return [int(word) for word in fh.read().split()]
+        except (OSError, ValueError):
+            return []
+
+    def populated(self) -> bool:
+        try:
+            with open(os.path.join(self.path, "cgroup.events"), encoding="ascii") as fh:
+                return "populated 1" in fh.read()
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return bool(self.pids())
+
+    def signal(self, signum: int) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
+
+    def kill(self) -> None:
+        """SIGKILL everything inside: `cgroup.kill` (Linux 5.14+), else each listed pid."""
+        if not self._write("cgroup.kill", "1"):
+            self.signal(signal.SIGKILL)
+
+    def remove(self) -> bool:
+        """rmdir, child cgroups first (a nested vllm-omni-ci's, if it could not remove
+        them); True once the cgroup is gone (it must be empty)."""
+        for parent, dirs, _files in os.walk(self.path, topdown=False):
+            for name in dirs:
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(parent, name))
+        try:
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        with contextlib.suppress(ValueError):
+            _cgroups.remove(self)
+        return True
+
+    def release(self) -> bool:
+        """Give what is still inside back to our own cgroup, then remove this one."""
+        parent = os.path.dirname(self.path)
+        for _ in range(KILL_ROUNDS):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                self._write("cgroup.procs", str(pid), directory=parent)
+        return self.remove()
+
+
+def _remove_stale(base: str) -> None:
+    """Remove the empty cgroups a killed vllm-omni-ci left here (its pid no longer runs).
+
+    rmdir cannot remove a cgroup that still holds a process, so this never
+    touches one in use.
+    """
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 5 or parts[:3] != ["vllm", "omni", "ci"] or not parts[3].isdigit():
+            continue
+        if psutil.pid_exists(int(parts[3])):
+            continue
+        Cgroup(os.path.join(base, name)).remove()
+
+
+def preexec(cgroup: Cgroup | None) -> Callable[[], None] | None:
+    """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program.
+
+    So that the command never forks outside it. Only `os` calls (no locks, no
+    allocation worth the name), and a refusal is silent: the child runs anyway,
+    and `Tree` moves it from outside.
+    """
+    if cgroup is None:
+        return None
+    target = os.fsencode(os.path.join(cgroup.path, "cgroup.procs"))
+
+    def join() -> None:
+        try:
+            fd = os.open(target, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    return join
+
+
+# Every cgroup we made and did not remove yet. One whose command ended with
+# processes inside stays (`ended`) until `end_leftovers` ends them; at exit,
+# whatever nobody ended is handed back to our own cgroup and the rest removed.
+_cgroups: list[Cgroup] = []
+
+
+@atexit.register
+def _release_cgroups() -> None:
+    for cgroup in list(_cgroups):
+        if cgroup.owner == os.getpid():
+            cgroup.release()
+
+
+def _retire(cgroup: Cgroup) -> None:
+    """Remove the cgroup of an ended command, or keep it while processes are inside."""
+    cgroup.ended = True
+    deadline = time.monotonic() + 1.0
+    while not cgroup.remove():
+        if cgroup.pids() or time.monotonic() >= deadline:
+            return
+        time.sleep(POLL)  # the last process is still exiting
+
+
+def _ended_cgroups() -> list[Cgroup]:
+    return [c for c in _cgroups if c.ended]
+
+
+# --------------------------------------------------------------------------- one command's tree
 
 
 class Tree:
     """The processes started by one command: its group plus every descendant seen."""
 
-    def __init__(self, root_pid: int) -> None:
+    def __init__(self, root_pid: int, cgroup: Cgroup | None = None) -> None:
+        """`cgroup`: the one the child joined before exec (`preexec`); else one is made
+        here and the root moved into it from outside, which misses what it forked first."""
         become_subreaper()
         self.root = root_pid
         self.known: set[Identity] = set()
+        self.cgroup = cgroup if cgroup is not None else Cgroup.create()
+        self._placed: set[Identity] = set()
+        if self.cgroup is not None and root_pid not in self.cgroup.pids():
+            self.cgroup.adopt(root_pid)
         _active_roots.add(root_pid)
         with contextlib.suppress(psutil.Error):
             ident = _identity(psutil.Process(root_pid))
@@ -68,6 +304,13 @@ class Tree:
                 ident = _identity(child)
                 if ident:
                     self.known.add(ident)
+        if self.cgroup is not None:
+            for pid in self.cgroup.pids():
+                with contextlib.suppress(psutil.Error):
+                    ident = _identity(psutil.Process(pid))
+                    if ident:
+                        self.known.add(ident)
+                        self._placed.add(ident)
         # Orphans re-parented to us (we are a subreaper) that appeared after our
         # root started and belong to no other running command.
         with contextlib.suppress(psutil.Error):
@@ -81,10 +324,23 @@ class Tree:
                         gid = _identity(grandchild)
                         if gid:
                             self.known.add(gid)
+        self._place()
+
+    def _place(self) -> None:
+        """Move what the sweep found outside the cgroup (forked before the root joined) in."""
+        if self.cgroup is None:
+            return
+        for ident in self.known - self._placed:
+            self._placed.add(ident)
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(ident[0]).create_time() == ident[1]:
+                    self.cgroup.adopt(ident[0])
 
     def _is_ours(self, proc: psutil.Process) -> bool:
-        # An orphan is ours if we saw it before, or it still sits in our group.
+        # An orphan is ours if we saw it before, it sits in our cgroup, or still in our group.
         if any(pid == proc.pid for pid, _ in self.known):
+            return True
+        if self.cgroup is not None and proc.pid in self.cgroup.pids():
             return True
         try:
             if os.getpgid(proc.pid) == self.root:
@@ -117,31 +373,64 @@ class Tree:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
 
-    def signal(self, signum: int) -> None:
+    def signal(self, signum: int) -> set[Identity]:
+        """Signal the group, the cgroup and every known live process; their identities."""
         with contextlib.suppress(OSError):
             os.killpg(self.root, signum)
+        if self.cgroup is not None:
+            if signum == signal.SIGKILL:
+                self.cgroup.kill()
+            else:
+                self.cgroup.signal(signum)
+        sent: set[Identity] = set()
         for proc in self.alive():
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(signum)
+                ident = _identity(proc)
+                if ident:
+                    sent.add(ident)
+        return sent
+
+    def empty(self) -> bool:
+        """Nothing of the tree runs: no known process, no group member, nothing in the cgroup."""
+        if self.alive() or self._group_alive():
+            return False
+        return self.cgroup is None or not self.cgroup.populated()
 
     def terminate(self, grace: float) -> bool:
         """TERM everything, then KILL what is left after `grace`. True if KILL was needed."""
         self.sweep()
-        self.signal(signal.SIGTERM)
+        termed = self.signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.sweep()
-            if not self.alive() and not self._group_alive():
+            if self.empty():
                 self.close()
                 return False
-            time.sleep(0.05)
-        self.sweep()
-        self.signal(signal.SIGKILL)
-        end = time.monotonic() + 5
-        while (self.alive() or self._group_alive()) and time.monotonic() < end:
-            time.sleep(0.05)
+            # What appeared after the TERM gets it too (re-spawners fork on).
+            for proc in self.alive():
+                ident = _identity(proc)
+                if ident and ident not in termed:
+                    with contextlib.suppress(psutil.Error):
+                        proc.send_signal(signal.SIGTERM)
+                    termed.add(ident)
+            time.sleep(POLL)
+        self.kill_until_empty()
         self.close()
         return True
+
+    def kill_until_empty(self) -> None:
+        """KILL, wait, sweep again: until a sweep after a KILL finds nothing (bounded)."""
+        for _ in range(KILL_ROUNDS):
+            self.sweep()
+            self.signal(signal.SIGKILL)
+            end = time.monotonic() + ROUND_WAIT
+            while self.alive() and time.monotonic() < end:
+                time.sleep(POLL)
+            # A killed process's children are re-parented to us by now: look again.
+            self.sweep()
+            if self.empty():
+                return
 
     def _group_alive(self) -> bool:
         try:
@@ -162,3 +451,118 @@ class Tree:
 
     def close(self) -> None:
         _active_roots.discard(self.root)
+        if self.cgroup is not None:
+            _retire(self.cgroup)
+
+
+# --------------------------------------------------------------------------- after the command
+
+
+def _descendants() -> list[psutil.Process]:
+    """Our live descendants, except services `door.spawn` started (and theirs)."""
+    found: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children(recursive=False):
+            if child.pid in _exempt:
+                continue
+            found.append(child)
+            with contextlib.suppress(psutil.Error):
+                found.extend(child.children(recursive=True))
+    return found
+
+
+def _reap_children() -> None:
+    """Collect exited orphans re-parented to us (not services: their owner waits for them)."""
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children():
+            if child.pid in _exempt:
+                continue
+            with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+
+
+def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
+    """Live processes commands left behind: our descendants not in `keep`, and the
+    contents of ended commands' cgroups."""
+    _reap_children()
+    found: dict[Identity, psutil.Process] = {}
+    candidates: list[psutil.Process] = _descendants()
+    for cgroup in _ended_cgroups():
+        for pid in cgroup.pids():
+            with contextlib.suppress(psutil.Error):
+                candidates.append(psutil.Process(pid))
+    for proc in candidates:
+        ident = _identity(proc)
+        if ident is None or ident in keep or ident in found:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found[ident] = proc
+    return list(found.values())
+
+
+def _send(procs: Iterable[psutil.Process], signum: int) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signum)  # psutil checks pid + start time first
+
+
+def end_leftovers(
+    keep: Collection[Identity] = (),
+    grace: float = 5.0,
+    seen: Callable[[psutil.Process], object] | None = None,
+) -> int:
+    """End what `leftovers(keep)` finds: TERM, up to `grace`, then KILL until none is left.
+
+    `seen` is called once per process, before it is first signalled (to
+    describe it while it still runs). Returns how many processes it signalled.
+    A process forked after one look is found by the next: the loop stops only
+    when a look after a KILL finds nothing (or after `KILL_ROUNDS` rounds).
+    """
+    signalled: dict[Identity, psutil.Process] = {}
+
+    def take(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+        fresh = []
+        for proc in procs:
+            ident = _identity(proc)
+            if ident and ident not in signalled:
+                if seen is not None:
+                    seen(proc)
+                signalled[ident] = proc
+                fresh.append(proc)
+        return fresh
+
+    found = leftovers(keep)
+    if not found and not _ended_cgroups():
+        return 0
+    _send(take(found), signal.SIGTERM)
+    for cgroup in _ended_cgroups():
+        cgroup.signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while found and time.monotonic() < deadline:
+        time.sleep(POLL)
+        found = leftovers(keep)
+        _send(take(found), signal.SIGTERM)
+    for _ in range(KILL_ROUNDS):
+        found = leftovers(keep)
+        if not found and not any(c.populated() for c in _ended_cgroups()):
+            break
+        take(found)
+        for cgroup in _ended_cgroups():
+            cgroup.kill()
+        _send(found, signal.SIGKILL)
+        end = time.monotonic() + ROUND_WAIT
+        while time.monotonic() < end and any(_running(p) for p in found):
+            time.sleep(POLL)
+    _reap_children()
+    for cgroup in _ended_cgroups():
+        cgroup.remove()
+    return len(signalled)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

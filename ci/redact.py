@@ -1,15 +1,26 @@
 """Which values are secrets, and how they are hidden in everything we print.
 
-The rule is the foundation issue's: a value is secret when its variable's name
-says so (suffixes below, or exactly TOKEN/PASSWORD/SECRET), or when a caller
-marks it. Buildkite's own bookkeeping names such as BUILDKITE_STEP_KEY are not
-secrets even though they end in _KEY, and values shorter than 6 characters are
-ignored because replacing "1" or "true" everywhere would make logs unreadable.
+A value is secret when its variable's name says so (`is_secret_name`: the
+runners spec's `*_TOKEN|*_KEY|*_SECRET|*PASSWORD*`, widened below), when a
+caller marks it (`Command.secrets`, a secret stdin), or when it was learnt at
+run time and `remember`ed (the ECR password `aws` prints). Buildkite's own
+bookkeeping names such as BUILDKITE_STEP_KEY are not secrets even though they
+end in _KEY.
+
+Masking fails closed, as Buildkite's agent redactor does: a secret is replaced
+wherever its text occurs, so a secret that is also a common word
+(`SHORTISH_TOKEN=python`) masks that word everywhere. Values shorter than 6
+characters are never masked: replacing "1" or "true" everywhere would make
+logs unreadable. Besides the raw value, the forms it takes in what we print
+are masked too: shell-quoted (`'pa'"'"'ss'`), Python-repr and JSON-escaped,
+and, for a multi-line value, each line of 6 characters or more.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 
 MASK = "[REDACTED]"
@@ -25,13 +36,23 @@ SECRET_SUFFIXES = (
     "_CONNECTION_STRING",
 )
 SECRET_NAMES = frozenset({"TOKEN", "PASSWORD", "SECRET"})
+# A name with one of these as an `_`-separated part is secret wherever the part
+# sits (HF_TOKEN_PATH, SECRET_KEY_BASE), but TOKENIZERS_PARALLELISM is not.
+SECRET_PARTS = frozenset({"TOKEN", "SECRET", "PASSWD"})
+SECRET_SUBSTRINGS = ("PASSWORD",)  # anywhere: PASSWORD_FOR_REG, DOCKERHUBPASSWORD
 # Buildkite names that end in _KEY but identify things rather than grant access.
 _BUILDKITE_ID_SUFFIXES = ("_STEP_KEY", "_GROUP_KEY", "_PIPELINE_KEY", "_CACHE_KEY")
+
+_remembered: set[str] = set()
 
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper()
     if upper in SECRET_NAMES:
+        return True
+    if any(part in upper for part in SECRET_SUBSTRINGS):
+        return True
+    if SECRET_PARTS & set(upper.split("_")):
         return True
     if upper.startswith("BUILDKITE_") and upper.endswith(_BUILDKITE_ID_SUFFIXES):
         return False
@@ -43,20 +64,106 @@ def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
     return {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_LENGTH}
 
 
+def remember(*values: str) -> None:
+    """Secrets learnt at run time: masked from now on by every `Redactor.for_env` in this process.
+
+    Door's echo, its error lines and the output it streams all use
+    `Redactor.for_env`, so a remembered value never prints again.
+    """
+    _remembered.update(v for v in values if v and len(v.strip()) >= MIN_LENGTH)
+
+
+def remembered() -> frozenset[str]:
+    return frozenset(_remembered)
+
+
+def forms(value: str) -> set[str]:
+    """Every text under which `value` can appear in what we print (none when it is too short)."""
+    stripped = value.strip()  # masking it masks the raw value, and keeps the newline after it
+    if len(stripped) < MIN_LENGTH:
+        return set()
+    found = {stripped}
+    found |= {line.strip() for line in stripped.splitlines()}
+    for text in list(found):
+        found.add(shlex.quote(text))  # a whole shell word
+        found.add(text.replace("'", "'\"'\"'"))  # inside a shell-quoted word
+        found.add(repr(text)[1:-1])  # inside a Python repr
+        found.add(json.dumps(text)[1:-1])  # inside a JSON string
+        found.add(json.dumps(text, ensure_ascii=False)[1:-1])
+    return {f for f in found if len(f) >= MIN_LENGTH}
+
+
 class Redactor:
     """Replaces every known secret; longest first so overlapping values mask fully."""
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        self._values = sorted({v for v in values if len(v) >= MIN_LENGTH}, key=len, reverse=True)
+        every: set[str] = set()
+        for value in values:
+            every |= forms(value)
+        self._values = sorted(every, key=len, reverse=True)
 
     @classmethod
     def for_env(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
-        found = secrets_from_env()
+        """Secrets of os.environ and of `envs`, the `remember`ed ones, and `extra`."""
+        found = secrets_from_env() | _remembered
         for env in envs:
             found |= secrets_from_env(env)
         return cls([*found, *extra])
 
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The texts this redactor masks, longest first."""
+        return tuple(self._values)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
     def __call__(self, text: str) -> str:
         for value in self._values:
-            text = text.replace(value, MASK)
+            if value in text:
+                text = text.replace(value, MASK)
         return text
+
+
+class StreamRedactor:
+    """Masks secrets in text that arrives in pieces (a child's output, read as it comes).
+
+    `feed` returns what can be printed now: everything except a tail that could
+    still grow into a secret, or that cuts one in two. `flush` returns the rest.
+    """
+
+    def __init__(self, redact: Redactor) -> None:
+        self._redact = redact
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        buffer = self._held + text
+        cut = self._safe_cut(buffer)
+        self._held = buffer[cut:]
+        return self._redact(buffer[:cut])
+
+    def flush(self) -> str:
+        rest, self._held = self._held, ""
+        return self._redact(rest)
+
+    def _safe_cut(self, buffer: str) -> int:
+        values = self._redact.values
+        cut = len(buffer)
+        # A tail that is the start of a secret waits for the next piece.
+        for value in values:
+            start = max(0, len(buffer) - len(value) + 1)
+            at = buffer.find(value[0], start)
+            while at != -1:
+                if value.startswith(buffer[at:]):
+                    cut = min(cut, at)
+                    break
+                at = buffer.find(value[0], at + 1)
+        # No secret may straddle the cut: the part before it is masked on its own.
+        moved = True
+        while moved:
+            moved = False
+            for value in values:
+                at = buffer.find(value, max(0, cut - len(value) + 1))
+                if at != -1 and at < cut < at + len(value):
+                    cut, moved = at, True
+        return cut

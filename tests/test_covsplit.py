@@ -103,6 +103,30 @@ def test_argument_errors_exit_2_with_the_script_message(
     assert standins.calls() == []
 
 
+@pytest.mark.parametrize("model_id", ["../../x;y", "..", ".", "a/b", "m x", "$(id)", "m*"])
+def test_a_model_id_must_be_a_name(model_id: str, standins: StandIns, tmp_path: Path) -> None:
+    """Issue 23 item 30c: `../../x;y` put report paths and `rm -f` outside the working dir."""
+    for name in ("pytest", "gzip", "rm", "buildkite-agent"):
+        standins.add(name)
+    env = clean_env(standins.env(), WEEKLY="1", BUILDKITE_BRANCH="main")  # coverage: rm -f runs
+    done = run_cli("cov-split", "--model-id", model_id, "--offline", "a.py", env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"error: --model-id: {model_id!r} is not a model name: "
+        "use letters, digits, '.', '_' and '-' only, not '.' or '..'\n"
+    )
+    assert standins.calls() == []
+
+
+def test_a_model_id_with_dots_dashes_and_underscores_is_fine(standins: StandIns) -> None:
+    env = clean_env(standins.env(), WEEKLY="1", BUILDKITE_BRANCH="main")
+    done = run_cli(
+        "cov-split", "--model-id", "Qwen2.5-Omni_7B", "--offline", "a", "--dry-run", env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "coverage-Qwen2.5-Omni_7B-offline-local.xml" in done.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

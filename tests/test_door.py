@@ -54,6 +54,12 @@ def run_py(
         ("SECRET", True),
         ("MY_SECRET", True),
         ("TOKENIZERS_PARALLELISM", False),
+        ("PASSWORD_FOR_REG", True),  # the spec's *PASSWORD*: anywhere in the name
+        ("DOCKERHUBPASSWORD", True),
+        ("HF_TOKEN_PATH", True),  # TOKEN or SECRET as a part of the name
+        ("SECRET_KEY_BASE", True),
+        ("DB_PASSWD", True),
+        ("MAX_TOKENS", False),
         ("BUILDKITE_STEP_KEY", False),
         ("BUILDKITE_AGENT_ACCESS_TOKEN", True),
         ("PATH", False),
@@ -331,3 +337,18 @@ def test_stdin_is_fed_and_never_echoed() -> None:
         Command(("cat",), stdin=SECRET, stdin_secret=True), output="capture", quiet=False
     )
     assert result.stdout == SECRET
+
+
+def test_streamed_text_is_masked_as_the_whole_text_would_be_wherever_it_is_cut() -> None:
+    """Overlapping secrets, one straddling the other: every cut gives the one-piece result."""
+    from ci.redact import StreamRedactor
+
+    redact = Redactor(["abcdef-1", "f-1xyz-22", "pa'ss_X-41f7"])
+    text = "x abcdef-1xyz-22 y 'pa'\"'\"'ss_X-41f7' z abcdef- end"
+    whole = redact(text)
+    assert "abcdef-1" not in whole and "ss_X-41f7" not in whole
+    for i in range(len(text) + 1):
+        for j in range(i, len(text) + 1, 3):
+            stream = StreamRedactor(redact)
+            out = stream.feed(text[:i]) + stream.feed(text[i:j]) + stream.feed(text[j:])
+            assert out + stream.flush() == whole, (i, j)

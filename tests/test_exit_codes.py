@@ -84,7 +84,63 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
             "error: doctor: unknown option '--no-such-flag'; options: --builder, --docker, --json"
             " (see `vllm-omni-ci doctor --help`)",
         ),
-        (["no-such-task"], "error: unknown task 'no-such-task' (see `vllm-omni-ci --list`)"),
+        (["no-such-task"], "error: no task named 'no-such-task' (see `vllm-omni-ci --list`)"),
+        # A typo gets the closest name (difflib), for tasks and for options.
+        (["paln"], "error: no task named 'paln'; did you mean 'plan'?"),
+        (
+            ["relase.publish-images"],
+            "error: no task named 'relase.publish-images'; did you mean 'release.publish-images'?",
+        ),
+        (["--lsit"], "error: unknown option '--lsit'; did you mean '--list'?"),
+        (
+            ["doctor", "--jsno"],
+            "error: doctor: unknown option '--jsno'; did you mean '--json'? (see `vllm-omni-ci"
+            " doctor --help`)",
+        ),
+        # Invoke's -f/--config loaded a file no task reads: refused before the task starts.
+        (
+            ["-f", "vllm-omni-ci.yaml", "step", "--", "touch", "ran"],
+            "error: -f/--config: config files are not supported (no task reads one); give settings"
+            " as task options or environment variables (see `vllm-omni-ci <task> --help`)",
+        ),
+        (
+            ["--config=ci.yml", "doctor"],
+            "error: -f/--config: config files are not supported (no task reads one); give settings"
+            " as task options or environment variables (see `vllm-omni-ci <task> --help`)",
+        ),
+        # An explicit empty choice (an unset variable) was silently the default.
+        (
+            ["upload-pipeline", "--pipeline", "x.yml", "--platform", "", "--dry-run"],
+            "error: upload-pipeline: --platform: an empty value; allowed values are cuda, npu",
+        ),
+        (
+            ["upload-pipeline", "--pipeline", "x.yml", "--scope=", "--dry-run"],
+            "error: upload-pipeline: --scope: an empty value; allowed values are diff, all, e2e,"
+            " auto",
+        ),
+        (
+            ["build-image", "--platform", "npu", "--variant", " ", "--dry-run"],
+            "error: build-image: --variant: an empty value; allowed values are a2, a3, a5, 310p",
+        ),
+        (
+            ["plan", "--platform", "cuda", "--platform", ""],
+            "error: plan: --platform: an empty value; allowed values are rocm (alias amd), cuda,"
+            " npu, xpu (alias intel)",
+        ),
+        (
+            ["plan", "--format", ""],
+            "error: plan: --format: an empty value; allowed values are table, json, markdown",
+        ),
+        (
+            ["release.publish-images", "--mode", "", "--commit", "abc", "--dry-run"],
+            "error: release.publish-images: --mode: an empty value; allowed values are release,"
+            " nightly",
+        ),
+        (
+            ["run-tests", "--platform", "", "--", "touch ran"],
+            "error: run-tests: --platform: an empty value; allowed values are rocm (alias amd),"
+            " npu, xpu (alias intel)",
+        ),
         (
             ["doctor", "extra"],
             "error: doctor: unexpected argument 'extra' (see `vllm-omni-ci doctor --help`)",
@@ -182,6 +238,84 @@ def test_inv_refuses_dry_too(tmp_path: Path) -> None:
     check(done, 2, stdout="")
     assert done.stderr.startswith("error: --dry: not accepted: ")
     assert not marker.exists()
+
+
+def test_inv_refuses_config_and_suggests_tasks_too(tmp_path: Path) -> None:
+    """`inv` in the repo root runs the same program: the same lines, the same exit code."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    config = tmp_path / "bad.yaml"
+    config.write_text("run: [unclosed\n")
+    for args, line in (
+        (["-f", str(config), "doctor", "--json"], "error: -f/--config: config files are not"),
+        (["paln"], "error: no task named 'paln'; did you mean 'plan'?"),
+    ):
+        done = subprocess.run(
+            ["inv", *args], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60
+        )
+        check(done, 2, stdout="")
+        assert done.stderr.startswith(line), done.stderr
+        assert len(done.stderr.splitlines()) == 1
+
+
+def test_an_unreadable_invoke_runtime_config_is_ignored(tmp_path: Path) -> None:
+    """No task reads Invoke's config: `$INVOKE_RUNTIME_CONFIG` naming a bad file was a traceback."""
+    bad = tmp_path / "no-such-config"
+    done = run_cli(
+        "step", "--", "touch", "ran", cwd=tmp_path, env=clean_env(INVOKE_RUNTIME_CONFIG=str(bad))
+    )
+    check(done, 0)
+    assert (tmp_path / "ran").exists()
+
+
+def test_empty_values_after_the_dashes_and_empty_free_values_are_not_refused(
+    tmp_path: Path,
+) -> None:
+    """Only task options are checked; `--branch ''` (select-suites: not main) is a value."""
+    done = run_cli(
+        "step", "--", "bash", "-c", "touch ran", "-", "--platform", "",
+        cwd=tmp_path, env=clean_env(),
+    )  # fmt: skip
+    check(done, 0)
+    assert (tmp_path / "ran").exists()
+    suites = run_cli("select-suites", "--branch", "", cwd=tmp_path, env=clean_env())
+    assert suites.returncode != 2 or "an empty value" not in suites.stderr, suites.stderr
+    assert "Traceback" not in suites.stderr
+
+
+DEV_FULL = Path("/dev/full")
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--list"],
+        ["--version"],
+        ["step", "--dry-run", "--", "true"],
+        ["select-suites", "--branch", "main"],
+        ["release.publish-images", "--mode", "nightly", "--commit", "abc", "--dry-run"],
+        ["upload-pipeline", ".buildkite/cuda/test-ready.yml", "--repo", str(SAMPLE), "--dry-run"],
+        ["run-tests", "--platform", "npu", "--dry-run", "--", "true"],
+    ],
+    ids=lambda args: args[0].lstrip("-"),
+)
+def test_a_full_stdout_is_one_error_line_not_a_traceback(args: list[str], tmp_path: Path) -> None:
+    """`… > /dev/full`: an OSError traceback before; now one line and exit 74 (EX_IOERR)."""
+    import subprocess
+
+    from tests.conftest import cli_path
+
+    with DEV_FULL.open("w") as full:
+        done = subprocess.run(
+            [cli_path(), *args], stdout=full, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path, env=clean_env(BUILDKITE_COMMIT="abc"), timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 74, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    assert done.stderr.splitlines()[-1] == "error: cannot write to stdout: No space left on device"
 
 
 def test_a_reader_that_leaves_early_ends_us_quietly(tmp_path: Path) -> None:
@@ -287,9 +421,7 @@ def test_uploader_bad_mirror_hw_exits_1() -> None:
 
 def test_bootstrap_label_fetch_failure_exits_1(sample_repo: GitRepo) -> None:
     env = pr_env(sample_repo, VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9")
-    done = run_cli(
-        "bootstrap", "--platform", "rocm", "--repo", str(sample_repo.path), "--dry-run", env=env
-    )
+    done = run_cli("bootstrap", "--platform", "rocm", "--repo", str(sample_repo.path), env=env)
     check(done, 1, stdout="")
     assert (
         "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier."
@@ -457,7 +589,7 @@ FUZZED = [
         id="step-artifact-dir-is-a-file",
     ),
     pytest.param(
-        ["bootstrap", "--platform", "rocm", "--dry-run"],
+        ["bootstrap", "--platform", "rocm"],
         {"VLLM_OMNI_CI_GITHUB_API": "not a url"},
         1,
         "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier. "

@@ -78,6 +78,7 @@ class FakeHub:
     requests: list[tuple[str, str]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     bad_auth: int = 0
+    anonymous_reads: bool = False  # as the real Hub: a public repo's tags list without a login
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self
@@ -96,6 +97,12 @@ class FakeHub:
 
             def authorized(self) -> bool:
                 if self.headers.get("Authorization") == f"Bearer {BEARER}":
+                    return True
+                if (
+                    hub.anonymous_reads
+                    and self.command == "GET"
+                    and "Authorization" not in (self.headers)
+                ):
                     return True
                 hub.bad_auth += 1
                 self.reply(401, {"detail": "unauthorized"})
@@ -252,7 +259,7 @@ def test_http_500_while_listing_exits_1_and_deletes_nothing(
     fake.fail_list_page = 2
     done = run(url, tmp_path)
     assert done.returncode == 1
-    assert "Error: Failed to list tags (page 2)" in done.stderr and "HTTP 500" in done.stderr
+    assert "error: failed to list tags (page 2)" in done.stderr and "HTTP 500" in done.stderr
     pages = [p.split("&")[0] for m, p in fake.requests if m == "GET"]
     assert pages == [f"{REPO_PATH}?page={n}" for n in (1, 2, 2, 2)]  # retried twice
     assert "No tags found" not in done.stderr
@@ -275,6 +282,37 @@ def test_dry_run_lists_and_deletes_nothing(hub: tuple[FakeHub, str], tmp_path: P
     assert done.stdout.splitlines() == expected_doomed()
     assert not any(m == "DELETE" for m, _ in fake.requests)
     assert_no_canary(tmp_path, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [("DOCKERHUB_TOKEN", "DOCKERHUB_USERNAME"), ("DOCKERHUB_TOKEN",), ("DOCKERHUB_USERNAME",)],
+)
+def test_dry_run_needs_no_credentials(
+    hub: tuple[FakeHub, str], tmp_path: Path, missing: tuple[str, ...]
+) -> None:
+    """Listing a public repository's tags needs no login: the dry-run lists anonymously."""
+    fake, url = hub
+    fake.anonymous_reads = True
+    done = run(url, tmp_path, "--dry-run", **dict.fromkeys(missing, ""))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == expected_doomed()
+    assert [m for m, _ in fake.requests] == ["GET", "GET", "GET"]  # no login, no delete
+    assert "listing tags anonymously" in done.stderr
+    assert "Error: DOCKERHUB_TOKEN environment variable is not set" not in done.stderr
+    assert f"(dry-run) Would delete tag: {expected_doomed()[0]}" in done.stderr.splitlines()
+    assert_no_canary(tmp_path, done.stdout, done.stderr)
+
+
+def test_a_real_run_still_needs_credentials_though_listing_would_work(
+    hub: tuple[FakeHub, str], tmp_path: Path
+) -> None:
+    fake, url = hub
+    fake.anonymous_reads = True
+    done = run(url, tmp_path, DOCKERHUB_TOKEN="")
+    assert done.returncode == 1
+    assert "Error: DOCKERHUB_TOKEN environment variable is not set" in done.stderr
+    assert fake.requests == []
 
 
 def test_keep_option(hub: tuple[FakeHub, str], tmp_path: Path) -> None:

@@ -129,6 +129,40 @@ def test_failed_push_stops_with_its_code(standins: StandIns) -> None:
     assert done.stdout == ""
 
 
+def test_a_failed_publish_never_prints_the_ecr_password(standins: StandIns, tmp_path: Path) -> None:
+    """docker echoes the password it was given: masked, though no variable names it.
+
+    The password is known only once `aws` printed it (no env var holds it here),
+    so only `ci.redact.remember` can mask it: in docker's streamed output and
+    in the error line of the failed push.
+    """
+    kept = tmp_path / "login-stdin"
+    standins.add("aws", f"echo {PASSWORD}")
+    standins.add(
+        "docker",
+        f"""
+        if [ "$1" = login ]; then cat > {kept}; exit 0; fi
+        if [ "$1" = push ]; then
+          echo "denied: requested access to the resource is denied ($(cat {kept}))" >&2
+          echo "token was $(cat {kept})"
+          exit 1
+        fi
+        exit 0
+        """,
+    )
+    base = {k: v for k, v in os.environ.items() if "PASSWORD" not in k.upper()}
+    done = run_cli(
+        "release.publish-images", "--mode", "nightly",
+        env=standins.env({**base, "BUILDKITE_COMMIT": COMMIT}),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert kept.read_text().strip() == PASSWORD  # docker got it, on stdin
+    assert standins.argvs("docker")[-1] == ["push", f"{HUB}:nightly-x86_64"]
+    assert_secret_kept(done.stdout, done.stderr)
+    assert "token was [REDACTED]" in done.stderr.splitlines()
+    assert "requested access to the resource is denied ([REDACTED])" in done.stderr
+
+
 def test_failed_ecr_login_stops_before_pulls(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
     env = env_for(standins, EXPECTED_PASSWORD="something-else")

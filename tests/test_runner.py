@@ -563,10 +563,27 @@ def test_non_integer_gpu_count_is_a_clear_error(
     done = rocm("touch ran", {**gpu_job, "VLLM_CI_EXPECTED_GPU_COUNT": value}, tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        f"Error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '{value}'."
+        f"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '{value}'."
     )
     assert "Traceback" not in done.stderr
     assert standins.argvs("rocminfo") == []
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("value", ["two", "-1"])
+def test_a_bad_gpu_count_stops_before_any_folder_is_made(
+    value: str, job: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 23 item 30d: the cache folders and HF_HOME were made before the count was checked."""
+    hf_home = tmp_path / "hf-not-made"
+    env = {**job, "VLLM_CI_EXPECTED_GPU_COUNT": value, "HF_HOME": str(hf_home)}
+    done = run_cli("run-tests", "--platform", "rocm", "--", "touch ran", env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '{value}'."
+    )
+    assert not hf_home.exists()
+    assert not Path(f"/tmp/vllm-omni-native-{job['BUILDKITE_JOB_ID']}").exists()
     assert not (tmp_path / "ran").exists()
 
 

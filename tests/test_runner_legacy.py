@@ -284,7 +284,7 @@ def test_bad_gpu_count_is_the_documented_difference(
     if value:
         assert new.returncode == 1
         assert new.stderr == (
-            f"Error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '{value}'.\n"
+            f"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '{value}'.\n"
         )
         assert standins.argvs("rocminfo") == [[]]  # ours stopped before rocminfo
     else:

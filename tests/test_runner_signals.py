@@ -92,6 +92,70 @@ class Watch:
             self.proc.wait()
 
 
+def new_marker() -> str:
+    """A `sleep` duration no other test uses: it marks this test's processes in any argv."""
+    return f"{400 + os.getpid() % 500}.{uuid.uuid4().int % 10**9:09d}"
+
+
+def marked(marker: str) -> list[str]:
+    """Live processes anywhere (zombies aside) whose command line holds `marker`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if marker in cmd and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(f"{proc.pid} {cmd}")
+    return found
+
+
+def end_marked(marker: str) -> None:
+    """Kill what a failed test left: only processes whose argv holds its own marker.
+
+    Again until none is found (bounded): a re-spawner may fork while we look.
+    """
+    for _ in range(50):
+        found = [
+            proc
+            for proc in psutil.process_iter(["cmdline", "status"])
+            if marker in " ".join(proc.info["cmdline"] or [])
+            and proc.info["status"] != psutil.STATUS_ZOMBIE
+        ]
+        if not found:
+            return
+        for proc in found:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        time.sleep(0.05)
+
+
+def run_to_file(
+    args: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT, timeout: float = 120
+) -> tuple[int, str]:
+    """`vllm-omni-ci ARGS`: its exit code and stderr, read from a file once it has exited.
+
+    Not a pipe: a process it left running would hold a pipe open, and reading it
+    would wait for that process instead of for the CLI. `timeout` only catches a hang.
+    """
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [cli_path(), *args],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        err.seek(0)
+        return code, err.read()
+
+
 def start(args: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT) -> Watch:
     proc = subprocess.Popen(
         [cli_path(), *args],
@@ -127,6 +191,35 @@ def test_signal_to_run_tests_ends_the_whole_tree(signum: int) -> None:
         watch.cleanup()
         shutil.rmtree(f"/tmp/vllm-omni-native-{env['BUILDKITE_JOB_ID']}", ignore_errors=True)
         shutil.rmtree(env["HF_HOME"], ignore_errors=True)
+
+
+@pytest.mark.parametrize("platform", ["rocm", "npu"])
+def test_run_tests_ends_what_the_job_leaves_running(platform: str) -> None:
+    """Issue 23 item 27c: a normal end of the job used to leave its background children."""
+    marker = new_marker()
+    commands = f"sleep {marker} &\n(setsid sleep {marker} &)\nexit 0\n"
+    env = {**job_env(), "TEST_COMMANDS": commands}
+    try:
+        code, stderr = run_to_file(["run-tests", "--platform", platform], env)
+        assert marked(marker) == []
+        assert code == 0, stderr
+        assert "run-tests: ended 2 process(es) the job left running:" in stderr
+        assert sum(f"cmd=sleep {marker}" in line for line in stderr.splitlines()) == 2
+    finally:
+        end_marked(marker)
+        shutil.rmtree(f"/tmp/vllm-omni-native-{env['BUILDKITE_JOB_ID']}", ignore_errors=True)
+        shutil.rmtree(env["HF_HOME"], ignore_errors=True)
+
+
+def test_run_tests_keeps_the_jobs_status_after_ending_its_leftovers() -> None:
+    marker = new_marker()
+    env = {**job_env(), "TEST_COMMANDS": f"(setsid sleep {marker} &)\nexit 4\n"}
+    try:
+        code, stderr = run_to_file(["run-tests", "--platform", "npu"], env)
+        assert marked(marker) == []
+        assert code == 4, stderr
+    finally:
+        end_marked(marker)
 
 
 def test_sigterm_to_npu_run_tests_ends_the_whole_tree() -> None:

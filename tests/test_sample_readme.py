@@ -207,6 +207,7 @@ EXIT_EXAMPLES = {
     # `| head -1` races: head may read the line and leave only after our last write
     # (exit 0, seen in CI). Here the reader has already gone before our first write.
     "141": (141, CLOSED_READER % "vllm-omni-ci --list"),
+    "74": (74, "vllm-omni-ci --list > /dev/full"),
 }
 
 

@@ -8,23 +8,36 @@ time). Nothing of ours is mocked.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from ci.errors import UserError
 from ci.runner import leaks
 from ci.runner import step as step_module
 from ci.runner.leaks import FAIL_LINE, PASS_LINE, Proc
-from ci.runner.step import StepOptions, StepPlan, plan_step
+from ci.runner.leaks import PREFIX as LEAK
+from ci.runner.step import LEAK_FILE, LOG_FILE, SUMMARY_FILE, StepOptions, StepPlan, plan_step
 from tests.conftest import run_cli
-from tests.test_runner_signals import HOSTILE, MARKS, start
+from tests.test_runner_signals import (
+    HOSTILE,
+    MARKS,
+    end_marked,
+    marked,
+    new_marker,
+    run_to_file,
+    start,
+)
 
 PRINT_ARGV = ("python3", "-c", "import sys; print('ARGV=' + repr(sys.argv[1:]))")
 
@@ -437,10 +450,12 @@ def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
         code = watch.wait_exit(timeout=60)
         stderr = watch.proc.stderr.read() if watch.proc.stderr else ""
         assert code == 1
-        assert FAIL_LINE in stderr
+        assert LEAK + FAIL_LINE in stderr.splitlines()
         assert "cmd=sleep 331" in stderr and "cmd=sleep 332" in stderr
         assert watch.survivors() == []  # listed, then ended
-        assert FAIL_LINE in (tmp_path / "out" / "process-cleanup.txt").read_text()
+        assert "step: ended 2 process(es) the command left running:" in stderr
+        assert "step: exit 1: the command passed, but it left processes behind" in stderr
+        assert FAIL_LINE in (tmp_path / "out" / "process-cleanup.txt").read_text().splitlines()
     finally:
         watch.cleanup()
 
@@ -472,13 +487,13 @@ def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
         code = watch.wait_exit(timeout=60)
         stderr = watch.proc.stderr.read() if watch.proc.stderr else ""
         assert code == 1, stderr
-        listed = [line for line in stderr.splitlines() if line.startswith("pid=")]
+        listed = [line for line in stderr.splitlines() if line.startswith(LEAK + "pid=")]
         assert any("status=zombie" in line for line in listed), listed
         # The parent's multi-line `python3 -c` stays on its one line (newlines escaped).
         assert any(
             "\\ntime.sleep(361)" in line and "status=zombie" not in line for line in listed
         ), listed
-        assert stderr.splitlines()[-1] == FAIL_LINE
+        assert LEAK + FAIL_LINE in stderr.splitlines()
         assert watch.survivors() == []
     finally:
         watch.cleanup()
@@ -487,11 +502,23 @@ def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
 def test_leak_check_passes_and_keeps_the_failing_code(tmp_path: Path) -> None:
     clean = step("--leak-check", "--artifact-dir", "out", "--", "true", cwd=tmp_path)
     assert clean.returncode == 0
-    assert PASS_LINE in clean.stderr
+    assert LEAK + PASS_LINE in clean.stderr.splitlines()
     assert (tmp_path / "out" / "process-cleanup.txt").read_text() == PASS_LINE + "\n"
     failing = step("--leak-check", "--leak-settle", "0", "--", "bash", "-c", "sleep 333 & exit 3")
     assert failing.returncode == 3
-    assert FAIL_LINE in failing.stderr
+    assert LEAK + FAIL_LINE in failing.stderr.splitlines()
+
+
+def test_a_passing_leak_check_is_not_read_as_the_step_passing(tmp_path: Path) -> None:
+    """Issue 23 item 7: `--leak-check -- false` said `status=PASS …` and exited 1."""
+    done = step("--leak-check", "--artifact-dir", "out", "--", "false", cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert "leak check: status=PASS leaked_processes=0" in lines
+    assert PASS_LINE not in lines  # never the bare line, which reads as the step's verdict
+    assert "step: exit 1: the command's own status" in lines
+    # The file keeps the spec's verbatim line (§4.4), which tools grep for.
+    assert (tmp_path / "out" / "process-cleanup.txt").read_text() == PASS_LINE + "\n"
 
 
 # --------------------------------------------------------------------------- timeouts and signals
@@ -564,3 +591,165 @@ def test_sigterm_to_step_ends_the_whole_tree() -> None:
         assert watch.survivors() == []
     finally:
         watch.cleanup()
+
+
+# ------------------------------------------------------------------------ what the command leaves
+
+
+def test_what_the_command_leaves_running_is_ended_and_its_code_kept(tmp_path: Path) -> None:
+    """Issue 23 item 27c: without --leak-check, background children used to outlive `step`."""
+    marker = new_marker()
+    script = f"sleep {marker} & (setsid sleep {marker} &); exit 4"
+    try:
+        code, stderr = run_to_file(["step", "--", "bash", "-c", script], os.environ, tmp_path)
+        assert marked(marker) == []
+        assert code == 4, stderr
+        assert "step: ended 2 process(es) the command left running:" in stderr
+    finally:
+        end_marked(marker)
+
+
+def test_a_signal_while_the_leak_check_settles_ends_the_leaked_processes(tmp_path: Path) -> None:
+    """Issue 23 item 27a: a TERM during the settling used to leave the leaked sleep running."""
+    marker = new_marker()
+    watch = start(
+        [
+            "step", "--leak-check", "--leak-settle", "120s",
+            "--", "bash", "-c", f"(sleep {marker} &); true",
+        ],
+        os.environ,
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        watch.wait_for([f"sleep {marker}"])
+        # Settling: the command has ended, only its leaked sleep is left (re-parented to step).
+        for _ in range(1200):
+            children = psutil.Process(watch.proc.pid).children()
+            with contextlib.suppress(psutil.Error):
+                if [" ".join(c.cmdline()) for c in children] == [f"sleep {marker}"]:
+                    break
+            time.sleep(0.05)
+        watch.proc.send_signal(signal.SIGTERM)
+        assert watch.wait_exit(timeout=60) == 143
+        assert marked(marker) == []
+    finally:
+        watch.cleanup()
+        end_marked(marker)
+
+
+# --------------------------------------------------------------------------- secrets in files
+
+
+SECRET = "abcdef123"
+
+
+def test_the_log_and_summary_have_secrets_masked(tmp_path: Path) -> None:
+    """Issue 23 item 17: `FOO_TOKEN=… step --artifact-dir art -- bash -c env` wrote the token."""
+    env = {**os.environ, "FOO_TOKEN": SECRET}
+    # The second value is printed in two writes: a read may end between them.
+    script = "env; printf 'split=abc'; sleep 0.3; printf 'def123\\n'; echo last-line"
+    done = step(
+        "--artifact-dir", "art", "--summary-tail", "1000", "--", "bash", "-c", script,
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "art" / LOG_FILE).read_text()
+    summary = (tmp_path / "art" / SUMMARY_FILE).read_text()
+    for text in (log, summary, done.stderr):
+        assert SECRET not in text
+        assert "FOO_TOKEN=[REDACTED]" in text.splitlines()
+        assert "split=[REDACTED]" in text.splitlines()
+    assert log.splitlines()[-1] == "last-line"
+
+
+def test_process_cleanup_txt_has_secrets_masked(tmp_path: Path) -> None:
+    marker = new_marker()
+    env = {**os.environ, "FOO_TOKEN": SECRET}
+    leaker = f'python3 -c "import time; time.sleep({marker})" "$FOO_TOKEN" &'
+    try:
+        code, stderr = run_to_file(
+            [
+                "step", "--leak-check", "--leak-settle", "0", "--artifact-dir", "out",
+                "--", "bash", "-c", leaker,
+            ],
+            env,
+            tmp_path,
+        )  # fmt: skip
+        assert code == 1, stderr
+        report = (tmp_path / "out" / LEAK_FILE).read_text()
+        assert f"time.sleep({marker}) [REDACTED]" in report
+        assert SECRET not in report and SECRET not in stderr
+        assert marked(marker) == []
+    finally:
+        end_marked(marker)
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+@pytest.fixture(params=["tmpfs", "dev-full"])
+def full_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """An artifact directory where no write succeeds: a full tmpfs, or every file /dev/full."""
+    where = tmp_path / "full"
+    where.mkdir()
+    if request.param == "dev-full":
+        for name in (LOG_FILE, SUMMARY_FILE, LEAK_FILE):
+            (where / name).symlink_to("/dev/full")
+        yield where
+        return
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        with contextlib.suppress(OSError), open(where / "filler", "wb", buffering=0) as fh:
+            while fh.write(b"\0" * 4096):
+                pass
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_keeps_the_commands_exit_code(full_dir: Path, tmp_path: Path) -> None:
+    """Issue 23 item 26a: the tee's write error replaced the command's 3 with 1."""
+    code, stderr = run_to_file(
+        [
+            "step", "--artifact-dir", str(full_dir), "--summary-tail", "5",
+            "--", "bash", "-c", "seq 1 20000; exit 3",
+        ],
+        os.environ,
+        tmp_path,
+    )  # fmt: skip
+    assert code == 3, stderr
+    lines = stderr.splitlines()
+    assert "20000" in lines  # the output still streams
+    log_warnings = [line for line in lines if line.startswith(f"step: could not write {full_dir}")]
+    assert [w for w in log_warnings if LOG_FILE in w] == [
+        f"step: could not write {full_dir / LOG_FILE}: No space left on device; "
+        "the output still streams"
+    ]
+    assert "Traceback" not in stderr
+
+
+def test_a_full_disk_does_not_stop_the_leak_check(full_dir: Path, tmp_path: Path) -> None:
+    """Issue 23 item 26b: writing process-cleanup.txt raised, and the leak was never ended."""
+    marker = new_marker()
+    try:
+        code, stderr = run_to_file(
+            [
+                "step", "--leak-check", "--leak-settle", "1s", "--artifact-dir", str(full_dir),
+                "--", "bash", "-c", f"(sleep {marker} &); true",
+            ],
+            os.environ,
+            tmp_path,
+        )  # fmt: skip
+        assert marked(marker) == []
+        assert "Traceback" not in stderr
+        assert code == 1, stderr
+        assert f"step: could not write {full_dir / LEAK_FILE}: " in stderr
+        assert LEAK + FAIL_LINE in stderr.splitlines()
+    finally:
+        end_marked(marker)

@@ -111,7 +111,7 @@ def collect(hub: HubClient, log: Logger) -> list[Tag]:
         try:
             body = hub.tags_page(REPO, page, PAGE_SIZE, TAG_PREFIX)
         except HubError as exc:
-            log.fail(f"Error: Failed to list tags (page {page}): {exc}")
+            log.fail(f"error: failed to list tags (page {page}): {exc}")
         results = body.get("results")
         if not isinstance(results, list) or not results:
             break
@@ -120,7 +120,7 @@ def collect(hub: HubClient, log: Logger) -> list[Tag]:
             break  # the last page; asking past it would only get a 404
         page += 1
     else:
-        log.fail(f"Error: Failed to list tags: more than {MAX_PAGES} pages")
+        log.fail(f"error: failed to list tags: more than {MAX_PAGES} pages")
     return found
 
 
@@ -167,18 +167,12 @@ def cleanup(
     username = source.get("DOCKERHUB_USERNAME", "")
     log = Logger(token)
     log(f"Cleaning up tags with prefix: {TAG_PREFIX} in repository: {REPO}")
-    if not token:
-        log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
-    if not username:
-        log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
-
     hub = HubClient(hub_url)
-    log("Getting DockerHub bearer token...")
-    try:
-        hub.login(username, token)
-    except HubError as exc:
-        log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
-    log.add_secret(*hub.secrets)
+    if dry_run and not (token and username):
+        # Listing a public repository's tags needs no login; only deleting does.
+        log("(dry-run) DOCKERHUB_USERNAME/DOCKERHUB_TOKEN not both set: listing tags anonymously")
+    else:
+        login(hub, username, token, log)
 
     log("Fetching all tags from DockerHub...")
     tags = newest_first(collect(hub, log))
@@ -211,6 +205,20 @@ def cleanup(
     if failures:
         log.fail(f"Cleanup finished with {failures} deletion failure(s)")
     log("Cleanup completed successfully")
+
+
+def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
+    """The script's credential checks and login (its messages and exit 1, spec §4.4 step 2-3)."""
+    if not token:
+        log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
+    if not username:
+        log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
+    log("Getting DockerHub bearer token...")
+    try:
+        hub.login(username, token)
+    except HubError as exc:
+        log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
+    log.add_secret(*hub.secrets)
 
 
 def delete(hub: HubClient, name: str, log: Logger) -> bool:

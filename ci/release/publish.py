@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ci import door
 from ci.errors import FAILURE, USAGE, UserError
+from ci.redact import remember
 
 DOCKERHUB_REPO = "vllm/vllm-omni"
 ECR_REGISTRY = "public.ecr.aws/q9t5s3a7"
@@ -187,19 +188,18 @@ def execute(sequence: tuple[Step, ...]) -> None:
         if step.secret_output:
             result = door.run(cmd, output="capture")
             password = result.stdout
+            # From here on the password is masked in everything this process prints:
+            # echoed lines, error lines, and what docker writes (a failed push, say).
+            remember(password)
             if not result.ok:
-                redact = door.Plan(commands=(cmd,)).redactor()
+                redact = cmd.redactor()
                 detail = redact(result.stderr.strip())
-                if password.strip():
-                    detail = detail.replace(password.strip(), "[REDACTED]")
                 raise door.CommandFailed(
                     result.code,
-                    f"error: {cmd.line()} failed with exit {result.code}"
+                    redact(f"error: {cmd.line(redact)} failed with exit {result.code}")
                     + (f": {detail}" if detail else ""),
                 )
             continue
-        if password:  # from here on, the password is masked in everything we print
-            cmd = dataclasses.replace(cmd, secrets=(*cmd.secrets, password.strip()))
         result = door.run(cmd)
         if not result.ok and step.tolerate_failure:
             door.note(f"(ignored: exit {result.code})")

@@ -6,8 +6,10 @@ Public API (for the XPU runner and the nox tier sessions):
   secrets=()) -> str`: the whole job program, runnable with `bash -c` locally or
   `docker run IMAGE bash -c` in a container.
 - `ci.runner.program.Semantics`, `Mode` and the pre-flight `Check` values
-  (`DockerDisabled`, `RequireCommands`, `Section`, `CacheDirs`, `PersistentHfCache`,
-  `RocmGpus`): the building blocks.
+  (`DockerDisabled`, `RequireCommands`, `GpuCount`, `Section`, `CacheDirs`,
+  `PersistentHfCache`, `RocmGpus`): the building blocks.
+- `ci.runner.leaks.end_leftovers(keep)`: end what a command left running;
+  `ci.runner.guard.signals_deferred()`: a signal during that cleanup waits for it.
 - `ci.runner.native.ROCM` / `NPU` and `program_for(platform, environ, positional)`.
 - `run_reporting(cmd)`: `door.run` for runners, saying why a command could not start.
 """

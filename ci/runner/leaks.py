@@ -14,12 +14,22 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
 
 SCOPES = ("tree", "all")
+# The original's lines, verbatim in process-cleanup.txt (spec §4.4); on stderr
+# each line of the check starts with PREFIX, so that a PASS is not read as the
+# step's own verdict.
 PASS_LINE = "status=PASS leaked_processes=0"
 FAIL_LINE = "status=FAIL leaked_processes_detected=1"
+PREFIX = "leak check: "
+# How long what a command left behind gets between TERM and KILL.
+LEFTOVER_GRACE = 5.0
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -75,21 +85,28 @@ def snapshot(scope: str = "tree") -> list[Proc]:
     for proc in procs:
         if proc.pid == me:
             continue
-        try:
-            with proc.oneshot():
-                found.append(
-                    Proc(
-                        pid=proc.pid,
-                        started=proc.create_time(),
-                        ppid=proc.ppid(),
-                        status=proc.status(),
-                        name=proc.name(),
-                        cmdline=_cmdline(proc),
-                    )
-                )
-        except psutil.Error:
-            continue
+        described = describe(proc)
+        if described is not None:
+            found.append(described)
     return found
+
+
+def describe(proc: psutil.Process) -> Proc | None:
+    """A `Proc` for a live psutil process, or None once it is gone."""
+    import psutil
+
+    try:
+        with proc.oneshot():
+            return Proc(
+                pid=proc.pid,
+                started=proc.create_time(),
+                ppid=proc.ppid(),
+                status=proc.status(),
+                name=proc.name(),
+                cmdline=_cmdline(proc),
+            )
+    except psutil.Error:
+        return None
 
 
 def _cmdline(proc: object) -> str:
@@ -112,33 +129,36 @@ def reap_own_zombies() -> None:
                     os.waitpid(child.pid, os.WNOHANG)
 
 
-def settle(before: Sequence[Proc], scope: str, seconds: float) -> list[Proc]:
-    """Leaks still present after up to `seconds` of letting leftovers exit."""
+def settle(
+    before: Sequence[Proc],
+    scope: str,
+    seconds: float,
+    stop: Callable[[], bool] = lambda: False,
+) -> list[Proc]:
+    """Leaks still present after up to `seconds` of letting leftovers exit (or until `stop()`)."""
     deadline = time.monotonic() + seconds
     while True:
         reap_own_zombies()
         found = leaked(before, snapshot(scope))
-        if not found or time.monotonic() >= deadline:
+        if not found or time.monotonic() >= deadline or stop():
             return found
         time.sleep(0.2)
 
 
-def end(procs: Sequence[Proc], grace: float = 3.0) -> None:
-    """TERM, then KILL, the leaked processes that are ours (pid + start time must match)."""
-    import psutil
+def end_leftovers(keep: Iterable[Proc], grace: float = LEFTOVER_GRACE) -> list[Proc]:
+    """End what the commands left running: our descendants not in `keep` (pid + start time).
 
-    mine: list[psutil.Process] = []
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(p.pid)
-            if proc.create_time() == p.started:
-                mine.append(proc)
-    for proc in mine:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = psutil.wait_procs(mine, timeout=grace)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=grace)
-    reap_own_zombies()
+    TERM, then KILL after `grace`, repeated until a look finds nothing left
+    (`ci.proctree.end_leftovers`); returns the processes ended, as first seen.
+    """
+    from ci import proctree
+
+    ended: list[Proc] = []
+
+    def seen(proc: psutil.Process) -> None:
+        described = describe(proc)
+        if described is not None:
+            ended.append(described)
+
+    proctree.end_leftovers({p.identity for p in keep}, grace, seen=seen)
+    return ended

@@ -17,6 +17,7 @@ from ci.platforms import Platform
 from ci.runner.program import (
     CacheDirs,
     DockerDisabled,
+    GpuCount,
     Mode,
     PersistentHfCache,
     RequireCommands,
@@ -42,6 +43,7 @@ ROCM = Semantics(
     preflight=(
         DockerDisabled(),
         RequireCommands(),
+        GpuCount(),  # an input: checked before the cache folders and HF_HOME are made
         Section("Native in-pod ROCm CI"),
         CacheDirs(),
         PersistentHfCache(),
@@ -92,22 +94,46 @@ def program_for(
 
 
 def run_tests(platform: Platform, positional: Sequence[str], *, dry_run: bool = False) -> None:
-    """Run the rendered program with bash; end with its exit status (128+N for signal N)."""
+    """Run the rendered program with bash; end with its exit status (128+N for signal N).
+
+    What the program leaves running when it ends is ended (TERM, then KILL)
+    and listed on stderr; the exit status stays the program's.
+    """
     import os
 
     from ci import door
     from ci.errors import Stop
     from ci.redact import Redactor
+    from ci.runner import leaks
+    from ci.runner.guard import interrupted, signals_deferred
 
     program = program_for(platform, os.environ, positional)
     if dry_run:
         sys.stdout.write(Redactor.for_env()(program))
         sys.stdout.flush()
         return
-    with _program_argv(program) as argv:
-        result = door.run(door.Command(argv, description=f"run-tests ({platform})"), quiet=True)
-    if result.code != 0:
-        raise Stop(result.code)
+    stopped: door.Interrupted | None = None
+    code = 0
+    with _program_argv(program) as argv, signals_deferred() as received:
+        ours = leaks.snapshot("tree")  # not the job's: never ended
+        try:
+            if not received:
+                command = door.Command(argv, description=f"run-tests ({platform})")
+                code = door.run(command, quiet=True).code
+        except door.Interrupted as exc:  # a signal while the job ran: its tree is ended
+            stopped = exc
+        finally:
+            ended = leaks.end_leftovers(ours)
+            if ended:
+                door.note(f"run-tests: ended {len(ended)} process(es) the job left running:")
+                for proc in ended:
+                    door.note(f"  {proc.line()}")
+    if stopped is not None:
+        raise stopped
+    if received:
+        raise interrupted(received[0])
+    if code != 0:
+        raise Stop(code)
 
 
 # Linux limits one argv string to 128 KiB; the program holds the commands twice.

@@ -167,6 +167,28 @@ if actual != expected:
 """
 
 
+_GPU_COUNT_CHECK = (
+    '__omni_ci_gpus="${VLLM_CI_EXPECTED_GPU_COUNT:-1}"\n'
+    'if [[ ! "${__omni_ci_gpus}" =~ ^[0-9]+$ ]]; then\n'
+    "    echo \"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '${__omni_ci_gpus}'.\" >&2\n"  # noqa: E501
+    "    exit 1\n"
+    "fi"
+)
+
+
+@dataclass(frozen=True)
+class GpuCount:
+    """VLLM_CI_EXPECTED_GPU_COUNT is a non-negative integer (unset or empty: 1), else exit 1.
+
+    An input check, so the ROCm program runs it before anything has a side
+    effect (the cache folders, HF_HOME); `RocmGpus` repeats it for programs
+    that use it alone.
+    """
+
+    def render(self) -> str:
+        return _GPU_COUNT_CHECK
+
+
 @dataclass(frozen=True)
 class RocmGpus:
     """`rocminfo`, then torch: a ROCm build, available, exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs.
@@ -178,11 +200,7 @@ class RocmGpus:
 
     def render(self) -> str:
         return (
-            '__omni_ci_gpus="${VLLM_CI_EXPECTED_GPU_COUNT:-1}"\n'
-            'if [[ ! "${__omni_ci_gpus}" =~ ^[0-9]+$ ]]; then\n'
-            "    echo \"Error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '${__omni_ci_gpus}'.\" >&2\n"  # noqa: E501
-            "    exit 1\n"
-            "fi\n"
+            _GPU_COUNT_CHECK + "\n"
             "if (( 10#${__omni_ci_gpus} == 0 )); then\n"
             '    echo "VLLM_CI_EXPECTED_GPU_COUNT=0: no-GPU pre-flight, skipping rocminfo and the torch GPU check."\n'  # noqa: E501
             "else\n"

@@ -3,8 +3,15 @@
 It replaces `timeout --kill-after`, the `$BUILDKITE_PARALLEL_JOB` shard idioms,
 copying artifacts into the checkout, `tee … | tail` summaries and the
 `ps`/awk leak check. The command's argv is kept intact and never goes through a
-shell (except `--summary-tail`, which tees through bash with pipefail). The
-command's exit code is passed through; a leak on a passing command gives 1.
+shell (except `--summary-tail`, which tees through bash into `ci.runner.teelog`).
+The command's exit code is passed through; a leak on a passing command gives 1.
+
+Every file `step` writes (the log, the summary, `process-cleanup.txt`) has the
+environment's secrets masked, as its stderr lines do; a file that cannot be
+written (a full disk) is one warning, never the step's exit code. When the
+command ends, whatever it left running is ended (TERM, then KILL), and said;
+a signal to `step` meanwhile cuts the leak check's settling short, not that
+cleanup (then exit 128+N; a second signal ends `step` at once).
 """
 
 from __future__ import annotations
@@ -14,18 +21,28 @@ import re
 import shlex
 import sys
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci.door import Command
 from ci.errors import UserError
 
+if TYPE_CHECKING:
+    from ci.runner.leaks import Proc
+
 SUMMARY_FILE = "pytest-summary.txt"
 LOG_FILE = "pytest.log"
 LEAK_FILE = "process-cleanup.txt"
-# Tee the command's output to a log; pipefail keeps the command's own status.
-_TEE = 'set -o pipefail; log=$1; shift; "$@" 2>&1 | tee -- "$log"'
+
+
+def _tee_script() -> str:
+    """bash: the command's output through our tee into `$1`; the status stays the command's."""
+    from ci.runner.teelog import BOOTSTRAP, package_parent
+
+    tee = shlex.join([sys.executable, "-c", BOOTSTRAP, package_parent()])
+    return f'log=$1; shift; "$@" 2>&1 | {tee} "$log"; exit "${{PIPESTATUS[0]}}"'
 
 
 @dataclass(frozen=True)
@@ -232,7 +249,7 @@ def plan_step(
         if options.summary_tail:
             log = os.path.join(artifact_dir, LOG_FILE)
             summary = os.path.join(artifact_dir, SUMMARY_FILE)
-            words = ["bash", "-c", _TEE, "step", log, *words]
+            words = ["bash", "-c", _tee_script(), "step", log, *words]
     command = Command(
         tuple(words),
         description="step",
@@ -281,11 +298,29 @@ def _make_dirs(plan: StepPlan) -> None:
 
 
 def _tail(path: str, count: int) -> list[str]:
+    """The last `count` lines of the log; nothing when it is not a regular file (/dev/full)."""
+    import stat
+
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return []
             return list(deque(fh, maxlen=count))
     except OSError:
         return []
+
+
+def write_artifact(path: str, text: str) -> bool:
+    """Write one file of ours, secrets masked; a failure is a warning, never the exit code."""
+    from ci.door import note
+    from ci.redact import Redactor
+
+    try:
+        Path(path).write_text(Redactor.for_env()(text), encoding="utf-8")
+        return True
+    except OSError as exc:
+        note(f"step: could not write {path}: {exc.strerror or exc}")
+        return False
 
 
 def _copy(plan: StepPlan) -> None:
@@ -303,44 +338,69 @@ def _copy(plan: StepPlan) -> None:
 
 
 def _finish(plan: StepPlan) -> None:
-    from ci.door import note
-
     if plan.summary and plan.log:
-        try:
-            Path(plan.summary).write_text("".join(_tail(plan.log, plan.summary_tail)))
-        except OSError as exc:  # the command's exit code still decides the step
-            note(f"step: could not write {plan.summary}: {exc.strerror}")
+        write_artifact(plan.summary, "".join(_tail(plan.log, plan.summary_tail)))
     _copy(plan)
 
 
+def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[], bool]) -> int:
+    """Settle, report (stderr and process-cleanup.txt) and return the step's code."""
+    from ci.door import note
+    from ci.runner import leaks
+
+    found = leaks.settle(before, plan.leak_scope, plan.leak_settle, stop=stop)
+    if stop():
+        return code  # cut short by a signal: no verdict, the leftovers are ended anyway
+    lines = leaks.report(found)
+    for line in lines:
+        note(leaks.PREFIX + line)
+    if plan.artifact_dir:
+        write_artifact(os.path.join(plan.artifact_dir, LEAK_FILE), "\n".join(lines) + "\n")
+    if found and code == 0:
+        note("step: exit 1: the command passed, but it left processes behind")
+        return 1
+    if code != 0:
+        note(f"step: exit {code}: the command's own status")
+    return code
+
+
 def execute(plan: StepPlan) -> int:
-    """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
+    """Run the plan; the command's exit code, or 1 for a leak after a passing command.
+
+    Whatever the command leaves running is ended afterwards, also after a
+    signal to us (exit 128+N then) or a write error.
+    """
     from ci import door
+    from ci.proctree import become_subreaper
     from ci.runner import leaks, run_reporting
+    from ci.runner.guard import interrupted, signals_deferred
 
     _make_dirs(plan)
-    if plan.leak_check:
-        # Orphans of the command must be re-parented to us, where the check sees them.
-        from ci.proctree import become_subreaper
-
-        become_subreaper()
-    before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
-    try:
-        code = run_reporting(plan.command).code
-        if plan.leak_check:
-            found = leaks.settle(before, plan.leak_scope, plan.leak_settle)
-            lines = leaks.report(found)
-            for line in lines:
-                door.note(line)
-            if plan.artifact_dir:
-                Path(plan.artifact_dir, LEAK_FILE).write_text("\n".join(lines) + "\n")
-            if found:
-                ours = {p.pid for p in leaks.snapshot("tree")}
-                leaks.end([p for p in found if p.pid in ours])
-                if code == 0:
-                    code = 1
-    finally:
-        _finish(plan)
+    # Orphans of the command must be re-parented to us, where the check sees them.
+    become_subreaper()
+    stopped: door.Interrupted | None = None
+    code = 0
+    with signals_deferred() as received:
+        ours = leaks.snapshot("tree")  # not the command's: never ended
+        before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
+        try:
+            if not received:
+                code = run_reporting(plan.command).code
+                if plan.leak_check:
+                    code = _leak_check(plan, before, code, stop=lambda: bool(received))
+        except door.Interrupted as exc:  # a signal while the command ran: its tree is ended
+            stopped = exc
+        finally:
+            ended = leaks.end_leftovers(ours)
+            if ended:
+                door.note(f"step: ended {len(ended)} process(es) the command left running:")
+                for proc in ended:
+                    door.note(f"  {proc.line()}")
+            _finish(plan)
+    if stopped is not None:
+        raise stopped
+    if received:
+        raise interrupted(received[0])
     return code
 
 

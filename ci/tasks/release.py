@@ -46,7 +46,8 @@ def publish_images(
         "hub_url": "Docker Hub API base URL (default: https://hub.docker.com)",
         "keep": "how many of the newest nightly- tags to keep (default: 14)",
         "delete_interval": "pause after each delete (default: 1s)",
-        "dry_run": "list what would be deleted (stdout) and delete nothing",
+        "dry_run": "list what would be deleted (stdout) and delete nothing; without"
+        " DOCKERHUB_USERNAME/_TOKEN the tags are listed anonymously",
     },
 )
 def cleanup_nightly(
@@ -61,7 +62,7 @@ def cleanup_nightly(
     Replaces cleanup-nightly-builds.sh: log in, list every nightly- tag, keep the
     newest --keep by last update, delete the rest. stdout lists the deleted tags.
     Exit 1 on missing credentials, a failed login or listing, or a failed delete;
-    2 on a bad option.
+    2 on a bad option. --dry-run needs no credentials: it lists anonymously.
     """
     from ci.durations import parse_duration
     from ci.release.cleanup import cleanup, parse_keep

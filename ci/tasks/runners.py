@@ -30,9 +30,10 @@ def run_tests(
     Always overwritten: PYTORCH_ROCM_ARCH (forced empty), TMPDIR,
     TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, VLLM_CACHE_ROOT, XDG_CACHE_HOME,
     HF_DATASETS_CACHE (per-job dirs under /tmp/vllm-omni-native-<job id>).
-    Pre-flight (exit 1): VLLM_CI_DOCKER_DISABLED=1 required; HF cache mount when
-    VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1; rocminfo and torch with exactly
-    VLLM_CI_EXPECTED_GPU_COUNT GPUs (0 = no-GPU pre-flight, skips both).
+    Pre-flight (exit 1): VLLM_CI_DOCKER_DISABLED=1 required; a non-negative
+    integer VLLM_CI_EXPECTED_GPU_COUNT (checked before any folder is made); HF
+    cache mount when VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1; rocminfo and torch
+    with exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs (0 = no-GPU pre-flight, skips both).
     Every command runs; the first failure is kept (a real one replaces 5), also
     past `exit N` and `set -e`; VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
     npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
@@ -43,7 +44,8 @@ def run_tests(
     only when present; container and image removed on every exit.
     Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
     134); SIGTERM, SIGINT or SIGHUP to run-tests end every descendant, then exit
-    143, 130 or 129; --timeout 124.
+    143, 130 or 129; --timeout 124. rocm/npu: what the job leaves running when it
+    ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
     """
     from ci.argv import after_dashdash
     from ci.runner.dispatch import run_tests as dispatch
@@ -67,7 +69,9 @@ def run_tests(
         "junit": "append --junitxml=FILE to the command",
         "summary_tail": "keep the output in ARTIFACT_DIR/pytest.log and its last N lines in "
         "ARTIFACT_DIR/pytest-summary.txt",
-        "leak_check": "fail (exit 1) if the command leaves processes behind, and list them",
+        "leak_check": "fail (exit 1) if the command leaves processes behind, and list them "
+        "('leak check: …' lines on stderr; the original's lines in "
+        "ARTIFACT_DIR/process-cleanup.txt)",
         "leak_scope": "tree (our descendants, default) or all (every visible process)",
         "leak_settle": "how long leftovers may take to exit before they count (default 5s)",
         "dry_run": "print the plan and run nothing",
@@ -95,7 +99,9 @@ def step(
     ps/awk leak check. In a parallel step (BUILDKITE_PARALLEL_JOB_COUNT set) it
     shards a pytest command by default. Exit: the command's status; 1 for a leak after a pass; 124
     (137 if KILL was needed) on timeout; 127/126 when the command is missing or
-    cannot run; 2 for bad options, before anything runs.
+    cannot run; 2 for bad options, before anything runs. What the command leaves
+    running is ended afterwards (TERM, KILL after 5s) and listed on stderr. Files
+    it writes have secrets masked; one it cannot write is a warning, not the exit code.
     """
     from ci.argv import after_dashdash
     from ci.runner.step import StepOptions, run_step
