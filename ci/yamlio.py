@@ -74,6 +74,12 @@ def _documents(text: str, source: str, *, single: bool) -> list[Any]:
         UserError.collect((p for n in nodes for p in _problems(loader, n, source)), code=FAILURE)
         documents = [loader.construct_document(n) for n in nodes]
     except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "") or ""):
+            # libyaml 0.2.5+ stops at 1,000 levels itself, while scanning ahead of the
+            # events _check_depth reads: the same refusal, in the same words.
+            mark = getattr(exc, "problem_mark", None)
+            line = getattr(mark, "line", 0) + 1
+            raise UserError(f"{source}: {_too_deep(line)}", code=FAILURE) from None
         raise InvalidYAML(f"{source}: invalid YAML{_where(exc)}", code=FAILURE) from None
     finally:
         loader.dispose()
