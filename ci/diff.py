@@ -35,7 +35,8 @@ from typing import Final, Literal
 from ci import door
 from ci.errors import UserError
 from ci.pipeline import files
-from ci.skipci import is_test_py
+from ci.target import git, resolve_build
+from ci.testpaths import is_test_py
 
 # `git fetch` of a missing PR base: the original's depth, plus a bound on time.
 FETCH_DEPTH: Final = 200
@@ -72,8 +73,6 @@ def _log(message: str) -> None:
 
 def _git(repo: Path, *args: str) -> door.Result:
     # -c core.quotePath=false: non-ASCII paths come back as text, not octal escapes.
-    from ci.target import git
-
     return git(repo, "-c", "core.quotePath=false", *args)
 
 
@@ -307,8 +306,6 @@ def _pr_base_ref(repo: Path, branch: str, *, fetch: bool) -> str | None:
 
 
 def _from_env(repo: Path, env: Mapping[str, str]) -> Diff:
-    from ci.target import resolve_build
-
     build = resolve_build(repo, env)
     # Outside Buildkite an empty BUILDKITE_COMMIT is HEAD: the original's
     # `origin/main...` meant that too; inside Buildkite it is an error.

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ci import door
 from ci.errors import UserError
 from ci.sandbox.layout import BASE_IMAGE
+from ci.sandbox.registryapi import in_registry, registry_answers
 
 DEBIAN_DOCKER = "/usr/bin/docker"
 REGISTRY = "127.0.0.1:5000"
@@ -160,14 +159,6 @@ def _output_image(docker: str) -> bool:
     return result.ok
 
 
-def registry_answers(registry: str = REGISTRY, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{registry}/v2/", timeout=timeout) as resp:
-            return int(resp.status) in (200, 401)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
 def _shellcheck() -> str | None:
     if not shutil.which("shellcheck"):
         return None
@@ -271,8 +262,6 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Findi
 
 
 def base_image_in_registry() -> bool:
-    from ci.sandbox.parts import in_registry
-
     return in_registry()
 
 

@@ -20,7 +20,7 @@ import json
 from functools import cache
 from typing import Any, Final
 
-from ci.schema import schema_text
+from ci.schemafile import schema_text, validator
 
 STEP_LISTS: Final = ("pipelineSteps", "groupSteps")
 _ANNOTATIONS: Final = frozenset({"description", "title", "examples", "deprecated", "$comment"})
@@ -172,8 +172,6 @@ def _steps_ok(step_list: str, steps: Any) -> bool:
 
 def is_valid(pipeline: Any) -> bool:
     """jsonschema's verdict on the whole pipeline, computed step by step."""
-    from ci.schema import validator
-
     if not isinstance(pipeline, dict) or "steps" not in pipeline:
         return bool(validator().is_valid(pipeline))
     rule = _schema().get("properties", {}).get("steps")

@@ -24,13 +24,14 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import Final, Literal, Protocol
 
+from ci.diff import Diff, _Worktree, resolve_diff
+from ci.diff import clear_cache as clear_diffs
 from ci.errors import Stop, UserError
-
-if TYPE_CHECKING:
-    from ci.diff import Diff, _Worktree
-    from ci.platforms import Platform
+from ci.platforms import Platform, parse_platform
+from ci.target import git, resolve_repo
+from ci.testpaths import is_test_py
 
 # Fixed order everywhere (messages, matrix): spec §2.1.
 PLATFORMS: Final = ("cuda", "amd", "intel", "npu")
@@ -86,8 +87,6 @@ def spec_platform(value: str | Platform) -> str:
     (exit 2): the original counted it as "skipped" (S25), which turned a typo
     into a silently skipped CI.
     """
-    from ci.platforms import Platform, parse_platform
-
     names = {
         Platform.ROCM: "amd",
         Platform.CUDA: "cuda",
@@ -118,12 +117,6 @@ class Buckets:
 
 def is_docs(path: str) -> bool:
     return path.startswith("docs/") or path.endswith(".md") or path == "mkdocs.yml"
-
-
-def is_test_py(path: str) -> bool:
-    """A `.py` file whose first path component is `tests`."""
-    head, sep, _ = path.partition("/")
-    return bool(sep) and head == "tests" and path.endswith(".py")
 
 
 def classify(
@@ -438,24 +431,18 @@ def decision(
     env: Mapping[str, str] | None = None,
 ) -> Decision:
     """Resolve the diff (spec §2.6, or an explicit range) and decide."""
-    from ci.diff import resolve_diff
-
     return decision_for(resolve_diff(repo, base, head, env=env))
 
 
 def clear_cache() -> None:
     """Forget cached decisions and diffs (tests)."""
-    from ci import diff
-
     _DECISIONS.clear()
     _LOGGED.clear()
-    diff.clear_cache()
+    clear_diffs()
 
 
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run (spec §2.7)."""
-    from ci.target import git, resolve_repo
-
     problems: list[str] = []
     if not platform:
         problems.append("--platform is required: rocm (amd), cuda, npu or xpu (intel)")
@@ -469,8 +456,6 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     elif level not in LEVELS:
         problems.append(f"--level: unknown level {level!r}: allowed values are l2, l3")
     UserError.collect(problems)
-    from ci.diff import resolve_diff
-
     target = resolve_repo(repo or None)
     if not git(target, "rev-parse", "--is-inside-work-tree").ok:
         # Without history every build would "run": a wrong --repo is an input error.

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ci import door
 from ci.errors import IMAGE_INPUT, UserError
+from ci.images import registry
 from ci.images.cachekey import CacheKey
+from ci.images.registry import on_this_machine
 
 if TYPE_CHECKING:
     from ci.doctor import Report
@@ -81,16 +83,6 @@ def reference_problem(value: str, source: str) -> str | None:
         f"{source}: {value!r} is not a valid image reference "
         "(expected [host[:port]/]path[:tag], lowercase path components)"
     )
-
-
-LOOPBACK_HOSTS = ("localhost", "[::1]")
-
-
-def on_this_machine(ref: str) -> bool:
-    """The ref's registry is on this machine (loopback), so a request to it leaves nothing."""
-    host = ref.split("/", 1)[0] if "/" in ref else ""
-    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-    return name in LOOPBACK_HOSTS or name.startswith("127.")
 
 
 def parse_builder(value: str) -> str:
@@ -159,8 +151,6 @@ class KeyedBuild:
         return steps_for(self.backend, self.spec(), self.buildx_builder, self.docker)
 
     def backend_facts(self) -> tuple[tuple[str, str], ...]:
-        from ci.images import registry
-
         return (
             ("backend", describe(self.backend, self.buildx_builder)),
             ("push", "yes" if self.push else "no (--no-push)"),
@@ -170,15 +160,11 @@ class KeyedBuild:
 
     def registry_target(self) -> Any:
         """The registry this build talks to (`ci.images.registry.Target`), or None."""
-        from ci.images import registry
-
         spec = self.spec()
         return registry.target(spec.image_ref, spec.cache_ref, spec.push)
 
     def probe(self) -> None:
         """Before any command: the registry the build talks to answers (else exit 1)."""
-        from ci.images import registry
-
         registry.check(self.registry_target(), self.registry_from)
 
     def execute(self) -> None:

@@ -7,7 +7,7 @@ timeout, before any command runs, turns that into one line and an exit.
 
 Which registry: the one of the image ref when the build pushes (its cache
 ref lives there too); under `--no-push` the cache ref's only when it is on
-this machine (`backends.on_this_machine`, the only case a `--no-push` build
+this machine (`on_this_machine`, the only case a `--no-push` build
 reads it); otherwise none, and nothing is asked. `--dry-run` asks nothing
 either: its plan says, as a `# note:`, what a run would ask.
 
@@ -35,12 +35,19 @@ import urllib.request
 from dataclasses import dataclass
 
 from ci.errors import FAILURE, UserError
-from ci.images.backends import on_this_machine
 
 TIMEOUT = 5.0
 SKIP_ENV = "VLLM_OMNI_CI_REGISTRY_PROBE"
 DOCKER_HUB = "registry-1.docker.io"
 _HUB_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io")
+LOOPBACK_HOSTS = ("localhost", "[::1]")
+
+
+def on_this_machine(ref: str) -> bool:
+    """The ref's registry is on this machine (loopback), so a request to it leaves nothing."""
+    host = ref.split("/", 1)[0] if "/" in ref else ""
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+    return name in LOOPBACK_HOSTS or name.startswith("127.")
 
 
 def host_of(repository: str) -> str:

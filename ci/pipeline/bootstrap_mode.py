@@ -10,6 +10,9 @@ This module turns the decision into the spec's exact `if` strings, built from
 It also holds `auto_scope`: the choice the upload steps' inline shell made
 (`EXTRA="--all"` on a scheduled nightly, ...), as one table per test file
 (spec §4.1, §4.2, §4.4), so the emitted steps can say `--scope auto`.
+
+No I/O here: reading the file, asking skip-ci and emitting the result are the
+task layer's (`ci.pipeline.upload.upload_bootstrap_file`).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ci.errors import FAILURE, USAGE, UserError
-from ci.pipeline import files, ifexpr
+from ci.pipeline import ifexpr
 from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
+from ci.platforms import Platform, platform_option
 
 if TYPE_CHECKING:
     from ci.pipeline.render import Scope
@@ -149,8 +153,6 @@ def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
     """`--platform` if given (cuda or npu), else the path rule."""
     if not value:
         return detect_platform(path)
-    from ci.platforms import Platform, platform_option
-
     chosen = platform_option(value)
     if chosen is Platform.CUDA:
         return "cuda"
@@ -274,35 +276,3 @@ def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope
     if any(env.get(name, "") == "1" for name in rule.env):
         return rule.scope
     return "diff"
-
-
-# --------------------------------------------------------------------------- task layer
-
-
-def upload_bootstrap_file(
-    repo: Path,
-    path: Path,
-    *,
-    platform: str = "",
-    scope: str = "diff",
-    upload: bool = False,
-    dry_run: bool = False,
-    env: Mapping[str, str],
-) -> None:
-    """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
-    from ci import skipci
-    from ci.pipeline.upload import emit, log, repo_relative
-    from ci.target import resolve_build
-
-    resolve_build(repo, env)  # inside Buildkite, no BUILDKITE_COMMIT: exit 2 before any work
-    relative = repo_relative(repo, path) or str(path)
-    chosen = parse_bootstrap_platform(platform, relative)
-    if scope != "diff":
-        log(f"--scope {scope} is ignored for {path.name} (bootstrap mode)")
-    text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
-    document = load_document(text, str(path))
-    decision = skipci.decision(repo, env=env)
-    rendered = render_bootstrap(document, decision, chosen)
-    for line in rendered.log:
-        log(line)
-    emit(rendered.pipeline, relative, upload=upload, dry_run=dry_run, log=log)

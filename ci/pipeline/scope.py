@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ci.errors import USAGE, UserError
+from ci.pipeline import bootstrap_mode
 from ci.pipeline.render import Scope
 
 CHOICES = ("diff", "all", "e2e", "auto")
@@ -35,8 +36,6 @@ def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope
     Inputs: the repo-relative pipeline path, the build branch, and the env
     (NIGHTLY, WEEKLY, NON_CRITICAL).
     """
-    from ci.pipeline import bootstrap_mode
-
     return bootstrap_mode.auto_scope(pipeline_path, branch, env)
 
 

@@ -4,7 +4,9 @@ The task layer of the uploader: it finds the repo and the file, asks the
 shared diff resolver (`ci.diff`) for the changed paths, hands everything to
 the pure renderer (`ci.pipeline.render`), validates the result against
 Buildkite's schema and only then prints it, or pipes it to
-`buildkite-agent pipeline upload` through the door.
+`buildkite-agent pipeline upload` through the door. A
+`bootstrap-upload-steps.yml` goes the same way, with the skip-ci decision
+(`ci.skipci`) and the gates of `ci.pipeline.bootstrap_mode` instead.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci import door, yamlio
+from ci import door, skipci, yamlio
+from ci.diff import resolve_diff
 from ci.errors import FAILURE, UserError
 from ci.pipeline import files
 from ci.pipeline import scope as scopes
+from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
+from ci.pipeline.mirror import parse_mirror_hw
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import Rendered, render_test_pipeline
+from ci.target import resolve_branch, resolve_build, resolve_repo
 
 LOG_PREFIX = "upload_pipeline: "
 BOOTSTRAP_FILE = "bootstrap-upload-steps.yml"
@@ -73,8 +79,6 @@ def upload_command(text: str) -> door.Command:
 
 
 def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
-    from ci.diff import resolve_diff
-
     diff = resolve_diff(repo, env=env)
     if diff.paths is None:
         log(f"changed files unknown ({diff.reason}); no source filtering")
@@ -167,16 +171,11 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
 
 
 def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
-    from ci.pipeline.mirror import parse_mirror_hw
-    from ci.target import resolve_branch, resolve_repo
-
     repo = resolve_repo(options.repo or None)
     path = pipeline_file(repo, options.pipeline)
     relative = repo_relative(repo, path) or str(path)
     if path.name == BOOTSTRAP_FILE:
         # Bootstrap mode is chosen by file name (spec §3.1); `--all`/`--e2e` are ignored.
-        from ci.pipeline.bootstrap_mode import upload_bootstrap_file
-
         upload_bootstrap_file(
             repo,
             path,
@@ -210,6 +209,31 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     rendered.raise_problems()
     log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
+
+
+def upload_bootstrap_file(
+    repo: Path,
+    path: Path,
+    *,
+    platform: str = "",
+    scope: str = "diff",
+    upload: bool = False,
+    dry_run: bool = False,
+    env: Mapping[str, str],
+) -> None:
+    """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
+    resolve_build(repo, env)  # inside Buildkite, no BUILDKITE_COMMIT: exit 2 before any work
+    relative = repo_relative(repo, path) or str(path)
+    chosen = parse_bootstrap_platform(platform, relative)
+    if scope != "diff":
+        log(f"--scope {scope} is ignored for {path.name} (bootstrap mode)")
+    text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
+    document = load_document(text, str(path))
+    decision = skipci.decision(repo, env=env)
+    rendered = render_bootstrap(document, decision, chosen)
+    for line in rendered.log:
+        log(line)
+    emit(rendered.pipeline, relative, upload=upload, dry_run=dry_run, log=log)
 
 
 def emit(

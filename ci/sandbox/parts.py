@@ -14,8 +14,6 @@ import json
 import os
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,25 +23,18 @@ from ci.errors import UserError
 from ci.sandbox import debs, pins
 from ci.sandbox.layout import (
     BASE_IMAGE,
-    BASE_IMAGE_REPO,
-    BASE_IMAGE_TAG,
     REGISTRY,
     SOCKET,
     Layout,
     plugin_dir,
 )
+from ci.sandbox.registryapi import in_registry
+from ci.sandbox.registryapi import manifest_digest as manifest_digest
+from ci.sandbox.registryapi import registry_answers as answers
 from ci.sandbox.state import State
 
 REUSED, STARTED, INSTALLED = "reused", "started", "installed"
 UP = "vllm-omni-ci sandbox up"
-MANIFEST_TYPES = ", ".join(
-    [
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-        "application/vnd.oci.image.index.v1+json",
-    ]
-)
 # The containerd snapshotter is what lets the buildx `docker` driver export a registry cache.
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"
 BOOTSTRAP_INCLUDE = "python3,python3-pip,python3-pytest,python3-yaml,git"
@@ -294,8 +285,6 @@ def up_buildx(ctx: Context) -> Outcome:
 
 
 def registry_answers() -> bool:
-    from ci.doctor import registry_answers as answers
-
     return answers(REGISTRY)
 
 
@@ -341,24 +330,6 @@ def up_registry(ctx: Context) -> Outcome:
 
 
 # --------------------------------------------------------------------------- base image
-
-
-def manifest_digest(repository: str, tag: str) -> str | None:
-    """The local registry's digest of `repository:tag`, or None when it has no such tag."""
-    request = urllib.request.Request(
-        f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
-        method="HEAD",
-        headers={"Accept": MANIFEST_TYPES},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            return str(resp.headers["Docker-Content-Digest"]) if resp.status == 200 else None
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-
-
-def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) -> bool:
-    return manifest_digest(repository, tag) is not None
 
 
 def check_base_image(ctx: Context) -> Check:

@@ -5,6 +5,7 @@ command table for xpu), so the local run cannot drift from CI:
 
 - `ci.tiers.model`: tier x platform → the tier's steps (`load_tier`), with the
   hardware each needs, its grade and whether it can run on a CPU;
+- `ci.tiers.step`: the `Tier` and `TierStep` types (shared with `ci.tiers.xpu`);
 - `ci.tiers.rules`: the CPU-runnable rule and soft-fail semantics;
 - `ci.tiers.plan`: steps → jobs (one per parallelism shard), each a container
   or native command that runs the native runner's rendered program (pure);

@@ -9,35 +9,28 @@ A pair without a source is `no <tier> tier for <platform>` (exit 2). Steps are
 walked by the shared step source (`ci.gates.stepsource`), so this module adds
 only what a tier run needs: shards, timeout, soft-fail, hardware, CPU rule, and
 the `if`s evaluated as for a PR carrying the tier's label (`local_context`).
+
+The step types (`Tier`, `TierStep`) live in `ci.tiers.step`, shared with
+`ci.tiers.xpu`, and are re-exported here.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.errors import UserError
-from ci.gates.stepsource import Dependency
 from ci.pipeline import files
 from ci.platforms import Platform
-from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
+from ci.tiers.rules import amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
+from ci.tiers.step import Tier as Tier
+from ci.tiers.step import TierStep as TierStep
+from ci.tiers.xpu import XPU_SOURCE, xpu_steps
 
 if TYPE_CHECKING:
     from ci.pipeline.ifexpr import Context
-
-
-class Tier(str, enum.Enum):
-    READY = "ready"
-    MERGE = "merge"
-    NIGHTLY = "nightly"
-    WEEKLY = "weekly"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 TIER_FILES: dict[Platform, str] = {
@@ -46,7 +39,6 @@ TIER_FILES: dict[Platform, str] = {
     Platform.NPU: ".buildkite/npu/test-npu-{tier}.yml",
 }
 XPU_TIERS = (Tier.READY,)
-XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
 # The PR label that uploads each tier (spec §5.2): a local run is that PR's build.
 TIER_LABELS: dict[Tier, str] = {
     Tier.READY: "ready",
@@ -94,77 +86,6 @@ def source_of(repo: Path, tier: Tier, platform: Platform) -> str:
         return XPU_SOURCE
     pattern = TIER_FILES[platform]
     return pattern.format(tier=tier.value)
-
-
-@dataclass(frozen=True)
-class TierStep:
-    """One step of a tier, with everything a local run carries over from CI."""
-
-    platform: Platform
-    tier: Tier
-    label: str
-    commands: tuple[str, ...]  # as written in the YAML (Buildkite `$$` escapes intact)
-    prologue: tuple[str, ...] = ()  # prepended by the upload (CUDA presets' HF_TOKEN export)
-    env: Mapping[str, str] = field(default_factory=dict)  # file env, then group and step env
-    file_env: Mapping[str, str] = field(default_factory=dict)
-    group: str = ""
-    key: str = ""
-    parallelism: int = 1
-    timeout_minutes: int | None = None
-    soft_fail: SoftFail = field(default_factory=SoftFail)
-    retries: tuple[Retry, ...] = ()  # the step's own retry.automatic exit-status rules
-    grade: str = ""  # AMD grade as written ("" elsewhere)
-    hardware: str = ""  # what CI runs it on: agent_pool (rocm), preset (cuda/npu), queue
-    runs_on_cpu: bool = False  # the CPU-runnable rule
-    dropped: str = ""  # why the upload would not emit this step ("" = emitted)
-    source: str = ""
-    yaml_escaped: bool = True  # commands still hold Buildkite's `$$` escapes
-    conditions: tuple[str, ...] = ()  # the `if`s of its groups, then its own
-    if_false: str = ""  # the first of them that is false in the local context
-    depends_on: tuple[Dependency, ...] = ()
-    group_keys: tuple[str, ...] = ()
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def shell_commands(self) -> tuple[str, ...]:
-        """The commands as the job shell receives them after upload (`$$` -> `$`)."""
-        if not self.yaml_escaped:
-            return self.commands
-        from ci.gates.stepsource import unescape
-
-        return tuple(unescape(c) for c in self.commands)
-
-    @property
-    def job_commands(self) -> tuple[str, ...]:
-        """What the job shell runs: the upload's prologue, then the step's commands."""
-        from ci.gates.stepsource import unescape
-
-        return (*(unescape(c) for c in self.prologue), *self.shell_commands)
-
-    @property
-    def blocking(self) -> bool:
-        return self.soft_fail.blocking
-
-    @property
-    def grade_text(self) -> str:
-        if self.grade or self.platform is Platform.ROCM:
-            shown = self.grade or "no grade"
-            return f"{shown} ({'blocking' if self.blocking else 'soft_fail'})"
-        return self.soft_fail.describe()
-
-    @property
-    def skip_reason(self) -> str:
-        """Why Buildkite would not create this job for the local context ("" = it would)."""
-        if self.dropped:
-            return f"dropped: {self.dropped}"
-        if self.if_false:
-            return f"if false here: {self.if_false}"
-        return ""
-
-    @property
-    def need(self) -> str:
-        """`needs <hardware>`, as reported for steps that do not run here."""
-        return f"needs {self.hardware or self.platform.value}"
 
 
 def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context:
@@ -331,8 +252,6 @@ def load_tier(
     if platform is Platform.XPU:
         if tier not in XPU_TIERS:
             raise missing(tier, platform)
-        from ci.tiers.xpu import xpu_steps
-
         return xpu_steps(tier)
     path = tier_file(repo, tier, platform)
     if path is None:

@@ -8,12 +8,13 @@ settings (label, queue, timeout, soft_fail: false) are named here.
 from __future__ import annotations
 
 from ci.platforms import Platform
-from ci.tiers.model import XPU_SOURCE, Tier, TierStep
 from ci.tiers.rules import SoftFail, cpu_runnable
+from ci.tiers.step import Tier, TierStep
 
 LABEL = "Intel: XPU Test"
 QUEUE = "intel-gpu-omni"
 TIMEOUT_MINUTES = 60
+XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
 
 
 def xpu_steps(tier: Tier) -> list[TierStep]:

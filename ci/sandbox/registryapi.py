@@ -1,0 +1,49 @@
+"""The two questions asked of the sandbox's registry over HTTP: does it answer, and what it holds.
+
+Its own module because both `ci.doctor` (the machine report, which says
+whether the base image is in the registry) and `ci.sandbox.parts` (the
+registry and base-image parts) ask them, and they would otherwise import
+each other.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+from ci.sandbox.layout import BASE_IMAGE_REPO, BASE_IMAGE_TAG, REGISTRY
+
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.index.v1+json",
+    ]
+)
+
+
+def registry_answers(registry: str = REGISTRY, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{registry}/v2/", timeout=timeout) as resp:
+            return int(resp.status) in (200, 401)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def manifest_digest(repository: str, tag: str) -> str | None:
+    """The local registry's digest of `repository:tag`, or None when it has no such tag."""
+    request = urllib.request.Request(
+        f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
+        method="HEAD",
+        headers={"Accept": MANIFEST_TYPES},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return str(resp.headers["Docker-Content-Digest"]) if resp.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) -> bool:
+    return manifest_digest(repository, tag) is not None
