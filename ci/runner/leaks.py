@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ci import door
+
 if TYPE_CHECKING:
     import psutil
 
@@ -162,3 +164,12 @@ def end_leftovers(keep: Iterable[Proc], grace: float = LEFTOVER_GRACE) -> list[P
 
     proctree.end_leftovers({p.identity for p in keep}, grace, seen=seen)
     return ended
+
+
+def end_and_list_leftovers(keep: Iterable[Proc], who: str, what: str) -> None:
+    """`end_leftovers`, then one stderr line per process ended (`who: ended N … the WHAT left`)."""
+    ended = end_leftovers(keep)
+    if ended:
+        door.note(f"{who}: ended {len(ended)} process(es) the {what} left running:")
+        for proc in ended:
+            door.note(f"  {proc.line()}")

@@ -123,11 +123,7 @@ def run_tests(platform: Platform, positional: Sequence[str], *, dry_run: bool = 
         except door.Interrupted as exc:  # a signal while the job ran: its tree is ended
             stopped = exc
         finally:
-            ended = leaks.end_leftovers(ours)
-            if ended:
-                door.note(f"run-tests: ended {len(ended)} process(es) the job left running:")
-                for proc in ended:
-                    door.note(f"  {proc.line()}")
+            leaks.end_and_list_leftovers(ours, "run-tests", "job")
     if stopped is not None:
         raise stopped
     if received:

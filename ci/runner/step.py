@@ -391,11 +391,7 @@ def execute(plan: StepPlan) -> int:
         except door.Interrupted as exc:  # a signal while the command ran: its tree is ended
             stopped = exc
         finally:
-            ended = leaks.end_leftovers(ours)
-            if ended:
-                door.note(f"step: ended {len(ended)} process(es) the command left running:")
-                for proc in ended:
-                    door.note(f"  {proc.line()}")
+            leaks.end_and_list_leftovers(ours, "step", "command")
             _finish(plan)
     if stopped is not None:
         raise stopped
