@@ -78,6 +78,14 @@ def shared_params(build: Callable[[], Iterable[Any]], arity: int = 1) -> list[An
     return [pytest.param(*missing, id="needs-shared", marks=pytest.mark.needs_shared)]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/** from today's output instead of comparing (test_golden.py)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{NEEDS_SHARED}: a parameter standing in for values read from ../shared"
