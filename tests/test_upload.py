@@ -69,7 +69,7 @@ def step(m: str | None = None, label: str = "s", **extra: Any) -> dict[str, Any]
 def only(rendered: Rendered) -> dict[str, Any]:
     assert rendered.problems == []
     assert len(rendered.kept) == 1, rendered.dropped
-    return rendered.kept[0].step
+    return rendered.kept[0].step.fields
 
 
 def gpus(expanded: dict[str, Any]) -> int:
@@ -129,8 +129,8 @@ def test_p5_to_p8_and_p14_composition(
 ) -> None:
     rendered = render(corpus, [step(m)])
     assert rendered.kept[0].preset == preset
-    assert rendered.kept[0].step["agents"]["queue"] == queue
-    assert gpus(rendered.kept[0].step) == count
+    assert rendered.kept[0].step.fields["agents"]["queue"] == queue
+    assert gpus(rendered.kept[0].step.fields) == count
 
 
 def test_p8_not_cards_under_b200_takes_the_highest_b200_preset(corpus: Path) -> None:
@@ -174,7 +174,7 @@ def test_p15_cpu_steps_are_unchanged(corpus: Path) -> None:
     cpu = step("core_model and cpu")
     assert only(render(corpus, [cpu])) == cpu
     pooled = step("core_model and H100 and cards_2", agents={"queue": "cpu_queue_premerge"})
-    assert render(corpus, [pooled]).kept[0].step is pooled
+    assert render(corpus, [pooled]).kept[0].step.fields is pooled
 
 
 def test_single_quoted_and_bare_m_and_python_m(corpus: Path) -> None:
@@ -298,7 +298,7 @@ def test_p25_npu_preset(corpus: Path) -> None:
 
 def test_presets_are_copied_not_shared(corpus: Path) -> None:
     rendered = render(corpus, [step(None, label=f"s{i}", mirror_hardwares="l4_1") for i in (1, 2)])
-    first, second = (k.step for k in rendered.kept)
+    first, second = (k.step.fields for k in rendered.kept)
     assert first["plugins"] == second["plugins"] and first["plugins"] is not second["plugins"]
     assert "&id" not in yaml.safe_dump({"steps": [first, second]})
 

@@ -197,7 +197,7 @@ def test_b200_reroutes_nightly_by_card_count(corpus: Path) -> None:
     assert {p for p in presets.values() if p} <= {"b200_1", "b200_2", "b200_3", "b200_4"}
     for kept in rendered.kept:
         if kept.preset:
-            assert kept.step["agents"] == {"queue": "b200-k8s"}
+            assert kept.step.fields["agents"] == {"queue": "b200-k8s"}
 
 
 def test_b200_keeps_npu_presets(corpus: Path) -> None:

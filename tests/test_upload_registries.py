@@ -162,7 +162,7 @@ def test_registries_from_data() -> None:
     )
     assert rendered.problems == []
     assert [(k.label, k.preset) for k in rendered.kept] == [("k", None), ("infer", "h100_2")]
-    assert rendered.kept[1].step["agents"] == {"queue": "gpu"}
+    assert rendered.kept[1].step.fields["agents"] == {"queue": "gpu"}
     empty = Registries.from_data(where="<none>")
     assert render_test_pipeline(
         {"steps": steps}, scope="all", changed=None, registries=empty

@@ -35,10 +35,10 @@ from pathlib import Path
 
 from ci.door import Command, Plan
 from ci.errors import FAILURE, USAGE, Stop, UserError
-from ci.gates.stepsource import (
+from ci.pipeline.stepsource import (
     AMD_RUNNER,
     JOB_SHELL,
-    Step,
+    ShellStep,
     unescape,
     upload_interpolate,
     upload_refs_at,
@@ -77,7 +77,7 @@ class Script:
     prologue; `shown[i]` is that line as written (after `$$` -> `$`), for reports.
     """
 
-    step: Step
+    step: ShellStep
     text: str
     origin: tuple[tuple[int, int], ...]
     shown: tuple[str, ...]
@@ -108,7 +108,7 @@ class Finding:
         return f"{head}\n    {self.source.strip()}" if self.source.strip() else head
 
 
-def script_for(step: Step) -> Script:
+def script_for(step: ShellStep) -> Script:
     """The step's commands as one script, after a prologue naming its dialect."""
     lines = [PROLOGUE[step.shell]]
     shown = [lines[0]]
@@ -146,7 +146,7 @@ def parse_excludes(value: str) -> tuple[str, ...]:
     return tuple(codes)
 
 
-def upload_expansions(step: Step) -> list[Finding]:
+def upload_expansions(step: ShellStep) -> list[Finding]:
     """Single-`$` references whose upload-time value cannot be what the step meant."""
     shown = "\n".join(unescape(c) for c in step.commands)
     assigned = {name for m in _ASSIGNED.finditer(shown) for name in m.groups() if name}
@@ -247,7 +247,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
 
 
 def merge(
-    checked: Sequence[Finding], steps: Sequence[Step], severity: str, exclude: Sequence[str]
+    checked: Sequence[Finding], steps: Sequence[ShellStep], severity: str, exclude: Sequence[str]
 ) -> list[Finding]:
     """shellcheck's findings plus ours, in step order, filtered like shellcheck's."""
     if UPLOAD_CHECK in exclude or SEVERITIES.index(severity) < SEVERITIES.index("warning"):
@@ -261,7 +261,7 @@ def merge(
     return sorted([*checked, *ours], key=order)
 
 
-def summary(findings: Sequence[Finding], steps: Sequence[Step]) -> list[str]:
+def summary(findings: Sequence[Finding], steps: Sequence[ShellStep]) -> list[str]:
     files = len({s.file for s in steps})
     flagged = len({(f.file, f.label, f.group) for f in findings})
     levels = Counter(f.level for f in findings)
@@ -289,7 +289,7 @@ def shellcheck_steps(
 ) -> None:
     """Check every step's shell text; findings on stdout, a summary on stderr."""
     from ci import door
-    from ci.gates.stepsource import read_steps
+    from ci.pipeline.stepsource import read_steps
     from ci.target import resolve_repo
 
     level = parse_severity(severity)
@@ -302,7 +302,7 @@ def shellcheck_steps(
     chosen = _yaml_files(repo, files) if files else None
     if from_ref:
         from ci.gates.changed import changed_files
-        from ci.gates.stepsource import is_pipeline
+        from ci.pipeline.stepsource import is_pipeline
 
         chosen = changed_files(repo, from_ref, to_ref, is_pipeline)
         if not chosen:

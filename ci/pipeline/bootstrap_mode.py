@@ -17,13 +17,13 @@ task layer's (`ci.pipeline.upload.upload_bootstrap_file`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ci.errors import FAILURE, USAGE, UserError
-from ci.pipeline import ifexpr
+from ci.pipeline import ifexpr, model
 from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
 from ci.platforms import Platform, platform_option
 
@@ -171,10 +171,15 @@ def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
 class BootstrapRendered:
     """The bootstrap steps with their gates, and what was omitted."""
 
-    pipeline: dict[str, Any]
+    tree: model.Pipeline
     gates: dict[str, str | bool] = field(default_factory=dict)
     omitted: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+
+    @property
+    def pipeline(self) -> dict[str, Any]:
+        """The gated bootstrap pipeline as it is uploaded (plain data)."""
+        return model.emit(self.tree)
 
 
 def load_document(text: str, source: str) -> dict[str, Any]:
@@ -205,7 +210,7 @@ def _is_true(value: Any) -> bool:
 
 
 def render_bootstrap(
-    document: Mapping[str, Any],
+    document: model.Pipeline | Mapping[str, Any],
     decision: Decision,
     platform: BootstrapPlatform,
     *,
@@ -213,36 +218,26 @@ def render_bootstrap(
 ) -> BootstrapRendered:
     """Inject the gates by step key, drop disabled steps and empty groups (pure)."""
     by_key = gates(decision, platform).by_key(image_keys)
-    out = BootstrapRendered(pipeline=dict(document))
+    tree = document if isinstance(document, model.Pipeline) else model.parse(document)
+    out = BootstrapRendered(tree)
 
-    def walk(steps: Sequence[Any]) -> list[Any]:
-        kept: list[Any] = []
-        for step in steps:
-            if not isinstance(step, dict):
-                kept.append(step)
-                continue
-            if isinstance(step.get("steps"), list):
-                children = walk(step["steps"])
-                if children:
-                    kept.append({**step, "steps": children})
-                else:
-                    out.log.append(f"omit empty group {step.get('group') or step.get('label')!r}")
-                continue
-            leaf = dict(step)
-            key = leaf.get("key")
-            if isinstance(key, str) and key in by_key:
-                leaf["if"] = gate_value(by_key[key])
-                out.gates[key] = leaf["if"]
-            if "if" in leaf and _is_false(leaf["if"]):
-                out.log.append(f"omit disabled bootstrap step {key!r}")
-                out.omitted.append(str(key))
-                continue
-            if "if" in leaf and _is_true(leaf["if"]):
-                del leaf["if"]
-            kept.append(leaf)
-        return kept
+    def gate(step: model.Step, _outer: object) -> model.Step | None:
+        key = step.key
+        if key in by_key:
+            out.gates[key] = gate_value(by_key[key])
+            step = step.replace(**{"if": out.gates[key]})
+        if "if" in step and _is_false(step["if"]):
+            out.log.append(f"omit disabled bootstrap step {step.get('key')!r}")
+            out.omitted.append(str(step.get("key")))
+            return None
+        if "if" in step and _is_true(step["if"]):
+            return step.replace(**{"if": model.Step.DELETE})
+        return step
 
-    out.pipeline["steps"] = walk(document["steps"])
+    def empty(group: model.Group, _outer: object) -> None:
+        out.log.append(f"omit empty group {group.get('group') or group.get('label')!r}")
+
+    out.tree = tree.with_steps(model.prune(tree.steps or (), gate, on_empty=empty))
     return out
 
 

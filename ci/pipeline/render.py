@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ci.errors import FAILURE, UserError
-from ci.pipeline import commands, mirror, sourcefilter
+from ci.pipeline import commands, mirror, model, sourcefilter
 from ci.pipeline.registries import Registries
 from ci.pipeline.sourcefilter import step_label
 
@@ -33,7 +33,7 @@ class Kept:
     label: str
     path: tuple[str, ...]  # labels of the enclosing groups
     preset: str | None
-    step: dict[str, Any]
+    step: model.Step
     # `if` strings of the enclosing groups, then of the step (parse with ci.pipeline.ifexpr)
     conditions: tuple[str, ...] = ()
 
@@ -50,13 +50,18 @@ class Dropped:
 class Rendered:
     """The pipeline to upload, and an account of every step."""
 
-    pipeline: dict[str, Any]
+    tree: model.Pipeline
     kept: list[Kept] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     filtering: bool = False
     bypassed_by: str | None = None
+
+    @property
+    def pipeline(self) -> dict[str, Any]:
+        """The pipeline as it is uploaded (plain data)."""
+        return model.emit(self.tree)
 
     def raise_problems(self) -> None:
         """One `error:` line per problem, exit 1 (the uploader's validation code)."""
@@ -66,7 +71,19 @@ class Rendered:
         return [k.label for k in self.kept]
 
 
+def _path(outer: tuple[model.Group, ...]) -> tuple[str, ...]:
+    return tuple(step_label(g.fields) for g in outer)
+
+
+def _conditions(entries: tuple[model.Group, ...], own: model.Step | model.Group) -> tuple[str, ...]:
+    """The `if` strings of the enclosing groups, then of the step itself."""
+    found = (g.get("if") for g in (*entries, own))
+    return tuple(c for c in found if isinstance(c, str))
+
+
 class _Walk:
+    """One pass of the source filter and the hardware expansion over the steps."""
+
     def __init__(
         self,
         registries: Registries,
@@ -83,50 +100,28 @@ class _Walk:
         self.prefixes: dict[int, tuple[str, ...] | None] = {}
         self.failed: set[int] = set()
 
-    def problem(self, exc: UserError) -> None:
-        self.out.problems.extend(exc.problems)
-
-    def resolve(self, step: Any) -> tuple[str, ...] | None:
-        key = id(step)
+    def resolve(self, entry: model.Step | model.Group) -> tuple[str, ...] | None:
+        key = id(entry)
         if key not in self.prefixes:
             try:
-                self.prefixes[key] = sourcefilter.prefixes_of(step, self.registries.sources)
+                self.prefixes[key] = sourcefilter.prefixes_of(entry.fields, self.registries.sources)
             except UserError as exc:
-                self.problem(exc)
+                self.out.problems.extend(exc.problems)
                 self.prefixes[key] = None
                 self.failed.add(key)
         return self.prefixes[key]
 
-    def gated(self, steps: Sequence[Any]) -> list[tuple[str, ...]]:
-        found: list[tuple[str, ...]] = []
-        for step in steps:
-            prefixes = self.resolve(step)
-            if prefixes is not None:
-                found.append(prefixes)
-            if isinstance(step, dict) and isinstance(step.get("steps"), list):
-                found += self.gated(step["steps"])
-        return found
+    def gated(self, entries: Sequence[model.Node]) -> list[tuple[str, ...]]:
+        """The prefixes of every step and group that has them (the bypass rule reads these)."""
+        return [p for p in map(self.resolve, model.every(entries)) if p is not None]
 
-    def steps(
-        self, steps: Sequence[Any], path: tuple[str, ...], conditions: tuple[str, ...] = ()
-    ) -> list[Any]:
-        result = []
-        for step in steps:
-            kept = self.step(step, path, conditions)
-            if kept is not None:
-                result.append(kept)
-        return result
-
-    def step(self, step: Any, path: tuple[str, ...], conditions: tuple[str, ...]) -> Any:
-        if not isinstance(step, dict):
-            return step
-        label = step_label(step)
-        if isinstance(step.get("if"), str):
-            conditions = (*conditions, step["if"])
-        prefixes = self.resolve(step)
-        if id(step) in self.failed:
+    def _filtered(self, entry: model.Step | model.Group, outer: tuple[model.Group, ...]) -> bool:
+        """True when the entry is dropped: its registry key failed, or the diff misses it."""
+        label, path = step_label(entry.fields), _path(outer)
+        prefixes = self.resolve(entry)
+        if id(entry) in self.failed:
             self.out.dropped.append(Dropped(label, path, "error"))
-            return None
+            return True
         if (
             self.changed is not None
             and prefixes is not None
@@ -135,28 +130,35 @@ class _Walk:
             shown = ", ".join(prefixes)
             self.out.log.append(f"skip {label!r} (no changes under [{shown}])")
             self.out.dropped.append(Dropped(label, path, "source-filter", shown))
+            return True
+        return False
+
+    def group(self, entry: model.Group, outer: tuple[model.Group, ...]) -> model.Group | None:
+        if self._filtered(entry, outer):
             return None
-        body = (
-            {k: v for k, v in step.items() if k != sourcefilter.FIELD}
-            if sourcefilter.FIELD in step
-            else step
-        )
-        if isinstance(step.get("steps"), list):
-            children = self.steps(step["steps"], (*path, label), conditions)
-            if not children:
-                self.out.log.append(f"omit empty group {label!r}")
-                self.out.dropped.append(Dropped(label, path, "empty-group"))
-                return None
-            return {**body, "steps": children}
-        wrong = commands.problems(step, self.source)  # a mapping or a number is no command
+        return entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
+
+    def empty(self, entry: model.Group, outer: tuple[model.Group, ...]) -> None:
+        label = step_label(entry.fields)
+        self.out.log.append(f"omit empty group {label!r}")
+        self.out.dropped.append(Dropped(label, _path(outer), "empty-group"))
+
+    def step(self, entry: model.Step, outer: tuple[model.Group, ...]) -> model.Step | None:
+        if self._filtered(entry, outer):
+            return None
+        label, path = step_label(entry.fields), _path(outer)
+        wrong = commands.problems(entry.fields, self.source)  # a mapping or a number is no command
         if wrong:
             self.out.problems.extend(wrong)
             self.out.dropped.append(Dropped(label, path, "error"))
             return None
+        if sourcefilter.FIELD in entry:
+            entry = entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
+        body = dict(entry.fields) if not isinstance(entry.fields, dict) else entry.fields
         try:
             done = mirror.expand(body, self.selector, self.registries)
         except UserError as exc:
-            self.problem(exc)
+            self.out.problems.extend(exc.problems)
             self.out.dropped.append(Dropped(label, path, "error"))
             return None
         self.out.log.extend(done.log)
@@ -164,8 +166,12 @@ class _Walk:
             reason: DropReason = "mirror-hw" if done.dropped == "mirror-hw" else "no-chip"
             self.out.dropped.append(Dropped(label, path, reason, done.log[0] if done.log else ""))
             return None
-        self.out.kept.append(Kept(label, path, done.preset, done.step, conditions))
-        return done.step
+        kept = entry if done.step is entry.fields else model.Step(done.step)
+        self.out.kept.append(Kept(label, path, done.preset, kept, _conditions(outer, entry)))
+        return kept
+
+    def steps(self, entries: Sequence[model.Node]) -> tuple[model.Node, ...]:
+        return model.prune(entries, self.step, on_group=self.group, on_empty=self.empty)
 
 
 def render_test_pipeline(
@@ -188,20 +194,18 @@ def render_test_pipeline(
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     selector = mirror.parse_mirror_hw(mirror_hw)
-    out = Rendered(pipeline=dict(document))
-    steps = document.get("steps")
-    if not isinstance(steps, list):
+    tree = model.parse(document)
+    out = Rendered(tree)
+    if tree.steps is None:
         return out
+    steps = tree.steps
     filter_by = list(changed) if scope == "diff" and changed is not None else None
     if scope == "e2e":
-        chosen = [
-            s
-            for s in steps
-            if isinstance(s, dict) and isinstance(s.get("group"), str) and E2E_GROUP in s["group"]
-        ]
+        chosen = tuple(s for s in steps if _is_e2e(s))
         for s in steps:
-            if not any(s is c for c in chosen):
-                out.dropped.append(Dropped(step_label(s), (), "e2e-scope"))
+            if s not in chosen:
+                label = step_label(s.value if isinstance(s, model.Shorthand) else s.fields)
+                out.dropped.append(Dropped(label, (), "e2e-scope"))
         out.log.append(
             f"keep {len(chosen)} group(s) matching {E2E_GROUP!r}"
             if chosen
@@ -215,7 +219,7 @@ def render_test_pipeline(
                 walk.gated(steps), filter_by, pipeline_path, registries.sources
             )
         except UserError as exc:
-            walk.problem(exc)
+            out.problems.extend(exc.problems)
             bypass = None
         if bypass is not None:
             out.log.append(
@@ -224,5 +228,11 @@ def render_test_pipeline(
             out.bypassed_by = bypass
             walk.changed = filter_by = None
     out.filtering = filter_by is not None
-    out.pipeline["steps"] = walk.steps(steps, ())
+    out.tree = tree.with_steps(walk.steps(steps))
     return out
+
+
+def _is_e2e(entry: model.Node) -> bool:
+    """A top-level entry the e2e scope keeps: its `group` name contains "E2E Test"."""
+    name = entry.get("group") if not isinstance(entry, model.Shorthand) else None
+    return isinstance(name, str) and E2E_GROUP in name

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ci.errors import FAILURE, UserError
+from ci.pipeline import model
 from ci.plan.model import NOT_EVALUATED, Dropped, Pipeline, PlatformPlan, Reason
 from ci.plan.steps import labels_in, step_name, verdict, walk
 
@@ -124,7 +125,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         pipeline.status = "not-uploaded"
         pipeline.reason = f"{situation.skip_reason()} ({bootstrap.NOTHING_LEFT})"
     else:
-        kept, dropped = walk(outcome.pipeline.get("steps") or [], inputs.context())
+        kept, dropped = walk(model.parse(outcome.pipeline).steps, inputs.context())
         pipeline.steps = kept
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
@@ -161,16 +162,10 @@ def _without_image(pipeline: Pipeline) -> Pipeline:
 # --------------------------------------------------------------------------- cuda / npu
 
 
-def _upload_steps(steps: list[Any]) -> list[dict[str, Any]]:
+def _upload_steps(tree: model.Pipeline) -> list[model.Step]:
     from ci.pipeline.bootstrap_mode import UPLOAD_KEYS
 
-    found: list[dict[str, Any]] = []
-    for step in steps:
-        if isinstance(step, dict) and isinstance(step.get("steps"), list):
-            found += _upload_steps(step["steps"])
-        elif isinstance(step, dict) and step.get("key") in UPLOAD_KEYS:
-            found.append(step)
-    return found
+    return [step for step, _ in tree.leaves() if step.key in UPLOAD_KEYS]
 
 
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
@@ -190,22 +185,22 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     require_valid(rendered.pipeline, relative)
 
     boot = Pipeline(f"{platform} bootstrap", relative)
-    boot.steps, dropped = walk(rendered.pipeline["steps"], ctx)
+    boot.steps, dropped = walk(rendered.tree.steps, ctx)
     # Under skip-all the gates admit only scheduled builds: a false gate is skip-ci's doing.
     boot.dropped = [
         Dropped(d.label, "skip-ci", d.groups, d.detail) if decision.skip_all else d for d in dropped
     ]
     omitted = set(rendered.omitted)
-    for step in _upload_steps(rewritten["steps"]):
-        if step.get("key") in omitted:
+    for step in _upload_steps(rewritten):
+        if step.key in omitted:
             boot.dropped.append(
-                Dropped(step_name(step), "skip-ci", (), f"omitted: {decision.message}")
+                Dropped(step_name(step.fields), "skip-ci", (), f"omitted: {decision.message}")
             )
     plan.pipelines.append(boot)
 
     tests: list[Pipeline] = []
-    for step in _upload_steps(rewritten["steps"]):
-        key = str(step["key"])
+    for step in _upload_steps(rewritten):
+        key = step.key
         child_file = bootstraps.uploaded_pipeline(step)
         child = Pipeline(f"{key.removeprefix('upload-').removesuffix('-pipeline')}", child_file)
         tests.append(child)
@@ -290,9 +285,7 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
     for kept in rendered.kept:
         for text in kept.conditions:
             situation.known_labels.update(labels_in(ifexpr.parse(text)))
-    child.steps, dropped = walk(
-        rendered.pipeline.get("steps") or [], inputs.context(), presets=presets
-    )
+    child.steps, dropped = walk(rendered.tree.steps, inputs.context(), presets=presets)
     reasons: dict[str, Reason] = {
         "source-filter": "source-filter",
         "mirror-hw": "mirror-hw",
@@ -338,7 +331,7 @@ def plan_xpu(situation: Situation) -> PlatformPlan:
         plan.status = "skip"
         plan.reason = situation.skip_reason()
         return plan
-    require_valid(rewritten, bootstraps.INTEL_PIPELINE)
-    pipeline.steps, pipeline.dropped = walk(rewritten["steps"], situation.inputs.context())
+    require_valid(model.emit(rewritten), bootstraps.INTEL_PIPELINE)
+    pipeline.steps, pipeline.dropped = walk(rewritten.steps, situation.inputs.context())
     _finish(plan, [pipeline], situation, "intel")
     return plan

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ci.pipeline import ifexpr
+from ci.pipeline import ifexpr, model
 from ci.plan.model import NOT_EVALUATED, Dropped, Step
 
 
-def step_name(step: dict[str, Any]) -> str:
+def step_name(step: Mapping[str, Any]) -> str:
     for key in ("label", "name", "group", "key"):
         if step.get(key):
             return str(step[key])
@@ -60,7 +60,7 @@ def verdict(conditions: Sequence[str], ctx: ifexpr.Context) -> tuple[bool | None
 
 
 def row(
-    step: dict[str, Any],
+    step: model.Step,
     groups: tuple[str, ...],
     conditions: tuple[str, ...],
     ctx: ifexpr.Context,
@@ -68,7 +68,7 @@ def row(
     preset: str | None = None,
 ) -> Step | Dropped:
     """The plan row of one rendered leaf step (a `Dropped` when an `if` is false)."""
-    label = step_name(step)
+    label = step_name(step.fields)
     value, text = verdict(conditions, ctx)
     if value is False:
         return Dropped(label, "if-false", groups, f"if {' '.join(text.split())}")
@@ -90,41 +90,42 @@ def row(
 
 
 def walk(
-    steps: Iterable[Any],
+    steps: Iterable[model.Node] | None,
     ctx: ifexpr.Context,
-    groups: tuple[str, ...] = (),
-    conditions: tuple[str, ...] = (),
     *,
     presets: Mapping[int, str | None] | None = None,
 ) -> tuple[list[Step], list[Dropped]]:
     """Rows of every leaf of a rendered pipeline; group `if`s apply to their children.
 
-    `presets` maps `id(step)` of rendered leaves to the hardware preset they
-    were expanded from (the uploader's `Kept` records).
+    `presets` maps `id()` of rendered leaves to the hardware preset they were
+    expanded from (the uploader's `Kept` records). Wait steps run nothing.
     """
     kept: list[Step] = []
     dropped: list[Dropped] = []
-    for step in steps:
-        if not isinstance(step, dict) or "wait" in step:
-            continue
-        here = conditions
-        if isinstance(step.get("if"), str):
-            here = (*conditions, step["if"])
-        if isinstance(step.get("steps"), list):
-            value, text = verdict(here, ctx)
-            if value is False:
-                detail = f"if {' '.join(text.split())}"
-                dropped.append(Dropped(step_name(step), "if-false", groups, detail))
+
+    def visit(
+        entries: Iterable[model.Node], names: tuple[str, ...], outer: tuple[str, ...]
+    ) -> None:
+        for entry in entries:
+            if isinstance(entry, model.Shorthand) or "wait" in entry.fields:
                 continue
-            more, less = walk(step["steps"], ctx, (*groups, step_name(step)), here, presets=presets)
-            kept += more
-            dropped += less
-            continue
-        made = row(step, groups, here, ctx, preset=(presets or {}).get(id(step)))
-        if isinstance(made, Step):
-            kept.append(made)
-        else:
-            dropped.append(made)
+            condition = entry.get("if")
+            here = (*outer, condition) if isinstance(condition, str) else outer
+            if isinstance(entry, model.Group):
+                value, text = verdict(here, ctx)
+                if value is False:
+                    detail = f"if {' '.join(text.split())}"
+                    dropped.append(Dropped(step_name(entry.fields), "if-false", names, detail))
+                else:
+                    visit(entry.steps, (*names, step_name(entry.fields)), here)
+                continue
+            made = row(entry, names, here, ctx, preset=(presets or {}).get(id(entry)))
+            if isinstance(made, Step):
+                kept.append(made)
+            else:
+                dropped.append(made)
+
+    visit(steps or (), (), ())
     return kept, dropped
 
 

@@ -6,7 +6,7 @@
 - xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
 
 A pair without a source is `no <tier> tier for <platform>` (exit 2). Steps are
-walked by the shared step source (`ci.gates.stepsource`), so this module adds
+walked by the shared step source (`ci.pipeline.stepsource`), so this module adds
 only what a tier run needs: shards, timeout, soft-fail, hardware, CPU rule, and
 the `if`s evaluated as for a PR carrying the tier's label (`local_context`).
 
@@ -176,7 +176,7 @@ class _Hardware:
 def _yaml_steps(
     repo: Path, tier: Tier, platform: Platform, path: Path, environ: Mapping[str, str]
 ) -> list[TierStep]:
-    from ci.gates.stepsource import load_documents, steps_of
+    from ci.pipeline.stepsource import load_documents, steps_of
 
     rel = path.relative_to(repo).as_posix()
     hardware = None if platform is Platform.ROCM else _Hardware(repo, environ)

@@ -145,7 +145,7 @@ def _slug(text: str) -> str:
 
 def _interpolate(env: Mapping[str, str], context: Mapping[str, str]) -> dict[str, str]:
     """Upload-time interpolation of env values (`${BUILDKITE_COMMIT}` -> the commit)."""
-    from ci.gates.stepsource import upload_interpolate
+    from ci.pipeline.stepsource import upload_interpolate
 
     return {
         k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()
@@ -157,7 +157,7 @@ def rocm_job(
 ) -> tuple[dict[str, str], str]:
     """(env, program) of an AMD step: the template's job env and TEST_COMMANDS, run natively."""
     from ci.amd.render import render_step
-    from ci.gates.stepsource import unescape
+    from ci.pipeline.stepsource import unescape
     from ci.runner.native import ROCM
 
     raw = dict(step.raw)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci.gates.stepsource import Dependency, unescape
+from ci.pipeline.stepsource import Dependency, unescape
 from ci.platforms import Platform
 from ci.tiers.rules import Retry, SoftFail
 

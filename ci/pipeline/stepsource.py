@@ -1,8 +1,8 @@
-"""The command steps of a target's Buildkite YAMLs, as plain data.
+"""The command steps of a target's Buildkite YAMLs, as the shell text they run.
 
-One walker for everything that needs "which shell text does each step run":
-the shellcheck gate today, the local tier sessions later. It yields one
-`Step` per command step (groups flattened, `wait`/`block`/`trigger` skipped),
+For everything that needs "which shell text does each step run": the
+shellcheck gate and the local tier sessions. It yields one `ShellStep` per
+command step (groups flattened, `wait`/`block`/`trigger` skipped),
 with the pipeline-level `env` merged under the step's own, in the order both
 Buildkite and the AMD template apply them.
 """
@@ -13,9 +13,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ci.errors import FAILURE, UserError
+from ci.pipeline import model
 
 # Pipelines whose steps the AMD template renders into TEST_COMMANDS for the
 # native runner (spec §1.1); every other step runs under Buildkite's job shell.
@@ -59,7 +60,7 @@ def _condition(entry: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Step:
+class ShellStep:
     """One command step: where it is, what it runs, with which env and shell."""
 
     file: str  # relative to the repo, e.g. ".buildkite/amd/test-amd-ready.yml"
@@ -163,60 +164,32 @@ def _label(step: Mapping[str, Any], position: int) -> str:
 
 def steps_of(
     document: Any, rel_file: str, *, base_env: Mapping[str, str] | None = None
-) -> Iterator[Step]:
+) -> Iterator[ShellStep]:
     """The command steps of one parsed pipeline document (a mapping or a bare list)."""
-    if isinstance(document, Mapping):
-        env = {**(base_env or {}), **_env(document.get("env"))}
-        items = document.get("steps") or []
-    elif isinstance(document, list):
-        env, items = dict(base_env or {}), document
-    else:
+    tree = model.parse(document)
+    if tree.steps is None:
         return
+    env = {**(base_env or {}), **_env(tree.fields.get("env"))}
     shell = shell_of(rel_file)
-
-    def walk(entries: Iterable[Any], group: str, outer: _Outer) -> Iterator[Step]:
-        for position, entry in enumerate(entries, 1):
-            if not isinstance(entry, Mapping):
-                continue  # "wait" and other string shorthands run nothing
-            mine = _Outer(
-                {**outer.env, **_env(entry.get("env"))},
-                (*outer.conditions, *_condition(entry)),
-                (*outer.depends_on, *_depends(entry)),
-                outer.group_keys,
-            )
-            if "group" in entry and isinstance(entry.get("steps"), list):
-                name = str(entry.get("group") or entry.get("label") or "")
-                key = str(entry.get("key") or "")
-                inner = mine._replace(group_keys=(*outer.group_keys, *([key] if key else [])))
-                yield from walk(entry["steps"], name, inner)
-                continue
-            commands = _commands(entry, rel_file)
-            if not commands:
-                continue
-            yield Step(
-                file=rel_file,
-                label=_label(entry, position),
-                commands=commands,
-                env=mine.env,
-                group=group,
-                key=str(entry.get("key") or ""),
-                shell=shell,
-                conditions=mine.conditions,
-                depends_on=mine.depends_on,
-                group_keys=mine.group_keys,
-                raw=entry,
-            )
-
-    yield from walk(items if isinstance(items, list) else [], "", _Outer(env, (), (), ()))
-
-
-class _Outer(NamedTuple):
-    """What a step inherits from the groups around it."""
-
-    env: dict[str, str]
-    conditions: tuple[str, ...]
-    depends_on: tuple[Dependency, ...]
-    group_keys: tuple[str, ...]
+    for step, outer in tree.leaves():
+        commands = _commands(step.fields, rel_file)
+        if not commands:
+            continue
+        chain: tuple[model.Group | model.Step, ...] = (*outer, step)
+        siblings = outer[-1].steps if outer else tree.steps
+        yield ShellStep(
+            file=rel_file,
+            label=_label(step.fields, siblings.index(step) + 1),
+            commands=commands,
+            env={**env, **{k: v for entry in chain for k, v in _env(entry.get("env")).items()}},
+            group=outer[-1].name if outer else "",
+            key=str(step.get("key") or ""),
+            shell=shell,
+            conditions=tuple(c for entry in chain for c in _condition(entry.fields)),
+            depends_on=tuple(d for entry in chain for d in _depends(entry.fields)),
+            group_keys=tuple(str(g.get("key")) for g in outer if g.get("key")),
+            raw=step.fields,
+        )
 
 
 def _depends(entry: Mapping[str, Any]) -> tuple[Dependency, ...]:
@@ -251,7 +224,7 @@ def load_documents(path: Path, source: str) -> list[Any]:
     return [d for d in yamlio.load_all(path, source) if d is not None]
 
 
-def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[Step]:
+def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellStep]:
     """The command steps of `files` (default: every pipeline under .buildkite/).
 
     Every file is read and judged as its consumer would (`ci.pipeline.judge`);
@@ -259,7 +232,7 @@ def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[Step]:
     """
     from ci.pipeline.judge import file_problems
 
-    steps: list[Step] = []
+    steps: list[ShellStep] = []
     problems: list[str] = []
     for path in pipeline_files(repo) if files is None else files:
         rel = path.relative_to(repo).as_posix() if path.is_relative_to(repo) else str(path)

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from ci.errors import UserError
-from ci.gates import stepsource
-from ci.gates.stepsource import AMD_RUNNER, JOB_SHELL, Step
+from ci.pipeline import stepsource
+from ci.pipeline.stepsource import AMD_RUNNER, JOB_SHELL, ShellStep
 from tests.conftest import SHARED, need_shared
 
 CORPUS = SHARED / "vllm-omni"
 
 
-def steps(yaml_text: str, rel: str = ".buildkite/cuda/test-ready.yml") -> list[Step]:
+def steps(yaml_text: str, rel: str = ".buildkite/cuda/test-ready.yml") -> list[ShellStep]:
     from ci.yamlio import loads
 
     return list(stepsource.steps_of(loads(textwrap.dedent(yaml_text)), rel))
@@ -61,7 +61,7 @@ def test_groups_are_flattened_and_non_command_steps_skipped() -> None:
 
 
 def test_group_ifs_and_depends_on_reach_their_steps() -> None:
-    from ci.gates.stepsource import Dependency
+    from ci.pipeline.stepsource import Dependency
 
     found = steps(
         """\

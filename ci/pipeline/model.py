@@ -1,0 +1,257 @@
+"""Buildkite pipelines as typed values: parsed once, walked one way, emitted one way.
+
+Every task that reads or writes a pipeline (the uploader, the bootstraps, the
+AMD render, `plan`, the gates, the tiers) works on these types instead of
+walking nested dicts by hand:
+
+* `Pipeline`: the document's own keys (`env`, `agents`, …) and its steps;
+* `Group`: a mapping with a `steps` list (Buildkite's group step);
+* `Step`: any other mapping (a command, trigger, block, input or wait step);
+* `Shorthand`: an entry that is not a mapping (`- wait`, `- block`), kept as is.
+
+A step keeps the keys it was written with, in their order, so what is emitted
+is what was read except for the changes a task makes (`Step.replace`). The YAML
+boundary (`dict[str, Any]`) is `parse` on the way in and `emit` on the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeAlias
+
+# A step's own keys as written in the YAML: the one untyped part of the model.
+Fields: TypeAlias = Mapping[str, Any]
+_DELETE: Any = object()
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One non-group step, with its keys as written."""
+
+    fields: Fields
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.fields
+
+    @property
+    def key(self) -> str:
+        value = self.fields.get("key")
+        return value if isinstance(value, str) else ""
+
+    def replace(self, **changes: Any) -> Step:
+        """A copy with keys set in place (new keys at the end); `Step.DELETE` removes one."""
+        return Step(_replaced(self.fields, changes))
+
+    DELETE: ClassVar[Any] = _DELETE  # a `replace` value that removes the key
+
+
+@dataclass(frozen=True, eq=False)
+class Group:
+    """A group step: its own keys (without `steps`) and its children."""
+
+    fields: Fields
+    steps: tuple[Node, ...]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+    @property
+    def name(self) -> str:
+        """`group`, else `label`: the name Buildkite shows."""
+        return str(self.fields.get("group") or self.fields.get("label") or "")
+
+    def with_steps(self, steps: Iterable[Node]) -> Group:
+        return Group(self.fields, tuple(steps))
+
+    def replace(self, **changes: Any) -> Group:
+        """A copy with its own keys changed, as `Step.replace`; `steps` keeps its place."""
+        return Group(_replaced(self.fields, changes), self.steps)
+
+
+@dataclass(frozen=True, eq=False)
+class Shorthand:
+    """An entry that is not a mapping (`wait`, `block`, or anything else written there)."""
+
+    value: Any
+
+
+Node: TypeAlias = Step | Group | Shorthand
+
+
+@dataclass(frozen=True, eq=False)
+class Pipeline:
+    """A pipeline document: its own keys and, when `steps` is a list, its steps.
+
+    `steps` is None when the document has no `steps` list (the raw value, if
+    any, stays in `fields`); `bare` is a document that is only a list of steps.
+    """
+
+    fields: Fields
+    steps: tuple[Node, ...] | None
+    bare: bool = False
+
+    def with_steps(self, steps: Iterable[Node]) -> Pipeline:
+        return Pipeline(self.fields, tuple(steps), self.bare)
+
+    def leaves(self) -> Iterator[tuple[Step, tuple[Group, ...]]]:
+        return leaves(self.steps or ())
+
+
+def node(entry: Any) -> Node:
+    """One entry of a `steps` list, typed."""
+    if not isinstance(entry, Mapping):
+        return Shorthand(entry)
+    children = entry.get("steps")
+    if isinstance(children, list):
+        return Group(_without_steps(entry), tuple(node(c) for c in children))
+    return Step(entry)
+
+
+def nodes(entries: Iterable[Any]) -> tuple[Node, ...]:
+    return tuple(node(e) for e in entries)
+
+
+def parse(document: Any) -> Pipeline:
+    """A parsed YAML document as a `Pipeline` (a mapping, or a bare list of steps)."""
+    if isinstance(document, list):
+        return Pipeline({}, nodes(document), bare=True)
+    fields = document if isinstance(document, Mapping) else {}
+    steps = fields.get("steps")
+    if isinstance(steps, list):
+        return Pipeline(_StepsAt(fields), nodes(steps))
+    return Pipeline(fields, None)
+
+
+def emit(value: Pipeline) -> dict[str, Any]:
+    """The pipeline as plain data for YAML, the schema and the upload (keys in their order)."""
+    if value.steps is None:
+        return dict(value.fields)
+    steps = emit_nodes(value.steps)
+    return _placed(value.fields, steps)
+
+
+def emit_nodes(entries: Iterable[Node]) -> list[Any]:
+    return [emit_node(n) for n in entries]
+
+
+def emit_node(entry: Node) -> Any:
+    if isinstance(entry, Shorthand):
+        return entry.value
+    if isinstance(entry, Group):
+        return _placed(entry.fields, emit_nodes(entry.steps))
+    return dict(entry.fields)
+
+
+# --------------------------------------------------------------------------- walking
+
+
+def leaves(
+    entries: Iterable[Node], outer: tuple[Group, ...] = ()
+) -> Iterator[tuple[Step, tuple[Group, ...]]]:
+    """Every `Step`, depth first, with the groups around it (outermost first)."""
+    for entry in entries:
+        if isinstance(entry, Group):
+            yield from leaves(entry.steps, (*outer, entry))
+        elif isinstance(entry, Step):
+            yield entry, outer
+
+
+def every(entries: Iterable[Node]) -> Iterator[Step | Group]:
+    """Every step and group, each before its children, in document order."""
+    for entry in entries:
+        if isinstance(entry, Group):
+            yield entry
+            yield from every(entry.steps)
+        elif isinstance(entry, Step):
+            yield entry
+
+
+StepRule: TypeAlias = Callable[[Step, tuple[Group, ...]], "Step | Iterable[Node] | None"]
+GroupRule: TypeAlias = Callable[[Group, tuple[Group, ...]], "Group | None"]
+
+
+def prune(
+    entries: Iterable[Node],
+    on_step: StepRule,
+    *,
+    on_group: GroupRule | None = None,
+    on_empty: Callable[[Group, tuple[Group, ...]], None] | None = None,
+    keep_empty: bool = False,
+    outer: tuple[Group, ...] = (),
+) -> tuple[Node, ...]:
+    """The tree with each step mapped by `on_step` and empty groups left out.
+
+    `on_step` returns the step to keep (changed or not), several nodes to put
+    in its place, or None to drop it. `on_group` returns the group to enter
+    (its fields may be changed) or None to drop it whole; a group whose
+    children all went is dropped and reported to `on_empty` (kept, with no
+    steps, under `keep_empty`: a rewrite that must not change the tree's shape).
+    Shorthands are kept.
+    """
+    out: list[Node] = []
+    for entry in entries:
+        if isinstance(entry, Shorthand):
+            out.append(entry)
+        elif isinstance(entry, Group):
+            entered = entry if on_group is None else on_group(entry, outer)
+            if entered is None:
+                continue
+            children = prune(
+                entered.steps,
+                on_step,
+                on_group=on_group,
+                on_empty=on_empty,
+                keep_empty=keep_empty,
+                outer=(*outer, entry),
+            )
+            if children or keep_empty:
+                out.append(entered.with_steps(children))
+            elif on_empty is not None:
+                on_empty(entry, outer)
+        else:
+            made = on_step(entry, outer)
+            if isinstance(made, Step):
+                out.append(made)
+            elif made is not None:
+                out.extend(made)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- key order
+
+
+class _StepsAt(dict[str, Any]):
+    """A document's keys without `steps`, remembering where `steps` stood."""
+
+    def __init__(self, fields: Fields) -> None:
+        super().__init__((k, v) for k, v in fields.items() if k != "steps")
+        self.steps_at = list(fields).index("steps") if "steps" in fields else len(self)
+
+
+def _without_steps(fields: Fields) -> Fields:
+    return _StepsAt(fields)
+
+
+def _placed(fields: Fields, steps: list[Any]) -> dict[str, Any]:
+    """`fields` with `steps` back at its written position (at the end for a new mapping)."""
+    at = fields.steps_at if isinstance(fields, _StepsAt) else len(fields)
+    items = list(fields.items())
+    return dict([*items[:at], ("steps", steps), *items[at:]])
+
+
+def _replaced(fields: Fields, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` with `changes` applied in place (new keys last, `_DELETE` removes)."""
+    items = list(fields.items())
+    if isinstance(fields, _StepsAt):  # keep the group's `steps` slot where it was
+        items.insert(fields.steps_at, ("steps", None))
+    out = {k: changes.get(k, v) for k, v in items}
+    out.update({k: v for k, v in changes.items() if k not in out})
+    kept = {k: v for k, v in out.items() if v is not _DELETE}
+    return _StepsAt(kept) if isinstance(fields, _StepsAt) else kept
