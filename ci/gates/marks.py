@@ -4,7 +4,7 @@ The replacement of vLLM-Omni's `check-mark` pre-commit hook
 (`tools/pre_commit/check_test_marks.py`). The scan is static (`ast`) and
 imports nothing from the tests, because collecting them would import torch.
 
-Rules (spec runners-and-tiers §6):
+Rules (the hook's):
 - every `tests/**/test_*.py` / `*_test.py` needs a level marker (`Level`) and
   a platform marker or a `hardware_test(` / `hardware_marks(` call (`Hardware`);
 - no direct `pytest.mark.<SKU>` anywhere under `tests/` except

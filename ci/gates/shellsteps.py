@@ -5,7 +5,7 @@ looks. We rebuild each step's script as its shell receives it (Buildkite's
 `$$` turned back into `$`), state the dialect it runs under in a first line,
 and run shellcheck once over all steps. The dialect matters: shellcheck drops
 e.g. SC2164 (`cd` without `|| exit`) under errexit, and AMD steps run without
-errexit (spec §1.8: a failed `cd` lets later lines run in the old directory).
+errexit (a failed `cd` lets later lines run in the old directory).
 
 - AMD tier YAMLs (`amd/test-amd-*.yml`): the native runner's bash, `pipefail`
   on, no errexit -> prologue `set -o pipefail`.

@@ -1,8 +1,7 @@
 """XPU CI image: resolve the vLLM XPU base image, then build `xpu/vllm-omni-ci:<commit>`.
 
-Replaces the build half of `.buildkite/intel/scripts/run-xpu-test.sh` (spec
-image-builds.md §3). The base is found in the script's priority order, one
-*tier* after another:
+Replaces the build half of `.buildkite/intel/scripts/run-xpu-test.sh`. The base
+is found in the script's priority order, one *tier* after another:
 
 1. pull `<upstream>:<version>` (refreshes moving tags);
 2. the pull failed, but a local copy of that image exists;
