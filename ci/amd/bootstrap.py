@@ -327,7 +327,7 @@ def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, lis
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AmdBootstrapOutcome:
     """What the bootstrap decided: a pipeline to upload, or nothing (with why)."""
 
     pipeline: dict[str, Any] | None
@@ -351,7 +351,7 @@ def plan_pipeline(
     validate: bool = True,
     offline: bool = False,
     note: Note = log,
-) -> Outcome:
+) -> AmdBootstrapOutcome:
     """The script's steps up to its upload, in its order. `labels` given means: don't ask GitHub.
 
     `diff` replaces the env-resolved diff (`plan` passes its explicit range);
@@ -389,7 +389,7 @@ def plan_pipeline(
             note(f"Skipping AMD {suite.level} suite due to {word} decision.")
     if not kept:
         annotate = any(word == "skip-all" for _, word in skipped)
-        return Outcome(None, (), tuple(skipped), annotate)
+        return AmdBootstrapOutcome(None, (), tuple(skipped), annotate)
 
     paths = list(diff.paths or ())
     run_all, _precompiled, lines = precompiled_choice(inputs, paths)
@@ -426,7 +426,7 @@ def plan_pipeline(
         (suite.group, str(step.get("label", "")) if isinstance(step, dict) else "")
         for suite, step in combined.dropped
     )
-    return Outcome(
+    return AmdBootstrapOutcome(
         pipeline,
         tuple(kept),
         tuple(skipped),
