@@ -1,8 +1,8 @@
 """The one diff resolver: which files a build changed, and against what.
 
-The original CI computed diffs in three places with three rules (spec §6 W4):
+The original CI computed diffs in three places with three rules:
 skip-ci, the AMD critical-file scan and the uploader. Every task now asks this
-module, so a build sees one answer. Resolution follows spec §2.6:
+module, so a build sees one answer. Resolution follows the original skip-ci's:
 
 * no explicit range: the build decides (`ci.target.resolve_build`: the
   Buildkite env, or outside Buildkite the local rule, which makes a checkout
@@ -81,7 +81,7 @@ class Diff:
     """The changed files of one build, and how they were found.
 
     `paths` is None when no range could be resolved, or git failed: callers
-    must then run normal CI (spec §2.3 step 1), never treat it as "no change".
+    must then run normal CI, never treat it as "no change".
     `range` is the git revision range used (None without one); `reason` says
     in one line which rule chose it. `patch(path)` and `new_text(path)` give
     the per-file details skip-ci needs, and are what `ci.skipci.Changes` asks
@@ -233,7 +233,7 @@ def resolve_diff(
     """The changed files of `repo`, resolved once per process and shared.
 
     `base=None, head=None`: the range comes from git and the Buildkite env
-    (spec §2.6). Otherwise an explicit PR-style range: `base` (default: the
+    (the build's rule above). Otherwise an explicit PR-style range: `base` (default: the
     PR base branch, `origin/<BUILDKITE_PULL_REQUEST_BASE_BRANCH or main>`, else
     a local branch of that name) against `head` (default `HEAD`; `WORKTREE`
     for uncommitted work). A bad explicit revision is a `UserError`; in env

@@ -202,7 +202,7 @@ UP = "vllm-omni-ci sandbox up"
 
 
 @dataclass(frozen=True)
-class Finding:
+class DoctorFinding:
     """One judged need of the tasks here: ok, or what is wrong and the one fix for it."""
 
     name: str
@@ -211,7 +211,7 @@ class Finding:
     fix: str = ""
 
 
-def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Finding]:
+def judge(report: Report, base_image: bool, builder: str = "auto") -> list[DoctorFinding]:
     """What the tasks need on this machine, each checked against the report.
 
     `builder` is the backend the user means to build with: `buildx` needs a
@@ -219,19 +219,19 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Findi
     with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1 docker build`).
     """
     findings = [
-        Finding(
+        DoctorFinding(
             "engine",
             report.engine,
             f"no engine answers ({report.engine_error})",
             f"run `{UP}`, or start dockerd",
         ),
-        Finding(
+        DoctorFinding(
             "registry",
             report.registry,
             f"nothing answers at http://{REGISTRY}/v2/",
             f"run `{UP}`",
         ),
-        Finding(
+        DoctorFinding(
             "base image",
             base_image,
             f"{BASE_IMAGE} is not in the registry",
@@ -240,7 +240,7 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Findi
     ]
     if builder == "buildx":
         findings.append(
-            Finding(
+            DoctorFinding(
                 "buildx",
                 report.buildx,
                 f"`docker buildx` does not work with {report.chosen or 'any client'}",
@@ -250,7 +250,7 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Findi
     else:
         able = report.buildx or report.buildkit_client() is not None
         findings.append(
-            Finding(
+            DoctorFinding(
                 "buildkit",
                 able,
                 "no docker client can build with BuildKit (neither buildx nor"
@@ -265,7 +265,7 @@ def base_image_in_registry() -> bool:
     return in_registry()
 
 
-def render_findings(findings: list[Finding]) -> str:
+def render_findings(findings: list[DoctorFinding]) -> str:
     """One `error:` line per failed check, with its fix; nothing when all pass."""
     return "".join(f"error: {f.name}: {f.problem}; fix: {f.fix}\n" for f in findings if not f.ok)
 

@@ -1,7 +1,7 @@
 """Which values are secrets, and how they are hidden in everything we print.
 
 A value is secret when its variable's name says so (`is_secret_name`: the
-runners spec's `*_TOKEN|*_KEY|*_SECRET|*PASSWORD*`, widened below), when a
+original runners' `*_TOKEN|*_KEY|*_SECRET|*PASSWORD*`, widened below), when a
 caller marks it (`Command.secrets`, a secret stdin), or when it was learnt at
 run time and `remember`ed (the ECR password `aws` prints). Buildkite's own
 bookkeeping names such as BUILDKITE_STEP_KEY are not secrets even though they

@@ -1,6 +1,6 @@
 """skip-ci: may this build skip its L2/L3 tests, given what it changed?
 
-The model of `skip_ci.py` (spec §2), as pure functions over the changed paths:
+The model of `skip_ci.py`, as pure functions over the changed paths:
 
 * docs only, or pytest skip marks only (or both): skip everything (`skip-all`);
 * only whitelisted CI level YAML (maybe plus docs/skip marks): "yaml-gated",
@@ -33,7 +33,7 @@ from ci.platforms import Platform, parse_platform
 from ci.target import git, resolve_repo
 from ci.testpaths import is_test_py
 
-# Fixed order everywhere (messages, matrix): spec §2.1.
+# The platforms in the one order every message and the matrix use.
 PLATFORMS: Final = ("cuda", "amd", "intel", "npu")
 LEVELS: Final = ("l2", "l3")
 LOG_PREFIX: Final = "[skip-ci]: "
@@ -84,7 +84,7 @@ def spec_platform(value: str | Platform) -> str:
     """The skip-ci name (cuda, amd, intel, npu) of any accepted platform spelling.
 
     rocm/amd → amd and xpu/intel → intel. An unknown name is a `UserError`
-    (exit 2): the original counted it as "skipped" (S25), which turned a typo
+    (exit 2): the original counted it as "skipped", which turned a typo
     into a silently skipped CI.
     """
     names = {
@@ -101,7 +101,7 @@ def spec_platform(value: str | Platform) -> str:
 
 @dataclass(frozen=True)
 class Buckets:
-    """The changed paths, each in exactly one bucket (spec §2.1, first rule wins)."""
+    """The changed paths, each in exactly one bucket (the first rule that matches wins)."""
 
     docs: tuple[str, ...] = ()
     skip_tests: tuple[str, ...] = ()
@@ -160,7 +160,7 @@ _ANY_MARK = re.compile(r"pytest\.mark\.\w+")
 
 
 def patch_is_skip_mark_only(patch: str) -> bool:
-    """Spec §2.2 line scan: only skip marks (and neutral lines) change, one is added.
+    """Line scan of a test file's diff: only skip marks (and neutral lines) change, one is added.
 
     Kept as specified, quirks included: a `+++`/`---` content line is taken for
     a file header; a skip mark anywhere on a line (even after code) qualifies
@@ -199,7 +199,7 @@ def is_new_file_patch(patch: str) -> bool:
 
 
 def module_is_skipped(source: str) -> bool:
-    """A module-level `pytestmark` that skips the file (spec §2.2, new files).
+    """A module-level `pytestmark` that skips the file (how a new test file qualifies).
 
     Qualifies: `pytestmark = [ … ]` whose list contains `pytest.mark.skip` (any
     layout, the one-line `pytestmark = [pytest.mark.skip(...)]` included), or
@@ -231,7 +231,7 @@ def module_is_skipped(source: str) -> bool:
 
 
 def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) -> bool:
-    """Is this test file's change only pytest skip marks? (spec §2.2)"""
+    """Is this test file's change only pytest skip marks (or, if new, is it skipped whole)?"""
     log = notes if notes is not None else []
     patch = changes.patch(path)
     if patch is None:
@@ -279,7 +279,7 @@ class Decision:
         return not self.skip_all and not self.yaml_gated
 
     def is_run(self, platform: str | Platform, level: str) -> bool:
-        """Should `platform`'s `level` pipeline run? (spec §2.5)
+        """Should `platform`'s `level` pipeline run?
 
         Levels other than l2/l3 (nightly...) are never gated here: true unless
         skip-all. An unknown platform raises `UserError`.
@@ -325,7 +325,11 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 
 
 def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
-    """Which platform/levels stay on for a CI-YAML diff (spec §2.4, in its order)."""
+    """Which platform/levels stay on for a CI-YAML diff.
+
+    All start on; the L4/L5, L2 and L3 YAML rules then apply in that order, each
+    overriding the one before.
+    """
     on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
     l2 = {L2_YAML_FILES[f] for f in buckets.l2}
     l3 = {L3_YAML_FILES[f] for f in buckets.l3}
@@ -359,7 +363,7 @@ def _changed_summary(buckets: Buckets) -> str:
 
 
 def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decision:
-    """The skip-ci decision for a list of changed paths (spec §2.3). Pure.
+    """The skip-ci decision for a list of changed paths. Pure.
 
     `paths=None` means the diff is unknown (normal CI). `changes` is needed to
     recognise skip-mark-only test edits; pass None when no diff range exists.
@@ -374,8 +378,8 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
         return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
     if not buckets.yaml:
         return Decision(True, False, MSG_SKIP_ALL, buckets=buckets, notes=notes)
-    # Step 4 of spec §2.3 (docs/skip marks that fail step 3 without YAML) cannot
-    # happen here: test files that are not skip-mark-only are already "other".
+    # The original's fallback for docs/skip marks that fail skip-all without YAML
+    # cannot happen here: test files that are not skip-mark-only are already "other".
     runs = yaml_matrix(buckets)
     off = {(p, lvl) for p in PLATFORMS for lvl in LEVELS} - runs
     head = MSG_YAML_MIXED if (buckets.docs or buckets.skip_tests) else MSG_YAML_ONLY
@@ -412,7 +416,7 @@ def _decided(diff: Diff) -> Decision:
 def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
     """The decision for a resolved diff; computed and logged once per process.
 
-    The log line is `[skip-ci]: <message>` (spec §2.3); the CLI passes the
+    The log line is `[skip-ci]: <message>`; the CLI passes the
     gate's `verdict` (`cuda/l2: run`), which is appended in parentheses, so
     the decision and its reason stay one line.
     """
@@ -430,7 +434,7 @@ def decision(
     *,
     env: Mapping[str, str] | None = None,
 ) -> Decision:
-    """Resolve the diff (spec §2.6, or an explicit range) and decide."""
+    """Resolve the diff (the build's own, see `ci.diff`, or an explicit range) and decide."""
     return decision_for(resolve_diff(repo, base, head, env=env))
 
 
@@ -442,7 +446,7 @@ def clear_cache() -> None:
 
 
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
-    """`skip-ci`: print the word and stop with 0, or stop with 1 to run (spec §2.7)."""
+    """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
     problems: list[str] = []
     if not platform:
         problems.append("--platform is required: rocm (amd), cuda, npu or xpu (intel)")

@@ -106,7 +106,7 @@ class Scenario:
 
 def build(
     scenario: Scenario, repo: Path, registry: str, arch: str, commit: str, docker: str, *extra: str
-) -> tuple[str, list[progress.Step]]:
+) -> tuple[str, list[progress.BuildVertex]]:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
     env.pop("VLLM_OMNI_CI_BUILDX_BUILDER", None)
@@ -117,7 +117,7 @@ def build(
     return done.stdout, progress.parse(done.stderr)
 
 
-def import_step(steps: list[progress.Step], cache_ref: str) -> progress.Step:
+def import_step(steps: list[progress.BuildVertex], cache_ref: str) -> progress.BuildVertex:
     (found,) = [s for s in steps if s.name == f"importing cache manifest from {cache_ref}"]
     return found
 
@@ -187,7 +187,7 @@ def test_registry_cache_cold_warm_and_invalidated(
     assert registry_digest(new_cache)  # the new key's cache was exported
 
 
-def _requirements_index(steps: list[progress.Step]) -> int:
+def _requirements_index(steps: list[progress.BuildVertex]) -> int:
     (copy,) = [s for s in steps if s.name.startswith("COPY requirements/")]
     assert copy.index is not None
     return copy.index

@@ -20,7 +20,7 @@ from ci.errors import UserError
 from ci.pipeline.mirror import HF_EXPORT
 from ci.platforms import Platform
 from ci.tiers import report
-from ci.tiers.execute import JobResult, Outcome, outcome_of
+from ci.tiers.execute import JobOutcome, JobResult, outcome_of
 from ci.tiers.model import Tier, TierStep, load_tier
 from ci.tiers.plan import CONTAINER_LABEL, Host, Options, plan_step, plan_tier, shard_label
 from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail_of
@@ -354,7 +354,7 @@ def results_for(tmp_path: Path) -> list[JobResult]:
     out = []
     for job in jobs:
         if not job.runs:
-            out.append(JobResult(job, Outcome.SKIPPED, note=job.reason))
+            out.append(JobResult(job, JobOutcome.SKIPPED, note=job.reason))
             continue
         code = 1 if "quarantined" in job.name else 0
         out.append(JobResult(job, outcome_of(job, code), code, 1.5))
@@ -363,7 +363,7 @@ def results_for(tmp_path: Path) -> list[JobResult]:
 
 def test_outcomes_and_junit(tmp_path: Path) -> None:
     results = results_for(tmp_path)
-    assert [r.outcome for r in results].count(Outcome.SOFT) == 1
+    assert [r.outcome for r in results].count(JobOutcome.SOFT) == 1
     path = report.write_junit(results, "ready tier", tmp_path / "junit.xml")
     root = ET.parse(path).getroot()
     (suite,) = root.findall("testsuite")
@@ -396,7 +396,7 @@ def test_soft_fail_on_listed_exit_only() -> None:
     from ci.tiers.plan import Job
 
     job = Job(step, 1, "x")
-    assert outcome_of(job, 5) is Outcome.SOFT and outcome_of(job, 1) is Outcome.FAILED
+    assert outcome_of(job, 5) is JobOutcome.SOFT and outcome_of(job, 1) is JobOutcome.FAILED
 
 
 # --------------------------------------------------------------------------- session

@@ -232,7 +232,7 @@ def test_timeout_ends_the_job_and_removes_its_container(
     import dataclasses
 
     from ci.platforms import Platform
-    from ci.tiers.execute import Outcome, run_job
+    from ci.tiers.execute import JobOutcome, run_job
     from ci.tiers.model import Tier, TierStep
     from ci.tiers.plan import Host, Options, plan_step
 
@@ -258,7 +258,7 @@ def test_timeout_ends_the_job_and_removes_its_container(
     job = dataclasses.replace(job, command=dataclasses.replace(job.command, timeout=5, grace=2))
     result = run_job(job, docker_cli, stream=False)
     assert result.timed_out and result.code in (124, 137)
-    assert result.outcome is Outcome.FAILED
+    assert result.outcome is JobOutcome.FAILED
     assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeout") == []
 
 

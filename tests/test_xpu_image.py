@@ -77,10 +77,10 @@ def test_names_follow_the_script() -> None:
     assert build.fallback_base == "xpu/vllm-omni-ci-base:v0.29.0"
     assert make(vllm_base="my/base:1").fallback_base == "my/base:1"
     assert build.image == "xpu/vllm-omni-ci:c0ffee"
-    assert build.base_for(xpu.Tier.PULLED) == build.upstream
-    assert build.base_for(xpu.Tier.LOCAL_UPSTREAM) == build.upstream
-    assert build.base_for(xpu.Tier.LOCAL_BASE) == build.fallback_base
-    assert build.base_for(xpu.Tier.SOURCE) == build.fallback_base
+    assert build.base_for(xpu.BaseTier.PULLED) == build.upstream
+    assert build.base_for(xpu.BaseTier.LOCAL_UPSTREAM) == build.upstream
+    assert build.base_for(xpu.BaseTier.LOCAL_BASE) == build.fallback_base
+    assert build.base_for(xpu.BaseTier.SOURCE) == build.fallback_base
 
 
 def test_image_and_source_build_argv() -> None:
@@ -118,15 +118,15 @@ def test_fallback_plan_lists_every_tier_in_order() -> None:
     assert lines[1].startswith("git clone --depth 1 --branch v0.29.0")
 
 
-@pytest.mark.parametrize("tier", list(xpu.Tier))
-def test_tier_plan_runs_only_what_the_tier_needs(tier: xpu.Tier) -> None:
+@pytest.mark.parametrize("tier", list(xpu.BaseTier))
+def test_tier_plan_runs_only_what_the_tier_needs(tier: xpu.BaseTier) -> None:
     plan = xpu.tier_plan(make(), tier, "because", export=False)
     programs = [c.argv[:2] for c in plan.commands]
     expected = {
-        xpu.Tier.PULLED: [("docker", "pull"), ("docker", "build")],
-        xpu.Tier.LOCAL_UPSTREAM: [("docker", "build")],
-        xpu.Tier.LOCAL_BASE: [("docker", "build")],
-        xpu.Tier.SOURCE: [("git", "clone"), ("docker", "build"), ("docker", "build")],
+        xpu.BaseTier.PULLED: [("docker", "pull"), ("docker", "build")],
+        xpu.BaseTier.LOCAL_UPSTREAM: [("docker", "build")],
+        xpu.BaseTier.LOCAL_BASE: [("docker", "build")],
+        xpu.BaseTier.SOURCE: [("git", "clone"), ("docker", "build"), ("docker", "build")],
     }[tier]
     assert programs == expected
     assert f"VLLM_BASE={make().base_for(tier)}" in plan.commands[-1].argv

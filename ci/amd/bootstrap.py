@@ -1,6 +1,7 @@
-"""`bootstrap --platform rocm`: replaces bootstrap-amd-omni.sh (pipeline spec §1).
+"""`bootstrap --platform rocm`: replaces bootstrap-amd-omni.sh.
 
-The order of operations is the script's (§1.2): labels, diff, suites, skip-ci
+The order of operations is the script's, which must hold (the label fetch
+fails closed before anything else can fail): labels, diff, suites, skip-ci
 per suite, critical files, render, validate, upload. Everything up to the
 upload is computed in-process; the only side effects are the label request,
 git (through the diff resolver) and `buildkite-agent`.
@@ -132,7 +133,7 @@ def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
 
 @dataclass(frozen=True)
 class Inputs:
-    """The script's env inputs (§1.1), read once."""
+    """The script's env inputs, read once."""
 
     branch: str
     pull_request: str
@@ -248,11 +249,11 @@ def resolve_labels(
 def fetch_labels(
     pull_request: str, env: Mapping[str, str], *, timeout: float = LABEL_TIMEOUT
 ) -> str:
-    """The PR's labels, one per line, from the GitHub REST API (§1.3). Fails closed.
+    """The PR's labels, one per line, from the GitHub REST API. Fails closed.
 
     Any failure (HTTP error, network, timeout, a body without `labels[].name`,
     a redirect, which is never followed so the token stays with the API host)
-    stops with exit 1 and one stderr line: the spec's message, then the cause
+    stops with exit 1 and one stderr line: the script's message, then the cause
     in parentheses (the token redacted). A `pull_request` that is not a number
     is an input error (exit 2) before any request.
     """
@@ -297,7 +298,7 @@ def fetch_labels(
 
 
 def first_critical(paths: list[str]) -> str | None:
-    """The first path that forces building wheels from source (§1.6), by literal prefix."""
+    """The first path that forces building wheels from source, by literal prefix."""
     for path in paths:
         if path.startswith(CRITICAL_PREFIXES) and not path.startswith(NOT_CRITICAL_PREFIXES):
             return path
@@ -326,7 +327,7 @@ def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, lis
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AmdBootstrapOutcome:
     """What the bootstrap decided: a pipeline to upload, or nothing (with why)."""
 
     pipeline: dict[str, Any] | None
@@ -350,8 +351,8 @@ def plan_pipeline(
     validate: bool = True,
     offline: bool = False,
     note: Note = log,
-) -> Outcome:
-    """Steps 1-9 of §1.2 without uploading. `labels` given means: don't ask GitHub.
+) -> AmdBootstrapOutcome:
+    """The script's steps up to its upload, in its order. `labels` given means: don't ask GitHub.
 
     `diff` replaces the env-resolved diff (`plan` passes its explicit range);
     `validate=False` skips the schema check (tests of the render alone; `plan`
@@ -388,7 +389,7 @@ def plan_pipeline(
             note(f"Skipping AMD {suite.level} suite due to {word} decision.")
     if not kept:
         annotate = any(word == "skip-all" for _, word in skipped)
-        return Outcome(None, (), tuple(skipped), annotate)
+        return AmdBootstrapOutcome(None, (), tuple(skipped), annotate)
 
     paths = list(diff.paths or ())
     run_all, _precompiled, lines = precompiled_choice(inputs, paths)
@@ -425,7 +426,7 @@ def plan_pipeline(
         (suite.group, str(step.get("label", "")) if isinstance(step, dict) else "")
         for suite, step in combined.dropped
     )
-    return Outcome(
+    return AmdBootstrapOutcome(
         pipeline,
         tuple(kept),
         tuple(skipped),

@@ -1,9 +1,9 @@
 """Which AMD suites a build runs: the one rule, in `select_suites`.
 
-Same contract as `.buildkite/amd/scripts/select_test_suites.py` (pipeline spec
-§1.4): a debug override wins, then `main` (merge, or nightly when NIGHTLY=1),
-then the PR's tier labels in the fixed order ready, merge, nightly, with the
-legacy fallback to ready.
+Same contract as `.buildkite/amd/scripts/select_test_suites.py`: a debug
+override wins, then `main` (merge, or nightly when NIGHTLY=1), then the PR's
+tier labels in the fixed order ready, merge, nightly, with the legacy fallback
+to ready.
 """
 
 from __future__ import annotations

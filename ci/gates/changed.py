@@ -1,6 +1,6 @@
 """The files a range changed, for gates that run on the diff only.
 
-Spec §6 TARGET: in CI, the hooks GitHub Actions skips (check-mark, shellcheck)
+In CI, the hooks GitHub Actions skips (check-mark, shellcheck)
 run on the diff, as they do locally under pre-commit. The range comes from the
 one diff resolver (`ci.diff`), like every other task's.
 """

@@ -4,7 +4,7 @@ The replacement of vLLM-Omni's `check-mark` pre-commit hook
 (`tools/pre_commit/check_test_marks.py`). The scan is static (`ast`) and
 imports nothing from the tests, because collecting them would import torch.
 
-Rules (spec runners-and-tiers §6):
+Rules (the hook's):
 - every `tests/**/test_*.py` / `*_test.py` needs a level marker (`Level`) and
   a platform marker or a `hardware_test(` / `hardware_marks(` call (`Hardware`);
 - no direct `pytest.mark.<SKU>` anywhere under `tests/` except
@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.errors import FAILURE, Stop, UserError
-from ci.gates.markers import MarkerRegistry
+from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.pipeline.markers import MarkerRegistry, load_markers
 
 HELPERS = ("hardware_test", "hardware_marks")
 HELPER_MODULE = "tests/helpers/mark.py"
@@ -47,7 +47,7 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class FileReport:
+class MarksReport:
     path: str  # relative to the repo, with forward slashes
     problems: tuple[Problem, ...]
 
@@ -224,7 +224,7 @@ class _Scanner:
             if name is None:
                 continue
             found.add(name)
-            platform = self.registry.skus.get(name)
+            platform = self.registry.sku_platforms.get(name)
             if platform and self.rel != HELPER_MODULE:
                 self.add(
                     DIRECT_SKU,
@@ -446,7 +446,32 @@ def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
     return chosen
 
 
-def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> list[FileReport]:
+def load_registry(repo: Path) -> MarkerRegistry:
+    """The registry of `<repo>/pyproject.toml`; missing, or lacking a tag the gate reads: exit 2."""
+    from ci.pipeline.files import realpath
+
+    try:
+        found = load_markers(repo)
+    except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
+        raise UserError(*exc.problems, code=USAGE) from None
+    missing = [
+        tag
+        for tag, present in (
+            ("[ci-level]", found.levels),
+            ("[hardware-platform]", found.platforms),
+            ("[hardware-resource]", found.sku_platforms),
+        )
+        if not present
+    ]
+    if missing:
+        raise UserError(
+            f"no pytest markers tagged {', '.join(missing)} in {realpath(repo / 'pyproject.toml')} "
+            "([tool.pytest.ini_options].markers); check-marks reads the registry from these tags"
+        )
+    return found
+
+
+def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> list[MarksReport]:
     """One report per file; a file the gate cannot read is a problem (`Unreadable`), never OK."""
     from ci.pipeline.files import Unreadable, read_text
 
@@ -456,13 +481,13 @@ def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> l
         try:
             source = read_text(path, rel)
         except Unreadable as exc:
-            reports.append(FileReport(rel, (Problem(UNREADABLE, exc.why),)))
+            reports.append(MarksReport(rel, (Problem(UNREADABLE, exc.why),)))
             continue
-        reports.append(FileReport(rel, tuple(scan_source(source, rel, registry))))
+        reports.append(MarksReport(rel, tuple(scan_source(source, rel, registry))))
     return reports
 
 
-def render(reports: Sequence[FileReport]) -> str:
+def render(reports: Sequence[MarksReport]) -> str:
     """The problems, grouped per file, in the hook's category names."""
     lines: list[str] = []
     for report in reports:
@@ -480,7 +505,6 @@ def check_marks(
     `files` (what pre-commit passes) or `from_ref`/`to_ref` (a range: its
     changed files) narrow the scan; default: every .py under tests/.
     """
-    from ci.gates.markers import load_registry
     from ci.target import resolve_repo
 
     repo = resolve_repo(repo_arg)

@@ -5,7 +5,7 @@ looks. We rebuild each step's script as its shell receives it (Buildkite's
 `$$` turned back into `$`), state the dialect it runs under in a first line,
 and run shellcheck once over all steps. The dialect matters: shellcheck drops
 e.g. SC2164 (`cd` without `|| exit`) under errexit, and AMD steps run without
-errexit (spec §1.8: a failed `cd` lets later lines run in the old directory).
+errexit (a failed `cd` lets later lines run in the old directory).
 
 - AMD tier YAMLs (`amd/test-amd-*.yml`): the native runner's bash, `pipefail`
   on, no errexit -> prologue `set -o pipefail`.
@@ -90,7 +90,7 @@ class Script:
 
 
 @dataclass(frozen=True)
-class Finding:
+class StepFinding:
     file: str
     label: str
     group: str
@@ -146,7 +146,7 @@ def parse_excludes(value: str) -> tuple[str, ...]:
     return tuple(codes)
 
 
-def upload_expansions(step: ShellStep) -> list[Finding]:
+def upload_expansions(step: ShellStep) -> list[StepFinding]:
     """Single-`$` references whose upload-time value cannot be what the step meant."""
     shown = "\n".join(unescape(c) for c in step.commands)
     assigned = {name for m in _ASSIGNED.finditer(shown) for name in m.groups() if name}
@@ -165,7 +165,7 @@ def upload_expansions(step: ShellStep) -> list[Finding]:
                 else:
                     continue
                 found.append(
-                    Finding(
+                    StepFinding(
                         file=step.file,
                         label=step.label,
                         group=step.group,
@@ -207,7 +207,7 @@ def plan(
     return Plan(commands=(command,), title="shellcheck-steps")
 
 
-def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) -> list[Finding]:
+def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) -> list[StepFinding]:
     """Map shellcheck's json1 comments back to YAML file, step and command."""
     by_name = {
         name: (index, script)
@@ -217,7 +217,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
         comments = json.loads(output or "{}").get("comments", [])
     except (json.JSONDecodeError, AttributeError):
         raise Stop(USAGE, "error: shellcheck printed no json1 report") from None
-    found: list[tuple[tuple[int, int, int, int], Finding]] = []
+    found: list[tuple[tuple[int, int, int, int], StepFinding]] = []
     for comment in comments:
         entry = by_name.get(Path(str(comment.get("file", ""))).name)
         if entry is None:
@@ -229,7 +229,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
         found.append(
             (
                 order,
-                Finding(
+                StepFinding(
                     file=script.step.file,
                     label=script.step.label,
                     group=script.step.group,
@@ -247,21 +247,24 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
 
 
 def merge(
-    checked: Sequence[Finding], steps: Sequence[ShellStep], severity: str, exclude: Sequence[str]
-) -> list[Finding]:
+    checked: Sequence[StepFinding],
+    steps: Sequence[ShellStep],
+    severity: str,
+    exclude: Sequence[str],
+) -> list[StepFinding]:
     """shellcheck's findings plus ours, in step order, filtered like shellcheck's."""
     if UPLOAD_CHECK in exclude or SEVERITIES.index(severity) < SEVERITIES.index("warning"):
         return list(checked)
     position = {(s.file, s.label, s.group): i for i, s in enumerate(steps)}
     ours = [f for step in steps for f in upload_expansions(step)]
 
-    def order(f: Finding) -> tuple[int, int, int, int]:
+    def order(f: StepFinding) -> tuple[int, int, int, int]:
         return (position.get((f.file, f.label, f.group), 0), f.command, f.line, f.column)
 
     return sorted([*checked, *ours], key=order)
 
 
-def summary(findings: Sequence[Finding], steps: Sequence[ShellStep]) -> list[str]:
+def summary(findings: Sequence[StepFinding], steps: Sequence[ShellStep]) -> list[str]:
     files = len({s.file for s in steps})
     flagged = len({(f.file, f.label, f.group) for f in findings})
     levels = Counter(f.level for f in findings)

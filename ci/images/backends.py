@@ -3,7 +3,7 @@
 - **buildx**: what the old scripts ran. A docker-container builder exports the
   full BuildKit cache (mode=max) to a registry ref. Every buildx command names
   the builder with `--builder` instead of `docker buildx use`, which would change
-  the agent user's global builder under other jobs (spec §1.6).
+  the agent user's global builder under other jobs.
 - **engine**: `DOCKER_BUILDKIT=1 docker build` on a client that can do it
   without the buildx plugin (what `doctor` finds). The engine cannot export a
   registry cache, so the image carries an *inline* cache
@@ -177,8 +177,8 @@ class KeyedBuild:
 class BuildSpec:
     """What to build, in the old script's terms; each backend turns it into argv.
 
-    The field order of the buildx argv follows the scripts (spec §1.3 step 9,
-    §4.1 step 6): push, pull, progress, target, build args, cache-from,
+    The field order of the buildx argv follows the scripts' `docker buildx build`
+    lines: push, pull, progress, target, build args, cache-from,
     cache-to, file, tag, context.
     """
 

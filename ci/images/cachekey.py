@@ -1,4 +1,4 @@
-"""Dependency-cache keys of the ROCm and CUDA CI images (spec image-builds.md §1.4, §4.1).
+"""Dependency-cache keys of the ROCm and CUDA CI images, each its old bash recipe.
 
 The key names the registry ref BuildKit imports its cache from, so it must stay
 byte-identical to the old bash recipes: any change makes every agent's cache
@@ -98,12 +98,12 @@ def _read(repo: Path, rel: str) -> bytes:
 
 
 def rocm_inputs(repo: Path) -> tuple[str, ...]:
-    """The ordered list L of §1.4."""
+    """The inputs the ROCm key hashes, in order: the fixed files, then requirements/*.txt."""
     return (*ROCM_FIXED, *_requirements(repo, symlinks=False, dotfiles=True))
 
 
 def rocm_stream(repo: Path, arch: str) -> bytes:
-    """The byte stream S of §1.4: the arch line, then `path=` and a sha256sum line per input."""
+    """What the ROCm key hashes: the arch line, then `path=` and a sha256sum line per input."""
     inputs = rocm_inputs(repo)
     _check(repo, inputs)
     parts = [b"rocm-arch=" + os.fsencode(arch) + b"\n"]
@@ -120,7 +120,8 @@ def rocm_key(repo: Path, arch: str) -> CacheKey:
 
 
 def cuda_inputs(repo: Path) -> tuple[str, ...]:
-    """§4.1's order; the requirements glob in C byte order (docs/differences.md)."""
+    """pyproject.toml, setup.py, the requirements glob in C byte order (docs/differences.md),
+    then docker/Dockerfile.ci: the CUDA script's order."""
     return (*CUDA_HEAD, *_requirements(repo, symlinks=True, dotfiles=False), *CUDA_TAIL)
 
 

@@ -1,6 +1,6 @@
 """`build-image --platform cuda`: the CUDA CI image of `.buildkite/cuda/scripts/build-ci-image.sh`.
 
-Contract: spec image-builds.md §4.1. Same backends as ROCm (ci/images/backends.py)
+The script's contract, kept. Same backends as ROCm (ci/images/backends.py)
 with the script's own flags: builder `vllm-omni-builder` without bootstrap, no
 `--pull`, no `--target`, `-t`, and a cache export without `ignore-error`. The
 key is the script's recipe with the requirements glob in C byte order

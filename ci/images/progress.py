@@ -18,7 +18,7 @@ _ERROR = re.compile(r"^#(\d+) ERROR\b(.*)$")
 
 
 @dataclass
-class Step:
+class BuildVertex:
     """One build vertex: `[stage i/n] INSTRUCTION`, or an unnumbered one (cache import...)."""
 
     vertex: int
@@ -34,28 +34,30 @@ class Step:
         return self.name.split(" ", 1)[0] if self.index is not None else ""
 
 
-def parse(text: str) -> list[Step]:
+def parse(text: str) -> list[BuildVertex]:
     """Steps in the order BuildKit first announced them."""
-    steps: dict[int, Step] = {}
+    steps: dict[int, BuildVertex] = {}
     for line in text.splitlines():
         if m := _HEADER.match(line):
             vertex = int(m.group(1))
-            steps.setdefault(vertex, Step(vertex, m.group(5), m.group(2), int(m.group(3))))
+            steps.setdefault(vertex, BuildVertex(vertex, m.group(5), m.group(2), int(m.group(3))))
         elif m := _DONE.match(line):
-            step = steps.setdefault(int(m.group(1)), Step(int(m.group(1)), ""))
+            step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
             step.status, step.seconds = "DONE", float(m.group(2))
         elif m := _CACHED.match(line):
-            step = steps.setdefault(int(m.group(1)), Step(int(m.group(1)), ""))
+            step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
             step.status = "CACHED"
         elif m := _ERROR.match(line):
-            step = steps.setdefault(int(m.group(1)), Step(int(m.group(1)), ""))
+            step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
             step.status, step.detail = "ERROR", m.group(2).strip(" :")
         elif (m := _OTHER.match(line)) and int(m.group(1)) not in steps:
-            steps[int(m.group(1))] = Step(int(m.group(1)), m.group(2))
+            steps[int(m.group(1))] = BuildVertex(int(m.group(1)), m.group(2))
     return list(steps.values())
 
 
-def stage_steps(steps: list[Step], stage: str, *, with_from: bool = False) -> list[Step]:
+def stage_steps(
+    steps: list[BuildVertex], stage: str, *, with_from: bool = False
+) -> list[BuildVertex]:
     """A stage's numbered steps in Dockerfile order; its FROM (a base resolution) left out."""
     found = [s for s in steps if s.stage == stage and s.index is not None]
     found.sort(key=lambda s: s.index or 0)

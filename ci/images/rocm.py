@@ -1,6 +1,6 @@
 """`build-image --platform rocm`: replaces `.buildkite/amd/scripts/build-ci-image.sh`.
 
-Contract: spec image-builds.md §1. The key (cachekey.rocm_key) selects the
+The script's contract, kept. The key (cachekey.rocm_key) selects the
 registry cache ref; the image is `<registry>:<commit>`, target `test`. The
 differences from the script (exit 2 for input errors, `--builder` instead of
 `docker buildx use`, an engine backend, failing on an unhashable input) are in

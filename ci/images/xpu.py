@@ -1,8 +1,7 @@
 """XPU CI image: resolve the vLLM XPU base image, then build `xpu/vllm-omni-ci:<commit>`.
 
-Replaces the build half of `.buildkite/intel/scripts/run-xpu-test.sh` (spec
-image-builds.md §3). The base is found in the script's priority order, one
-*tier* after another:
+Replaces the build half of `.buildkite/intel/scripts/run-xpu-test.sh`. The base
+is found in the script's priority order, one *tier* after another:
 
 1. pull `<upstream>:<version>` (refreshes moving tags);
 2. the pull failed, but a local copy of that image exists;
@@ -46,7 +45,7 @@ DEFAULT_COMPRESSION = "zstd"
 COMPRESSIONS = ("zstd", "gzip", "estargz", "uncompressed")  # BuildKit's exporter accepts these
 
 
-class Tier(enum.IntEnum):
+class BaseTier(enum.IntEnum):
     """Where the base image came from, in the script's priority order."""
 
     PULLED = 1
@@ -56,10 +55,10 @@ class Tier(enum.IntEnum):
 
     def describe(self) -> str:
         return {
-            Tier.PULLED: "pulled the upstream image",
-            Tier.LOCAL_UPSTREAM: "local copy of the upstream image",
-            Tier.LOCAL_BASE: "VLLM_BASE found locally",
-            Tier.SOURCE: "VLLM_BASE built from vLLM source",
+            BaseTier.PULLED: "pulled the upstream image",
+            BaseTier.LOCAL_UPSTREAM: "local copy of the upstream image",
+            BaseTier.LOCAL_BASE: "VLLM_BASE found locally",
+            BaseTier.SOURCE: "VLLM_BASE built from vLLM source",
         }[self]
 
 
@@ -88,8 +87,12 @@ class XpuBuild:
     def image(self) -> str:
         return f"{IMAGE_REPO}:{self.commit}"
 
-    def base_for(self, tier: Tier) -> str:
-        return self.upstream if tier in (Tier.PULLED, Tier.LOCAL_UPSTREAM) else self.fallback_base
+    def base_for(self, tier: BaseTier) -> str:
+        return (
+            self.upstream
+            if tier in (BaseTier.PULLED, BaseTier.LOCAL_UPSTREAM)
+            else self.fallback_base
+        )
 
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
@@ -214,13 +217,13 @@ def export_fact(export: bool) -> tuple[str, str]:
     return ("export", "plain docker build -t (the engine cannot do --output type=image)")
 
 
-def tier_plan(build: XpuBuild, tier: Tier, reason: str, export: bool) -> door.Plan:
+def tier_plan(build: XpuBuild, tier: BaseTier, reason: str, export: bool) -> door.Plan:
     """What runs once the tier is known (dry-run with an engine, and the log)."""
     commands: list[door.Command] = []
-    if tier == Tier.PULLED:
+    if tier == BaseTier.PULLED:
         commands.append(pull_command(build))
     src = "<tmp>/vllm"
-    if tier == Tier.SOURCE:
+    if tier == BaseTier.SOURCE:
         commands += [clone_command(build, src), source_build_command(build, src, export)]
     commands.append(image_build_command(build, build.base_for(tier), export))
     return door.Plan(
@@ -311,16 +314,16 @@ def remote_exists(client: DockerClient, ref: str) -> tuple[bool, str]:
     return True, "the registry has it"
 
 
-def predict_tier(build: XpuBuild, client: DockerClient) -> tuple[Tier, str]:
+def predict_tier(build: XpuBuild, client: DockerClient) -> tuple[BaseTier, str]:
     """The tier a real run would pick, from read-only lookups only."""
     remote, why = remote_exists(client, build.upstream)
     if remote:
-        return Tier.PULLED, f"{build.upstream}: {why}"
+        return BaseTier.PULLED, f"{build.upstream}: {why}"
     if image_exists(client, build.upstream):
-        return Tier.LOCAL_UPSTREAM, f"{build.upstream} not pullable ({why}), local copy present"
+        return BaseTier.LOCAL_UPSTREAM, f"{build.upstream} not pullable ({why}), local copy present"
     if image_exists(client, build.fallback_base):
-        return Tier.LOCAL_BASE, f"{build.upstream} unavailable, {build.fallback_base} present"
-    return Tier.SOURCE, (
+        return BaseTier.LOCAL_BASE, f"{build.upstream} unavailable, {build.fallback_base} present"
+    return BaseTier.SOURCE, (
         f"{build.upstream} not pullable ({why}) nor local; {build.fallback_base} not local"
     )
 
@@ -350,22 +353,22 @@ class Lookup:
         return image_exists(self._client, ref)
 
 
-def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[Tier, str]:
+def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[BaseTier, str]:
     """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
     # Streamed, not captured: the upstream image is ~37 GB and the log should show progress.
     pulled = deadline.run(pull_command(build))
     if pulled.ok:
-        return Tier.PULLED, f"docker pull {build.upstream} succeeded"
+        return BaseTier.PULLED, f"docker pull {build.upstream} succeeded"
     reason = f"docker pull exit {pulled.code}, its error is in the log above"
     door.note(f"pull of {build.upstream} failed ({reason})")
     if exists(build.upstream):
         door.note(f"WARNING: could not pull {build.upstream}; using local copy")
-        return Tier.LOCAL_UPSTREAM, f"pull failed ({reason}); local copy present"
+        return BaseTier.LOCAL_UPSTREAM, f"pull failed ({reason}); local copy present"
     door.note(f"WARNING: {build.upstream} unavailable remotely and locally")
     if exists(build.fallback_base):
-        return Tier.LOCAL_BASE, f"{build.upstream} unavailable; {build.fallback_base} present"
+        return BaseTier.LOCAL_BASE, f"{build.upstream} unavailable; {build.fallback_base} present"
     door.note(f"WARNING: building {build.fallback_base} from vLLM {build.vllm_version} source")
-    return Tier.SOURCE, f"neither {build.upstream} nor {build.fallback_base} is available"
+    return BaseTier.SOURCE, f"neither {build.upstream} nor {build.fallback_base} is available"
 
 
 def build_from_source(build: XpuBuild, export: bool) -> None:
@@ -431,7 +434,7 @@ def build(options: BuildOptions) -> None:
         tier, reason = resolve_base(job, Lookup())
         door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
         door.note(f"why: {reason}")
-        if tier == Tier.SOURCE:
+        if tier == BaseTier.SOURCE:
             build_from_source(job, export)
     if not export:
         door.note(

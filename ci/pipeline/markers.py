@@ -16,8 +16,9 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -37,7 +38,11 @@ class Marker:
 
 @dataclass(frozen=True)
 class MarkerRegistry:
-    """The tagged markers, in file order, and what mark.py derives from them."""
+    """The tagged markers, in file order, and what mark.py derives from them.
+
+    The uploader reads SKUs and card counts; `check-marks` also the levels,
+    platforms and GPU platforms (see the target's MARKERS.md).
+    """
 
     source: str
     markers: tuple[Marker, ...]
@@ -63,6 +68,40 @@ class MarkerRegistry:
             if match:
                 counts.add(int(match.group(1)))
         return tuple(sorted(counts))
+
+    @cached_property
+    def levels(self) -> frozenset[str]:
+        return frozenset(self.tagged("ci-level"))
+
+    @cached_property
+    def platforms(self) -> frozenset[str]:
+        return frozenset(self.tagged("hardware-platform"))
+
+    @cached_property
+    def gpu_platforms(self) -> frozenset[str]:
+        return frozenset(self.tagged("hardware-platform", "gpu"))
+
+    @cached_property
+    def sku_platforms(self) -> Mapping[str, str]:
+        """SKU -> the first `[hardware-platform]` platform (in file order) that tags it."""
+        found: dict[str, str] = {}
+        for platform in self.tagged("hardware-platform"):
+            for sku in self.skus(platform):
+                found.setdefault(sku, platform)
+        return found
+
+    @property
+    def res_keys(self) -> frozenset[str]:
+        """Platforms valid as `res=` keys: those with at least one SKU."""
+        return frozenset(self.sku_platforms.values())
+
+    def skus_for(self, platform: str) -> tuple[str, ...]:
+        """The SKUs whose platform (`sku_platforms`) is `platform`."""
+        return tuple(s for s, p in self.sku_platforms.items() if p == platform)
+
+    def gpu_marks(self) -> frozenset[str]:
+        """Marks that say "needs a GPU": `gpu` and every `[gpu]` platform."""
+        return self.gpu_platforms | {"gpu"}
 
 
 def parse_marker_lines(lines: list[Any], source: str) -> MarkerRegistry:

@@ -1,4 +1,4 @@
-"""`mirror_hardwares`: turn a step's hardware preset into Buildkite fields (spec §3.6, §3.7).
+"""`mirror_hardwares`: turn a step's hardware preset into Buildkite fields.
 
 A step names a preset (`mirror_hardwares: l4_1`), or leaves it out and lets
 the pytest `-m` expression say which chip and how many cards it needs. The
@@ -244,7 +244,7 @@ def _has_pool(step: Mapping[str, Any]) -> bool:
 
 
 def expand(step: dict[str, Any], selector: str | None, registries: Registries) -> Expansion:
-    """Expand one leaf step's hardware (raises `UserError` with the spec's messages)."""
+    """Expand one leaf step's hardware (raises `UserError` with the original's messages)."""
     label = step_label(step)
     if FIELD not in step:
         if _has_pool(step):

@@ -3,8 +3,8 @@
 `.buildkite/common/ci_source_file_dependencies.yml` maps job keys to path
 prefixes; `.buildkite/common/ci_mirror_hardwares.yml` maps preset names to the
 Buildkite fields they expand to. Both are read at most once per run, only when
-a step needs them, and every problem uses the original's message (spec §3.8)
-with exit code 1.
+a step needs them, and every problem uses the original's message with exit
+code 1.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _fail(message: str) -> UserError:
 
 
 def _read_yaml(path: Path, what: str) -> Any:
-    """The registry's document; the spec's messages, with the reason in parentheses."""
+    """The registry's document; the original's messages, with the reason in parentheses."""
     from ci import yamlio
     from ci.pipeline import files
 

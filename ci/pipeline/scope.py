@@ -31,10 +31,10 @@ def choose(scope: str = "", all_: bool = False, e2e: bool = False) -> str:
 
 
 def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
-    """The scope spec §4's table gives this file (rules: `ci.pipeline.bootstrap_mode`).
+    """The scope this file gets: `all`/`e2e` on `main` under its schedule env, else `diff`.
 
     Inputs: the repo-relative pipeline path, the build branch, and the env
-    (NIGHTLY, WEEKLY, NON_CRITICAL).
+    (NIGHTLY, WEEKLY, NON_CRITICAL); the rules are `bootstrap_mode.AUTO_RULES`.
     """
     return bootstrap_mode.auto_scope(pipeline_path, branch, env)
 

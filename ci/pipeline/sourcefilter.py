@@ -1,4 +1,4 @@
-"""`source_file_dependencies`: which steps a diff keeps (spec §3.4, §3.5).
+"""`source_file_dependencies`: which steps a diff keeps.
 
 Pure functions over a list of changed paths: the task layer asks the shared
 diff resolver (`ci.diff`) for that list, so `plan`, the bootstrap and the
@@ -103,7 +103,7 @@ def bypass(
     pipeline_path: str | None,
     sources: Callable[[], SourceRegistry],
 ) -> str | None:
-    """The changed path that switches filtering off for this upload, or None (spec §3.5).
+    """The changed path that switches filtering off for this upload, or None.
 
     Only when no gated step matches the diff: then a change to the pipeline
     file itself, or under a `source_filter_fallback` prefix, keeps every job.

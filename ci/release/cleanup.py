@@ -208,7 +208,7 @@ def cleanup(
 
 
 def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
-    """The script's credential checks and login (its messages and exit 1, spec §4.4 step 2-3)."""
+    """The script's credential checks and login (its messages, and exit 1 on any failure)."""
     if not token:
         log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
     if not username:

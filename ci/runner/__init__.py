@@ -5,7 +5,7 @@ Public API (for the XPU runner and the nox tier sessions):
 - `ci.runner.program.render_program(semantics, commands, env=None, *, preflight=None,
   secrets=()) -> str`: the whole job program, runnable with `bash -c` locally or
   `docker run IMAGE bash -c` in a container.
-- `ci.runner.program.Semantics`, `Mode` and the pre-flight `Check` values
+- `ci.runner.program.Semantics`, `Mode` and the `PreflightCheck` values
   (`DockerDisabled`, `RequireCommands`, `GpuCount`, `Section`, `CacheDirs`,
   `PersistentHfCache`, `RocmGpus`): the building blocks.
 - `ci.runner.leaks.end_leftovers(keep)`: end what a command left running;

@@ -1,7 +1,7 @@
 """Process-leak check: which processes exist after a command that did not before.
 
-Why identity = pid + start time: a recycled pid must not hide a leak (spec
-§4.4). Zombies count (nobody reaped them). Entries named `ps` are ignored, as in
+Why identity = pid + start time: a recycled pid must not hide a leak.
+Zombies count (nobody reaped them). Entries named `ps` are ignored, as in
 the original awk, and so is our own process. Scope `tree` looks at our
 descendants only (we are a child subreaper, so orphans of the command are
 re-parented to us and stay visible); scope `all` looks at every visible
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import psutil
 
 SCOPES = ("tree", "all")
-# The original's lines, verbatim in process-cleanup.txt (spec §4.4); on stderr
+# The original's verdict lines, verbatim in process-cleanup.txt; on stderr
 # each line of the check starts with PREFIX, so that a PASS is not read as the
 # step's own verdict.
 PASS_LINE = "status=PASS leaked_processes=0"

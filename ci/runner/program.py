@@ -10,7 +10,7 @@ The program, in order:
 
 1. `set -euo pipefail` and the command text as one quoted literal;
 2. env defaults (assign when unset *or empty*), forced values, explicit exports;
-3. pre-flight checks (each a `Check` value that renders a bash fragment);
+3. pre-flight checks (each a `PreflightCheck` value that renders a bash fragment);
 4. `Commands:` followed by the command text, with secret values masked;
 5. the commands, in a child bash with the semantics' `Mode`;
 6. the final exit mapping (`VLLM_CI_ALLOW_NO_TESTS=1` turns a final 5 into 0
@@ -18,7 +18,7 @@ The program, in order:
 
 Everything the program decides at run time (job id, env defaults, GPU count,
 mount) is read from the environment it runs in, so one rendered text fits any
-job. Use `render_program`; the `Check` values below are its building blocks.
+job. Use `render_program`; the `PreflightCheck` values below are its building blocks.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Mode(str, enum.Enum):
     FAIL_FAST = "fail-fast"
 
 
-class Check(Protocol):
+class PreflightCheck(Protocol):
     """One pre-flight step: a bash fragment that exits non-zero to stop the job."""
 
     def render(self) -> str: ...
@@ -219,7 +219,7 @@ class Semantics:
     defaults: tuple[tuple[str, str], ...] = ()
     # Always exported with this value, overriding the job's environment.
     forced: tuple[tuple[str, str], ...] = ()
-    preflight: tuple[Check, ...] = ()
+    preflight: tuple[PreflightCheck, ...] = ()
     mode: Mode = Mode.RUN_ALL
     # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0.
     allow_no_tests: bool = False
@@ -284,7 +284,7 @@ def render_program(
     commands: str | Sequence[str],
     env: Mapping[str, str] | None = None,
     *,
-    preflight: Sequence[Check] | None = None,
+    preflight: Sequence[PreflightCheck] | None = None,
     secrets: Iterable[str] = (),
 ) -> str:
     """The complete bash program for one job; a pure function of its arguments.

@@ -1,8 +1,8 @@
 """`run-tests --platform xpu`: the XPU job's tests in a container of the CI image.
 
-Replaces the test half of `.buildkite/intel/scripts/run-xpu-test.sh` (spec
-runners-and-tiers.md §2.1): `docker run` of `xpu/vllm-omni-ci:<commit>` with
-the script's devices, mounts, pass-through env and name, running the command
+Replaces the test half of `.buildkite/intel/scripts/run-xpu-test.sh`: `docker
+run` of `xpu/vllm-omni-ci:<commit>` with the script's devices, mounts,
+pass-through env and name, running the command
 table of `ci.runner.xpu_commands` through the shared program renderer with
 `bash -e` semantics (stop at the first failure).
 

@@ -1,9 +1,8 @@
 """The XPU test commands: the one table the XPU runner and the XPU tier both read.
 
-From `.buildkite/intel/scripts/run-xpu-test.sh` (spec runners-and-tiers.md
-§2.1 step 8): in the image's checkout, four pytest runs in order, stopping at
-the first failure. Edit the selection here and both the container runner and
-`nox` follow.
+From the last step of `.buildkite/intel/scripts/run-xpu-test.sh`: in the
+image's checkout, four pytest runs in order, stopping at the first failure.
+Edit the selection here and both the container runner and `nox` follow.
 """
 
 from __future__ import annotations

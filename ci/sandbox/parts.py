@@ -41,7 +41,7 @@ BOOTSTRAP_INCLUDE = "python3,python3-pip,python3-pytest,python3-yaml,git"
 
 
 @dataclass(frozen=True)
-class Check:
+class PartStatus:
     """One part as `status` shows it: ok, what was found, and the fix when it is missing."""
 
     name: str
@@ -51,7 +51,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PartOutcome:
     """One part as `up` left it: reused, started or installed, and how."""
 
     name: str
@@ -60,7 +60,7 @@ class Outcome:
 
 
 @dataclass
-class Context:
+class PartContext:
     layout: Layout
     state: State
 
@@ -102,7 +102,12 @@ def _ensure(layout: Layout, wanted: tuple[pins.Pin, ...]) -> str:
 
 
 def _start(
-    ctx: Context, part: str, cmd: door.Command, what: str, ready: Callable[[], bool], limit: float
+    ctx: PartContext,
+    part: str,
+    cmd: door.Command,
+    what: str,
+    ready: Callable[[], bool],
+    limit: float,
 ) -> door.Service:
     """Spawn a service, record it for `down` before waiting, and wait until it answers."""
     ctx.layout.run.mkdir(parents=True, exist_ok=True)
@@ -112,11 +117,11 @@ def _start(
     return service
 
 
-def _started(part: str, installed: str, started: str) -> Outcome:
+def _started(part: str, installed: str, started: str) -> PartOutcome:
     """`installed: X into PREFIX; started …` after an install, else `started: …`."""
     if installed:
-        return Outcome(part, INSTALLED, f"{installed}; started {started}")
-    return Outcome(part, STARTED, started)
+        return PartOutcome(part, INSTALLED, f"{installed}; started {started}")
+    return PartOutcome(part, STARTED, started)
 
 
 # --------------------------------------------------------------------------- engine
@@ -147,19 +152,19 @@ def engine_facts(docker: str) -> EngineFacts:
     return EngineFacts(str(version), store, "")
 
 
-def check_engine(ctx: Context) -> Check:
+def check_engine(ctx: PartContext) -> PartStatus:
     facts = engine_facts(ctx.docker())
     if facts.version and facts.containerd_store:
-        return Check("engine", True, f"Docker {facts.version} with the containerd image store")
+        return PartStatus("engine", True, f"Docker {facts.version} with the containerd image store")
     if facts.version:
-        return Check(
+        return PartStatus(
             "engine",
             False,
             f"Docker {facts.version} answers at {SOCKET} without the containerd image store",
             'set {"features": {"containerd-snapshotter": true}} in its daemon.json and restart'
             f" it, or stop it so that `{UP}` starts its own",
         )
-    return Check("engine", False, f"no engine answers ({facts.error})", f"run `{UP}`")
+    return PartStatus("engine", False, f"no engine answers ({facts.error})", f"run `{UP}`")
 
 
 def daemon_config(layout: Layout) -> dict[str, object]:
@@ -199,10 +204,10 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
     door.note(f"removed {pidfile}: pid {pid} is no running dockerd")
 
 
-def up_engine(ctx: Context) -> Outcome:
+def up_engine(ctx: PartContext) -> PartOutcome:
     check = check_engine(ctx)
     if check.ok:
-        return Outcome("engine", REUSED, check.detail)
+        return PartOutcome("engine", REUSED, check.detail)
     if engine_facts(ctx.docker()).version:  # an engine we did not start, and cannot use
         raise UserError(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
@@ -231,11 +236,11 @@ def buildx_version(docker: str) -> str | None:
     return result.stdout.strip() if result.ok and result.stdout.strip() else None
 
 
-def check_buildx(ctx: Context) -> Check:
+def check_buildx(ctx: PartContext) -> PartStatus:
     if shutil.which("docker") is None:
         # The tasks run `docker` from PATH; the prefix's client is not on it.
         folder = ctx.layout.bin("docker").parent
-        return Check(
+        return PartStatus(
             "buildx",
             False,
             "no `docker` on PATH",
@@ -244,8 +249,8 @@ def check_buildx(ctx: Context) -> Check:
     docker = ctx.docker()
     version = buildx_version(docker) if Path(docker).exists() else None
     if version:
-        return Check("buildx", True, f"{version} (with {docker})")
-    return Check(
+        return PartStatus("buildx", True, f"{version} (with {docker})")
+    return PartStatus(
         "buildx",
         False,
         f"`{docker} buildx` does not run",
@@ -253,10 +258,10 @@ def check_buildx(ctx: Context) -> Check:
     )
 
 
-def up_buildx(ctx: Context) -> Outcome:
+def up_buildx(ctx: PartContext) -> PartOutcome:
     check = check_buildx(ctx)
     if check.ok:
-        return Outcome("buildx", REUSED, check.detail)
+        return PartOutcome("buildx", REUSED, check.detail)
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
     layout = ctx.layout
@@ -278,7 +283,7 @@ def up_buildx(ctx: Context) -> Outcome:
     if not after.ok:
         raise UserError(f"buildx: {after.detail} even with {link}")
     detail = f"{after.detail}; plugin linked at {link}"
-    return Outcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
+    return PartOutcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
 
 
 # --------------------------------------------------------------------------- registry
@@ -288,10 +293,10 @@ def registry_answers() -> bool:
     return answers(REGISTRY)
 
 
-def check_registry(ctx: Context) -> Check:
+def check_registry(ctx: PartContext) -> PartStatus:
     if registry_answers():
-        return Check("registry", True, f"http://{REGISTRY}/v2/ answers")
-    return Check("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
+        return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
+    return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
 
 def registry_config(layout: Layout) -> str:
@@ -306,10 +311,10 @@ def registry_config(layout: Layout) -> str:
     )
 
 
-def up_registry(ctx: Context) -> Outcome:
+def up_registry(ctx: PartContext) -> PartOutcome:
     check = check_registry(ctx)
     if check.ok:
-        return Outcome("registry", REUSED, check.detail)
+        return PartOutcome("registry", REUSED, check.detail)
     layout = ctx.layout
     installed = ""
     program = shutil.which("docker-registry")
@@ -332,10 +337,10 @@ def up_registry(ctx: Context) -> Outcome:
 # --------------------------------------------------------------------------- base image
 
 
-def check_base_image(ctx: Context) -> Check:
+def check_base_image(ctx: PartContext) -> PartStatus:
     if in_registry():
-        return Check("base image", True, f"{BASE_IMAGE} is in the registry")
-    return Check(
+        return PartStatus("base image", True, f"{BASE_IMAGE} is in the registry")
+    return PartStatus(
         "base image",
         False,
         f"{BASE_IMAGE} is not in the registry",
@@ -356,7 +361,7 @@ def _run(cmd: door.Command, what: str, log: Path | None = None) -> None:
         raise UserError(f"base image: {what} failed with exit {result.code}{where}")
 
 
-def debootstrap(ctx: Context, docker: str) -> str:
+def debootstrap(ctx: PartContext, docker: str) -> str:
     """A bookworm minbase with Python, pip, pytest, PyYAML and git, imported as BASE_IMAGE."""
     layout = ctx.layout
     program = shutil.which("debootstrap")
@@ -400,17 +405,17 @@ def debootstrap(ctx: Context, docker: str) -> str:
     return f"{installed}built with debootstrap from {uri}"
 
 
-def up_base_image(ctx: Context) -> Outcome:
+def up_base_image(ctx: PartContext) -> PartOutcome:
     docker = ctx.docker()
     local = _local(docker)
     if in_registry():
         if local:
-            return Outcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
+            return PartOutcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
         _run(door.Command((docker, "pull", "-q", BASE_IMAGE)), "docker pull")
-        return Outcome("base image", INSTALLED, f"{BASE_IMAGE} pulled from the registry")
+        return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE} pulled from the registry")
     how = "the local image pushed" if local else debootstrap(ctx, docker)
     _run(door.Command((docker, "push", "-q", BASE_IMAGE)), "docker push")
-    return Outcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
+    return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
 
 
 # --------------------------------------------------------------------------- builder
@@ -440,35 +445,35 @@ def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[
     return fields
 
 
-def check_builder(ctx: Context) -> Check:
+def check_builder(ctx: PartContext) -> PartStatus:
     docker = ctx.docker()
     if not Path(docker).exists():
-        return Check("builder", False, "no docker client", f"run `{UP}`")
+        return PartStatus("builder", False, "no docker client", f"run `{UP}`")
     name = builder_name(docker)
     fields = inspect_builder(docker, name)
     if fields.get("Status") == "running":
-        return Check("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
+        return PartStatus("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
     found = f"status {fields['Status']}" if "Status" in fields else "not inspectable"
-    return Check("builder", False, f"{name}: {found}", f"run `{UP}`")
+    return PartStatus("builder", False, f"{name}: {found}", f"run `{UP}`")
 
 
-def up_builder(ctx: Context) -> Outcome:
+def up_builder(ctx: PartContext) -> PartOutcome:
     check = check_builder(ctx)
     if check.ok:
-        return Outcome("builder", REUSED, check.detail)
+        return PartOutcome("builder", REUSED, check.detail)
     docker = ctx.docker()
     name = builder_name(docker)
     fields = inspect_builder(docker, name, bootstrap=True)
     if fields.get("Status") != "running":
         raise UserError(f"builder: {name} does not start: {check.detail}")
-    return Outcome("builder", STARTED, f"{name} (driver {fields.get('Driver', '?')}, running)")
+    return PartOutcome("builder", STARTED, f"{name} (driver {fields.get('Driver', '?')}, running)")
 
 
 @dataclass(frozen=True)
 class Part:
     name: str
-    check: Callable[[Context], Check]
-    up: Callable[[Context], Outcome]
+    check: Callable[[PartContext], PartStatus]
+    up: Callable[[PartContext], PartOutcome]
     service: bool = False  # a process `up` may start and `down` stops
 
 

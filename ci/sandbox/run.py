@@ -16,7 +16,7 @@ from ci import door
 from ci.errors import FAILURE, Stop, UserError
 from ci.sandbox import state as states
 from ci.sandbox.layout import Layout, default_root
-from ci.sandbox.parts import PARTS, Check, Context
+from ci.sandbox.parts import PARTS, PartContext, PartStatus
 
 ACTIONS = ("up", "status", "down")
 
@@ -26,9 +26,9 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _context(root: str = "") -> Context:
+def _context(root: str = "") -> PartContext:
     layout = Layout(Path(root).expanduser() if root else default_root())
-    return Context(layout, states.load(layout))
+    return PartContext(layout, states.load(layout))
 
 
 def up(root: str = "") -> None:
@@ -48,7 +48,7 @@ def up(root: str = "") -> None:
     _say(f"sandbox up: {len(PARTS)} parts ready in {time.monotonic() - began:.1f}s")
 
 
-def checks(root: str = "") -> tuple[Layout, list[Check]]:
+def checks(root: str = "") -> tuple[Layout, list[PartStatus]]:
     ctx = _context(root)
     return ctx.layout, [part.check(ctx) for part in PARTS]
 

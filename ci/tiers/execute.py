@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ci.tiers.plan import Job
 
 
-class Outcome(str, enum.Enum):
+class JobOutcome(str, enum.Enum):
     PASSED = "passed"
     FAILED = "failed"
     SOFT = "soft failure"
@@ -34,7 +34,7 @@ class Outcome(str, enum.Enum):
 @dataclass(frozen=True)
 class JobResult:
     job: Job
-    outcome: Outcome
+    outcome: JobOutcome
     code: int | None = None
     seconds: float = 0.0
     timed_out: bool = False
@@ -43,7 +43,7 @@ class JobResult:
 
     @property
     def detail(self) -> str:
-        if self.outcome in (Outcome.SKIPPED, Outcome.NOT_RUN):
+        if self.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
             return self.note
         if self.timed_out:
             return f"timed out after {self.job.step.timeout_minutes}m"
@@ -53,10 +53,10 @@ class JobResult:
 Progress = Callable[[Sequence[JobResult]], None]
 
 
-def outcome_of(job: Job, code: int) -> Outcome:
+def outcome_of(job: Job, code: int) -> JobOutcome:
     if code == 0:
-        return Outcome.PASSED
-    return Outcome.SOFT if job.step.soft_fail.covers(code) else Outcome.FAILED
+        return JobOutcome.PASSED
+    return JobOutcome.SOFT if job.step.soft_fail.covers(code) else JobOutcome.FAILED
 
 
 def _remove(job: Job, docker: str) -> None:
@@ -146,7 +146,9 @@ def run_jobs(
 ) -> list[JobResult]:
     """Run every runnable job in order; the results keep the jobs' order."""
     results = [
-        JobResult(j, Outcome.PENDING) if j.runs else JobResult(j, Outcome.SKIPPED, note=j.reason)
+        JobResult(j, JobOutcome.PENDING)
+        if j.runs
+        else JobResult(j, JobOutcome.SKIPPED, note=j.reason)
         for j in jobs
     ]
     stopped = ""
@@ -154,17 +156,17 @@ def run_jobs(
         if not job.runs:
             continue
         if stopped:
-            results[i] = JobResult(job, Outcome.NOT_RUN, note=stopped)
+            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=stopped)
             continue
         unmet = unmet_dependency(job, results)
         if unmet:
-            results[i] = JobResult(job, Outcome.NOT_RUN, note=unmet)
+            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=unmet)
             continue
-        results[i] = JobResult(job, Outcome.RUNNING)
+        results[i] = JobResult(job, JobOutcome.RUNNING)
         if progress:
             progress(results)
         results[i] = run_job(job, docker, stream)
-        if results[i].outcome is Outcome.FAILED and not keep_going:
+        if results[i].outcome is JobOutcome.FAILED and not keep_going:
             stopped = f"not run: {job.name} failed (use --keep-going to run the rest)"
         if progress:
             progress(results)
@@ -189,18 +191,18 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
         ]
         for member in members:
             outcome = member.outcome
-            if outcome in (Outcome.PASSED, Outcome.SOFT):
+            if outcome in (JobOutcome.PASSED, JobOutcome.SOFT):
                 continue
-            if outcome is Outcome.FAILED and dependency.allow_failure:
+            if outcome is JobOutcome.FAILED and dependency.allow_failure:
                 continue
             why = {
-                Outcome.FAILED: "failed",
-                Outcome.SKIPPED: f"did not run here: {member.note}",
-                Outcome.NOT_RUN: "did not run",
+                JobOutcome.FAILED: "failed",
+                JobOutcome.SKIPPED: f"did not run here: {member.note}",
+                JobOutcome.NOT_RUN: "did not run",
             }.get(outcome, "has not run yet (it comes later in the file)")
             return f"not run: depends on {dependency.key} ({member.job.name} {why})"
     return ""
 
 
 def blocking_failures(results: Sequence[JobResult]) -> list[JobResult]:
-    return [r for r in results if r.outcome is Outcome.FAILED]
+    return [r for r in results if r.outcome is JobOutcome.FAILED]

@@ -39,14 +39,14 @@ TIER_FILES: dict[Platform, str] = {
     Platform.NPU: ".buildkite/npu/test-npu-{tier}.yml",
 }
 XPU_TIERS = (Tier.READY,)
-# The PR label that uploads each tier (spec §5.2): a local run is that PR's build.
+# The PR label that uploads each tier: a local run is that PR's build.
 TIER_LABELS: dict[Tier, str] = {
     Tier.READY: "ready",
     Tier.MERGE: "merge-test",
     Tier.NIGHTLY: "nightly-test",
     Tier.WEEKLY: "weekly-test",
 }
-# The AMD template's default pool and mirror (spec §1.1).
+# The AMD template's default pool and mirror.
 AMD_DEFAULT_POOL = "mi300_1"
 AMD_MIRROR = "amdproduction"
 

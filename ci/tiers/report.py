@@ -15,20 +15,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.tiers.execute import JobResult, Outcome
+from ci.tiers.execute import JobOutcome, JobResult
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
 COLUMNS = ("step", "shard", "result", "exit", "duration", "log")
 _STYLE = {
-    Outcome.PASSED: "green",
-    Outcome.FAILED: "bold red",
-    Outcome.SOFT: "yellow",
-    Outcome.SKIPPED: "dim",
-    Outcome.NOT_RUN: "dim",
-    Outcome.RUNNING: "cyan",
-    Outcome.PENDING: "dim",
+    JobOutcome.PASSED: "green",
+    JobOutcome.FAILED: "bold red",
+    JobOutcome.SOFT: "yellow",
+    JobOutcome.SKIPPED: "dim",
+    JobOutcome.NOT_RUN: "dim",
+    JobOutcome.RUNNING: "cyan",
+    JobOutcome.PENDING: "dim",
 }
 
 
@@ -43,20 +43,20 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
     """One summary line: result shows soft failures and skip reasons in words."""
     job = result.job
     label = f"[{job.step.platform}] {job.name}"
-    if result.outcome is Outcome.SKIPPED or result.outcome is Outcome.NOT_RUN:
+    if result.outcome is JobOutcome.SKIPPED or result.outcome is JobOutcome.NOT_RUN:
         shown = result.note or result.outcome.value
-    elif result.outcome is Outcome.SOFT:
+    elif result.outcome is JobOutcome.SOFT:
         shown = "soft failure"
     else:
         shown = result.outcome.value
-    if result.note and result.outcome in (Outcome.PASSED, Outcome.FAILED, Outcome.SOFT):
+    if result.note and result.outcome in (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT):
         shown += f" ({result.note})"
     if result.timed_out:
         shown += f" (timed out after {job.step.timeout_minutes}m)"
     if result.log_problem:
         shown += " (log incomplete)"
     code = "" if result.code is None else str(result.code)
-    ran = result.outcome in (Outcome.PASSED, Outcome.FAILED, Outcome.SOFT)
+    ran = result.outcome in (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
     duration = f"{result.seconds:.1f}s" if ran else ""
     log = shown_path(job.log) if ran else ""
     return label, job.shard_text, shown, code, duration, log
@@ -139,15 +139,15 @@ def table(
 
 
 def verdict(results: Sequence[JobResult]) -> str:
-    counts = {o: sum(1 for r in results if r.outcome is o) for o in Outcome}
+    counts = {o: sum(1 for r in results if r.outcome is o) for o in JobOutcome}
     parts = [
-        f"{counts[Outcome.PASSED]} passed",
-        f"{counts[Outcome.FAILED]} failed",
-        f"{counts[Outcome.SOFT]} soft failures",
-        f"{counts[Outcome.SKIPPED]} not runnable here",
+        f"{counts[JobOutcome.PASSED]} passed",
+        f"{counts[JobOutcome.FAILED]} failed",
+        f"{counts[JobOutcome.SOFT]} soft failures",
+        f"{counts[JobOutcome.SKIPPED]} not runnable here",
     ]
-    if counts[Outcome.NOT_RUN]:
-        parts.append(f"{counts[Outcome.NOT_RUN]} not run")
+    if counts[JobOutcome.NOT_RUN]:
+        parts.append(f"{counts[JobOutcome.NOT_RUN]} not run")
     return ", ".join(parts)
 
 
@@ -166,9 +166,9 @@ def markdown(results: Sequence[JobResult], title: str) -> str:
 
 
 def annotation_style(results: Sequence[JobResult]) -> str:
-    if any(r.outcome is Outcome.FAILED for r in results):
+    if any(r.outcome is JobOutcome.FAILED for r in results):
         return "error"
-    if any(r.outcome is Outcome.SOFT for r in results):
+    if any(r.outcome is JobOutcome.SOFT for r in results):
         return "warning"
     return "success"
 
@@ -200,9 +200,9 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
             "testsuite",
             name=f"{suite} ({platform})",
             tests=str(len(mine)),
-            failures=str(sum(r.outcome in (Outcome.FAILED, Outcome.SOFT) for r in mine)),
+            failures=str(sum(r.outcome in (JobOutcome.FAILED, JobOutcome.SOFT) for r in mine)),
             errors="0",
-            skipped=str(sum(r.outcome in (Outcome.SKIPPED, Outcome.NOT_RUN) for r in mine)),
+            skipped=str(sum(r.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN) for r in mine)),
             time=f"{sum(r.seconds for r in mine):.3f}",
         )
         for result in mine:
@@ -218,12 +218,12 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
                 time=f"{result.seconds:.3f}",
                 file=job.step.source,
             )
-            if result.outcome is Outcome.FAILED:
+            if result.outcome is JobOutcome.FAILED:
                 failure = ET.SubElement(
                     case, "failure", type="failure", message=f"exit {result.code}"
                 )
                 failure.text = redact(_tail(job.log))
-            elif result.outcome is Outcome.SOFT:
+            elif result.outcome is JobOutcome.SOFT:
                 failure = ET.SubElement(
                     case,
                     "failure",
@@ -231,7 +231,7 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
                     message=f"soft failure: exit {result.code} ({job.step.grade_text})",
                 )
                 failure.text = redact(_tail(job.log))
-            elif result.outcome in (Outcome.SKIPPED, Outcome.NOT_RUN):
+            elif result.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
                 ET.SubElement(case, "skipped", message=redact(result.note or result.outcome.value))
             if job.log is not None and job.runs:
                 out = ET.SubElement(case, "system-out")

@@ -66,14 +66,14 @@ class Args:
     labels: tuple[str, ...]
 
 
-class _Parser(argparse.ArgumentParser):
+class _TierOptionParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UserError(f"{message} (see `{self.prog} --help`)")
 
 
 def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
     """The tier options; `prog` names the entry point in `--help` (default: the nox session)."""
-    made = _Parser(
+    made = _TierOptionParser(
         prog=prog or f"nox -s {tier} --",
         description=f"Run the {tier} tier of a target repo here, as Buildkite would. {RULE} "
         "The hardware is the step's agent_pool (rocm) or the preset the upload resolves "
@@ -553,9 +553,9 @@ def _run_live(
 
     console = Console(stderr=True)
     pending = [
-        execute.JobResult(j, execute.Outcome.PENDING)
+        execute.JobResult(j, execute.JobOutcome.PENDING)
         if j.runs
-        else execute.JobResult(j, execute.Outcome.SKIPPED, note=j.reason)
+        else execute.JobResult(j, execute.JobOutcome.SKIPPED, note=j.reason)
         for j in jobs
     ]
 
