@@ -1,14 +1,16 @@
 """`bootstrap --platform cuda|npu|xpu`: the first job of the CUDA, NPU and Intel pipelines.
 
-CUDA and NPU (spec §4.1, §4.2): the platform's `bootstrap-upload-steps.yml`
-gets the bootstrap-mode gates (`ci.pipeline.bootstrap_mode`), and its steps are
-rewritten so that no inline shell is left: each upload step runs
+CUDA and NPU (CUDA's file has the image build and the ready, merge, nightly and
+weekly uploads; NPU's four image builds and the ready and nightly uploads):
+the platform's `bootstrap-upload-steps.yml` gets the bootstrap-mode gates
+(`ci.pipeline.bootstrap_mode`), and its steps are rewritten so that no inline
+shell is left: each upload step runs
 `vllm-omni-ci upload-pipeline <test YAML> --upload --scope auto` (the task
 makes the choice the `EXTRA="--all"` shell made), the CUDA image step runs
 `vllm-omni-ci build-image --platform cuda`, and the NPU image steps are
 generated from the variant table (`ci.images.variants`), one per variant.
 
-XPU (spec §4.3): gate with skip-ci (`intel l2`), then upload
+XPU: gate with skip-ci (`intel l2`, on main too; no PR labels), then upload
 `intel/pipeline-intel.yml` with its test step running `build-image` and
 `run-tests` for xpu instead of `run-xpu-test.sh`.
 

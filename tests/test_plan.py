@@ -20,7 +20,7 @@ import yaml
 from ci import skipci
 from ci.plan.build import make_plan
 from ci.plan.inputs import parse_inputs
-from ci.plan.model import Plan
+from ci.plan.model import BuildPlan
 from tests.conftest import StandIns, run_cli
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
@@ -61,11 +61,11 @@ def repo(tmp_path: Path) -> GitRepo:
     return corpus_repo(tmp_path)
 
 
-def plan_of(repo: GitRepo, **options: Any) -> Plan:
+def plan_of(repo: GitRepo, **options: Any) -> BuildPlan:
     return make_plan(parse_inputs(repo=str(repo.path), **options))
 
 
-def labels_of(plan: Plan, platform: str, pipeline: str) -> list[str]:
+def labels_of(plan: BuildPlan, platform: str, pipeline: str) -> list[str]:
     found = [p for p in plan.platform(platform).pipelines if p.name == pipeline]
     assert found, f"{platform} has no pipeline {pipeline!r}"
     return [s.label for s in found[0].steps]
@@ -76,7 +76,7 @@ def plan_cli(*args: str, env: dict[str, str] | None = None) -> Any:
     return run_cli("plan", *args, env=buildkite_env() if env is None else env)
 
 
-def pipeline_of(plan: Plan, platform: str, name: str) -> Any:
+def pipeline_of(plan: BuildPlan, platform: str, name: str) -> Any:
     return next(p for p in plan.platform(platform).pipelines if p.name == name)
 
 
@@ -196,7 +196,7 @@ def test_mirror_hw_b200_selects_presets_only_cuda_nightly_has(repo: GitRepo) -> 
     b200 = plan_of(repo, labels=ALL_LABELS, platform=["cuda"], mirror_hw="B200")
     assert b200.inputs["mirror_hw"] == "b200"
 
-    def presets(plan: Plan) -> dict[str, set[str]]:
+    def presets(plan: BuildPlan) -> dict[str, set[str]]:
         return {
             p.file or "": {s.preset or "" for s in p.steps}
             for p in plan.platform("cuda").pipelines[1:]

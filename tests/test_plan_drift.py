@@ -23,7 +23,7 @@ import yaml
 from ci import skipci
 from ci.plan.build import make_plan
 from ci.plan.inputs import parse_inputs
-from ci.plan.model import Pipeline, Plan
+from ci.plan.model import BuildPlan, PlannedPipeline
 from tests.conftest import StandIns, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
 from tests.test_plan import ALL_LABELS, MODEL, corpus_repo, pipeline_of
@@ -114,13 +114,13 @@ def rows(steps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     ]
 
 
-def plan_rows(pipeline: Pipeline) -> list[tuple[Any, ...]]:
+def plan_rows(pipeline: PlannedPipeline) -> list[tuple[Any, ...]]:
     return [
         (s.label, s.queue, s.parallelism, s.timeout_in_minutes, s.soft_fail) for s in pipeline.steps
     ]
 
 
-def if_false(pipeline: Pipeline) -> set[str]:
+def if_false(pipeline: PlannedPipeline) -> set[str]:
     return {d.label for d in pipeline.dropped if d.reason == "if-false"}
 
 
@@ -132,7 +132,7 @@ def dry_run(*args: str, env: dict[str, str]) -> dict[str, Any]:
     return data
 
 
-def make(repo: GitRepo, **options: Any) -> Plan:
+def make(repo: GitRepo, **options: Any) -> BuildPlan:
     skipci.clear_cache()
     return make_plan(parse_inputs(repo=str(repo.path), branch="feature", **options))
 

@@ -1,10 +1,11 @@
-"""Putting the selected AMD suites into one document (pipeline spec §1.8).
+"""Putting the selected AMD suites into one document.
 
 One suite keeps its own structure. Several suites become one group per suite
 (named by the spec prefix), with the suites' top-level env merged; the same
 variable with two different values is an error that names it. A step that is
-deep-equal to a step of an earlier suite is kept once: spec §1.8/§6.10 ask for
-an explicit choice, and running the identical job twice only burns MI300 time
+deep-equal to a step of an earlier suite is kept once: the original inline
+combiner ran shared steps twice and upstream's combiner drops them, so the
+choice is made explicitly here, and running the identical job twice only burns MI300 time
 (docs/differences.md, "AMD: identical steps across suites run once").
 """
 

@@ -2,8 +2,10 @@
 
 Rendering in Python removes the job-time `curl | sh` install of minijinja and
 the template's string interpolation (unescaped quotes, blank-line stripping in
-block scalars, empty groups). The step shapes follow pipeline spec §1.9; where
-we differ on purpose, docs/differences.md says so ("AMD render").
+block scalars, empty groups). Each test step gets the label `<pool>: <label>`,
+the queue `amd_<pool>`, `depends_on: amd-build`, the native Kubernetes pod
+spec and the runner command; where we differ on purpose, docs/differences.md
+says so ("AMD render").
 """
 
 from __future__ import annotations
@@ -126,7 +128,12 @@ def _quote(value: Any) -> str:
 
 
 def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) -> str:
-    """The TEST_COMMANDS block the runner executes (spec §1.9 T6/T7)."""
+    """The TEST_COMMANDS block the runner executes.
+
+    `(command rocm-smi || true) && cd <working_dir>`, one export per suite env
+    entry then per step env entry, `pip uninstall -y amd-aiter` on mi250
+    pools, then the step's commands.
+    """
     lines = [f"(command rocm-smi || true) && cd {step.get('working_dir') or WORKING_DIR}"]
     lines += [f"export {k}={_quote(v)}" for k, v in suite_env.items()]
     lines += [f"export {k}={_quote(v)}" for k, v in (step.get("env") or {}).items()]
@@ -141,7 +148,7 @@ def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) ->
 def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, Any]:
     label = str(step.get("label", ""))
     # No pool: the template's queue default, amd_mi300_1, for the whole step
-    # (label prefix and GPU count too, which the template left empty; T3).
+    # (label prefix and GPU count too, which the template left empty).
     pool = str(step.get("agent_pool") or DEFAULT_POOL)
     gpus = gpu_count(pool, label)
     env = _job_env(gpus)

@@ -1,4 +1,8 @@
-"""Bootstrap mode of the uploader: `if` gates on `bootstrap-upload-steps.yml` (spec §3.2).
+"""Bootstrap mode of the uploader: `if` gates on `bootstrap-upload-steps.yml`.
+
+`image-build*` and `upload-*-pipeline` steps get `if`s built from the PR-label
+and schedule expressions below; an `if` of false drops the step, true removes
+the key, and a skip-all build is never revived by a label.
 
 The CUDA and NPU bootstrap files list an image build and one upload step per
 tier. Which of them may run depends on the skip-ci decision (docs-only builds
@@ -9,7 +13,7 @@ This module turns the decision into the spec's exact `if` strings, built from
 
 It also holds `auto_scope`: the choice the upload steps' inline shell made
 (`EXTRA="--all"` on a scheduled nightly, ...), as one table per test file
-(spec §4.1, §4.2, §4.4), so the emitted steps can say `--scope auto`.
+so the emitted steps can say `--scope auto`.
 
 No I/O here: reading the file, asking skip-ci and emitting the result are the
 task layer's (`ci.pipeline.upload.upload_bootstrap_file`).
@@ -46,7 +50,7 @@ UPLOAD_KEYS: Final = (READY_KEY, MERGE_KEY, NIGHTLY_KEY, WEEKLY_KEY)
 
 
 # --------------------------------------------------------------------------- expressions
-# The named expressions of spec §3.2. Each reference to another name keeps its
+# The named gate expressions. Each reference to another name keeps its
 # own parentheses (`Paren`), so the rendered text is the spec's, character for character.
 
 
@@ -102,7 +106,7 @@ class Gates:
 
 
 def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
-    """The spec §3.2 table: normal CI, skip-all (per platform) and yaml-gated."""
+    """The gates of each upload level: normal CI, skip-all (per platform) and yaml-gated."""
     cuda = platform == "cuda"
     ready_up: Gate = READY_UPLOAD if cuda else READY_LABEL
     merge_up: Gate = MERGE_UPLOAD if cuda else False
@@ -145,7 +149,7 @@ def gate_value(gate: Gate) -> str | bool:
 
 
 def detect_platform(path: str | Path) -> BootstrapPlatform:
-    """The original's rule (W16): `npu` if a path component is `npu`, else cuda."""
+    """The original's rule: `npu` if a path component is `npu`, else cuda."""
     return "npu" if "npu" in Path(path).parts else "cuda"
 
 
@@ -183,7 +187,7 @@ class BootstrapRendered:
 
 
 def load_document(text: str, source: str) -> dict[str, Any]:
-    """Parse and check the file's shape (spec §3.2 step 2, messages verbatim).
+    """Parse and check the file's shape: a mapping with a `steps` list (the original's messages).
 
     Through the one YAML loader, so alias bombs and duplicate keys are refused
     with its own line; text that is not YAML keeps the script's message.
@@ -252,7 +256,9 @@ class AutoRule:
     env: tuple[str, ...]
 
 
-# Spec §4.1/§4.2/§4.4, per test file. Files not listed are always diff-aware
+# On main: CUDA ready/merge take the e2e scope under WEEKLY=1, CUDA nightly and
+# NPU nightly everything under NIGHTLY=1, CUDA weekly everything under WEEKLY or
+# NON_CRITICAL. Files not listed are always diff-aware
 # (NPU ready, every other file): the inline shell passed no flag for them.
 AUTO_RULES: Final[Mapping[str, AutoRule]] = {
     ".buildkite/cuda/test-ready.yml": AutoRule("e2e", ("WEEKLY",)),

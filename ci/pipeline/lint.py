@@ -1,4 +1,4 @@
-"""`lint-pipelines`: check every test YAML of a repo, whatever the diff (spec §6 W13).
+"""`lint-pipelines`: check every test YAML of a repo, whatever the diff.
 
 The uploader validates lazily: a step that the diff filters out never has its
 key or preset looked up, so a typo surfaces only on the build that finally

@@ -1,4 +1,7 @@
-"""Test-pipeline mode of the uploader as one pure function (spec §3.3 to §3.6).
+"""Test-pipeline mode of the uploader as one pure function.
+
+In order: parse, check MIRROR_HW, keep only the E2E groups under the e2e scope,
+the fallback bypass, then the source filter and the hardware expansion per step.
 
 `render_test_pipeline` takes the parsed YAML, the scope and the changed paths,
 and returns the pipeline to upload together with what it kept, what it dropped
@@ -189,7 +192,8 @@ def render_test_pipeline(
     `changed` is the diff (repo-relative paths, None = unknown); it is used only
     for `scope="diff"`. `mirror_hw` is the raw MIRROR_HW value (validated here,
     before any step). `pipeline_path` is the file's repo-relative POSIX path:
-    a diff touching it can bypass the filter (spec §3.5).
+    when no step matches the diff, a change to this file (or under a
+    `source_filter_fallback` prefix) keeps every job.
     """
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)

@@ -19,7 +19,7 @@ from ci.errors import FAILURE, UserError
 from ci.pipeline import model
 
 # Pipelines whose steps the AMD template renders into TEST_COMMANDS for the
-# native runner (spec §1.1); every other step runs under Buildkite's job shell.
+# native runner; every other step runs under Buildkite's job shell.
 AMD_TIER = re.compile(r"^amd/test-amd-[^/]*\.ya?ml$")
 # Files under .buildkite/ that are registries or templates, not pipelines.
 NOT_PIPELINES = ("common/ci_mirror_hardwares.yml", "common/ci_source_file_dependencies.yml")

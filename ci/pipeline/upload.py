@@ -49,7 +49,7 @@ def log(message: str) -> None:
 
 
 def pipeline_file(repo: Path, given: str) -> Path:
-    """Relative paths are resolved against the repo root, not the cwd (spec §3.1)."""
+    """Relative paths are resolved against the repo root, not the cwd."""
     path = Path(given).expanduser()
     path = path if path.is_absolute() else repo / path
     path = Path(os.path.abspath(path))
@@ -165,7 +165,8 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
         _upload_pipeline(options, source)
     except UserError as exc:
         if options.upload and not options.dry_run and source.get("BUILDKITE") == "true":
-            # Spec §6 W21: the PR author sees why the tier did not run (failure ignored).
+            # The PR author sees why the tier did not run (the original only printed a
+            # traceback); a failing annotation is ignored.
             door.run(annotate_command(options.pipeline, exc.problems), quiet=True)
         raise
 
@@ -175,7 +176,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     path = pipeline_file(repo, options.pipeline)
     relative = repo_relative(repo, path) or str(path)
     if path.name == BOOTSTRAP_FILE:
-        # Bootstrap mode is chosen by file name (spec §3.1); `--all`/`--e2e` are ignored.
+        # Bootstrap mode is chosen by file name; `--all`/`--e2e` are ignored.
         upload_bootstrap_file(
             repo,
             path,
@@ -187,7 +188,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         )
         return
     if options.platform:
-        # The original loader's guard (spec §3.8): a platform means a bootstrap file.
+        # The original loader's guard: a platform means a bootstrap file.
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
     if path.parent.name == "amd" and path.name.startswith("test-"):
         # Template data (agent_pool, mirror_hardwares lists), not an upload-format YAML:
@@ -198,7 +199,9 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
             code=FAILURE,
         )
     mirror_hw = source.get("MIRROR_HW", "")
-    parse_mirror_hw(mirror_hw)  # fail before any git work (spec §3.7)
+    parse_mirror_hw(
+        mirror_hw
+    )  # a bad MIRROR_HW fails even a pipeline without GPU steps, before git
     requested = options.scope
     branch = resolve_branch(repo, env=source) if requested == "auto" else ""
     scope = scopes.resolve(requested, relative, branch, source)

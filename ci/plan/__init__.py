@@ -17,10 +17,10 @@ from ci.errors import FAILURE, Stop
 
 if TYPE_CHECKING:
     from ci.plan.inputs import PlanInputs
-    from ci.plan.model import Plan
+    from ci.plan.model import BuildPlan
 
 
-def run(inputs: PlanInputs) -> Plan:
+def run(inputs: PlanInputs) -> BuildPlan:
     """Make and print the plan; exit 1 (after printing) when a platform failed."""
     from ci import door
     from ci.plan.build import make_plan

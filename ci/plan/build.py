@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.errors import UserError
-from ci.plan.model import Plan, PlatformPlan
+from ci.plan.model import BuildPlan, PlatformPlan
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -34,7 +34,7 @@ def _planners() -> dict[str, Callable[[Situation], PlatformPlan]]:
     }
 
 
-def make_plan(inputs: PlanInputs) -> Plan:
+def make_plan(inputs: PlanInputs) -> BuildPlan:
     from ci import diff as diffs
     from ci import skipci
     from ci.plan.snapshot import files_at
@@ -65,12 +65,12 @@ def _default_base(inputs: PlanInputs) -> str:
 
 def _plan(
     inputs: PlanInputs, base: str, diff: Diff, decision: Decision, files: Path, rev: str | None
-) -> Plan:
+) -> BuildPlan:
     from ci.plan.platforms import Situation, bootstrap_labels
     from ci.plan.snapshot import shown
 
     situation = Situation(inputs, diff, decision, bootstrap_labels(), files=files)
-    plan = Plan(
+    plan = BuildPlan(
         repo=str(inputs.repo),
         diff={
             "range": diff.range,

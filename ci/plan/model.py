@@ -1,7 +1,7 @@
 """What `plan` found, as plain data: one `PlatformPlan` per platform.
 
 Every output format (table, JSON, markdown) is made from these values, and
-`Plan.as_dict()` is exactly the documented JSON (`ci/data/plan.schema.json`,
+`BuildPlan.as_dict()` is exactly the documented JSON (`ci/data/plan.schema.json`,
 version `SCHEMA_VERSION`). A pipeline is something that gets uploaded (a
 bootstrap, a tier's test YAML, the AMD suites, the Intel pipeline); its steps
 are the jobs that would run, and `dropped` says what was left out and why.
@@ -35,7 +35,7 @@ NOT_EVALUATED = "conditional, not evaluated"
 
 
 @dataclass(frozen=True)
-class Step:
+class PlannedStep:
     """One job that would run."""
 
     label: str
@@ -70,7 +70,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Dropped:
+class PlannedDrop:
     """One step (or group, or child pipeline) left out, and why."""
 
     label: str
@@ -88,7 +88,7 @@ class Dropped:
 
 
 @dataclass
-class Pipeline:
+class PlannedPipeline:
     """One uploaded (or not uploaded) pipeline of a platform."""
 
     name: str
@@ -96,8 +96,8 @@ class Pipeline:
     status: PipelineStatus = "uploaded"
     reason: str = ""
     scope: str | None = None
-    steps: list[Step] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
+    steps: list[PlannedStep] = field(default_factory=list)
+    dropped: list[PlannedDrop] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -119,11 +119,11 @@ class PlatformPlan:
     status: PlatformStatus = "run"
     reason: str = ""
     skip_ci: str = ""  # the skip-ci word for this platform (run, skip-all, skip-l23)
-    pipelines: list[Pipeline] = field(default_factory=list)
+    pipelines: list[PlannedPipeline] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def steps(self) -> list[Step]:
+    def steps(self) -> list[PlannedStep]:
         """Every job that would run, bootstrap jobs included."""
         return [s for p in self.pipelines for s in p.steps]
 
@@ -140,7 +140,7 @@ class PlatformPlan:
 
 
 @dataclass
-class Plan:
+class BuildPlan:
     """The whole answer: inputs, the diff, the skip-ci decision, every platform."""
 
     repo: str

@@ -1,6 +1,6 @@
 """The plan as text: rich tables (terminal), JSON (tools), markdown (annotations, PR comments).
 
-All three read the same `Plan`; JSON is `Plan.as_dict()` verbatim, so the
+All three read the same `BuildPlan`; JSON is `BuildPlan.as_dict()` verbatim, so the
 schema in `ci/data/plan.schema.json` describes exactly what is printed.
 """
 
@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
-from ci.plan.model import Dropped, Pipeline, Plan, PlatformPlan, Step
+from ci.plan.model import BuildPlan, PlannedDrop, PlannedPipeline, PlannedStep, PlatformPlan
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,7 +21,7 @@ SEP = " / "  # between group names and the step label
 WIDE = 200  # piped output (a file, a CI log) is not wrapped at 80 columns
 
 
-def to_json(plan: Plan) -> str:
+def to_json(plan: BuildPlan) -> str:
     return json.dumps(plan.as_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -30,7 +30,7 @@ def _short(text: str, width: int = DETAIL_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _hardware(step: Step) -> str:
+def _hardware(step: PlannedStep) -> str:
     if step.preset and step.queue:
         return f"{step.preset} ({step.queue})"
     return step.preset or step.queue or "-"
@@ -40,11 +40,11 @@ def _label(groups: tuple[str, ...], label: str) -> str:
     return SEP.join((*groups, label))
 
 
-def _runs(step: Step) -> str:
+def _runs(step: PlannedStep) -> str:
     return "yes" if step.runs == "yes" else step.note or "conditional"
 
 
-def _header(plan: Plan) -> list[str]:
+def _header(plan: BuildPlan) -> list[str]:
     diff = plan.diff
     paths = diff.get("paths")
     count = "unknown" if paths is None else str(len(paths))
@@ -69,7 +69,7 @@ def _title(platform: PlatformPlan) -> str:
 # --------------------------------------------------------------------------- table
 
 
-def _pipeline_line(pipeline: Pipeline) -> str:
+def _pipeline_line(pipeline: PlannedPipeline) -> str:
     head = f"{pipeline.name} ({pipeline.file or '-'})"
     if pipeline.scope:
         head += f" scope={pipeline.scope}"
@@ -77,23 +77,23 @@ def _pipeline_line(pipeline: Pipeline) -> str:
     return head + (f" — {pipeline.reason}" if pipeline.reason else "")
 
 
-def _short_name(platform: PlatformPlan, pipeline: Pipeline) -> str:
+def _short_name(platform: PlatformPlan, pipeline: PlannedPipeline) -> str:
     """`bootstrap`, not `cuda bootstrap`: the platform is the table's title already."""
     return pipeline.name.removeprefix(f"{platform.platform} ")
 
 
-def _rows(platform: PlatformPlan) -> tuple[bool, list[tuple[str, Step]]]:
+def _rows(platform: PlatformPlan) -> tuple[bool, list[tuple[str, PlannedStep]]]:
     """(name the pipeline of each row?, (pipeline name, step) for every job of the platform)."""
     rows = [(_short_name(platform, p), s) for p in platform.pipelines for s in p.steps]
     return len({name for name, _ in rows}) > 1, rows
 
 
-def _drops(platform: PlatformPlan) -> tuple[bool, list[tuple[str, Dropped]]]:
+def _drops(platform: PlatformPlan) -> tuple[bool, list[tuple[str, PlannedDrop]]]:
     drops = [(_short_name(platform, p), d) for p in platform.pipelines for d in p.dropped]
     return len({name for name, _ in drops}) > 1, drops
 
 
-def _cells(step: Step) -> tuple[str, ...]:
+def _cells(step: PlannedStep) -> tuple[str, ...]:
     return (
         SEP.join(step.groups),
         step.label,
@@ -108,7 +108,7 @@ def _cells(step: Step) -> tuple[str, ...]:
 COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
 
 
-def print_table(plan: Plan, file: IO[str]) -> None:
+def print_table(plan: BuildPlan, file: IO[str]) -> None:
     """One rich table per platform: every job it would run, then what was dropped and why.
 
     Piped (a file, a CI log), each fact is one line and the tables are as wide
@@ -166,7 +166,7 @@ _STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"
 _ALWAYS = ("step",)
 
 
-def _print_terminal(plan: Plan, console: Console) -> None:
+def _print_terminal(plan: BuildPlan, console: Console) -> None:
     """The table format for a person at a terminal of `console.width` columns.
 
     Lines wrap between words (continuations indented), `:emoji:` shortcodes
@@ -257,13 +257,13 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _dropped_line(drop: Dropped, where: str = "") -> str:
+def _dropped_line(drop: PlannedDrop, where: str = "") -> str:
     detail = f" — {_short(drop.detail)}" if drop.detail else ""
     label = _cell(where + _label(drop.groups, drop.label))
     return f"- {label}: **{drop.reason}**{_cell(detail)}"
 
 
-def to_markdown(plan: Plan) -> str:
+def to_markdown(plan: BuildPlan) -> str:
     out = ["## What will CI run?", ""]
     out += [f"- {_cell(line)}" for line in _header(plan)]
     for platform in plan.platforms:
@@ -293,7 +293,7 @@ def to_markdown(plan: Plan) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(plan: Plan, format: str, file: IO[str]) -> None:
+def write(plan: BuildPlan, format: str, file: IO[str]) -> None:
     if format == "json":
         file.write(to_json(plan))
     elif format == "markdown":

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ci.errors import FAILURE, UserError
 from ci.pipeline import model
-from ci.plan.model import NOT_EVALUATED, Dropped, Pipeline, PlatformPlan, Reason
+from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedPipeline, PlatformPlan, Reason
 from ci.plan.steps import labels_in, step_name, verdict, walk
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ class Situation:
         return f"skip-ci: {self.decision.message}"
 
 
-def _finish(plan: PlatformPlan, tests: list[Pipeline], situation: Situation, what: str) -> None:
+def _finish(
+    plan: PlatformPlan, tests: list[PlannedPipeline], situation: Situation, what: str
+) -> None:
     """Status and reason from what runs; an error found earlier wins."""
     if plan.errors:
         plan.status = "error"
@@ -116,9 +118,9 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
     chosen = [*outcome.kept, *(s for s, _ in outcome.skipped)]
     name = " + ".join(s.group for s in chosen) or "AMD suites"
     files = ", ".join(f".buildkite/amd/{s.file}" for s in chosen)
-    pipeline = Pipeline(name, files or None)
+    pipeline = PlannedPipeline(name, files or None)
     pipeline.dropped += [
-        Dropped(s.spec, "skip-ci", (), f"{word}: {situation.decision.message}")
+        PlannedDrop(s.spec, "skip-ci", (), f"{word}: {situation.decision.message}")
         for s, word in outcome.skipped
     ]
     if outcome.pipeline is None:
@@ -130,14 +132,14 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
         pipeline.dropped += [
-            Dropped(label, "mirror-hw", (), mirror) for label in outcome.not_mirrored
+            PlannedDrop(label, "mirror-hw", (), mirror) for label in outcome.not_mirrored
         ]
         pipeline.dropped += [
-            Dropped(group, "empty-group", (), f"every step is {mirror}")
+            PlannedDrop(group, "empty-group", (), f"every step is {mirror}")
             for group in outcome.empty_groups
         ]
         pipeline.dropped += [
-            Dropped(label, "duplicate", (group,), "identical to a step of an earlier suite")
+            PlannedDrop(label, "duplicate", (group,), "identical to a step of an earlier suite")
             for group, label in outcome.duplicates
         ]
         amd_inputs = bootstrap.Inputs.from_env(situation.files, amd_env)
@@ -150,11 +152,11 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
     return plan
 
 
-def _without_image(pipeline: Pipeline) -> Pipeline:
+def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
     from ci.amd import render
 
     image = render.image_build_group()["group"]
-    copy = Pipeline(pipeline.name, pipeline.file, pipeline.status, pipeline.reason)
+    copy = PlannedPipeline(pipeline.name, pipeline.file, pipeline.status, pipeline.reason)
     copy.steps = [s for s in pipeline.steps if s.groups[:1] != (image,)]
     return copy
 
@@ -184,25 +186,28 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     rewritten, rendered = bootstraps.render_bootstrap_file(chosen, situation.files, decision)
     require_valid(rendered.pipeline, relative)
 
-    boot = Pipeline(f"{platform} bootstrap", relative)
+    boot = PlannedPipeline(f"{platform} bootstrap", relative)
     boot.steps, dropped = walk(rendered.tree.steps, ctx)
     # Under skip-all the gates admit only scheduled builds: a false gate is skip-ci's doing.
     boot.dropped = [
-        Dropped(d.label, "skip-ci", d.groups, d.detail) if decision.skip_all else d for d in dropped
+        PlannedDrop(d.label, "skip-ci", d.groups, d.detail) if decision.skip_all else d
+        for d in dropped
     ]
     omitted = set(rendered.omitted)
     for step in _upload_steps(rewritten):
         if step.key in omitted:
             boot.dropped.append(
-                Dropped(step_name(step.fields), "skip-ci", (), f"omitted: {decision.message}")
+                PlannedDrop(step_name(step.fields), "skip-ci", (), f"omitted: {decision.message}")
             )
     plan.pipelines.append(boot)
 
-    tests: list[Pipeline] = []
+    tests: list[PlannedPipeline] = []
     for step in _upload_steps(rewritten):
         key = step.key
         child_file = bootstraps.uploaded_pipeline(step)
-        child = Pipeline(f"{key.removeprefix('upload-').removesuffix('-pipeline')}", child_file)
+        child = PlannedPipeline(
+            f"{key.removeprefix('upload-').removesuffix('-pipeline')}", child_file
+        )
         tests.append(child)
         plan.pipelines.append(child)
         gate = rendered.gates.get(key, True)
@@ -266,7 +271,7 @@ def bootstrap_labels() -> set[str]:
     return found
 
 
-def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
+def _render_child(situation: Situation, child: PlannedPipeline, scope: str) -> None:
     from ci.pipeline import ifexpr
     from ci.pipeline.schemacheck import require_valid
     from ci.pipeline.upload import pipeline_file, render_file
@@ -295,7 +300,7 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
         "error": "error",
     }
     child.dropped = [
-        Dropped(
+        PlannedDrop(
             d.label,
             reasons[d.reason],
             d.path,
@@ -322,7 +327,7 @@ def plan_xpu(situation: Situation) -> PlatformPlan:
     from ci.pipeline.schemacheck import require_valid
 
     plan = PlatformPlan("xpu", skip_ci=situation.skip_words("xpu"))
-    pipeline = Pipeline("intel", bootstraps.INTEL_PIPELINE)
+    pipeline = PlannedPipeline("intel", bootstraps.INTEL_PIPELINE)
     plan.pipelines.append(pipeline)
     rewritten, word = bootstraps.intel_pipeline(situation.files, situation.decision)
     if rewritten is None:

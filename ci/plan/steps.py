@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ci.pipeline import ifexpr, model
-from ci.plan.model import NOT_EVALUATED, Dropped, Step
+from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedStep
 
 
 def step_name(step: Mapping[str, Any]) -> str:
@@ -66,16 +66,16 @@ def row(
     ctx: ifexpr.Context,
     *,
     preset: str | None = None,
-) -> Step | Dropped:
-    """The plan row of one rendered leaf step (a `Dropped` when an `if` is false)."""
+) -> PlannedStep | PlannedDrop:
+    """The plan row of one rendered leaf step (a `PlannedDrop` when an `if` is false)."""
     label = step_name(step.fields)
     value, text = verdict(conditions, ctx)
     if value is False:
-        return Dropped(label, "if-false", groups, f"if {' '.join(text.split())}")
+        return PlannedDrop(label, "if-false", groups, f"if {' '.join(text.split())}")
     agents = step.get("agents")
     queue = agents.get("queue") if isinstance(agents, dict) else None
     soft = step.get("soft_fail")
-    return Step(
+    return PlannedStep(
         label=label,
         groups=groups,
         queue=None if queue is None else str(queue),
@@ -94,14 +94,14 @@ def walk(
     ctx: ifexpr.Context,
     *,
     presets: Mapping[int, str | None] | None = None,
-) -> tuple[list[Step], list[Dropped]]:
+) -> tuple[list[PlannedStep], list[PlannedDrop]]:
     """Rows of every leaf of a rendered pipeline; group `if`s apply to their children.
 
     `presets` maps `id()` of rendered leaves to the hardware preset they were
     expanded from (the uploader's `Kept` records). Wait steps run nothing.
     """
-    kept: list[Step] = []
-    dropped: list[Dropped] = []
+    kept: list[PlannedStep] = []
+    dropped: list[PlannedDrop] = []
 
     def visit(
         entries: Iterable[model.Node], names: tuple[str, ...], outer: tuple[str, ...]
@@ -115,12 +115,12 @@ def walk(
                 value, text = verdict(here, ctx)
                 if value is False:
                     detail = f"if {' '.join(text.split())}"
-                    dropped.append(Dropped(step_name(entry.fields), "if-false", names, detail))
+                    dropped.append(PlannedDrop(step_name(entry.fields), "if-false", names, detail))
                 else:
                     visit(entry.steps, (*names, step_name(entry.fields)), here)
                 continue
             made = row(entry, names, here, ctx, preset=(presets or {}).get(id(entry)))
-            if isinstance(made, Step):
+            if isinstance(made, PlannedStep):
                 kept.append(made)
             else:
                 dropped.append(made)
