@@ -25,6 +25,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -167,15 +168,34 @@ def rewrite_steps(
 # --------------------------------------------------------------------------- CUDA / NPU
 
 
-def render_bootstrap_file(
-    platform: BootstrapPlatform, repo: Path, decision: Decision
-) -> tuple[model.Pipeline, bootstrap_mode.BootstrapRendered]:
-    """The platform's bootstrap file rewritten (no inline shell), then gated by `decision`.
+@dataclass(frozen=True)
+class UploadStep:
+    """One upload step of a bootstrap file: the test YAML it uploads, and its gate."""
 
-    Returns the rewritten steps (every upload step still there) and the gated
-    render; `plan` reads both, `plan_pipeline` uploads the render.
+    key: str
+    label: str
+    file: str
+    gate: str | bool  # the `if` Buildkite evaluates; True: always, False: omitted
+
+
+@dataclass(frozen=True)
+class BootstrapPlan:
+    """What a CUDA or NPU bootstrap uploads, and what each of its upload steps would upload.
+
+    `rendered` is the gated bootstrap pipeline the bootstrap job uploads;
+    `uploads` lists every upload step of the file, the omitted ones included,
+    so `plan` reports each from this one value instead of redoing the rewrite.
     """
-    path = repo / BOOTSTRAP_FILES[platform]
+
+    file: str
+    rendered: bootstrap_mode.BootstrapRendered
+    uploads: tuple[UploadStep, ...]
+
+
+def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) -> BootstrapPlan:
+    """The platform's bootstrap file rewritten (no inline shell), then gated by `decision`."""
+    relative = BOOTSTRAP_FILES[platform]
+    path = repo / relative
     if not files.exists(path):  # a looping or dangling link is there, and unreadable below
         raise UserError(f"missing bootstrap steps file: {path}", code=FAILURE)
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
@@ -184,7 +204,18 @@ def render_bootstrap_file(
     rendered = bootstrap_mode.render_bootstrap(
         rewritten, decision, platform, image_keys=bootstrap_mode.IMAGE_KEYS | image_keys
     )
-    return rewritten, rendered
+    omitted = set(rendered.omitted)
+    uploads = tuple(
+        UploadStep(
+            key=step.key,
+            label=model.name_of(step.fields),
+            file=uploaded_pipeline(step),
+            gate=False if step.key in omitted else rendered.gates.get(step.key, True),
+        )
+        for step, _ in rewritten.leaves()
+        if step.key in bootstrap_mode.UPLOAD_KEYS
+    )
+    return BootstrapPlan(relative, rendered, uploads)
 
 
 def plan_pipeline(
@@ -193,7 +224,7 @@ def plan_pipeline(
     """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
     from ci import skipci
 
-    _, rendered = render_bootstrap_file(platform, repo, skipci.decision(repo, env=env))
+    rendered = bootstrap_plan(platform, repo, skipci.decision(repo, env=env)).rendered
     for line in rendered.log:
         log(line)
     for key, gate in rendered.gates.items():

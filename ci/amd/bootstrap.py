@@ -198,6 +198,12 @@ class Inputs:
             use_precompiled=env.get("VLLM_USE_PRECOMPILED") or "",
         )
 
+    @classmethod
+    def of_branch(cls, branch: str, *, nightly: bool = False) -> Inputs:
+        """A build of `branch` as `plan` describes one: its labels are given, never fetched,
+        so the PR number is not needed; the default mirror, no debug suites, no overrides."""
+        return cls(branch, NOT_A_PR, "", nightly, DEFAULT_MIRROR_HW, False, "")
+
     @property
     def is_pr(self) -> bool:
         return self.pull_request != NOT_A_PR
@@ -351,6 +357,7 @@ def plan_pipeline(
     validate: bool = True,
     offline: bool = False,
     note: Note = log,
+    inputs: Inputs | None = None,
 ) -> AmdBootstrapOutcome:
     """The script's steps up to its upload, in its order. `labels` given means: don't ask GitHub.
 
@@ -359,12 +366,12 @@ def plan_pipeline(
     keeps it on, as the upload does). `offline` (`--dry-run`): labels come from
     `labels` or the environment, never from GitHub (`resolve_labels`). `note`
     gets the script's log lines (`Run all: …`, `AMD test suites: …`); `plan`
-    passes `quiet`.
+    passes `quiet`. `inputs` replaces reading them from `env` (`plan` gives its own).
     """
     from ci import skipci
     from ci.diff import resolve_diff
 
-    inputs = Inputs.from_env(repo, env)
+    inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
     if diff is None:
         diff = resolve_diff(repo, env=env)

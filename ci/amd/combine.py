@@ -19,7 +19,7 @@ from typing import Any
 
 from ci.amd.suites import Suite
 from ci.errors import UserError
-from ci.pipeline import commands
+from ci.pipeline import commands, model
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,8 @@ def _step_problems(path: Path, steps: list[Any]) -> list[str]:
 
 
 def flatten(steps: list[Any]) -> list[Any]:
-    flat: list[Any] = []
-    for entry in steps:
-        if isinstance(entry, dict) and "group" in entry:
-            flat.extend(entry.get("steps") or [])
-        else:
-            flat.append(entry)
-    return flat
+    """The suite's steps with its groups opened (a group's own keys are dropped)."""
+    return [model.emit_node(step) for step, _ in model.leaves(model.nodes(steps))]
 
 
 def merge_env(docs: list[SuiteDoc]) -> dict[str, Any]:

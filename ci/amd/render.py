@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ci.errors import UserError
+from ci.pipeline import model
 
 IMAGE_REGISTRY = "rocm/vllm-omni"
 IMAGE = f"{IMAGE_REGISTRY}:$BUILDKITE_COMMIT"
@@ -185,18 +186,11 @@ def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, An
 
 def mirror_values(steps: list[Any]) -> set[str]:
     """Every `mirror_hardwares` value the suites use: what AMD_MIRROR_HW can select."""
-    found: set[str] = set()
-    for entry in steps:
-        if not isinstance(entry, dict):
-            continue
-        children = entry.get("steps") if entry.get("group") else [entry]
-        for child in children or []:
-            if isinstance(child, dict):
-                found.update(str(v) for v in child.get("mirror_hardwares") or [])
-    return found
+    leaves = model.leaves(model.nodes(steps))
+    return {str(v) for step, _ in leaves for v in step.get("mirror_hardwares") or []}
 
 
-def _mirrored(step: dict[str, Any], mirror_hw: str) -> bool:
+def _mirrored(step: model.Step, mirror_hw: str) -> bool:
     return mirror_hw in (step.get("mirror_hardwares") or [])
 
 
@@ -211,35 +205,31 @@ def render_pipeline(
 
     Groups whose children are all filtered out are dropped, because the schema
     (and Buildkite) reject an empty group; their names go to `empty_groups`
-    when a list is given (`plan` reports them).
+    when a list is given (`plan` reports them). A group keeps only its name
+    and `depends_on`, as the template wrote it.
     """
     dropped: list[str] = []
-    rendered: list[Any] = [image_build_group()]
-    for entry in steps:
-        if not isinstance(entry, dict):
-            continue
-        if entry.get("group"):
-            children = []
-            for child in entry.get("steps") or []:
-                if isinstance(child, dict) and _mirrored(child, mirror_hw):
-                    children.append(render_step(child, env))
-                elif isinstance(child, dict):
-                    dropped.append(str(child.get("label", "")))
-            if not children:
-                if empty_groups is not None:
-                    empty_groups.append(str(entry["group"]))
-                continue
-            group: dict[str, Any] = {"group": str(entry["group"])}
-            if entry.get("depends_on"):
-                group["depends_on"] = entry["depends_on"]
-            group["steps"] = children
-            rendered.append(group)
-        elif _mirrored(entry, mirror_hw):
-            rendered.append(render_step(entry, env))
-        else:
-            dropped.append(str(entry.get("label", "")))
+
+    def step(entry: model.Step, _outer: object) -> model.Step | None:
+        if _mirrored(entry, mirror_hw):
+            return model.Step(render_step(dict(entry.fields), env))
+        dropped.append(str(entry.get("label", "")))
+        return None
+
+    def group(entry: model.Group, _outer: object) -> model.Group:
+        fields = {"group": str(entry.get("group"))}
+        if entry.get("depends_on"):
+            fields["depends_on"] = entry.get("depends_on")
+        return model.Group(fields, entry.steps)
+
+    def empty(entry: model.Group, _outer: object) -> None:
+        if empty_groups is not None:
+            empty_groups.append(str(entry.get("group")))
+
+    suites = [n for n in model.nodes(steps) if not isinstance(n, model.Shorthand)]
+    kept = model.prune(suites, step, on_group=group, on_empty=empty)
     pipeline: dict[str, Any] = {}
     if env:
         pipeline["env"] = {str(k): str(v) for k, v in env.items()}
-    pipeline["steps"] = rendered
+    pipeline["steps"] = [image_build_group(), *model.emit_nodes(kept)]
     return pipeline, dropped

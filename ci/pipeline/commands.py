@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ci.errors import FAILURE, UserError
+from ci.pipeline import model
 
 FIELDS = ("command", "commands")
 _TYPES = (
@@ -83,12 +84,4 @@ def step_commands(step: Mapping[str, Any], source: str = "") -> tuple[str, ...]:
 
 def all_problems(steps: Iterable[Any], source: str = "") -> list[str]:
     """`problems` of every step of a `steps` list, group children included."""
-    found: list[str] = []
-    for step in steps:
-        if not isinstance(step, Mapping):
-            continue
-        found += problems(step, source)
-        children = step.get("steps")
-        if isinstance(children, list):
-            found += all_problems(children, source)
-    return found
+    return [p for entry in model.every(model.nodes(steps)) for p in problems(entry.fields, source)]

@@ -22,14 +22,13 @@ bootstrap's suite loader, step `command` types). A file that cannot be read
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ci import door
 from ci.errors import FAILURE, UserError
-from ci.pipeline import ifexpr, mirror, sourcefilter
+from ci.pipeline import ifexpr, mirror, model, sourcefilter
 from ci.pipeline.registries import Registries
 
 # Test YAMLs the uploader renders (`judge.is_uploader_test_yaml`); AMD's go through
@@ -84,15 +83,6 @@ def _strip(value: Any, keys: tuple[str, ...]) -> Any:
     return value
 
 
-def _all_steps(steps: Any) -> Iterator[dict[str, Any]]:
-    if not isinstance(steps, list):
-        return
-    for step in steps:
-        if isinstance(step, dict):
-            yield step
-            yield from _all_steps(step.get("steps"))
-
-
 @dataclass
 class FileReport:
     path: str
@@ -105,16 +95,15 @@ class FileReport:
 
 def _strict(document: dict[str, Any], registries: Registries, report: FileReport) -> None:
     """Keys and explicit presets of every step, reachable by the diff or not."""
-    for step in _all_steps(document.get("steps")):
+    for entry in model.every(model.parse(document).steps or ()):
         report.steps += 1
+        step = entry.fields
         label = sourcefilter.step_label(step)
         try:
             sourcefilter.prefixes_of(step, registries.sources)
         except UserError as exc:
             report.problems.extend(exc.problems)
-        if isinstance(step.get("steps"), list):
-            pass
-        elif mirror.FIELD in step:
+        if isinstance(entry, model.Step) and mirror.FIELD in step:
             try:
                 name = mirror.preset_name(step[mirror.FIELD], label)
                 known = registries.presets()
@@ -190,7 +179,9 @@ def lint_static(repo: Path, path: Path) -> FileReport:
         if template:
             document = _strip(document, TEMPLATE_KEYS)
         report.steps += (
-            len(list(_all_steps(document.get("steps")))) if isinstance(document, dict) else 0
+            sum(1 for _ in model.every(model.parse(document).steps or ()))
+            if isinstance(document, dict)
+            else 0
         )
         where = f"document {index + 1}: " if len(documents) > 1 else ""
         report.problems.extend(

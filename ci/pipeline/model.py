@@ -104,6 +104,14 @@ class Pipeline:
         return leaves(self.steps or ())
 
 
+def name_of(fields: Fields) -> str:
+    """What `plan` calls a step: `label`, else `name`, `group` or `key`, else `<step>`."""
+    for key in ("label", "name", "group", "key"):
+        if fields.get(key):
+            return str(fields[key])
+    return "<step>"
+
+
 def node(entry: Any) -> Node:
     """One entry of a `steps` list, typed."""
     if not isinstance(entry, Mapping):

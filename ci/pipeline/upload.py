@@ -26,7 +26,7 @@ from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
 from ci.pipeline.mirror import parse_mirror_hw
 from ci.pipeline.registries import Registries
-from ci.pipeline.render import Rendered, render_test_pipeline
+from ci.pipeline.render import Rendered, Scope, render_test_pipeline
 from ci.target import resolve_branch, resolve_build, resolve_repo
 
 LOG_PREFIX = "upload_pipeline: "
@@ -139,6 +139,55 @@ def render_file(
     )
 
 
+@dataclass(frozen=True)
+class UploadInputs:
+    """What one test-pipeline upload depends on: read once, from the build or from `plan`.
+
+    `branch` and `schedule` (NIGHTLY, WEEKLY, NON_CRITICAL as "1") decide
+    `--scope auto`; `changed` is the diff's paths (None: unknown, no filter);
+    `mirror_hw` is the MIRROR_HW value as given.
+    """
+
+    branch: str
+    schedule: Mapping[str, str]
+    changed: Callable[[], tuple[str, ...] | None]
+    mirror_hw: str = ""
+
+
+@dataclass(frozen=True)
+class PipelineUpload:
+    """One test pipeline as an upload step would upload it: its file, scope and render."""
+
+    file: str  # repo-relative when the file is in the repo
+    scope: Scope
+    rendered: Rendered
+
+
+def render_upload(
+    repo: Path,
+    path: Path,
+    requested: str,
+    inputs: UploadInputs,
+    registries: Registries | None = None,
+) -> PipelineUpload:
+    """The one way a test YAML is rendered for upload: `upload-pipeline` and `plan` both call it.
+
+    The diff is asked for only when the scope is `diff`.
+    """
+    relative = repo_relative(repo, path) or str(path)
+    scope = scopes.resolve(requested, relative, inputs.branch, inputs.schedule)
+    changed = inputs.changed() if scope == "diff" else None
+    rendered = render_file(
+        repo,
+        path,
+        scope=scope,
+        changed=changed,
+        mirror_hw=inputs.mirror_hw,
+        registries=registries,
+    )
+    return PipelineUpload(relative, scope, rendered)
+
+
 def annotate_command(pipeline: str, problems: tuple[str, ...]) -> door.Command:
     body = "\n".join(
         [f"**upload-pipeline failed for `{pipeline}`** (nothing was uploaded):", ""]
@@ -199,18 +248,21 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
             code=FAILURE,
         )
     mirror_hw = source.get("MIRROR_HW", "")
-    parse_mirror_hw(
-        mirror_hw
-    )  # a bad MIRROR_HW fails even a pipeline without GPU steps, before git
+    # A bad MIRROR_HW fails even a pipeline without GPU steps, before any git work.
+    parse_mirror_hw(mirror_hw)
     requested = options.scope
-    branch = resolve_branch(repo, env=source) if requested == "auto" else ""
-    scope = scopes.resolve(requested, relative, branch, source)
-    changed = changed_paths(repo, source) if scope == "diff" else None
-    rendered = render_file(repo, path, scope=scope, changed=changed, mirror_hw=mirror_hw)
+    inputs = UploadInputs(
+        branch=resolve_branch(repo, env=source) if requested == "auto" else "",
+        schedule=source,
+        changed=lambda: changed_paths(repo, source),
+        mirror_hw=mirror_hw,
+    )
+    made = render_upload(repo, path, requested, inputs)
+    rendered = made.rendered
     for line in rendered.log:
         log(line)
     rendered.raise_problems()
-    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
+    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({made.scope} scope)")
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
 
 

@@ -62,14 +62,6 @@ class PlanInputs:
             env["MIRROR_HW"] = self.mirror_hw
         return env
 
-    def amd_env(self) -> dict[str, str]:
-        """What the AMD bootstrap reads (labels are passed separately: no GitHub call)."""
-        return {
-            "BUILDKITE_BRANCH": self.branch,
-            "BUILDKITE_PULL_REQUEST": "false" if self.branch == MAIN else "plan",
-            "NIGHTLY": "1" if self.nightly else "0",
-        }
-
     def context(self) -> Context:
         from ci.pipeline.ifexpr import Context
 

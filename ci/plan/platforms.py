@@ -1,12 +1,15 @@
-"""One planner per platform, each calling the code its real bootstrap runs.
+"""Plan rows from the values the real bootstraps and uploads compute.
+
+Nothing here decides what CI runs; each platform renders the value its real
+task produces, so the plan cannot drift from the uploads:
 
 * rocm: `ci.amd.bootstrap.plan_pipeline` (suite selection, skip-ci per suite,
   combine, render, the mirror filter, the schema check) with the plan's
   labels and diff;
-* cuda, npu: `ci.bootstraps.render_bootstrap_file` (the rewrite and the
-  skip-ci gates), the gates evaluated by `ci.pipeline.ifexpr`, then each
-  upload step's test YAML through `ci.pipeline.upload.render_file` with the
-  scope `--scope auto` would pick;
+* cuda, npu: `ci.bootstraps.bootstrap_plan` (the gated bootstrap and its
+  upload steps), each upload step's gate evaluated by `ci.pipeline.ifexpr`,
+  then its test YAML through `ci.pipeline.upload.render_upload` (the function
+  `upload-pipeline --scope auto` runs);
 * xpu: `ci.bootstraps.intel_pipeline` (skip-ci `intel l2`, the rewrite).
 
 Every pipeline that would be uploaded passes the schema check the real
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING
 from ci.errors import FAILURE, UserError
 from ci.pipeline import model
 from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedPipeline, PlatformPlan, Reason
-from ci.plan.steps import labels_in, step_name, verdict, walk
+from ci.plan.steps import labels_in, verdict, walk
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -87,33 +90,21 @@ def _finish(
 # --------------------------------------------------------------------------- rocm
 
 
-def _amd_env(inputs: PlanInputs) -> dict[str, str]:
-    """The env the AMD planner reads: `amd_env()`, with a PR number the bootstrap accepts.
-
-    `amd_env()` marks a PR build with the word `plan`; the bootstrap takes only
-    digits or `false` there. The labels are passed explicitly, so the number is
-    never used (no GitHub request); `0` only keeps the build a PR build.
-    """
-    env = dict(inputs.amd_env())
-    if env.get("BUILDKITE_PULL_REQUEST") == "plan":
-        env["BUILDKITE_PULL_REQUEST"] = "0"
-    return env
-
-
 def plan_rocm(situation: Situation) -> PlatformPlan:
     from ci.amd import bootstrap
 
     inputs = situation.inputs
     plan = PlatformPlan("rocm", skip_ci=situation.skip_words("rocm"))
-    amd_env = _amd_env(inputs)
+    amd_inputs = bootstrap.Inputs.of_branch(inputs.branch, nightly=inputs.nightly)
     # The bootstrap's log lines (`Run all: 0`, `AMD test suites: …`) are its own;
     # the plan reports the same facts in its output, so they stay off plan's stderr.
     outcome = bootstrap.plan_pipeline(
         situation.files,
-        amd_env,
+        {},
         labels="\n".join(inputs.labels),
         diff=situation.diff,
         note=bootstrap.quiet,
+        inputs=amd_inputs,
     )
     chosen = [*outcome.kept, *(s for s, _ in outcome.skipped)]
     name = " + ".join(s.group for s in chosen) or "AMD suites"
@@ -142,7 +133,6 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
             PlannedDrop(label, "duplicate", (group,), "identical to a step of an earlier suite")
             for group, label in outcome.duplicates
         ]
-        amd_inputs = bootstrap.Inputs.from_env(situation.files, amd_env)
         run_all, precompiled, _ = bootstrap.precompiled_choice(
             amd_inputs, list(situation.diff.paths or ())
         )
@@ -164,16 +154,9 @@ def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
 # --------------------------------------------------------------------------- cuda / npu
 
 
-def _upload_steps(tree: model.Pipeline) -> list[model.Step]:
-    from ci.pipeline.bootstrap_mode import UPLOAD_KEYS
-
-    return [step for step, _ in tree.leaves() if step.key in UPLOAD_KEYS]
-
-
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
     from ci import bootstraps
-    from ci.pipeline import scope as scopes
     from ci.pipeline.bootstrap_mode import BootstrapPlatform
     from ci.pipeline.schemacheck import require_valid
 
@@ -182,55 +165,48 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     decision = situation.decision
     chosen: BootstrapPlatform = "npu" if platform == "npu" else "cuda"
     plan = PlatformPlan(platform, skip_ci=situation.skip_words(platform))
-    relative = bootstraps.BOOTSTRAP_FILES[chosen]
-    rewritten, rendered = bootstraps.render_bootstrap_file(chosen, situation.files, decision)
-    require_valid(rendered.pipeline, relative)
+    made = bootstraps.bootstrap_plan(chosen, situation.files, decision)
+    rendered = made.rendered
+    require_valid(rendered.pipeline, made.file)
 
-    boot = PlannedPipeline(f"{platform} bootstrap", relative)
+    boot = PlannedPipeline(f"{platform} bootstrap", made.file)
     boot.steps, dropped = walk(rendered.tree.steps, ctx)
     # Under skip-all the gates admit only scheduled builds: a false gate is skip-ci's doing.
     boot.dropped = [
         PlannedDrop(d.label, "skip-ci", d.groups, d.detail) if decision.skip_all else d
         for d in dropped
     ]
-    omitted = set(rendered.omitted)
-    for step in _upload_steps(rewritten):
-        if step.key in omitted:
-            boot.dropped.append(
-                PlannedDrop(step_name(step.fields), "skip-ci", (), f"omitted: {decision.message}")
-            )
+    boot.dropped += [
+        PlannedDrop(u.label, "skip-ci", (), f"omitted: {decision.message}")
+        for u in made.uploads
+        if u.key in rendered.omitted
+    ]
     plan.pipelines.append(boot)
 
     tests: list[PlannedPipeline] = []
-    for step in _upload_steps(rewritten):
-        key = step.key
-        child_file = bootstraps.uploaded_pipeline(step)
-        child = PlannedPipeline(
-            f"{key.removeprefix('upload-').removesuffix('-pipeline')}", child_file
-        )
+    for upload in made.uploads:
+        name = upload.key.removeprefix("upload-").removesuffix("-pipeline")
+        child = PlannedPipeline(name, upload.file)
         tests.append(child)
         plan.pipelines.append(child)
-        gate = rendered.gates.get(key, True)
-        if key in omitted or gate is False:
+        if upload.gate is False:
             child.status = "not-uploaded"
             child.reason = situation.skip_reason()
             continue
-        value, shown = (True, "") if gate is True else verdict([str(gate)], ctx)
+        value, shown = (True, "") if upload.gate is True else verdict([upload.gate], ctx)
         if value is False:
             child.status = "not-uploaded"
             child.reason = (
                 situation.skip_reason()
                 if decision.skip_all
-                else f"upload step's if is false ({_gate_needs(str(gate), inputs)})"
+                else f"upload step's if is false ({_gate_needs(str(upload.gate), inputs)})"
             )
             continue
         if value is None:
             child.status = "conditional"
             child.reason = f"upload step's if: {NOT_EVALUATED}: {' '.join(shown.split())}"
-        scope = scopes.resolve("auto", child_file, inputs.branch, inputs.env())
-        child.scope = scope
         try:
-            _render_child(situation, child, scope)
+            _render_child(situation, child, "auto")
         except UserError as exc:
             plan.errors += list(exc.problems)
             child.status = "not-uploaded"
@@ -271,21 +247,21 @@ def bootstrap_labels() -> set[str]:
     return found
 
 
-def _render_child(situation: Situation, child: PlannedPipeline, scope: str) -> None:
+def _render_child(situation: Situation, child: PlannedPipeline, requested: str) -> None:
     from ci.pipeline import ifexpr
     from ci.pipeline.schemacheck import require_valid
-    from ci.pipeline.upload import pipeline_file, render_file
+    from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
 
     inputs = situation.inputs
     path = pipeline_file(situation.files, child.file or "")
-    rendered = render_file(
-        situation.files,
-        path,
-        scope=scope,
-        changed=situation.diff.paths if scope == "diff" else None,
+    build = UploadInputs(
+        branch=inputs.branch,
+        schedule=inputs.env(),
+        changed=lambda: situation.diff.paths,
         mirror_hw=inputs.mirror_hw or "",
-        registries=situation.registries(),
     )
+    made = render_upload(situation.files, path, requested, build, situation.registries())
+    child.scope, rendered = made.scope, made.rendered
     presets = {id(k.step): k.preset for k in rendered.kept}
     for kept in rendered.kept:
         for text in kept.conditions:

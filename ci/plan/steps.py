@@ -15,12 +15,7 @@ from typing import Any
 from ci.pipeline import ifexpr, model
 from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedStep
 
-
-def step_name(step: Mapping[str, Any]) -> str:
-    for key in ("label", "name", "group", "key"):
-        if step.get(key):
-            return str(step[key])
-    return "<step>"
+step_name = model.name_of
 
 
 def _int(value: Any) -> int | None:
