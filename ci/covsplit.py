@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ci import door
-from ci.errors import COV_ARGS, Stop, UserError
+from ci.errors import BAD_INPUT, Stop, UserError
 from ci.runner import run_reporting
 
 SCRIPT = "run_cov_split.sh"
@@ -44,13 +44,13 @@ def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> No
     working directory: `../../x;y` would reach outside it.
     """
     if not model_id:
-        raise UserError(f"{SCRIPT}: missing --model-id", code=COV_ARGS)
+        raise UserError(f"{SCRIPT}: missing --model-id", code=BAD_INPUT)
     if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
         raise UserError(
-            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=COV_ARGS
+            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=BAD_INPUT
         )
     if not offline and not online:
-        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=COV_ARGS)
+        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=BAD_INPUT)
 
 
 def coverage_gate(env: Mapping[str, str]) -> bool:

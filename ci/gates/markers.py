@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.errors import USAGE, UserError
+from ci.errors import BAD_INPUT, UserError
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def load_registry(repo: Path) -> MarkerRegistry:
     try:
         found = _sets(load_markers(repo))
     except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
-        raise UserError(*exc.problems, code=USAGE) from None
+        raise UserError(*exc.problems, code=BAD_INPUT) from None
     from ci.pipeline.files import realpath
 
     path = realpath(repo / "pyproject.toml")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
 from ci.tiers.model import (
@@ -462,7 +462,7 @@ def make_results(place: Place, platforms: Sequence[Platform]) -> list[str]:
             raise UserError(
                 f"cannot write the tier's results to {folder}: {exc.strerror or exc}; "
                 "give --results DIR on a writable disk",
-                code=USAGE,
+                code=BAD_INPUT,
             ) from None
     if place.latest is None:
         return []
