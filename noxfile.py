@@ -110,8 +110,9 @@ def shellcheck_steps(session: nox.Session) -> None:
 
 # --------------------------------------------------------------------------- tiers
 # `nox -s ready|merge|nightly|weekly -- [--platform rocm|cuda|npu|xpu] [--repo PATH]
-#  [--image IMG] [--native] [--force] [--list] [--step TEXT] [--keep-going]`.
-# Each runs one tier of a target repo on this machine the way Buildkite would;
+#  [--image IMG] [--native] [--force] [--list] [--step TEXT] [--keep-going]`: the
+# `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar), the sample the default
+# --repo. Each runs one tier of a target repo on this machine the way Buildkite would;
 # steps come only from the repo's tier YAMLs (xpu: the XPU runner's table).
 SAMPLE = str(ROOT / "examples" / "omni-sample")
 
@@ -126,9 +127,9 @@ def ready(session: nox.Session) -> None:
     "needs <hardware>" (rocm: agent_pool; cuda/npu: the upload preset) and runs
     only with --force. Exit 1 only when a blocking step fails.
     """
-    from ci.tiers.session import nox_session
+    from ci.cli import nox_tier
 
-    nox_session("ready", session.posargs, default_repo=SAMPLE)
+    nox_tier("ready", session.posargs, default_repo=SAMPLE)
 
 
 @nox.session(venv_backend="none", tags=["merge", "tiers"])
@@ -140,9 +141,9 @@ def merge(session: nox.Session) -> None:
     other step is reported as "needs <hardware>" (rocm: agent_pool; cuda: the
     upload preset) and runs only with --force. Exit 1 only when a blocking step fails.
     """
-    from ci.tiers.session import nox_session
+    from ci.cli import nox_tier
 
-    nox_session("merge", session.posargs, default_repo=SAMPLE)
+    nox_tier("merge", session.posargs, default_repo=SAMPLE)
 
 
 @nox.session(venv_backend="none", tags=["nightly", "tiers"])
@@ -154,9 +155,9 @@ def nightly(session: nox.Session) -> None:
     other step is reported as "needs <hardware>" (rocm: agent_pool; cuda/npu: the
     upload preset) and runs only with --force. Exit 1 only when a blocking step fails.
     """
-    from ci.tiers.session import nox_session
+    from ci.cli import nox_tier
 
-    nox_session("nightly", session.posargs, default_repo=SAMPLE)
+    nox_tier("nightly", session.posargs, default_repo=SAMPLE)
 
 
 @nox.session(venv_backend="none", tags=["weekly", "tiers"])
@@ -168,6 +169,6 @@ def weekly(session: nox.Session) -> None:
     other step is reported as "needs <hardware>" (the upload preset) and runs
     only with --force. Exit 1 only when a blocking step fails.
     """
-    from ci.tiers.session import nox_session
+    from ci.cli import nox_tier
 
-    nox_session("weekly", session.posargs, default_repo=SAMPLE)
+    nox_tier("weekly", session.posargs, default_repo=SAMPLE)

@@ -1,32 +1,38 @@
 """`vllm-omni-ci`: the same task namespace as `inv`, usable from any directory.
 
-Why our own Invoke `Program` (also behind `inv`, through tasks.py): callers tell
-a usage error from a failing command by its exit code, so every parse error is
-one `error:` line and exit 2 (Invoke says 1, or a traceback for a non-number);
-tasks that replace a script keep the script's usage messages; `<task> --help`
-works for tasks with a positional; a mistyped task or option gets the closest
-name; Invoke's `c.run()` options and `-f/--config`, which would be silently
-ignored, are refused, as is an explicitly empty path or choice; a closed stdout
-ends quietly (141), as a shell tool, and a stdout that cannot be written (a
-full disk) is one `error:` line and exit 74, not a traceback.
+Why our own Invoke `Program` (also behind `inv`, through tasks.py, and behind
+the nox tier sessions): callers tell a usage error from a failing command by
+its exit code, so the command line is parsed by our grammar (`ci.grammar`),
+where every problem is one `error:` line and exit 2; Invoke's `c.run()`
+options and `-f/--config`, which would be silently ignored, are refused, as is
+an explicitly empty path or choice; a closed stdout ends quietly (141), as a
+shell tool, and a stdout that cannot be written (a full disk) is one `error:`
+line and exit 74, not a traceback.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from invoke.exceptions import Exit, ParseError, UnexpectedExit
+from invoke.exceptions import Exit, UnexpectedExit
+from invoke.parser import Parser, ParseResult
 from invoke.program import Program
 
 from ci import __version__
-from ci.errors import STDOUT_FAILED, USAGE, UserError
+from ci.errors import STDOUT_FAILED, UserError
+from ci.grammar import REFUSED, RUN_ONLY_CORE, parse, refuse_empty_values, unexpected
 from ci.taskkit import report
 
 
 class CiProgram(Program):
-    """Invoke's Program, with parse errors mapped from 1 to 2 (usage errors)."""
+    """Invoke's Program, parsing with our grammar (`ci.grammar`): usage errors exit 2."""
+
+    def __init__(self, *args: Any, option_defaults: Mapping[str, str] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        # Values for task options the command line leaves out (`nox -s ready`: the sample).
+        self.option_defaults = dict(option_defaults or {})
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:
         """Run the command line; every way out is an exit code (stdout flushed first)."""
@@ -50,27 +56,12 @@ class CiProgram(Program):
             self.create_config()
             self.parse_core(argv)
             self.parse_collection()
-            self.help_before_positionals()
-            try:
-                self.parse_tasks()
-            except ValueError as exc:  # Invoke casts `int` options while parsing
-                raise ParseError(not_a_number(exc, list(self.core.unparsed))) from None
+            self.parse_tasks()
             self.refuse_run_options()
-            self.refuse_empty_values()
+            refuse_empty_values(self.tasks)
             self.parse_cleanup()
             self.update_config()
             self.execute()
-        except ParseError as exc:
-            message = (
-                script_usage(exc, argv)
-                or self.repeated_option(str(exc))
-                or self.unknown_word(str(exc))
-                or readable(
-                    str(exc), self.binary or "vllm-omni-ci", getattr(exc.context, "name", None)
-                )
-            )
-            print(f"error: {message}", file=sys.stderr)
-            return USAGE
         except UserError as exc:
             return report(exc)
         except Exit as exc:
@@ -82,6 +73,39 @@ class CiProgram(Program):
         except KeyboardInterrupt:
             return 130
         return 0
+
+    def parse_core_args(self) -> None:
+        """The whole command line, core options and tasks alike, in one pass of our grammar."""
+        assert self.namespace is not None
+        binary = self.binary or "vllm-omni-ci"
+        self.parser = Parser(contexts=self.namespace.to_contexts())
+        scripts = {
+            name: getattr(self.namespace[name], "script", "") for name in self.parser.contexts
+        }
+        parsed = parse(self.argv[1:], self.initial_context, self.parser.contexts, scripts, binary)
+        wanted = parsed[0].args["help"].value
+        if isinstance(wanted, str) and wanted not in self.parser.contexts:  # `--help NAME`
+            raise UserError(unexpected(parsed[0], self.parser.contexts, wanted, "", binary))
+        self.core = ParseResult(parsed[:1])
+        self.core.remainder = parsed.remainder
+        self.parsed_tasks = ParseResult(parsed[1:])
+
+    def parse_tasks(self) -> None:
+        """The tasks `parse_core_args` found, with `option_defaults` where an option is left out."""
+        self.tasks = self.parsed_tasks
+        for context in self.tasks:
+            for name, value in self.option_defaults.items():
+                argument = context.args.get(name)
+                if argument is not None and not argument.got_value:
+                    argument.set_value(value)
+
+    def parse(self, argv: list[str]) -> ParseResult:
+        """The task contexts of `argv` (program name first), parsed and nothing run."""
+        self.create_config()
+        self.parse_core(argv)
+        self.parse_collection()
+        self.parse_tasks()
+        return self.tasks
 
     def refuse_run_options(self) -> None:
         """Invoke's core options for `c.run()` shell commands, which no task uses, are errors.
@@ -118,150 +142,12 @@ class CiProgram(Program):
             if saved is not None:
                 os.environ["INVOKE_RUNTIME_CONFIG"] = saved
 
-    def refuse_empty_values(self) -> None:
-        """`--repo ''` or `--platform ''` is a mistake (an unset variable), not the default.
-
-        Invoke cannot tell an empty value from a missing option once the task runs,
-        so path options were silently the current directory or auto-detected, and
-        a choice (`--platform`, `--variant`, `--scope`, ...) its default.
-        """
-        problems = []
-        for context in self.tasks:
-            for name, argument in context.args.items():
-                if argument is None or not argument.got_value or not _empty(argument.value):
-                    continue
-                flag = f"--{name}"
-                if name in PATH_OPTIONS:
-                    problems.append(
-                        f"{context.name}: {flag}: an empty path; give one, or leave {flag} out"
-                    )
-                elif name in CHOICE_OPTIONS:
-                    allowed = choices(context.name or "", name)
-                    problems.append(
-                        f"{context.name}: {flag}: an empty value; allowed values are {allowed}"
-                    )
-        UserError.collect(problems)
-
-    def repeated_option(self, message: str) -> str | None:
-        """`--level l2 --level l3`: Invoke took `l3` for a task and said "No idea what 'l3' is!"."""
-        parser = getattr(self, "parser", None)
-        if parser is None or not message.startswith("No idea what "):
-            return None
-        context: Any = None
-        seen: set[str] = set()
-        for word in list(self.core.unparsed):
-            if word == "--":
-                break
-            if word in parser.contexts:
-                context, seen = parser.contexts[word], set()
-                continue
-            flag = word.split("=", 1)[0]
-            if context is None or flag not in context.flags:
-                continue
-            argument = context.flags[flag]
-            if argument.kind is list or not argument.takes_value:
-                continue
-            if argument.name in seen:
-                option = "--" + argument.name.replace("_", "-")
-                return f"{context.name}: {option} is given twice; give it once"
-            seen.add(argument.name)
-        return None
-
-    def unknown_word(self, message: str) -> str | None:
-        """Invoke's "No idea what 'X' is!", said with the task and what it accepts."""
-        import re
-
-        found = re.fullmatch(r"No idea what '(.*)' is!", message, re.S)
-        parser = getattr(self, "parser", None)
-        if found is None or parser is None:
-            return None
-        word, binary, context = found.group(1), self.binary or "vllm-omni-ci", None
-        for before in list(self.core.unparsed):
-            if before in (word, "--"):
-                break
-            if before in parser.contexts:
-                context = parser.contexts[before]
-        if context is None:
-            if word.startswith("-"):
-                flag = word.split("=", 1)[0]
-                refused = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
-                guess = close_match(flag, set(self.initial_context.flags) - refused)
-                if guess:
-                    return f"unknown option {flag!r}; did you mean {guess!r}?"
-                return f"unknown option {word!r} (see `{binary} --help`)"
-            guess = close_match(word, self.task_words())
-            if guess:
-                return f"no task named {word!r}; did you mean {guess!r}?"
-            return f"no task named {word!r} (see `{binary} --list`)"
-        see = f"see `{binary} {context.name} --help`"
-        if not word.startswith("-"):
-            return f"{context.name}: unexpected argument {word!r} ({see})"
-        flag = word.split("=", 1)[0]
-        options = sorted(f for f in context.flags if f.startswith("--"))
-        guess = close_match(flag, options)
-        if guess:
-            return f"{context.name}: unknown option {flag!r}; did you mean {guess!r}? ({see})"
-        listed = ", ".join(options) or "none"
-        return f"{context.name}: unknown option {flag!r}; options: {listed} ({see})"
-
-    def task_words(self) -> list[str]:
-        """Every name and alias a task answers to."""
-        assert self.collection is not None
-        words: list[str] = []
-        for name, aliases in self.collection.task_names.items():
-            words += [name, *aliases]
-        return words
-
-    def help_before_positionals(self) -> None:
-        """`<task> --help` for a task with a positional argument (`bootstrap`, `upload-pipeline`).
-
-        Invoke hands a missing positional the next word, so `--help` became the
-        platform or the pipeline file. Words after `--` are forwarded args.
-        """
-        words = list(self.core.unparsed)
-        if not {"--help", "-h"} & set(words):
-            return
-        # Invoke's Task.get_arguments pops each help string: a second parser made
-        # later by parse_tasks would have none. Help dicts are restored after.
-        saved = {id(t): dict(t.help) for t in self._all_tasks()}
-        parser = self._make_parser()
-        for task in self._all_tasks():
-            task.help = dict(saved[id(task)])
-        if words[0] not in parser.contexts:
-            return
-        context = parser.contexts[words[0]]
-        given = words[1 : words.index("--")] if "--" in words else words[1:]
-        if context.positional_args and any(
-            w in ("--help", "-h") and w not in context.flags for w in given
-        ):
-            self.parser = parser
-            self.print_task_help(words[0])
-            raise Exit
-
-    def _make_parser(self) -> Any:
-        """Invoke's parser, except that a list option (`--dest`, `--platform`) needs a value.
-
-        Invoke starts list options with an empty list as their "raw value", so a
-        bare `--dest` counted as given and the task ran with its defaults.
-        """
-        parser = super()._make_parser()
-        for context in parser.contexts.values():
-            for argument in context.args.values():
-                if argument.kind is list:
-                    argument.raw_value = None
-        return parser
-
-    def _all_tasks(self) -> list[Any]:
-        assert self.collection is not None
-        return [self.collection[name] for name in self.collection.task_names]
-
     def print_help(self) -> None:
         """`--help` without the `c.run()` core options: they are refused, so not offered."""
-        hidden = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
         shown = [
             row
             for row in self.initial_context.help_tuples()
-            if not {part.split("=")[0].split(" ")[0] for part in row[0].split(", ")} & hidden
+            if not {part.split("=")[0].split(" ")[0] for part in row[0].split(", ")} & REFUSED
         ]
         print(f"Usage: {self.binary} [--core-opts] <subcommand> [--subcommand-opts] ...")
         print("")
@@ -269,67 +155,6 @@ class CiProgram(Program):
         print("")
         self.print_columns(shown)
         self.list_tasks()
-
-
-# Task options naming a file or directory: an explicit empty value is an error.
-PATH_OPTIONS = ("repo", "artifact-dir", "junit", "dockerfile", "tls-dir", "docker-config", "docker")
-# Task options with a fixed set of values: an explicit empty value is an error that
-# names them (`choices`). Not `--branch`, `--labels` or `--mirror-hw`: empty is a value there.
-CHOICE_OPTIONS = ("platform", "variant", "scope", "mode", "format")
-
-
-def choices(task: str, option: str) -> str:
-    """The values `task` accepts for `--option`, as its own error messages list them."""
-    if (task, option) == ("run-tests", "platform"):
-        return "rocm (alias amd), npu, xpu (alias intel)"
-    if (task, option) == ("upload-pipeline", "platform"):
-        return "cuda, npu"
-    if option == "platform":
-        from ci.platforms import ALLOWED
-
-        return ALLOWED
-    if option == "variant":
-        from ci.images.variants import ALLOWED as VARIANTS
-
-        return VARIANTS
-    if option == "scope":
-        from ci.pipeline.scope import CHOICES
-
-        return ", ".join(CHOICES)
-    if option == "mode":
-        from ci.release.publish import MODES
-
-        return ", ".join(MODES)
-    from ci.plan.inputs import FORMATS
-
-    return ", ".join(FORMATS)
-
-
-def _empty(value: object) -> bool:
-    """An explicitly given empty value: `''`, blanks, or a list option's `''` item."""
-    if isinstance(value, list):
-        return any(not str(item).strip() for item in value)
-    return not str(value).strip()
-
-
-def close_match(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate `word` most likely misspells (`paln` → `plan`), if one is close."""
-    import difflib
-
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-# Invoke core options that only steer `Context.run()`, which no task calls.
-RUN_ONLY_CORE = (
-    "dry",
-    "echo",
-    "pty",
-    "warn-only",
-    "command-timeout",
-    "hide",
-    "prompt-for-sudo-password",
-)
 
 
 class StdoutFailed(OSError):
@@ -401,70 +226,16 @@ def stdout_closed() -> None:
     sys.exit(128 + 13)
 
 
-def not_a_number(exc: ValueError, words: list[str]) -> str:
-    """`--summary-tail x`: name the task, the option and the value instead of int()'s text."""
-    import re
-
-    found = re.search(r"invalid literal for int\(\) with base 10: (.+)$", str(exc))
-    if found is None:
-        return str(exc)
-    value = found.group(1).strip("'\"")
-    task = next((w for w in words if not w.startswith("-")), "")
-    for before, word in zip(["", *words], words, strict=False):
-        if word == value and before.startswith("-"):
-            return f"{task}: {before}: {value!r} is not a whole number"
-        if word.startswith("-") and word.endswith(f"={value}"):
-            return f"{task}: {word.split('=', 1)[0]}: {value!r} is not a whole number"
-    return f"{task}: {value!r} is not a whole number"
-
-
-# Tasks that replace a script keep its usage messages for words Invoke rejects:
-# task name -> module whose `usage_error(words after the task name)` words them.
-SCRIPT_GRAMMARS = {"cov-split": "ci.covsplit"}
-
-
-def script_usage(exc: ParseError, argv: list[str] | None) -> str | None:
-    context = getattr(exc, "context", None)
-    name = getattr(context, "name", None)
-    if name not in SCRIPT_GRAMMARS:
-        return None
-    import importlib
-
-    grammar = importlib.import_module(SCRIPT_GRAMMARS[name])
-    message: str | None = grammar.usage_error(grammar.task_words(argv, name))
-    return message
-
-
-def readable(message: str, binary: str = "vllm-omni-ci", task: str | None = None) -> str:
-    """Invoke's parse error, reworded where it speaks of internals.
-
-    A task argument without a default is "positional" to Invoke, and a missing
-    one is reported as `'build-image' did not receive required positional
-    arguments: 'platform'`, though users pass it as `--platform`. A flag
-    without its value is `Flag <Argument: level (l)> needed value…`.
-    """
-    import re
-
-    flag = re.fullmatch(
-        r"Flag <Argument: ([\w-]+)[^>]*> needed value and was not given one!", message
-    )
-    if flag is not None:
-        option = "--" + flag.group(1).replace("_", "-")
-        if not task:
-            return f"{option} needs a value (see `{binary} --help`)"
-        return f"{task}: {option} needs a value (see `{binary} {task} --help`)"
-    found = re.fullmatch(r"'([^']+)' did not receive required positional arguments: (.+)", message)
-    if found is None:
-        return message
-    task, names = found.group(1), re.findall(r"'([^']+)'", found.group(2))
-    flags = ", ".join(f"--{name.replace('_', '-')}" for name in names)
-    return f"{task}: {flags} is required (see `{binary} {task} --help`)"
-
-
-def program(binary: str = "vllm-omni-ci") -> CiProgram:
+def program(binary: str = "vllm-omni-ci", **option_defaults: str) -> CiProgram:
     from ci.tasks import ns
 
-    return CiProgram(namespace=ns, version=__version__, name="vllm-omni-ci", binary=binary)
+    return CiProgram(
+        namespace=ns,
+        version=__version__,
+        name="vllm-omni-ci",
+        binary=binary,
+        option_defaults=option_defaults,
+    )
 
 
 def main() -> None:
@@ -485,3 +256,17 @@ def adopt_inv() -> None:
         return
     program(binary=os.path.basename(sys.argv[0])).run(list(sys.argv))
     sys.exit(0)
+
+
+def nox_tier(tier: str, posargs: Sequence[str], *, default_repo: str) -> None:
+    """`nox -s TIER -- OPTIONS` is `vllm-omni-ci tier TIER OPTIONS`, the sample the default --repo.
+
+    The same program, grammar and errors as the `tier` task; exits with its status.
+    """
+    import logging
+
+    # nox logs everything on the root logger; plumbum would echo every argv there, and
+    # Invoke its parser's steps.
+    for name in ("plumbum", "invoke"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    program(repo=default_repo).run(["vllm-omni-ci", "tier", tier, *posargs])

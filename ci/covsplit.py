@@ -11,19 +11,15 @@ purpose, as in the script: see `run`.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ci import door
-from ci.errors import COV_ARGS, Stop, UserError
+from ci.errors import BAD_INPUT, Stop, UserError
 from ci.runner import run_reporting
 
 SCRIPT = "run_cov_split.sh"
 MODES = ("offline", "online")
-VALUE_FLAGS = ("--model-id", "--offline", "--online")
-# Our own flags, accepted where the script grammar is checked (they are not the script's).
-OWN_FLAGS = ("--dry-run",)
 # A model id names report files in the working directory (and their `rm -f`), so
 # it is a name: no `/`, no shell or glob characters, not `.` or `..`.
 MODEL_ID = re.compile(r"[A-Za-z0-9._-]+")
@@ -48,57 +44,13 @@ def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> No
     working directory: `../../x;y` would reach outside it.
     """
     if not model_id:
-        raise UserError(f"{SCRIPT}: missing --model-id", code=COV_ARGS)
+        raise UserError(f"{SCRIPT}: missing --model-id", code=BAD_INPUT)
     if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
         raise UserError(
-            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=COV_ARGS
+            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=BAD_INPUT
         )
     if not offline and not online:
-        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=COV_ARGS)
-
-
-def usage_error(tokens: Sequence[str]) -> str | None:
-    """The script's message for the first bad word before `--`, else None.
-
-    The task's options are parsed by Invoke, whose own messages ("No idea what
-    '-m' is!") would replace the script's; the program asks this function for
-    the script's wording instead. A flag without its value, which the script
-    reported as an unbound variable (exit 1), gets a usage message too.
-    """
-    i = 0
-    while i < len(tokens):
-        word = tokens[i]
-        if word == "--":
-            return None
-        name = word.split("=", 1)[0]
-        if word in OWN_FLAGS:
-            i += 1
-        elif name in VALUE_FLAGS and "=" in word:
-            i += 1
-        elif word in VALUE_FLAGS:
-            if i + 1 >= len(tokens):
-                return f"{SCRIPT}: {word} needs a value"
-            i += 2
-        else:
-            return f"{SCRIPT}: unknown argument: {word}"
-    return None
-
-
-def task_words(argv: Sequence[str] | None = None, task: str = "cov-split") -> list[str]:
-    """The words after the task's name on the command line, `--` and all."""
-    words = list(sys.argv if argv is None else argv)
-    return words[words.index(task) + 1 :] if task in words else []
-
-
-def check_words(words: Sequence[str]) -> None:
-    """Fail with the script's message when the command line breaks its grammar.
-
-    Needed on top of Invoke's parsing: Invoke accepts a repeatable flag with no
-    value (`--offline` as the last word) as an empty list.
-    """
-    message = usage_error(words)
-    if message:
-        raise UserError(message, code=COV_ARGS)
+        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=BAD_INPUT)
 
 
 def coverage_gate(env: Mapping[str, str]) -> bool:
@@ -236,15 +188,8 @@ def execute(plan: CovPlan) -> int:
     return status
 
 
-def run(
-    request: Request,
-    env: Mapping[str, str],
-    *,
-    words: Sequence[str] = (),
-    dry_run: bool = False,
-) -> None:
-    """`words`: the raw command line after the task name, checked against the script grammar."""
-    check_words(words)
+def run(request: Request, env: Mapping[str, str], *, dry_run: bool = False) -> None:
+    """The script's checks, then its plan: printed (`dry_run`) or run; exit with its code."""
     validate(request.model_id, request.offline, request.online)
     plan = make_plan(request, env)
     if dry_run:

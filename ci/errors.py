@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-USAGE = 2  # bad arguments or usage, and any other input error
-FAILURE = 1  # a validation failure whose code the original scripts fixed at 1
-IMAGE_INPUT = 2  # image builds: moved from the original's 1 (amd-build retries exit 1)
-COV_ARGS = 2
+# Bad input: a usage error or any other input error, found before anything runs
+# (image builds included: the scripts exited 1 there, which amd-build retried).
+BAD_INPUT = 2
+FAILURE = 1  # a check found problems, or a command we ran failed (the scripts' 1)
 # Our stdout could not be written (a full disk, `> /dev/full`): sysexits' EX_IOERR,
 # distinct from every task's own outcome (0/1/2), and never 0, so that a caller
 # such as `if word=$(vllm-omni-ci skip-ci …)` does not take a lost answer for "stop".
@@ -21,13 +21,13 @@ STDOUT_FAILED = 74
 class UserError(Exception):
     """Bad input: one `error: ...` line per problem, then exit `code`."""
 
-    def __init__(self, *problems: str, code: int = USAGE) -> None:
+    def __init__(self, *problems: str, code: int = BAD_INPUT) -> None:
         super().__init__("; ".join(problems))
         self.problems: tuple[str, ...] = tuple(problems)
         self.code = code
 
     @classmethod
-    def collect(cls, problems: Iterable[str], code: int = USAGE) -> None:
+    def collect(cls, problems: Iterable[str], code: int = BAD_INPUT) -> None:
         """Raise once for all problems found, so users fix them in one round."""
         found = tuple(problems)
         if found:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from ci import door
-from ci.errors import USAGE, UserError
+from ci.errors import BAD_INPUT, UserError
 
 MAIN: Final = "main"
 NOT_FOUND: Final = 127  # the exit-code table's "program not found"
@@ -88,7 +88,7 @@ def _from_buildkite_or_git(
     *,
     message: str,
     unnamed: str,
-    code: int = USAGE,
+    code: int = BAD_INPUT,
 ) -> str:
     """`given`, else $name; inside Buildkite a missing one is an error, outside it git answers."""
     source = os.environ if env is None else env
@@ -108,7 +108,7 @@ def resolve_commit(
     given: str | None = None,
     env: Mapping[str, str] | None = None,
     *,
-    code: int = USAGE,
+    code: int = BAD_INPUT,
     message: str = "BUILDKITE_COMMIT is not set",
 ) -> str:
     return _from_buildkite_or_git(
@@ -190,7 +190,7 @@ def resolve_build(
     commit = source.get("BUILDKITE_COMMIT", "")
     if not commit:
         if inside and need_commit:
-            raise UserError(COMMIT_MISSING, code=USAGE)
+            raise UserError(COMMIT_MISSING, code=BAD_INPUT)
         commit = "HEAD"
     if inside or is_pr_value(pull_request):
         kind: BuildKind = "pr" if is_pr_value(pull_request) else "main"

@@ -1,4 +1,4 @@
-"""`task`: Invoke's decorator, plus the exit-code contract.
+"""`task`: Invoke's decorator, plus the exit-code contract and the short flags.
 
 Every task raises `UserError` (one `error:` line per problem) or `Stop` (a
 chosen code); this wrapper turns both into Invoke's `Exit`, so neither `inv`
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from invoke.exceptions import Exit
+from invoke.parser.argument import Argument
 from invoke.tasks import Task
 from invoke.tasks import task as invoke_task
 
@@ -34,8 +35,34 @@ def report(exc: UserError | Stop) -> int:
     return exc.code
 
 
+# The only short flags, each with one meaning in every task. Invoke's automatic
+# ones gave `-r` to --repo, --root and --dry-run, and `-p` four meanings; the
+# core options' own (`-h`, `-l`, `-V`, ...) are Invoke's and mean the same everywhere.
+SHORT_FLAGS = {"repo": "r", "dry_run": "n"}
+
+
+class CiTask(Task[Any]):
+    """A task with our short flags only, and, for a task that replaces a script,
+    the script's name: its arguments then follow the script's grammar (ci.grammar)."""
+
+    def __init__(self, body: Callable[..., Any], *, script: str = "", **kwargs: Any) -> None:
+        super().__init__(body, auto_shortflags=False, **kwargs)
+        self.script = script
+
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
+        kept = dict(self.help)  # Invoke pops each help string: a second parse had none
+        try:
+            arguments = super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = kept
+        for argument in arguments:
+            if argument.name in SHORT_FLAGS:
+                argument.names = (*argument.names, SHORT_FLAGS[argument.name])
+        return arguments
+
+
 def task(**kwargs: Any) -> Callable[[F], Task[Any]]:
-    """Use like `@invoke.task(...)` (always with parentheses)."""
+    """Use like `@invoke.task(...)` (always with parentheses); `script=` as in `CiTask`."""
 
     def decorate(fn: F) -> Task[Any]:
         @functools.wraps(fn)
@@ -48,7 +75,7 @@ def task(**kwargs: Any) -> Callable[[F], Task[Any]]:
             except (UserError, Stop) as exc:
                 raise Exit(code=report(exc)) from None
 
-        made: Task[Any] = invoke_task(**kwargs)(body)
+        made: Task[Any] = invoke_task(klass=CiTask, **kwargs)(body)
         return made
 
     return decorate

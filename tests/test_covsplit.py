@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ci import covsplit
+from ci.errors import UserError
 from tests.conftest import ROOT, StandIns, run_cli
 from tests.test_runner import minimal_path
 
@@ -171,10 +172,20 @@ def test_missing_pytest_says_so(tmp_path: Path) -> None:
     assert "error: command not found: pytest" in done.stderr.splitlines()
 
 
-def test_usage_error_grammar_stops_at_dashdash() -> None:
-    assert covsplit.usage_error(["--model-id", "m", "--offline", "a", "--", "-m", "x"]) is None
-    assert covsplit.usage_error(["--model-id=m", "--online=a", "--dry-run"]) is None
-    assert covsplit.usage_error(["-m", "x"]) == "run_cov_split.sh: unknown argument: -m"
+def test_the_script_grammar_stops_at_dashdash() -> None:
+    from ci.cli import program
+
+    def parse(*words: str) -> dict[str, object]:
+        (context,) = program().parse(["vllm-omni-ci", "cov-split", *words])
+        return dict(context.as_kwargs)
+
+    assert parse("--model-id", "m", "--offline", "a", "--", "-m", "x")["offline"] == ["a"]
+    assert parse("--model-id=m", "--online=a", "--dry-run") == {
+        "model_id": "m", "offline": [], "online": ["a"], "dry_run": True,
+    }  # fmt: skip
+    with pytest.raises(UserError) as caught:
+        parse("-m", "x")
+    assert caught.value.problems == ("run_cov_split.sh: unknown argument: -m",)
 
 
 # --------------------------------------------------------------------------- planner

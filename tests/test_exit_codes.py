@@ -158,7 +158,7 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
             "error: step: --timeout needs a value (see `vllm-omni-ci step --help`)",
         ),
         (
-            ["skip-ci", "-l"],
+            ["skip-ci", "--level"],
             "error: skip-ci: --level needs a value (see `vllm-omni-ci skip-ci --help`)",
         ),
         # A list option without its value ran the task with its defaults.
@@ -184,7 +184,7 @@ def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRep
             "error: step: --timeout is given twice; give it once",
         ),
         (
-            ["bootstrap", "--platform", "cuda", "-p", "npu", "--dry-run"],
+            ["bootstrap", "--platform", "cuda", "--platform", "npu", "--dry-run"],
             "error: bootstrap: --platform is given twice; give it once",
         ),
         # An explicit empty path (an unset variable) was the default: the cwd, auto-detection.
@@ -635,7 +635,7 @@ def test_fuzzed_bad_input_fails_closed(
             "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
         ),
         (
-            ["tier", "--name", "ready", "--", "--platform", "cuda", "--list", "--repo", "{repo}"],
+            ["tier", "--name", "ready", "--platform", "cuda", "--list", "--repo", "{repo}"],
             "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
         ),
         (

@@ -72,6 +72,23 @@ def test_a_missing_required_argument_is_named_as_the_flag_users_type(
     assert done.stdout == ""
 
 
+def test_a_short_flag_means_one_thing_in_every_task() -> None:
+    """`-r` was --repo, --root and --dry-run; `-p` four options. Core short flags are not reused."""
+    from ci.cli import program
+    from ci.tasks import ns
+
+    core = program().initial_context
+    meaning = {n: arg.name for arg in core.args.values() for n in arg.names if len(n) == 1}
+    used: dict[str, set[str]] = {}
+    for context in ns.to_contexts():
+        for arg in context.args.values():
+            for short in (n for n in arg.names if len(n) == 1):
+                assert context.flags[f"-{short}"] is arg, (context.name, short)
+                used.setdefault(short, set()).add(arg.name)
+                assert meaning.setdefault(short, arg.name) == arg.name, (context.name, short)
+    assert used == {"r": {"repo"}, "n": {"dry_run"}}
+
+
 def test_vllm_omni_ci_works_from_any_directory(tmp_path: Path) -> None:
     done = run_cli("--list", cwd=tmp_path)
     assert done.returncode == 0

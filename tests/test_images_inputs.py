@@ -238,7 +238,7 @@ def test_every_option_has_help_text(task: str, options: list[str]) -> None:
     text = run_cli(task, "--help").stdout
     lines = text.splitlines()
     for option in options:
-        (line,) = [ln for ln in lines if re.match(rf"\s*--{option}(=|\s|$)", ln)]
+        (line,) = [ln for ln in lines if re.match(rf"\s*(-\w( [A-Z]+)?, )?--{option}(=|\s|$)", ln)]
         flag = line.split()[0]
         assert line.strip() != flag, f"--{option} has no help text:\n{text}"
     assert "--=" not in text  # no short flag made of a dash

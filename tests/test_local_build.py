@@ -286,9 +286,7 @@ def test_inside_buildkite_a_missing_commit_stops_before_anything(
 
 def test_inside_buildkite_the_tier_wants_the_commit_too(sample: GitRepo) -> None:
     env = local_env(BUILDKITE="true", BUILDKITE_BRANCH="pr")
-    done = run_cli(
-        "tier", "ready", "--", "--platform", "rocm", "--native", env=env, cwd=sample.path
-    )
+    done = run_cli("tier", "ready", "--platform", "rocm", "--native", env=env, cwd=sample.path)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr.splitlines() == ["error: BUILDKITE_COMMIT is not set"]
 

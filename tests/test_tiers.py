@@ -24,11 +24,20 @@ from ci.tiers.execute import JobOutcome, JobResult, outcome_of
 from ci.tiers.model import Tier, TierStep, load_tier
 from ci.tiers.plan import CONTAINER_LABEL, Host, Options, plan_step, plan_tier, shard_label
 from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail_of
-from ci.tiers.session import parse_args, run
+from ci.tiers.session import parse_args
 from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
 from tests.corpus import make_corpus
 
 CORPUS = SHARED / "vllm-omni"
+
+
+def run(tier: str, words: list[str]) -> int:
+    """`vllm-omni-ci tier TIER WORDS...` in this process: the task's grammar, then the session."""
+    from ci.cli import program
+    from ci.tiers import session
+
+    (context,) = program().parse(["vllm-omni-ci", "tier", tier, *words])
+    return session.run(**context.as_kwargs)
 
 
 def corpus() -> Path:
@@ -325,24 +334,24 @@ def test_shard_label_placeholders() -> None:
 
 def test_parse_args_rejects_bad_input() -> None:
     with pytest.raises(UserError) as caught:
-        parse_args(Tier.READY, ["--platform", "tpu", "--native", "--image", "x", "--label", "y"])
+        parse_args(platform="tpu", native=True, image="x", label=["y"])
     text = "\n".join(caught.value.problems)
     assert "unknown platform 'tpu'" in text
     assert "--image" in text and "--label: 'y'" in text
     with pytest.raises(UserError):
-        parse_args(Tier.READY, ["--bogus"])
+        run("ready", ["--bogus"])
 
 
 def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
-    from ci.tiers.session import parser
+    from tests.conftest import run_cli
 
-    text = " ".join(parser(Tier.NIGHTLY).format_help().split())
-    assert text.startswith("usage: nox -s nightly -- ")
+    text = " ".join(run_cli("tier", "--help").stdout.split())
+    assert text.startswith("Usage: vllm-omni-ci [--core-opts] tier ")
     assert "every -m in it has a positive `cpu` term" in text
     assert "reported as `needs <hardware>` and does not run unless --force" in text
     assert "agent_pool (rocm) or the preset the upload resolves (cuda, npu)" in text
     assert "evaluated as for a PR carrying the tier's label" in text
-    assert "--step TEXT only steps whose label contains TEXT" in text
+    assert "--step=STRING only steps whose label contains this text" in text
 
 
 # --------------------------------------------------------------------------- reports
@@ -524,36 +533,41 @@ def test_buildkite_annotation_through_the_agent(
 def test_tier_task_lists_and_fails_closed() -> None:
     from tests.conftest import run_cli
 
-    listed = run_cli("tier", "ready", "--", "--platform", "amd", "--repo", str(SAMPLE), "--list")
+    listed = run_cli("tier", "ready", "--platform", "amd", "--repo", str(SAMPLE), "--list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
-    missing_pair = run_cli("tier", "weekly", "--", "--platform", "amd", "--repo", str(SAMPLE))
+    missing_pair = run_cli("tier", "weekly", "--platform", "amd", "--repo", str(SAMPLE))
     assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
     bad = run_cli("tier", "bogus")
     assert (bad.returncode, bad.stderr) == (
         2,
         "error: --name: unknown tier 'bogus': allowed values are ready, merge, nightly, weekly\n",
     )
-    empty = run_cli("tier", "ready", "--", "--repo", "", "--results=")
+    empty = run_cli("tier", "ready", "--repo", "", "--results=")
     assert (empty.returncode, empty.stderr) == (
         2,
-        "error: --repo: an empty value; give one, or leave --repo out\n"
-        "error: --results: an empty value; give one, or leave --results out\n",
+        "error: tier: --repo: an empty path; give one, or leave --repo out\n"
+        "error: tier: --results: an empty path; give one, or leave --results out\n",
     )
     import os
 
     bad_docker = run_cli(
-        "tier", "ready", "--", "--repo", str(SAMPLE),
+        "tier", "ready", "--repo", str(SAMPLE),
         env={**os.environ, "VLLM_OMNI_CI_DOCKER": str(SAMPLE)},
     )  # fmt: skip
     assert (bad_docker.returncode, bad_docker.stderr) == (
         2,
         f"error: VLLM_OMNI_CI_DOCKER: {SAMPLE} is not an executable docker client\n",
     )  # was "no CI image for the ready tier is present locally"
-    unknown = run_cli("tier", "ready", "--", "--bogus")
-    assert (unknown.returncode, unknown.stderr) == (
+    unknown = run_cli("tier", "ready", "--bogus")
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("error: tier: unknown option '--bogus'; options: --force,")
+    assert unknown.stderr.endswith(" (see `vllm-omni-ci tier --help`)\n")
+    old_form = run_cli("tier", "ready", "--", "--platform", "rocm")
+    assert (old_form.returncode, old_form.stderr) == (
         2,
-        "error: unrecognized arguments: --bogus (see `vllm-omni-ci tier ready -- --help`)\n",
+        "error: tier: options go before `--`: vllm-omni-ci tier ready --platform rocm …"
+        " (under nox: nox -s ready -- --platform rocm …)\n",
     )
 
 

@@ -276,7 +276,6 @@ def test_tier_in_a_100_column_terminal(tmp_path: Path) -> None:
         cli_path(),
         "tier",
         "ready",
-        "--",
         "--platform",
         "rocm",
         "--repo",
@@ -303,14 +302,12 @@ def test_tier_in_a_100_column_terminal(tmp_path: Path) -> None:
 
 def test_list_prints_the_cpu_rule_wrapped_on_words() -> None:
     env = {**os.environ, "COLUMNS": str(COLUMNS)}
-    done = run_cli(
-        "tier", "ready", "--", "--platform", "rocm", "--repo", str(SAMPLE), "--list", env=env
-    )
+    done = run_cli("tier", "ready", "--platform", "rocm", "--repo", str(SAMPLE), "--list", env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("# ready tier for rocm: ")
     rule = [line for line in lines[1:] if line.startswith("# ")]
     assert rule and all(len(line) <= COLUMNS for line in rule)
     assert " ".join(line.removeprefix("# ") for line in rule) == RULE
-    helped = run_cli("tier", "ready", "--", "--help", env=env)
+    helped = run_cli("tier", "ready", "--help", env=env)
     assert words(RULE) in words(helped.stdout)

@@ -32,7 +32,7 @@ TASKS: dict[str, tuple[list[str], str]] = {
     ),
     "lint-pipelines": (["lint-pipelines", "--repo", "R"], CUDA),
     "shellcheck-steps": (["shellcheck-steps", "--dry-run", "--repo", "R"], CUDA),
-    "tier": (["tier", "ready", "--", "--platform", "cuda", "--list", "--repo", "R"], CUDA),
+    "tier": (["tier", "ready", "--platform", "cuda", "--list", "--repo", "R"], CUDA),
     "bootstrap": (["bootstrap", "--platform", "rocm", "--dry-run", "--repo", "R"], AMD),
     "plan": (
         [

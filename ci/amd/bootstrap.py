@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci import door, webclient
 from ci.amd import combine, render, suites
-from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.redact import Redactor
 from ci.target import resolve_build
 
@@ -87,7 +87,7 @@ def parse_pull_request(value: str | None) -> str:
     if _PR_NUMBER.fullmatch(text) is None:
         raise UserError(
             f"BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got {text!r}",
-            code=USAGE,
+            code=BAD_INPUT,
         )
     return text
 
@@ -158,7 +158,7 @@ class Inputs:
             pull_request = parse_pull_request(env.get("BUILDKITE_PULL_REQUEST"))
         except UserError as exc:
             problems += list(exc.problems)
-            code = USAGE
+            code = BAD_INPUT
         branch = ""
         if in_buildkite(env) and "BUILDKITE_BRANCH" in env:
             # Set, even empty, it is a value (not main: the labels decide), as it was to
@@ -248,7 +248,7 @@ def resolve_labels(
     if LABELS_ENV in env:  # set by Buildkite for PR builds, empty when there are none
         return env[LABELS_ENV]
     if offline:
-        raise UserError(dry_run_needs_labels(inputs.pull_request), code=USAGE)
+        raise UserError(dry_run_needs_labels(inputs.pull_request), code=BAD_INPUT)
     return fetch_labels(inputs.pull_request, env)
 
 

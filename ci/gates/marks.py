@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.pipeline.markers import MarkerRegistry, load_markers
 
 HELPERS = ("hardware_test", "hardware_marks")
@@ -453,7 +453,7 @@ def load_registry(repo: Path) -> MarkerRegistry:
     try:
         found = load_markers(repo)
     except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
-        raise UserError(*exc.problems, code=USAGE) from None
+        raise UserError(*exc.problems, code=BAD_INPUT) from None
     missing = [
         tag
         for tag, present in (

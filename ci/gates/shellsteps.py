@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.door import Command, Plan
-from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.pipeline.stepsource import (
     AMD_RUNNER,
     JOB_SHELL,
@@ -216,7 +216,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
     try:
         comments = json.loads(output or "{}").get("comments", [])
     except (json.JSONDecodeError, AttributeError):
-        raise Stop(USAGE, "error: shellcheck printed no json1 report") from None
+        raise Stop(BAD_INPUT, "error: shellcheck printed no json1 report") from None
     found: list[tuple[tuple[int, int, int, int], StepFinding]] = []
     for comment in comments:
         entry = by_name.get(Path(str(comment.get("file", ""))).name)
@@ -340,7 +340,7 @@ def shellcheck_steps(
         raise UserError(INSTALL_HINT)
     if result.code not in (0, 1):
         raise Stop(
-            USAGE, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
+            BAD_INPUT, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
         )
     findings = merge(findings_of(result.stdout, scripts, names), steps, level, codes)
     if findings:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ci import door
-from ci.errors import IMAGE_INPUT, UserError
+from ci.errors import BAD_INPUT, UserError
 from ci.images import registry
 from ci.images.cachekey import CacheKey
 from ci.images.registry import on_this_machine
@@ -90,7 +90,7 @@ def parse_builder(value: str) -> str:
     if key not in BUILDERS:
         raise UserError(
             f"--builder: unknown value {value!r}: allowed values are auto, buildx, engine",
-            code=IMAGE_INPUT,
+            code=BAD_INPUT,
         )
     return key
 
@@ -377,7 +377,7 @@ def _choose(requested: str, docker: str) -> tuple[str, str]:
         raise UserError(
             f"--builder buildx: `docker buildx` does not work with {report.chosen or 'any client'}"
             " (use --builder engine or auto)",
-            code=IMAGE_INPUT,
+            code=BAD_INPUT,
         )
     return ENGINE, as_typed(engine_client(report, docker, "a working `docker buildx` or "))
 
@@ -408,7 +408,7 @@ def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
         raise UserError(
             f"no usable backend: no docker client with {alternatives}"
             f"`DOCKER_BUILDKIT=1 docker build` (clients: {found}; see `vllm-omni-ci doctor`)",
-            code=IMAGE_INPUT,
+            code=BAD_INPUT,
         )
     return client
 

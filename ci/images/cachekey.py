@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from ci.errors import IMAGE_INPUT, UserError
+from ci.errors import BAD_INPUT, UserError
 
 ROCM_FIXED = (
     "docker/Dockerfile.rocm",
@@ -53,12 +53,12 @@ def _requirements(repo: Path, *, symlinks: bool, dotfiles: bool) -> list[str]:
     """
     folder = repo / REQUIREMENTS
     if not folder.is_dir():
-        raise UserError(f"cache-key input does not exist: {REQUIREMENTS}/", code=IMAGE_INPUT)
+        raise UserError(f"cache-key input does not exist: {REQUIREMENTS}/", code=BAD_INPUT)
     try:
         names = os.listdir(folder)
     except OSError as exc:
         raise UserError(
-            f"cache-key input is not readable: {REQUIREMENTS}/: {exc.strerror}", code=IMAGE_INPUT
+            f"cache-key input is not readable: {REQUIREMENTS}/: {exc.strerror}", code=BAD_INPUT
         ) from None
     found = []
     for name in names:
@@ -85,7 +85,7 @@ def _check(repo: Path, paths: Iterable[str]) -> None:
             problems.append(f"cache-key input does not exist: {rel}")
         elif not os.access(full, os.R_OK):
             problems.append(f"cache-key input is not readable: {rel}")
-    UserError.collect(problems, code=IMAGE_INPUT)
+    UserError.collect(problems, code=BAD_INPUT)
 
 
 def _read(repo: Path, rel: str) -> bytes:
@@ -93,7 +93,7 @@ def _read(repo: Path, rel: str) -> bytes:
         return (repo / rel).read_bytes()
     except OSError as exc:  # raced with _check, or access() disagreed with open()
         raise UserError(
-            f"cache-key input is not readable: {rel}: {exc.strerror}", code=IMAGE_INPUT
+            f"cache-key input is not readable: {rel}: {exc.strerror}", code=BAD_INPUT
         ) from None
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import time
 
 from ci import door
-from ci.errors import IMAGE_INPUT, Stop, UserError
+from ci.errors import BAD_INPUT, Stop, UserError
 
 _deadline: float | None = None
 _given = ""
@@ -29,9 +29,9 @@ def parse(text: str) -> float | None:
     try:
         seconds = parse_duration(text, name="--timeout")
     except UserError as exc:
-        raise UserError(*exc.problems, code=IMAGE_INPUT) from None
+        raise UserError(*exc.problems, code=BAD_INPUT) from None
     if seconds <= 0:
-        raise UserError(f"--timeout: {text!r} must be longer than 0", code=IMAGE_INPUT)
+        raise UserError(f"--timeout: {text!r} must be longer than 0", code=BAD_INPUT)
     return seconds
 
 

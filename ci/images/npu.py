@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ci import door
-from ci.errors import IMAGE_INPUT, UserError
+from ci.errors import BAD_INPUT, UserError
 from ci.images import deadline, variants
 from ci.images.options import BuildOptions
 from ci.images.variants import NpuVariant
@@ -168,7 +168,7 @@ def download_arch(machine: str) -> str:
         raise UserError(
             f"--install-buildctl: no buildctl download for machine {machine!r} "
             f"(known: {', '.join(sorted(_ARCHES))})",
-            code=IMAGE_INPUT,
+            code=BAD_INPUT,
         )
     return arch
 
@@ -230,11 +230,11 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
     row = gather(found, lambda: variants.variant(options.variant))
     repo = gather(found, lambda: resolve_repo(options.repo or None))
     if repo is None:  # nothing else can be checked without the checkout
-        UserError.collect(found, code=IMAGE_INPUT)
+        UserError.collect(found, code=BAD_INPUT)
     assert repo is not None
     commit = options.commit
     if not options.tag:
-        commit = gather(found, lambda: resolve_commit(repo, commit, env, code=IMAGE_INPUT)) or ""
+        commit = gather(found, lambda: resolve_commit(repo, commit, env, code=BAD_INPUT)) or ""
     # After a bad --variant or commit, the other inputs are still checked (a2, placeholder).
     row_or_default = row or variants.variant("")
     build = NpuBuild(
@@ -245,7 +245,7 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
         settings=NpuSettings.resolve(options, env),
         push=options.push,
     )
-    UserError.collect([*found, *problems(build)], code=IMAGE_INPUT)
+    UserError.collect([*found, *problems(build)], code=BAD_INPUT)
     return build
 
 
@@ -283,7 +283,7 @@ def build(options: BuildOptions) -> None:
             "buildctl: not found on PATH; install BuildKit's buildctl, or pass --install-buildctl "
             f"(or set {INSTALL_ENV}=1) to download {BUILDKIT_VERSION} into {install_dir}",
         )
-    UserError.collect(problems_found, code=IMAGE_INPUT)
+    UserError.collect(problems_found, code=BAD_INPUT)
 
     door.note("--- Building and pushing NPU Test Image")
     door.note(f"Image: {job.image_ref}")

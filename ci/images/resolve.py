@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ci.errors import IMAGE_INPUT, UserError
+from ci.errors import BAD_INPUT, UserError
 from ci.images import backends
 from ci.images.backends import tag_problem
 from ci.images.cachekey import CacheKey
@@ -58,7 +58,7 @@ def commit_and_repo(
     commit = gather(
         problems,
         lambda: resolve_commit(
-            repo, options.commit or None, env, code=IMAGE_INPUT, message=COMMIT_MESSAGE
+            repo, options.commit or None, env, code=BAD_INPUT, message=COMMIT_MESSAGE
         ),
     )
     if commit is not None:
@@ -116,7 +116,7 @@ def prepare_keyed(
     repo, commit = commit_and_repo(options, env, problems)
     key = gather(problems, lambda: key_of(repo)) if repo is not None else None
     problems += platform_problems
-    UserError.collect(problems, code=IMAGE_INPUT)
+    UserError.collect(problems, code=BAD_INPUT)
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker, note = backends.choose(requested, options.docker, dry_run=options.dry_run)
     return cls(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.errors import IMAGE_INPUT, UserError
+from ci.errors import BAD_INPUT, UserError
 
 DOCKERFILE = "Dockerfile.npu.ci"
 DEVICE_SUFFIX_ARG = "VLLM_ASCEND_DEVICE_SUFFIX"
@@ -92,5 +92,5 @@ def variant(name: str) -> NpuVariant:
             return row
     raise UserError(
         f"--variant: unknown NPU variant {name!r}: allowed values are {ALLOWED}",
-        code=IMAGE_INPUT,
+        code=BAD_INPUT,
     )

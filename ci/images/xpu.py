@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ci import door
-from ci.errors import FAILURE, IMAGE_INPUT, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.images import deadline
 from ci.images.options import BuildOptions
 
@@ -111,7 +111,7 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
         commit = gather(
             problems,
             lambda: resolve_commit(
-                repo, options.commit, env, code=IMAGE_INPUT, message="BUILDKITE_COMMIT must be set"
+                repo, options.commit, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
             ),
         )
         if not (repo / DOCKERFILE).is_file():
@@ -132,7 +132,7 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
             + ", ".join(COMPRESSIONS),
         ],
     )
-    UserError.collect(problems, code=IMAGE_INPUT)
+    UserError.collect(problems, code=BAD_INPUT)
     assert repo is not None and commit is not None
     return XpuBuild(
         repo=str(repo),

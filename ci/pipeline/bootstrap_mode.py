@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ci.errors import FAILURE, USAGE, UserError
+from ci.errors import BAD_INPUT, FAILURE, UserError
 from ci.pipeline import ifexpr, model
 from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
 from ci.platforms import Platform, platform_option
@@ -164,7 +164,7 @@ def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
         return "npu"
     raise UserError(
         f"--platform: bootstrap-upload-steps.yml exists for cuda and npu, got {value!r}",
-        code=USAGE,
+        code=BAD_INPUT,
     )
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
-from ci.errors import USAGE, UserError
+from ci.errors import BAD_INPUT, UserError
 from ci.platforms import Platform
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def parse_inputs(
         selector = parse_mirror_hw(options.get("mirror_hw", ""))
     except UserError as exc:
         problems += [f"--mirror-hw: {p}" for p in exc.problems]
-    UserError.collect(problems, code=USAGE)
+    UserError.collect(problems, code=BAD_INPUT)
     source: Mapping[str, str] = {} if environ is None else environ
     target = resolve_repo(options.get("repo") or None)
     labels = options.get("labels", "") or source.get(LABELS_ENV, "")

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ci import door
-from ci.errors import FAILURE, USAGE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.redact import Redactor
 from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, check_url
 
@@ -52,7 +52,7 @@ def parse_keep(value: str) -> int:
         return int(value.strip())
     except ValueError:
         raise UserError(
-            f"--keep: {value!r} is not a positive number of tags to keep", code=USAGE
+            f"--keep: {value!r} is not a positive number of tags to keep", code=BAD_INPUT
         ) from None
 
 
@@ -161,7 +161,7 @@ def cleanup(
         problems.append(f"--keep: {keep} is not a positive number of tags to keep")
     if delete_interval < 0:
         problems.append("--delete-interval: must not be negative")
-    UserError.collect(problems, code=USAGE)
+    UserError.collect(problems, code=BAD_INPUT)
 
     token = source.get("DOCKERHUB_TOKEN", "")
     username = source.get("DOCKERHUB_USERNAME", "")

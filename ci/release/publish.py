@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
-from ci.errors import FAILURE, USAGE, UserError
+from ci.errors import BAD_INPUT, FAILURE, UserError
 from ci.redact import remember
 
 DOCKERHUB_REPO = "vllm/vllm-omni"
@@ -68,7 +68,7 @@ def parse_mode(mode: str) -> str:
         raise UserError(
             f"--mode: unknown mode {mode!r}: allowed values are release, nightly "
             "(usage: release.publish-images [--mode release|nightly])",
-            code=USAGE,
+            code=BAD_INPUT,
         )
     return value
 
@@ -87,7 +87,7 @@ def publication(mode: str, commit: str, version: str) -> Publication:
         and not _TAG_RE.fullmatch(f"v{version}")
     ):
         problems.append(f"release-version: {version!r} cannot be part of an image tag{TAG_CHARS}")
-    UserError.collect(problems, code=USAGE)
+    UserError.collect(problems, code=BAD_INPUT)
     if mode == "release":
         return Publication(mode, commit, ("latest", f"v{version}"))
     return Publication(mode, commit, ("nightly",), (f"nightly-{commit}",))
@@ -239,7 +239,7 @@ def publish(
     mode = parse_mode(mode)
     commit = commit or source.get("BUILDKITE_COMMIT", "")
     if not commit:
-        raise UserError("BUILDKITE_COMMIT is not set (or pass --commit)", code=USAGE)
+        raise UserError("BUILDKITE_COMMIT is not set (or pass --commit)", code=BAD_INPUT)
     facts: tuple[tuple[str, str], ...] = ()
     if mode == "release" and dry_run and not version:
         version = VERSION_PLACEHOLDER

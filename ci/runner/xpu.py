@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci import door
-from ci.errors import USAGE, Stop, UserError
+from ci.errors import BAD_INPUT, Stop, UserError
 from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
 
@@ -166,7 +166,7 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")
     commit = resolve_commit(
-        Path.cwd(), None, env, code=USAGE, message="BUILDKITE_COMMIT must be set"
+        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
     )
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     return XpuRunSpec(

@@ -10,11 +10,10 @@ __all__ = ["cov_split"]
 
 
 @task(
-    # No short flags: `-m` after the options must stay pytest's, as in the script.
-    auto_shortflags=False,
-    # model_id too: the script let a repeated --model-id win (last one), Invoke refuses a
-    # repeated plain flag ("No idea what 'b' is!").
-    iterable=["model_id", "offline", "online"],
+    # The script's grammar and messages: a value is the next word, whatever it is; a
+    # repeated --model-id wins (the last one); errors say `run_cov_split.sh: …`.
+    script="run_cov_split.sh",
+    iterable=["offline", "online"],
     help={
         "model_id": "--model-id ID: names the reports: coverage-<id>-{offline,online}-<step "
         "id>.xml.gz (required)",
@@ -25,7 +24,7 @@ __all__ = ["cov_split"]
 )
 def cov_split(
     c: Context,
-    model_id: list[str] | None = None,
+    model_id: str = "",
     offline: list[str] | None = None,
     online: list[str] | None = None,
     dry_run: bool = False,
@@ -47,12 +46,11 @@ def cov_split(
 
     covsplit.run(
         covsplit.Request(
-            model_id=(model_id or [""])[-1],
+            model_id=model_id,
             offline=tuple(offline or ()),
             online=tuple(online or ()),
             pytest_args=tuple(after_dashdash()),
         ),
         os.environ,
-        words=covsplit.task_words(),
         dry_run=dry_run,
     )

@@ -10,9 +10,6 @@ __all__ = ["build_image"]
 
 
 @task(
-    # Long options only: Invoke's automatic short flags ran out of letters and
-    # gave --docker-config the flag `--`, which swallowed a literal `--`.
-    auto_shortflags=False,
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel)",
         "repo": "target checkout (default: git top-level of the current directory)",

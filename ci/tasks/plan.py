@@ -11,7 +11,6 @@ __all__ = ["plan"]
 
 @task(
     iterable=["platform"],
-    auto_shortflags=False,
     help={
         "base": "base revision (default: merge-base with origin/main, else main, or with "
         "$BUILDKITE_PULL_REQUEST_BASE_BRANCH; with --branch main, the head's parent, as a "

@@ -12,7 +12,6 @@ __all__ = ["collection"]
 
 @task(
     name="publish-images",
-    auto_shortflags=False,
     help={
         "mode": "release (default: latest, v<version>) or nightly (nightly, nightly-<commit>)",
         "commit": "source commit of the ECR staging images (default: $BUILDKITE_COMMIT)",
@@ -41,7 +40,6 @@ def publish_images(
 
 @task(
     name="cleanup-nightly",
-    auto_shortflags=False,
     help={
         "hub_url": "Docker Hub API base URL (default: https://hub.docker.com)",
         "keep": "how many of the newest nightly- tags to keep (default: 14)",

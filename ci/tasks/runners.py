@@ -10,7 +10,6 @@ __all__ = ["run_tests", "step"]
 
 
 @task(
-    auto_shortflags=False,
     help={
         "platform": "rocm (amd), npu or xpu (intel) (required)",
         "dry_run": "print the rendered bash program and run nothing",
@@ -54,7 +53,6 @@ def run_tests(
 
 
 @task(
-    auto_shortflags=False,
     help={
         "timeout": "end the command after this long (e.g. 80m): TERM, then KILL; exit 124/137",
         "kill_after": "grace between TERM and KILL (default 2m)",

@@ -1,6 +1,6 @@
-"""`nox -s ready|merge|nightly|weekly -- [options]` and `vllm-omni-ci tier NAME -- [options]`.
+"""`vllm-omni-ci tier NAME [options]`, also behind `nox -s ready|merge|nightly|weekly -- [options]`.
 
-Argument parsing and the one entry point both share (CI pods have no nox).
+The one entry point both share (CI pods have no nox); the options are the `tier` task's.
 
 The session: parse the options; pick the platforms (given, or every platform
 whose tier source exists and whose CI image is present locally); read the
@@ -15,7 +15,7 @@ cannot be written is a warning: the steps' exit statuses decide.
 
 from __future__ import annotations
 
-import argparse
+import builtins
 import contextlib
 import dataclasses
 import os
@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ci.errors import FAILURE, USAGE, Stop, UserError
-from ci.platforms import ALLOWED, Platform, parse_platform
+from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
 from ci.tiers.model import (
     Tier,
@@ -66,94 +66,34 @@ class Args:
     labels: tuple[str, ...]
 
 
-class _TierOptionParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"{message} (see `{self.prog} --help`)")
-
-
-def parser(tier: Tier, prog: str = "") -> argparse.ArgumentParser:
-    """The tier options; `prog` names the entry point in `--help` (default: the nox session)."""
-    made = _TierOptionParser(
-        prog=prog or f"nox -s {tier} --",
-        description=f"Run the {tier} tier of a target repo here, as Buildkite would. {RULE} "
-        "The hardware is the step's agent_pool (rocm) or the preset the upload resolves "
-        "(cuda, npu). Group and step `if`s are evaluated as for a PR carrying the tier's "
-        "label, with build.env() reading this environment (e.g. WEEKLY=1); a false one "
-        "skips the step. A step whose depends_on names a step of the tier that did not "
-        "pass is not run.",
-        add_help=True,
-    )
-    made.add_argument(
-        "--platform",
-        help=f"one of {ALLOWED}; default: every platform whose "
-        "tier exists and whose CI image is present locally",
-    )
-    made.add_argument(
-        "--repo",
-        metavar="PATH",
-        help="the target checkout (default: the sample under nox, else the git checkout here)",
-    )
-    made.add_argument("--image", metavar="IMG", help="run every step in this image")
-    made.add_argument("--native", action="store_true", help="run here, not in containers")
-    made.add_argument(
-        "--force",
-        action="store_true",
-        help="also run steps that need hardware (with the no-GPU pre-flight when its "
-        "devices are absent); a false `if` still skips",
-    )
-    made.add_argument("--list", action="store_true", help="print the steps; run nothing")
-    made.add_argument(
-        "--step", default="", metavar="TEXT", help="only steps whose label contains TEXT"
-    )
-    made.add_argument("--keep-going", action="store_true", help="go on after a blocking failure")
-    made.add_argument(
-        "--results",
-        metavar="DIR",
-        help="write the logs and the JUnit into DIR itself (default: a folder of its own per "
-        f"run, {RESULTS}/<tier>-<platform>/<time>-<pid>/, and a `latest` link beside it)",
-    )
-    made.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra container label (repeatable)",
-    )
-    return made
-
-
-def parse_args(tier: Tier, argv: Sequence[str], prog: str = "") -> Args:
-    ns = parser(tier, prog).parse_args(list(argv))
-    problems: list[str] = []
-    for name in ("platform", "repo", "image", "results"):
-        value = getattr(ns, name)
-        if value is not None and not value.strip():  # an unset variable, not the default
-            problems.append(f"--{name}: an empty value; give one, or leave --{name} out")
-        setattr(ns, name, value if value and value.strip() else "")
-    platform = None
-    if ns.platform:
+def parse_args(
+    *,
+    platform: str = "",
+    repo: str = "",
+    image: str = "",
+    native: bool = False,
+    force: bool = False,
+    list: bool = False,
+    step: str = "",
+    keep_going: bool = False,
+    results: str = "",
+    label: Sequence[str] = (),
+) -> Args:
+    """The `tier` task's options, checked together: every problem is one `error:` line."""
+    problems: builtins.list[str] = []  # `list` is the --list option here
+    chosen = None
+    if platform:
         try:
-            platform = parse_platform(ns.platform)
+            chosen = parse_platform(platform)
         except UserError as exc:
             problems.extend(f"--platform: {p}" for p in exc.problems)
-    if ns.native and ns.image:
+    if native and image:
         problems.append("--image: applies to container mode; drop it or --native")
-    for label in ns.label:
-        if "=" not in label or not label.split("=", 1)[0]:
-            problems.append(f"--label: {label!r} is not KEY=VALUE")
+    for pair in label:
+        if "=" not in pair or not pair.split("=", 1)[0]:
+            problems.append(f"--label: {pair!r} is not KEY=VALUE")
     UserError.collect(problems)
-    return Args(
-        platform,
-        ns.repo,
-        ns.image,
-        ns.native,
-        ns.force,
-        ns.list,
-        ns.step,
-        ns.keep_going,
-        ns.results,
-        tuple(ns.label),
-    )
+    return Args(chosen, repo, image, native, force, list, step, keep_going, results, tuple(label))
 
 
 # --------------------------------------------------------------------------- host
@@ -361,15 +301,21 @@ def _annotate(markdown: str, style: str, tier: Tier) -> None:
         door.note(f"warning: buildkite-agent annotate failed (exit {result.code})")
 
 
-def run(tier_name: str, argv: Sequence[str], *, default_repo: str = "", prog: str = "") -> int:
-    """The whole session; returns the exit status (UserError / Stop propagate)."""
+def run(name: str, **given: Any) -> int:
+    """The whole session (`given`: the `tier` task's options); its exit status.
+
+    UserError and Stop propagate.
+    """
     from ci import door
     from ci.target import in_buildkite, resolve_commit, resolve_repo
     from ci.tiers import execute, report
 
-    tier = parse_tier(tier_name)
-    args = parse_args(tier, argv, prog)
-    repo = resolve_repo(args.repo or default_repo or None)
+    try:
+        tier = parse_tier(name)
+    except UserError as exc:
+        raise UserError(*(f"--name: {p}" for p in exc.problems)) from None
+    args = parse_args(**given)
+    repo = resolve_repo(args.repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
     if not (args.native or args.list):
         from ci.doctor import named_docker
@@ -516,7 +462,7 @@ def make_results(place: Place, platforms: Sequence[Platform]) -> list[str]:
             raise UserError(
                 f"cannot write the tier's results to {folder}: {exc.strerror or exc}; "
                 "give --results DIR on a writable disk",
-                code=USAGE,
+                code=BAD_INPUT,
             ) from None
     if place.latest is None:
         return []
@@ -570,19 +516,3 @@ def _run_live(
         return execute.run_jobs(
             jobs, docker=docker, stream=False, keep_going=keep_going, progress=progress
         )
-
-
-def nox_session(tier: str, posargs: Sequence[str], *, default_repo: str = "") -> None:
-    """What each nox tier session calls: errors become `error:` lines; exit with the status."""
-    import logging
-
-    from ci.taskkit import report
-
-    # nox logs at INFO on the root logger; plumbum would echo every argv there.
-    logging.getLogger("plumbum").setLevel(logging.WARNING)
-    try:
-        code = run(tier, posargs, default_repo=default_repo)
-    except (UserError, Stop) as exc:
-        code = report(exc)
-    if code:
-        raise SystemExit(code)
