@@ -82,10 +82,6 @@ def run(
     return result
 
 
-def run_plan(plan: door.Plan) -> int:
-    """`door.run_plan` (not a dry-run) under the build's deadline."""
-    for cmd in plan.commands:
-        result = run(cmd)
-        if not result.ok:
-            return result.code
-    return 0
+def step(cmd: door.Command, output: door.Output) -> door.Result:
+    """A plan's step under the build's deadline (`door.execute(plan, runner=step)`)."""
+    return run(cmd, output=output)

@@ -408,7 +408,7 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
         client = docker.from_env(timeout=10)
         client.ping()
     except Exception as exc:
-        door.run_plan(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
+        door.execute(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
         return
     tier, reason = predict_tier(build, client)
     from ci import doctor
@@ -417,7 +417,7 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
     chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
     if chosen:
         build = dataclasses.replace(build, docker=chosen)
-    door.run_plan(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
+    door.execute(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
 
 
 def build(options: BuildOptions) -> None:

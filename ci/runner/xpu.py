@@ -289,7 +289,7 @@ def run_tests(
         )
     spec = resolve(env, timeout=timeout, prune=prune)
     if dry_run:
-        door.run_plan(plan_run(spec), dry_run=True)
+        door.execute(plan_run(spec), dry_run=True)
         return
     code = execute(spec)
     if code:
