@@ -518,11 +518,11 @@ def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
     return thread
 
 
-Runner = Callable[[Command, Output], Result]  # `run` itself, or run under a deadline
+Runner = Callable[[Command, Output, bool], Result]  # `run`, or `run` under a deadline
 
 
-def _run(cmd: Command, output: Output) -> Result:
-    return run(cmd, output=output)
+def _run(cmd: Command, output: Output, check: bool) -> Result:
+    return run(cmd, output=output, check=check)
 
 
 def execute(
@@ -557,9 +557,11 @@ def execute(
         if cmd.stdin_from_previous:
             piped = previous.stdout if previous else ""
             cmd = dataclasses.replace(cmd, stdin=piped, stdin_secret=True)
-        nxt = plan.commands[i + 1] if i + 1 < len(plan.commands) else None
-        piping = cmd.secret_output or (nxt is not None and nxt.stdin_from_previous)
-        result = runner(cmd, "capture" if piping else cmd.output or output)
+        piping = cmd.secret_output or any(
+            c.stdin_from_previous for c in plan.commands[i + 1 : i + 2]
+        )
+        strict = check and cmd.tolerate is None and cmd.forgive_if is None
+        result = runner(cmd, "capture" if piping else cmd.output or output, strict)
         if cmd.secret_output and result.stdout.strip():
             # From here on the secret is masked in everything this process prints:
             # echoed lines, error lines, and what later commands write.
@@ -567,7 +569,7 @@ def execute(
         previous = result
         if result.ok:
             continue
-        forgiven = cmd.forgive_if is not None and runner(cmd.forgive_if, "null").ok
+        forgiven = cmd.forgive_if is not None and runner(cmd.forgive_if, "null", False).ok
         if forgiven and cmd.forgive_if is not None:
             note(cmd.forgive_if.description)  # says why the failure does not matter
             previous = Result(0, result.stdout)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import door
+from ci import door, door_docker
 from ci.errors import USAGE, Stop, UserError
 from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
@@ -194,25 +194,35 @@ class Engine:
         if self._client is None:
             import docker
 
-            self._client = docker.from_env(timeout=20)
+            self._client = door_docker.ask(
+                "connect to the engine", lambda: docker.from_env(timeout=20)
+            )
         return self._client
 
-    def kill(self, name: str) -> None:
-        self.client().containers.get(name).kill()
+    def kill(self, name: str, *, again: bool = False) -> None:
+        """`again`: a retry, already said once."""
+        containers = self.client().containers
+        door_docker.change(
+            f"kill container {name}", lambda: containers.get(name).kill(), quiet=again
+        )
 
     def remove_container(self, name: str) -> None:
         import docker
 
+        containers = self.client().containers
         try:
-            self.client().containers.get(name).remove(force=True)
+            door_docker.change(
+                f"remove container {name}", lambda: containers.get(name).remove(force=True)
+            )
         except docker.errors.NotFound:
             pass
 
     def remove_image(self, ref: str) -> None:
         import docker
 
+        images = self.client().images
         try:
-            self.client().images.remove(ref, force=True)
+            door_docker.change(f"remove image {ref}", lambda: images.remove(ref, force=True))
         except docker.errors.ImageNotFound:
             pass
 
@@ -226,7 +236,7 @@ def _kill_at_deadline(
     last: Exception | None = None
     while not finished.is_set():
         try:
-            engine.kill(spec.container)
+            engine.kill(spec.container, again=last is not None)
             return
         except Exception as exc:  # not created / not running yet; the client backstop remains
             last = exc
