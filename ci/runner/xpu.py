@@ -185,7 +185,12 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
 
 
 class Engine:
-    """The docker SDK client for kill and cleanup, connected on first use."""
+    """The docker SDK client for kill and cleanup, connected on first use.
+
+    Connecting and the cleanup's removes are quiet: the cleanup runs on every
+    ending, an error's included, whose line must stay the first on stderr; the
+    plan names the cleanup, and a remove that fails is a warning.
+    """
 
     def __init__(self) -> None:
         self._client: DockerClient | None = None
@@ -194,9 +199,8 @@ class Engine:
         if self._client is None:
             import docker
 
-            self._client = door_docker.ask(
-                "connect to the engine", lambda: docker.from_env(timeout=20)
-            )
+            connect = lambda: docker.from_env(timeout=20)  # noqa: E731
+            self._client = door_docker.ask("connect to the engine", connect, quiet=True)
         return self._client
 
     def kill(self, name: str, *, again: bool = False) -> None:
@@ -211,9 +215,8 @@ class Engine:
 
         containers = self.client().containers
         try:
-            door_docker.change(
-                f"remove container {name}", lambda: containers.get(name).remove(force=True)
-            )
+            remove = lambda: containers.get(name).remove(force=True)  # noqa: E731
+            door_docker.change(f"remove container {name}", remove, quiet=True)
         except docker.errors.NotFound:
             pass
 
@@ -222,7 +225,8 @@ class Engine:
 
         images = self.client().images
         try:
-            door_docker.change(f"remove image {ref}", lambda: images.remove(ref, force=True))
+            remove = lambda: images.remove(ref, force=True)  # noqa: E731
+            door_docker.change(f"remove image {ref}", remove, quiet=True)
         except docker.errors.ImageNotFound:
             pass
 
