@@ -193,7 +193,7 @@ def run(request: Request, env: Mapping[str, str], *, dry_run: bool = False) -> N
     validate(request.model_id, request.offline, request.online)
     plan = make_plan(request, env)
     if dry_run:
-        door.run_plan(plan.plan(), dry_run=True)
+        door.execute(plan.plan(), dry_run=True)
         return
     code = execute(plan)
     if code:

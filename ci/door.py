@@ -4,12 +4,15 @@ Why one module: echoing, secret redaction, timeouts that reach the whole
 process tree, signal forwarding and exit-code mapping are easy to get subtly
 wrong, so they are written and tested once. Tasks describe *what* to run as
 `Command` values grouped in a `Plan` (plain data, comparable in tests) and hand
-them to `run` / `run_plan`.
+them to `run`, or a whole plan to `execute`: the one path that runs a plan, so
+that what `--dry-run` prints is the very value that runs, its conditional
+steps included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -18,13 +21,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Final, Literal
 
 from ci.errors import Stop
-from ci.redact import MASK, Redactor, StreamRedactor
+from ci.redact import MASK, Redactor, StreamRedactor, remember
 
 if TYPE_CHECKING:
     from ci.proctree import Tree
@@ -50,6 +53,14 @@ class Command:
     secrets: tuple[str, ...] = ()
     timeout: float | None = None
     grace: float = DEFAULT_GRACE
+    # Its policy as a step of a plan, which `execute` applies and `Plan.render` shows.
+    # All off: it runs, and its failure ends the plan with its exit code.
+    tolerate: str | None = None  # a failure goes on, noted as this text ({code}: the exit; "": not)
+    only_after_failure: bool = False  # runs only when the step before it failed (`prev || cmd`)
+    forgive_if: Command | None = None  # a failure is forgiven when this check then succeeds
+    stdin_from_previous: bool = False  # stdin is the step before's stdout (`prev | cmd`)
+    secret_output: bool = False  # stdout is a secret: captured, masked from then on, never shown
+    output: Output | None = None  # where this step's output goes, when not where the plan's does
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -90,6 +101,21 @@ class Command:
         """Masks this command's secrets: marked, secret stdin, env's, os.environ's, remembered."""
         return Redactor.for_env(self.env, extra=self.all_secrets())
 
+    def policy(self, number: int) -> str:
+        """The step's policy in words (` [only if step 1 failed]`), "" for the plain one."""
+        words = []
+        if self.only_after_failure:
+            words.append(f"only if step {number - 1} failed")
+        if self.stdin_from_previous:
+            words.append(f"stdin: step {number - 1}'s output")
+        if self.secret_output:
+            words.append("its output is a secret, not shown")
+        if self.tolerate is not None:
+            words.append("a failure is tolerated")
+        if self.forgive_if is not None:
+            words.append(f"a failure is forgiven if `{self.forgive_if.line()}` then succeeds")
+        return f" [{'; '.join(words)}]" if words else ""
+
 
 def _quote(word: str) -> str:
     """`shlex.quote`, except that a word that is all mask reads as `[REDACTED]`, not quoted."""
@@ -110,9 +136,17 @@ class Plan:
         lines += [f"# {k}: {v}" for k, v in self.facts]
         for i, cmd in enumerate(self.commands, 1):
             head = f"{i}. {cmd.description}" if cmd.description else f"{i}."
-            lines.append(redact(head))
+            lines.append(redact(head + cmd.policy(i)))
             lines.append(redact("   " + cmd.line(redact)))
         return "\n".join(lines) + "\n"
+
+    def not_run(self) -> list[str]:
+        """The dry-run as log lines, for a task whose stdout carries another result."""
+        redact = self.redactor()
+        return [
+            redact(f"(dry-run) not run: {cmd.line(redact)}{cmd.policy(i)}")
+            for i, cmd in enumerate(self.commands, 1)
+        ]
 
     def redactor(self) -> Redactor:
         extra = [s for c in self.commands for s in c.all_secrets()]
@@ -232,8 +266,9 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
     return found, 0, ""
 
 
-def _stream(target: Output, stdin_given: bool) -> tuple[object, object, object]:
-    out: object
+def _stream(target: Output, stdin_given: bool) -> tuple[int, int | None, int | None]:
+    out: int | None
+    err: int | None
     if target == "capture":
         out, err = subprocess.PIPE, subprocess.PIPE
     elif target == "stdout":
@@ -360,8 +395,6 @@ def run(
     our stdout carries only the task's result; "stdout" lets the child write the
     result itself; "capture" collects both streams; "null" discards them.
     """
-    from plumbum import local
-
     from ci import proctree
 
     env = {**os.environ, **cmd.env}
@@ -385,13 +418,14 @@ def run(
     cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
     with _SignalWatch() as watch:
         try:
-            proc = local[exe][list(cmd.argv[1:])].popen(
+            proc = subprocess.Popen(
+                [exe, *cmd.argv[1:]],
                 cwd=cmd.cwd,
                 env=env,
                 stdin=stdin,
                 stdout=out,
                 stderr=err,
-                new_session=True,
+                start_new_session=True,
                 preexec_fn=proctree.preexec(cgroup),
             )
         except OSError as exc:
@@ -403,10 +437,9 @@ def run(
             return Result(126, "", message)
         for relay in relays:
             relay.start()
-        assert proc.pid is not None
         tree = proctree.Tree(proc.pid, cgroup)
         try:
-            code, captured, timed_out = _wait(proc, cmd, tree, watch, output)  # type: ignore[arg-type]
+            code, captured, timed_out = _wait(proc, cmd, tree, watch, output)
         finally:
             for relay in relays:
                 relay.finish()
@@ -418,11 +451,16 @@ def run(
     if timed_out and not quiet:
         note(f"timeout: {cmd.line(redact)} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
     if check and code != 0:
-        detail = f": {stderr_text.strip()}" if stderr_text.strip() else ""
-        raise CommandFailed(
-            code, redact(f"error: {cmd.line(redact)} failed with exit {code}{detail}")
-        )
+        raise failed(cmd, result, redact)
     return result
+
+
+def failed(cmd: Command, result: Result, redact: Redactor | None = None) -> CommandFailed:
+    """The error that ends a task on a failed command: its line, its exit, what it said."""
+    mask = redact or cmd.redactor()
+    detail = f": {result.stderr.strip()}" if result.stderr.strip() else ""
+    line = f"error: {cmd.line(mask)} failed with exit {result.code}{detail}"
+    return CommandFailed(result.code, mask(line))
 
 
 def _wait(
@@ -480,19 +518,67 @@ def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
     return thread
 
 
-def run_plan(plan: Plan, *, dry_run: bool = False, output: Output = "stderr") -> int:
-    """Run each command in order, stopping at the first failure (its code is kept).
+Runner = Callable[[Command, Output, bool], Result]  # `run`, or `run` under a deadline
 
-    In dry-run mode the plan is printed on stdout, as the task's result, and
-    nothing is started.
+
+def _run(cmd: Command, output: Output, check: bool) -> Result:
+    return run(cmd, output=output, check=check)
+
+
+def execute(
+    plan: Plan,
+    *,
+    dry_run: bool = False,
+    output: Output = "stderr",
+    check: bool = False,
+    log_dry_run: bool = False,
+    runner: Runner = _run,
+) -> int:
+    """Run the plan's steps in order, each under its policy (`Command.tolerate` and on).
+
+    The first failure that is neither tolerated nor forgiven ends the plan:
+    its exit code is returned, or raised as `CommandFailed` with `check`.
+    `dry_run` starts nothing and prints the plan instead: on stdout as the
+    task's result, or, with `log_dry_run` (a task whose stdout is another
+    result, a pipeline), as `(dry-run) not run: …` lines on stderr.
     """
     if dry_run:
-        sys.stdout.write(plan.render())
-        sys.stdout.flush()
+        if log_dry_run:
+            for line in plan.not_run():
+                note(line)
+        else:
+            sys.stdout.write(plan.render())
+            sys.stdout.flush()
         return 0
-    for cmd in plan.commands:
-        result = run(cmd, output=output)
-        if not result.ok:
+    previous: Result | None = None
+    for i, cmd in enumerate(plan.commands):
+        if cmd.only_after_failure and (previous is None or previous.ok):
+            continue  # what it stands in for did not fail: the plan goes on as it was
+        if cmd.stdin_from_previous:
+            piped = previous.stdout if previous else ""
+            cmd = dataclasses.replace(cmd, stdin=piped, stdin_secret=True)
+        piping = cmd.secret_output or any(
+            c.stdin_from_previous for c in plan.commands[i + 1 : i + 2]
+        )
+        strict = check and cmd.tolerate is None and cmd.forgive_if is None
+        result = runner(cmd, "capture" if piping else cmd.output or output, strict)
+        if cmd.secret_output and result.stdout.strip():
+            # From here on the secret is masked in everything this process prints:
+            # echoed lines, error lines, and what later commands write.
+            remember(result.stdout)
+        previous = result
+        if result.ok:
+            continue
+        forgiven = cmd.forgive_if is not None and runner(cmd.forgive_if, "null", False).ok
+        if forgiven and cmd.forgive_if is not None:
+            note(cmd.forgive_if.description)  # says why the failure does not matter
+            previous = Result(0, result.stdout)
+        elif cmd.tolerate is not None:
+            if cmd.tolerate:
+                note(cmd.tolerate.format(code=result.code))
+        elif check:
+            raise failed(cmd, result)
+        else:
             return result.code
     return 0
 

@@ -67,10 +67,6 @@ def exempt(pid: int) -> None:
     _exempt.add(pid)
 
 
-def is_exempt(pid: int) -> bool:
-    return pid in _exempt
-
-
 # --------------------------------------------------------------------------- cgroup v2
 
 

@@ -1,17 +1,23 @@
-"""HTTP requests we make with a credential: never followed across a redirect.
+"""HTTP requests through the door: echoed, masked, said-not-sent under a dry-run, no redirects.
 
-urllib's default redirect handler resends every header, `Authorization`
-included, to wherever a 3xx points, another host too. Every request that
-carries a token (GitHub's PR labels, Docker Hub) is made through `opener()`,
-which turns a redirect into the HTTPError of the 3xx itself, so the caller
-says what happened and the token goes nowhere else.
+Why beside the door: a request is an outside call like a command, so it gets
+the same treatment: one stderr line says what is asked (its secrets masked),
+and a request that would change something is, under `--dry-run`, said and
+not sent. Redirects are never followed: urllib's default handler resends
+every header, `Authorization` included, to wherever a 3xx points, another
+host too; here the 3xx reaches the caller as the HTTPError of the 3xx itself,
+so the caller says what happened and the token goes nowhere else.
 """
 
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Sequence
 from email.message import Message
-from typing import IO
+from typing import IO, Any
+
+from ci import door
+from ci.redact import Redactor
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -29,6 +35,34 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+class NotSent(Exception):
+    """A request that `--dry-run` said and did not send."""
+
+
 def opener() -> urllib.request.OpenerDirector:
     """A urllib opener that never follows a redirect."""
     return urllib.request.build_opener(NoRedirect())
+
+
+def send(
+    request: urllib.request.Request,
+    *,
+    timeout: float,
+    secrets: Sequence[str] = (),
+    quiet: bool = False,
+    dry_run: bool = False,
+) -> Any:
+    """Open `request` (a response to use as a context manager), after saying so on stderr.
+
+    `quiet` for the probes that poll (as `door.capture` is for commands);
+    `dry_run` for a request that changes something under `--dry-run`: it is
+    said and `NotSent` is raised. urllib's errors reach the caller as they are.
+    """
+    redact = Redactor.for_env(extra=[s for s in secrets if s])
+    what = f"{request.get_method()} {request.full_url}"
+    if dry_run:
+        door.note(f"(dry-run) not sent: {what}", redact=redact)
+        raise NotSent(what)
+    if not quiet:
+        door.note(f"http: {what}", redact=redact)
+    return opener().open(request, timeout=timeout)

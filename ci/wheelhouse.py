@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.door import Command, Plan, note, run, run_plan
+from ci.door import Command, Plan, execute, note, run
 from ci.errors import Stop, UserError
 
 # Debian bookworm's python3, the interpreter of every image built offline here.
@@ -170,7 +170,7 @@ def offline(download: Command) -> Command:
 def build(options: WheelhouseOptions, *, dry_run: bool = False) -> None:
     the_plan = plan(options)
     if dry_run:
-        run_plan(the_plan, dry_run=True)
+        execute(the_plan, dry_run=True)
         return
     for dest in options.dests:
         try:

@@ -172,7 +172,7 @@ def test_dashdash_arrives_as_one_argument_under_vllm_omni_ci() -> None:
 
 def test_importing_tasks_pulls_in_no_heavy_module() -> None:
     """Invoke itself imports yaml; beyond what `import invoke` loads, we add none of them."""
-    heavy = "('docker', 'rich', 'yaml', 'jsonschema', 'plumbum', 'psutil')"
+    heavy = "('docker', 'rich', 'yaml', 'jsonschema', 'psutil')"
     code = (
         "import sys, invoke, invoke.program; base = set(sys.modules);"
         "import tasks, ci.cli; ci.cli.program();"

@@ -211,14 +211,14 @@ def test_publication_tags() -> None:
 
 
 def test_steps_mark_only_manifest_rm_as_tolerated() -> None:
-    steps = publish.steps(publish.publication("nightly", "abc", ""))
-    tolerated = [s.command.argv for s in steps if s.tolerate_failure]
+    steps = publish.plan(publish.publication("nightly", "abc", "")).commands
+    tolerated = [s.argv for s in steps if s.tolerate is not None]
     assert tolerated == [
         ("docker", "manifest", "rm", "vllm/vllm-omni:nightly"),
         ("docker", "manifest", "rm", "vllm/vllm-omni:nightly-abc"),
     ]
     assert [s.secret_output for s in steps].count(True) == 1
-    assert steps[1].stdin_from_previous and steps[1].command.stdin_secret
+    assert steps[1].stdin_from_previous and steps[1].stdin_secret
 
 
 @pytest.mark.parametrize(

@@ -469,9 +469,11 @@ def upload_commands(directory: str) -> tuple[door.Command, ...]:
 
 
 def annotate_command() -> door.Command:
+    """Say on the build why CI was skipped; a failure is ignored, as in the script."""
     return door.Command(
         ("buildkite-agent", "annotate", SKIP_ANNOTATION, "--style", "info"),
         description="say why CI was skipped",
+        tolerate="",
     )
 
 
@@ -491,19 +493,14 @@ def run(
     outcome = plan_pipeline(repo, source, labels, offline=dry_run)
     if outcome.pipeline is None:
         if outcome.annotate:
-            cmd = annotate_command()
-            if dry_run:
-                log(f"(dry-run) not run: {cmd.line()}")
-            else:
-                door.run(cmd)  # errors ignored, as in the script
+            door.execute(door.Plan((annotate_command(),)), dry_run=dry_run, log_dry_run=True)
         log(NOTHING_LEFT)
         return
     text = yamlio.dumps(outcome.pipeline)
     if dry_run:
         sys.stdout.write(text)
         log(f"(dry-run) {PIPELINE_FILE} would be written to a new private temp directory")
-        for cmd in upload_commands(PRIVATE_DIR):
-            log(f"(dry-run) not run: {cmd.line()}")
+        door.execute(door.Plan(upload_commands(PRIVATE_DIR)), dry_run=True, log_dry_run=True)
         return
     upload(text)
 
@@ -525,5 +522,4 @@ def upload(text: str) -> None:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"cannot write {path}: {exc.strerror or exc}", code=FAILURE) from None
-        for cmd in upload_commands(directory):
-            door.run(cmd, check=True)
+        door.execute(door.Plan(upload_commands(directory)), check=True)

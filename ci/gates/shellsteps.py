@@ -318,7 +318,7 @@ def shellcheck_steps(
     scripts = [script_for(s) for s in steps]
     names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
     if dry_run:
-        door.run_plan(
+        door.execute(
             plan(
                 names,
                 severity=level,

@@ -11,9 +11,10 @@
   Trade-off: an inline cache is mode=min, only the final image's layers, so
   steps of stages that end up outside the target image are not cached.
 
-Planning is pure (`buildx_steps`, `engine_steps`); `execute` runs the steps
-through the door, including the one conditional the old scripts had: create
-the builder only when inspecting it fails.
+Planning is pure (`buildx_steps`, `engine_steps`): plain door commands whose
+policy says what the old scripts' conditionals did (create the builder only
+when inspecting it fails; an engine cache push that may fail), so `run_steps`
+is `door.execute` and the dry-run prints exactly what runs.
 """
 
 from __future__ import annotations
@@ -147,8 +148,11 @@ class KeyedBuild:
             **flags,
         )
 
-    def steps(self) -> Steps:
-        return steps_for(self.backend, self.spec(), self.buildx_builder, self.docker)
+    def steps(self) -> tuple[door.Command, ...]:
+        spec, docker = self.spec(), self.docker
+        if self.backend == BUILDX:
+            return buildx_steps(spec, self.buildx_builder, docker)
+        return engine_steps(spec, docker)
 
     def backend_facts(self) -> tuple[tuple[str, str], ...]:
         return (
@@ -170,7 +174,7 @@ class KeyedBuild:
     def execute(self) -> None:
         """Log the key's inputs and the backend, then run the steps (after any login)."""
         log_choice(self.key, self.backend, self.buildx_builder, self.docker)
-        execute(self.steps())
+        run_steps(self.steps())
 
 
 @dataclass(frozen=True)
@@ -217,35 +221,6 @@ class Builder:
     bootstrap: bool = False
 
 
-@dataclass(frozen=True)
-class BuildxSteps:
-    inspect: door.Command
-    create: door.Command
-    bootstrap: door.Command | None
-    build: door.Command
-
-    @property
-    def commands(self) -> tuple[door.Command, ...]:
-        optional = (self.bootstrap,) if self.bootstrap else ()
-        return (self.inspect, self.create, *optional, self.build)
-
-
-@dataclass(frozen=True)
-class EngineSteps:
-    build: door.Command
-    pushes: tuple[door.Command, ...]
-    cache_push: door.Command | None = None
-    cache_push_optional: bool = False  # the buildx plan's `ignore-error=true`
-
-    @property
-    def commands(self) -> tuple[door.Command, ...]:
-        optional = (self.cache_push,) if self.cache_push else ()
-        return (self.build, *self.pushes, *optional)
-
-
-Steps = BuildxSteps | EngineSteps
-
-
 def _common_flags(spec: BuildSpec) -> list[str]:
     flags = ["--progress=plain"]
     if spec.target:
@@ -255,29 +230,52 @@ def _common_flags(spec: BuildSpec) -> list[str]:
     return flags
 
 
-def buildx_steps(spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> BuildxSteps:
-    """inspect → create (only if inspect fails) → [bootstrap] → build, all with `--builder`."""
+def buildx_steps(
+    spec: BuildSpec, builder: Builder, docker: str = DOCKER
+) -> tuple[door.Command, ...]:
+    """inspect → create (only if inspect fails) → [bootstrap] → build, all with `--builder`.
+
+    A create that fails because another job created the same builder meanwhile
+    is not an error: inspecting again then succeeds.
+    """
     on = ("--builder", builder.name)
     cwd = spec.repo
-    inspect = door.Command(
-        (docker, "buildx", "inspect", *on),
-        description=f"inspect builder {builder.name} (create it if missing)",
-        cwd=cwd,
-    )
-    create = door.Command(
-        (docker, "buildx", "create", *on, "--name", builder.name, "--driver", "docker-container"),
-        description=f"create builder {builder.name} (only if inspect failed)",
-        cwd=cwd,
-    )
-    bootstrap = (
+    inspect = (docker, "buildx", "inspect", *on)
+    steps = [
         door.Command(
-            (docker, "buildx", "inspect", *on, "--bootstrap"),
-            description=f"bootstrap builder {builder.name}",
+            inspect,
+            description=f"inspect builder {builder.name} (create it if missing)",
             cwd=cwd,
+            tolerate="",
+            output="null",
+        ),
+        door.Command(
+            (
+                docker,
+                "buildx",
+                "create",
+                *on,
+                "--name",
+                builder.name,
+                "--driver",
+                "docker-container",
+            ),
+            description=f"create builder {builder.name}",
+            cwd=cwd,
+            only_after_failure=True,
+            forgive_if=door.Command(
+                inspect,
+                description="the builder was created concurrently by another job; using it",
+                cwd=cwd,
+            ),
+        ),
+    ]
+    if builder.bootstrap:
+        steps.append(
+            door.Command(
+                (*inspect, "--bootstrap"), description=f"bootstrap builder {builder.name}", cwd=cwd
+            )
         )
-        if builder.bootstrap
-        else None
-    )
     argv = [docker, "buildx", "build", *on, "--push" if spec.push else "--load"]
     if spec.pulls:
         argv.append("--pull")
@@ -289,11 +287,11 @@ def buildx_steps(spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> Bui
         argv += ["--cache-to", f"type=registry,ref={spec.cache_ref},{options}"]
     argv += ["--file", spec.dockerfile, spec.tag_flag, spec.image_ref, spec.context]
     what = "build and push" if spec.push else "build and load (no push)"
-    build = door.Command(tuple(argv), description=f"{what} {spec.image_ref}", cwd=cwd)
-    return BuildxSteps(inspect, create, bootstrap, build)
+    steps.append(door.Command(tuple(argv), description=f"{what} {spec.image_ref}", cwd=cwd))
+    return tuple(steps)
 
 
-def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> EngineSteps:
+def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> tuple[door.Command, ...]:
     """One BuildKit build with an inline cache, tagged as image and cache ref; push both."""
     argv = [docker, "build"]
     if spec.pulls:
@@ -314,22 +312,21 @@ def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> EngineSteps:
         cwd=spec.repo,
     )
     if not spec.push:
-        return EngineSteps(build, ())
-    optional = "ignore-error=true" in spec.cache_to_options
+        return (build,)
     image = door.Command(
         (docker, "push", spec.image_ref), description=f"push {spec.image_ref}", cwd=spec.repo
     )
+    # The buildx plan's `ignore-error=true` (ROCm): the cache push may fail, the image is out.
+    optional = "ignore-error=true" in spec.cache_to_options
     cache = door.Command(
         (docker, "push", spec.cache_ref),
-        description=f"push {spec.cache_ref}"
-        + (" (a failure is ignored, like ignore-error=true)" if optional else ""),
+        description=f"push {spec.cache_ref}",
         cwd=spec.repo,
+        tolerate="warning: cache export failed (exit {code}); the image is pushed"
+        if optional
+        else None,
     )
-    return EngineSteps(build, (image,), cache, optional)
-
-
-def steps_for(kind: str, spec: BuildSpec, builder: Builder, docker: str = DOCKER) -> Steps:
-    return buildx_steps(spec, builder, docker) if kind == BUILDX else engine_steps(spec, docker)
+    return build, image, cache
 
 
 def describe(kind: str, builder: Builder) -> str:
@@ -413,37 +410,8 @@ def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
     return client
 
 
-def execute(steps: Steps) -> None:
-    """Run the steps; the first failure ends the task with that command's exit code."""
+def run_steps(steps: tuple[door.Command, ...]) -> None:
+    """Run the steps under the build's deadline; a failure ends the task with its exit code."""
     from ci.images import deadline
 
-    if isinstance(steps, BuildxSteps):
-        _ensure_builder(steps)
-        if steps.bootstrap:
-            deadline.run(steps.bootstrap, check=True)
-        deadline.run(steps.build, check=True)
-        return
-    for cmd in (steps.build, *steps.pushes):
-        deadline.run(cmd, check=True)
-    if steps.cache_push is None:
-        return
-    pushed = deadline.run(steps.cache_push, check=not steps.cache_push_optional)
-    if not pushed.ok:
-        door.note(f"warning: cache export failed (exit {pushed.code}); the image is pushed")
-
-
-def _ensure_builder(steps: BuildxSteps) -> None:
-    """Create the builder if missing; a create lost to a concurrent job is not an error."""
-    from ci.images import deadline
-
-    if deadline.run(steps.inspect, output="null").ok:
-        return
-    created = deadline.run(steps.create)
-    if created.ok:
-        return
-    if deadline.run(steps.inspect, output="null").ok:
-        door.note("the builder was created concurrently by another job; using it")
-        return
-    raise door.CommandFailed(
-        created.code, f"error: {steps.create.line()} failed with exit {created.code}"
-    )
+    door.execute(door.Plan(steps), check=True, runner=deadline.step)

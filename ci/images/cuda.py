@@ -9,14 +9,13 @@ key is the script's recipe with the requirements glob in C byte order
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
-from ci.images import backends, cachekey, deadline
+from ci.images import backends, cachekey
 from ci.images.options import BuildOptions
 from ci.images.resolve import prepare_keyed
 
@@ -57,7 +56,8 @@ class CudaBuild(backends.KeyedBuild):
         """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.
 
         The password travels from the first command's captured stdout to the
-        second's stdin (marked secret); it is never in argv or in a log line.
+        second's stdin (the door's `secret_output` and `stdin_from_previous`):
+        it is never in argv, and masked in every line printed once it is known.
         """
         namespace = login_registry(self.registry)
         if namespace is None or not self.push:
@@ -66,12 +66,14 @@ class CudaBuild(backends.KeyedBuild):
             ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
             description="get the ECR Public login password",
             cwd=str(self.repo),
+            secret_output=True,
         )
         login = door.Command(
             (self.docker, "login", "--username", "AWS", "--password-stdin", namespace),
             description=f"log in to {namespace}",
             stdin="",
             stdin_secret=True,
+            stdin_from_previous=True,
             cwd=str(self.repo),
         )
         return password, login
@@ -86,7 +88,7 @@ class CudaBuild(backends.KeyedBuild):
             *self.backend_facts(),
             ("login", login[1].argv[-1] if login else "none"),
         )
-        return door.Plan((*(login or ()), *self.steps().commands), facts, title="CUDA CI image")
+        return door.Plan((*(login or ()), *self.steps()), facts, title="CUDA CI image")
 
 
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> CudaBuild:
@@ -107,20 +109,12 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Cuda
 def build(options: BuildOptions) -> None:
     job = prepare(options)
     if options.dry_run:
-        door.run_plan(job.plan(), dry_run=True)
+        door.execute(job.plan(), dry_run=True)
         return
     job.probe()  # before the login too: `docker login` to a silent registry hangs as well
     sys.stdout.write(f"BUILDKITE_COMMIT: {job.commit}\n")
     sys.stdout.flush()
-    login = job.login()
-    if login:
-        password = deadline.run(login[0], output="capture", check=True).stdout
-        deadline.run(
-            dataclasses.replace(
-                login[1], stdin=password, secrets=(password.strip(),) if password.strip() else ()
-            ),
-            check=True,
-        )
+    backends.run_steps(job.login() or ())
     sys.stdout.write(f"Cache key: {job.cache_tag}\nBuilding image tag: {job.image_ref}\n")
     sys.stdout.flush()
     job.execute()

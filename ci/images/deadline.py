@@ -1,6 +1,6 @@
 """`build-image --timeout`: one deadline for the whole build, every command under it.
 
-`start` sets it (no `--timeout`: no deadline, as before); `run` is `door.run`
+`start` sets it (no `--timeout`: no deadline, as before); `step` is `door.run`
 with the command's timeout cut to the time left, so the door ends the
 command's whole process tree at the deadline (TERM, then KILL after its
 grace) and the build stops with the door's 124 (or 137 when KILL was needed),
@@ -67,12 +67,10 @@ def _out_of_time(cmd: door.Command, code: int) -> Stop:
     )
 
 
-def run(
-    cmd: door.Command, *, output: door.Output = "stderr", check: bool = False, quiet: bool = False
-) -> door.Result:
-    """`door.run` under the build's deadline."""
+def step(cmd: door.Command, output: door.Output = "stderr", check: bool = False) -> door.Result:
+    """`door.run` under the build's deadline; also a plan's runner (`door.execute`)."""
     try:
-        result = door.run(bounded(cmd), output=output, check=check, quiet=quiet)
+        result = door.run(bounded(cmd), output=output, check=check)
     except door.CommandFailed as exc:
         if _expired():
             raise _out_of_time(cmd, exc.code) from None
@@ -80,12 +78,3 @@ def run(
     if result.timed_out and _expired():
         raise _out_of_time(cmd, result.code)
     return result
-
-
-def run_plan(plan: door.Plan) -> int:
-    """`door.run_plan` (not a dry-run) under the build's deadline."""
-    for cmd in plan.commands:
-        result = run(cmd)
-        if not result.ok:
-            return result.code
-    return 0

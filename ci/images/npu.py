@@ -271,9 +271,7 @@ def build(options: BuildOptions) -> None:
         facts = (("buildctl", "not on PATH: a real run stops (pass --install-buildctl)"),)
 
     if options.dry_run:
-        door.run_plan(
-            plan(job, install=install, buildctl=buildctl, extra_facts=facts), dry_run=True
-        )
+        door.execute(plan(job, install=install, buildctl=buildctl, extra_facts=facts), dry_run=True)
         return
 
     problems_found = missing_credentials(job.settings)
@@ -294,7 +292,7 @@ def build(options: BuildOptions) -> None:
             f"extracting it into {EXTRACT_TO}, copying {EXTRACT_TO}/bin/buildctl to {buildctl} "
             "(no checksum is verified, as before)"
         )
-    code = deadline.run_plan(plan(job, install=install, buildctl=buildctl))
+    code = door.execute(plan(job, install=install, buildctl=buildctl), runner=deadline.step)
     if code != 0:
         raise door.CommandFailed(code, f"error: NPU image build failed (exit {code})")
     door.note("--- Image pushed successfully")

@@ -104,15 +104,11 @@ class Answer:
 
 def ask(url: str, timeout: float = TIMEOUT) -> Answer:
     """One GET; never follows a redirect (a 3xx is an answer too)."""
+    from ci import webclient
 
-    class _Stay(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: object, **kwargs: object) -> None:
-            return None
-
-    opener = urllib.request.build_opener(_Stay())
     request = urllib.request.Request(url, headers={"User-Agent": "vllm-omni-ci registry probe"})
     try:
-        with opener.open(request, timeout=timeout) as response:
+        with webclient.send(request, timeout=timeout) as response:
             return Answer(True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
         return Answer(True, f"HTTP {exc.code}")

@@ -58,7 +58,7 @@ class RocmBuild(backends.KeyedBuild):
             ("image", self.image_ref),
             *self.backend_facts(),
         )
-        return door.Plan(self.steps().commands, facts, title="ROCm CI image")
+        return door.Plan(self.steps(), facts, title="ROCm CI image")
 
 
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> RocmBuild:
@@ -98,7 +98,7 @@ def arch_problem(arch: str, source: str) -> str | None:
 def build(options: BuildOptions) -> None:
     job = prepare(options)
     if options.dry_run:
-        door.run_plan(job.plan(), dry_run=True)
+        door.execute(job.plan(), dry_run=True)
         return
     job.probe()
     sys.stdout.write(f"ROCm dependency cache: {job.cache_ref}\nROCm CI image: {job.image_ref}\n")

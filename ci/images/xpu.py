@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ci import door
+from ci import door, door_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.images import deadline
 from ci.images.options import BuildOptions
@@ -286,7 +286,7 @@ def engine_client() -> DockerClient:
     import docker
 
     try:
-        return docker.from_env(timeout=30)
+        return door_docker.ask("connect to the engine", lambda: docker.from_env(timeout=30))
     except docker.errors.DockerException as exc:
         raise EngineError("connect", exc) from None
 
@@ -296,7 +296,7 @@ def image_exists(client: DockerClient, ref: str) -> bool:
     import docker
 
     try:
-        client.images.get(ref)
+        door_docker.ask(f"look up image {ref}", lambda: client.images.get(ref))
     except docker.errors.ImageNotFound:
         return False
     except Exception as exc:  # APIError, connection errors: the engine did not answer
@@ -307,7 +307,9 @@ def image_exists(client: DockerClient, ref: str) -> bool:
 def remote_exists(client: DockerClient, ref: str) -> tuple[bool, str]:
     """Read-only registry check (no pull) for the dry-run: (available, reason)."""
     try:
-        client.images.get_registry_data(ref)
+        door_docker.ask(
+            f"ask the registry for {ref} (no pull)", lambda: client.images.get_registry_data(ref)
+        )
     except Exception as exc:
         text = str(exc).strip().splitlines()
         return False, text[-1] if text else type(exc).__name__
@@ -331,7 +333,7 @@ def predict_tier(build: XpuBuild, client: DockerClient) -> tuple[BaseTier, str]:
 def engine_can_export(client: DockerClient) -> bool:
     """Read-only guess for the dry-run: only the containerd image store exports type=image."""
     try:
-        info = client.info()
+        info = door_docker.ask("engine info (its image store)", client.info)
     except Exception as exc:
         raise EngineError("info", exc) from None
     status = info.get("DriverStatus") or []
@@ -356,7 +358,7 @@ class Lookup:
 def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[BaseTier, str]:
     """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
     # Streamed, not captured: the upstream image is ~37 GB and the log should show progress.
-    pulled = deadline.run(pull_command(build))
+    pulled = deadline.step(pull_command(build))
     if pulled.ok:
         return BaseTier.PULLED, f"docker pull {build.upstream} succeeded"
     reason = f"docker pull exit {pulled.code}, its error is in the log above"
@@ -375,8 +377,8 @@ def build_from_source(build: XpuBuild, export: bool) -> None:
     """Clone vLLM at the tag into a temp dir (always removed) and build its vllm-openai target."""
     tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
     try:
-        deadline.run(clone_command(build, tmp), check=True)
-        deadline.run(source_build_command(build, tmp, export), check=True)
+        deadline.step(clone_command(build, tmp), check=True)
+        deadline.step(source_build_command(build, tmp, export), check=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -408,10 +410,10 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
     import docker
 
     try:
-        client = docker.from_env(timeout=10)
-        client.ping()
+        client = door_docker.ask("connect to the engine", lambda: docker.from_env(timeout=10))
+        door_docker.ask("ping the engine", client.ping, quiet=True)
     except Exception as exc:
-        door.run_plan(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
+        door.execute(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
         return
     tier, reason = predict_tier(build, client)
     from ci import doctor
@@ -420,7 +422,7 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
     chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
     if chosen:
         build = dataclasses.replace(build, docker=chosen)
-    door.run_plan(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
+    door.execute(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
 
 
 def build(options: BuildOptions) -> None:
@@ -442,6 +444,6 @@ def build(options: BuildOptions) -> None:
             f"building with a plain `docker build -t {job.image}` instead"
         )
     with door.buildkite_group(f"XPU CI image {job.image}"):
-        deadline.run(image_build_command(job, job.base_for(tier), export), check=True)
+        deadline.step(image_build_command(job, job.base_for(tier), export), check=True)
     sys.stdout.write(job.image + "\n")
     sys.stdout.flush()

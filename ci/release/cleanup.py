@@ -167,7 +167,7 @@ def cleanup(
     username = source.get("DOCKERHUB_USERNAME", "")
     log = Logger(token)
     log(f"Cleaning up tags with prefix: {TAG_PREFIX} in repository: {REPO}")
-    hub = HubClient(hub_url)
+    hub = HubClient(hub_url, dry_run=dry_run)
     if dry_run and not (token and username):
         # Listing a public repository's tags needs no login; only deleting does.
         log("(dry-run) DOCKERHUB_USERNAME/DOCKERHUB_TOKEN not both set: listing tags anonymously")

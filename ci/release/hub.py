@@ -65,6 +65,7 @@ class HubClient:
     timeout: float = TIMEOUT
     attempts: int = ATTEMPTS
     backoff: float = BACKOFF
+    dry_run: bool = False  # a DELETE is said, not sent (`webclient.NotSent`)
     _bearer: str = field(default="", repr=False)
 
     @property
@@ -104,9 +105,11 @@ class HubClient:
         if self._bearer:
             headers["Authorization"] = f"Bearer {self._bearer}"
         req = urllib.request.Request(url, data=data, headers=headers, method=method)
-        opener = webclient.opener()
+        dry = self.dry_run and method == "DELETE"
         try:
-            with opener.open(req, timeout=self.timeout) as resp:
+            with webclient.send(
+                req, timeout=self.timeout, secrets=self.secrets, dry_run=dry
+            ) as resp:
                 return Response(resp.status, resp.read())
         except urllib.error.HTTPError as exc:
             with exc:

@@ -3,12 +3,12 @@
 Replaces `.buildkite/release/scripts/publish-release-images.sh`: the same
 tags, the same docker commands in the same order, the same manifest
 sequence (`rm`, failure tolerated; `create`; `push`). The ECR password goes
-from `aws` to `docker login` on stdin and is never printed.
+from `aws` to `docker login` on stdin and is never printed: all of it is the
+door's step policy, so the dry-run prints the plan that runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import sys
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from ci import door
 from ci.errors import BAD_INPUT, FAILURE, UserError
-from ci.redact import remember
 
 DOCKERHUB_REPO = "vllm/vllm-omni"
 ECR_REGISTRY = "public.ecr.aws/q9t5s3a7"
@@ -50,16 +49,6 @@ class Publication:
             refs.append(f"{DOCKERHUB_REPO}:{tag}")
         refs += [f"{DOCKERHUB_REPO}:{tag}" for tag in self.extra_tags]
         return tuple(refs)
-
-
-@dataclass(frozen=True)
-class Step:
-    """One command of the sequence, with the two special cases the script has."""
-
-    command: door.Command
-    tolerate_failure: bool = False  # `docker manifest rm … || true`
-    secret_output: bool = False  # aws prints the ECR password: capture it, never show it
-    stdin_from_previous: bool = False  # docker login reads that password on stdin
 
 
 def parse_mode(mode: str) -> str:
@@ -97,67 +86,44 @@ def _docker(*args: str, description: str = "") -> door.Command:
     return door.Command(("docker", *args), description=description)
 
 
-def _manifest(tag: str, arch_base: str) -> tuple[Step, ...]:
+def _manifest(tag: str, arch_base: str) -> tuple[door.Command, ...]:
     ref = f"{DOCKERHUB_REPO}:{tag}"
     parts = [f"{DOCKERHUB_REPO}:{arch_base}-{arch}" for arch in ARCHES]
     return (
-        Step(
-            _docker(
-                "manifest",
-                "rm",
-                ref,
-                description=f"drop the local manifest list {ref} (failure tolerated)",
-            ),
-            tolerate_failure=True,
+        door.Command(
+            ("docker", "manifest", "rm", ref),
+            description=f"drop the local manifest list {ref}",
+            tolerate="(ignored: exit {code})",  # `docker manifest rm … || true`
         ),
-        Step(_docker("manifest", "create", ref, *parts, description=f"create manifest {ref}")),
-        Step(_docker("manifest", "push", ref, description=f"push manifest {ref}")),
+        _docker("manifest", "create", ref, *parts, description=f"create manifest {ref}"),
+        _docker("manifest", "push", ref, description=f"push manifest {ref}"),
     )
 
 
-def steps(pub: Publication) -> tuple[Step, ...]:
+def steps(pub: Publication) -> tuple[door.Command, ...]:
     """The script's command sequence, in order."""
-    out: list[Step] = [
-        Step(
-            door.Command(
-                ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
-                description="get the ECR login password (kept secret)",
-            ),
+    out = [
+        door.Command(
+            ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
+            description="get the ECR login password",
             secret_output=True,
         ),
-        Step(
-            door.Command(
-                ("docker", "login", "--username", "AWS", "--password-stdin", ECR_REGISTRY),
-                description="log in to ECR (password from the previous step on stdin)",
-                stdin="",
-                stdin_secret=True,
-            ),
+        door.Command(
+            ("docker", "login", "--username", "AWS", "--password-stdin", ECR_REGISTRY),
+            description="log in to ECR",
+            stdin="",
+            stdin_secret=True,
             stdin_from_previous=True,
         ),
     ]
-    out += [Step(_docker("pull", pub.source(arch), description=f"pull {arch}")) for arch in ARCHES]
+    out += [_docker("pull", pub.source(arch), description=f"pull {arch}") for arch in ARCHES]
     for tag in pub.primary_tags:
+        refs = [(arch, f"{DOCKERHUB_REPO}:{tag}-{arch}") for arch in ARCHES]
         out += [
-            Step(
-                _docker(
-                    "tag",
-                    pub.source(arch),
-                    f"{DOCKERHUB_REPO}:{tag}-{arch}",
-                    description=f"tag {arch} as {DOCKERHUB_REPO}:{tag}-{arch}",
-                )
-            )
-            for arch in ARCHES
+            _docker("tag", pub.source(arch), ref, description=f"tag {arch} as {ref}")
+            for arch, ref in refs
         ]
-        out += [
-            Step(
-                _docker(
-                    "push",
-                    f"{DOCKERHUB_REPO}:{tag}-{arch}",
-                    description=f"push {DOCKERHUB_REPO}:{tag}-{arch}",
-                )
-            )
-            for arch in ARCHES
-        ]
+        out += [_docker("push", ref, description=f"push {ref}") for _, ref in refs]
         out += _manifest(tag, tag)
     for tag in pub.extra_tags:
         out += _manifest(tag, pub.primary_tags[0])
@@ -166,7 +132,7 @@ def steps(pub: Publication) -> tuple[Step, ...]:
 
 def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
     return door.Plan(
-        commands=tuple(s.command for s in steps(pub)),
+        commands=steps(pub),
         facts=(
             ("mode", pub.mode),
             ("commit", pub.commit),
@@ -176,37 +142,6 @@ def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan
         ),
         title=f"publish {pub.mode} images to {DOCKERHUB_REPO}",
     )
-
-
-def execute(sequence: tuple[Step, ...]) -> None:
-    """Run the steps in order; the first untolerated failure ends the task with its code."""
-    password = ""
-    for step in sequence:
-        cmd = step.command
-        if step.stdin_from_previous:
-            cmd = dataclasses.replace(cmd, stdin=password, stdin_secret=True)
-        if step.secret_output:
-            result = door.run(cmd, output="capture")
-            password = result.stdout
-            # From here on the password is masked in everything this process prints:
-            # echoed lines, error lines, and what docker writes (a failed push, say).
-            remember(password)
-            if not result.ok:
-                redact = cmd.redactor()
-                detail = redact(result.stderr.strip())
-                raise door.CommandFailed(
-                    result.code,
-                    redact(f"error: {cmd.line(redact)} failed with exit {result.code}")
-                    + (f": {detail}" if detail else ""),
-                )
-            continue
-        result = door.run(cmd)
-        if not result.ok and step.tolerate_failure:
-            door.note(f"(ignored: exit {result.code})")
-        elif not result.ok:
-            raise door.CommandFailed(
-                result.code, f"error: {cmd.line()} failed with exit {result.code}"
-            )
 
 
 def release_version(given: str) -> str:
@@ -247,8 +182,9 @@ def publish(
     elif mode == "release":
         version = release_version(version)
     pub = publication(mode, commit, version)
+    the_plan = plan(pub, facts)
     if dry_run:
-        door.run_plan(plan(pub, facts), dry_run=True)
+        door.execute(the_plan, dry_run=True)
         return
     bar = "=" * 40
     door.note(bar)
@@ -258,7 +194,7 @@ def publish(
     if pub.extra_tags:
         door.note(f"  Extra manifests: {' '.join(pub.extra_tags)}")
     door.note(bar)
-    execute(steps(pub))
+    door.execute(the_plan, check=True)
     door.note("")
     door.note(f"Successfully published {pub.mode} images")
     sys.stdout.write("".join(ref + "\n" for ref in pub.published()))

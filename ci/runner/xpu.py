@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import door
+from ci import door, door_docker
 from ci.errors import BAD_INPUT, Stop, UserError
 from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
@@ -185,7 +185,12 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
 
 
 class Engine:
-    """The docker SDK client for kill and cleanup, connected on first use."""
+    """The docker SDK client for kill and cleanup, connected on first use.
+
+    Connecting and the cleanup's removes are quiet: the cleanup runs on every
+    ending, an error's included, whose line must stay the first on stderr; the
+    plan names the cleanup, and a remove that fails is a warning.
+    """
 
     def __init__(self) -> None:
         self._client: DockerClient | None = None
@@ -194,25 +199,34 @@ class Engine:
         if self._client is None:
             import docker
 
-            self._client = docker.from_env(timeout=20)
+            connect = lambda: docker.from_env(timeout=20)  # noqa: E731
+            self._client = door_docker.ask("connect to the engine", connect, quiet=True)
         return self._client
 
-    def kill(self, name: str) -> None:
-        self.client().containers.get(name).kill()
+    def kill(self, name: str, *, again: bool = False) -> None:
+        """`again`: a retry, already said once."""
+        containers = self.client().containers
+        door_docker.change(
+            f"kill container {name}", lambda: containers.get(name).kill(), quiet=again
+        )
 
     def remove_container(self, name: str) -> None:
         import docker
 
+        containers = self.client().containers
         try:
-            self.client().containers.get(name).remove(force=True)
+            remove = lambda: containers.get(name).remove(force=True)  # noqa: E731
+            door_docker.change(f"remove container {name}", remove, quiet=True)
         except docker.errors.NotFound:
             pass
 
     def remove_image(self, ref: str) -> None:
         import docker
 
+        images = self.client().images
         try:
-            self.client().images.remove(ref, force=True)
+            remove = lambda: images.remove(ref, force=True)  # noqa: E731
+            door_docker.change(f"remove image {ref}", remove, quiet=True)
         except docker.errors.ImageNotFound:
             pass
 
@@ -226,7 +240,7 @@ def _kill_at_deadline(
     last: Exception | None = None
     while not finished.is_set():
         try:
-            engine.kill(spec.container)
+            engine.kill(spec.container, again=last is not None)
             return
         except Exception as exc:  # not created / not running yet; the client backstop remains
             last = exc
@@ -289,7 +303,7 @@ def run_tests(
         )
     spec = resolve(env, timeout=timeout, prune=prune)
     if dry_run:
-        door.run_plan(plan_run(spec), dry_run=True)
+        door.execute(plan_run(spec), dry_run=True)
         return
     code = execute(spec)
     if code:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
+from ci import webclient
 from ci.sandbox.layout import BASE_IMAGE_REPO, BASE_IMAGE_TAG, REGISTRY
 
 MANIFEST_TYPES = ", ".join(
@@ -24,8 +25,10 @@ MANIFEST_TYPES = ", ".join(
 
 
 def registry_answers(registry: str = REGISTRY, timeout: float = 2.0) -> bool:
+    """Quiet: `sandbox up` polls it while the registry starts."""
+    request = urllib.request.Request(f"http://{registry}/v2/")
     try:
-        with urllib.request.urlopen(f"http://{registry}/v2/", timeout=timeout) as resp:
+        with webclient.send(request, timeout=timeout, quiet=True) as resp:
             return int(resp.status) in (200, 401)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -39,7 +42,7 @@ def manifest_digest(repository: str, tag: str) -> str | None:
         headers={"Accept": MANIFEST_TYPES},
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        with webclient.send(request, timeout=10, quiet=True) as resp:
             return str(resp.headers["Docker-Content-Digest"]) if resp.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
         return None

@@ -1,0 +1,36 @@
+"""Docker SDK calls through the door: each says on stderr what it asks the engine, masked.
+
+Why: the XPU image build and runner ask the engine through the docker SDK
+(image lookups, kill, remove) rather than the CLI, and those calls would
+otherwise happen unseen, outside the door's echo, redaction and dry-run. A
+call that changes something is, under `--dry-run`, said and not made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from ci import door
+
+T = TypeVar("T")
+
+
+def ask(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
+    """A read-only call, `fn()`, after one stderr line `docker sdk: <what>` (none if `quiet`)."""
+    if not quiet:
+        door.note(f"docker sdk: {what}")
+    return fn()
+
+
+def change(
+    what: str, fn: Callable[[], object], *, quiet: bool = False, dry_run: bool = False
+) -> None:
+    """A call that changes the engine's state: said, then made; under `dry_run` only said.
+
+    `quiet` for a retry of a call already said.
+    """
+    if dry_run:
+        door.note(f"(dry-run) not asked: docker sdk: {what}")
+        return
+    ask(what, fn, quiet=quiet)
