@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ci import door
+from ci import door, topology
 from ci.errors import FAILURE, UserError
 from ci.pipeline import bootstrap_mode, files, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
@@ -44,7 +44,7 @@ BOOTSTRAP_FILES: Final[Mapping[str, str]] = {
     "cuda": ".buildkite/cuda/bootstrap-upload-steps.yml",
     "npu": ".buildkite/npu/bootstrap-upload-steps.yml",
 }
-INTEL_PIPELINE: Final = ".buildkite/intel/pipeline-intel.yml"
+INTEL_PIPELINE: Final = topology.TABLE[-1].file  # the XPU row
 INTEL_SCRIPT: Final = "run-xpu-test.sh"
 XPU_COMMAND: Final = f"{CLI} build-image --platform xpu && {CLI} run-tests --platform xpu"
 CUDA_IMAGE_COMMAND: Final = f"{CLI} build-image --platform cuda"

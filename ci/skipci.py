@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+from ci import topology
 from ci.diff import Diff, _Worktree, resolve_diff
 from ci.diff import clear_cache as clear_diffs
 from ci.errors import Stop, UserError
@@ -34,26 +35,14 @@ from ci.target import git, resolve_repo
 from ci.testpaths import is_test_py
 
 # The platforms in the one order every message and the matrix use.
-PLATFORMS: Final = ("cuda", "amd", "intel", "npu")
+PLATFORMS: Final = tuple(topology.SKIP_CI_NAMES.values())
 LEVELS: Final = ("l2", "l3")
 LOG_PREFIX: Final = "[skip-ci]: "
 
-L2_YAML_FILES: Final[Mapping[str, str]] = {
-    ".buildkite/cuda/test-ready.yml": "cuda",
-    ".buildkite/npu/test-npu-ready.yml": "npu",
-    ".buildkite/amd/test-amd-ready.yml": "amd",
-    ".buildkite/intel/pipeline-intel.yml": "intel",
-}
-L3_YAML_FILES: Final[Mapping[str, str]] = {
-    ".buildkite/cuda/test-merge.yml": "cuda",
-    ".buildkite/amd/test-amd-merge.yml": "amd",
-}
-L45_YAML_FILES: Final[Mapping[str, str]] = {
-    ".buildkite/cuda/test-nightly.yml": "cuda",
-    ".buildkite/cuda/test-weekly.yml": "cuda",
-    ".buildkite/amd/test-amd-nightly.yml": "amd",
-    ".buildkite/npu/test-npu-nightly.yml": "npu",
-}
+# Test YAML -> platform, per level: a change to one gates that platform's level.
+L2_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l2")
+L3_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l3")
+L45_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l45")
 
 MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
 MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
@@ -87,13 +76,7 @@ def spec_platform(value: str | Platform) -> str:
     (exit 2): the original counted it as "skipped", which turned a typo
     into a silently skipped CI.
     """
-    names = {
-        Platform.ROCM: "amd",
-        Platform.CUDA: "cuda",
-        Platform.NPU: "npu",
-        Platform.XPU: "intel",
-    }
-    return names[parse_platform(value)]
+    return topology.SKIP_CI_NAMES[parse_platform(value)]
 
 
 # --------------------------------------------------------------------------- buckets

@@ -21,6 +21,7 @@ import yaml
 from ci import skipci
 from ci.errors import UserError
 from ci.pipeline import bootstrap_mode, ifexpr
+from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import render_bootstrap
 from ci.schema import pipeline_errors
 from tests.conftest import ROOT, SHARED, need_shared, run_cli
@@ -288,7 +289,7 @@ def test_platform_by_path_component_or_explicit() -> None:
     ],
 )
 def test_auto_scope_table(path: str, branch: str, env: dict[str, str], scope: str) -> None:
-    assert bootstrap_mode.auto_scope(path, branch, env) == scope
+    assert scopes.auto_scope(path, branch, env) == scope
 
 
 # --------------------------------------------------------------------------- CLI

@@ -26,6 +26,7 @@ import yaml
 from ci import skipci
 from ci.images import variants
 from ci.pipeline import bootstrap_mode, ifexpr, model
+from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.schema import pipeline_errors
 from tests.conftest import ROOT, SAMPLE, StandIns, need_shared, run_cli
@@ -134,7 +135,7 @@ def outcome(
         key = str(step.get("key", ""))
         if key in bootstrap_mode.UPLOAD_KEYS and runs(step, ctx):
             tier = key.removeprefix("upload-").removesuffix("-pipeline")
-            uploads[tier] = bootstrap_mode.auto_scope(uploaded_path(step), branch, env)
+            uploads[tier] = scopes.auto_scope(uploaded_path(step), branch, env)
     return image_runs.pop(), uploads
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
+from ci import topology
 from ci.errors import UserError
+from ci.platforms import Platform
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,16 @@ class Suite:
         return f"{self.group}:{self.file}"
 
 
-SUITES: tuple[Suite, ...] = (
-    Suite("ready", "READY_TESTS", "test-amd-ready.yml", "ready", "l2"),
-    Suite("merge", "MERGE_TESTS", "test-amd-merge.yml", "merge-test", "l3"),
-    Suite("nightly", "NIGHTLY_TESTS", "test-amd-nightly.yml", "nightly-test", None),
+# The ROCm rows of the platform-by-tier table, in tier order (ready, merge, nightly).
+SUITES: tuple[Suite, ...] = tuple(
+    Suite(
+        row.tier.value,
+        f"{row.tier.value.upper()}_TESTS",
+        PurePosixPath(row.file).name,
+        row.label,
+        None if row.level == "l45" else row.level,
+    )
+    for row in topology.rows(Platform.ROCM)
 )
 BY_NAME = {s.name: s for s in SUITES}
 BY_GROUP = {s.group: s for s in SUITES}

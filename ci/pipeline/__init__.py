@@ -30,6 +30,5 @@ Public API (pure functions unless noted; import the submodule you need):
   `realpath`: reading and walking a checkout without hangs or tracebacks
   (YAML itself: `ci.yamlio`, which bounds aliases and refuses duplicate keys).
 * `ci.pipeline.bootstrap_mode` — bootstrap-upload-steps.yml: `gates(decision,
-  platform)` (the original's `if` strings as ifexpr trees), `render_bootstrap`,
-  `AUTO_RULES`/`auto_scope` (what `--scope auto` picks per test file).
+  platform)` (the original's `if` strings as ifexpr trees), `render_bootstrap`.
 """

@@ -8,12 +8,9 @@ The CUDA and NPU bootstrap files list an image build and one upload step per
 tier. Which of them may run depends on the skip-ci decision (docs-only builds
 run only scheduled jobs; a CI-YAML-only change runs the levels it touched) and
 on Buildkite's own knowledge at upload time (branch, PR labels, schedule env).
-This module turns the decision into the spec's exact `if` strings, built from
-`ci.pipeline.ifexpr` nodes (never string pasting), and injects them by step key.
-
-It also holds `auto_scope`: the choice the upload steps' inline shell made
-(`EXTRA="--all"` on a scheduled nightly, ...), as one table per test file
-so the emitted steps can say `--scope auto`.
+This module turns the decision into the original's exact `if` strings, built
+from `ci.pipeline.ifexpr` nodes (never string pasting), and injects them by
+step key (the keys are the `upload_key` column of `ci.topology`).
 
 No I/O here: reading the file, asking skip-ci and emitting the result are the
 task layer's (`ci.pipeline.upload.upload_bootstrap_file`).
@@ -23,16 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from ci import topology
 from ci.errors import BAD_INPUT, FAILURE, UserError
 from ci.pipeline import ifexpr, model
 from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
 from ci.platforms import Platform, platform_option
 
 if TYPE_CHECKING:
-    from ci.pipeline.render import Scope
     from ci.skipci import Decision
 
 BootstrapPlatform = Literal["cuda", "npu"]
@@ -42,11 +39,8 @@ MAIN: Final = "main"
 IMAGE_KEYS: Final = frozenset(
     {"image-build", "image-build-a2", "image-build-a3", "image-build-a5", "image-build-310p"}
 )
-READY_KEY: Final = "upload-ready-pipeline"
-MERGE_KEY: Final = "upload-merge-pipeline"
-NIGHTLY_KEY: Final = "upload-nightly-pipeline"
-WEEKLY_KEY: Final = "upload-weekly-pipeline"
-UPLOAD_KEYS: Final = (READY_KEY, MERGE_KEY, NIGHTLY_KEY, WEEKLY_KEY)
+UPLOAD_KEYS: Final = topology.upload_keys()
+READY_KEY, MERGE_KEY, NIGHTLY_KEY, WEEKLY_KEY = UPLOAD_KEYS
 
 
 # --------------------------------------------------------------------------- expressions
@@ -243,37 +237,3 @@ def render_bootstrap(
 
     out.tree = tree.with_steps(model.prune(tree.steps or (), gate, on_empty=empty))
     return out
-
-
-# --------------------------------------------------------------------------- --scope auto
-
-
-@dataclass(frozen=True)
-class AutoRule:
-    """On `main` with one of `env` set to "1", upload `scope`; otherwise the diff."""
-
-    scope: Scope
-    env: tuple[str, ...]
-
-
-# On main: CUDA ready/merge take the e2e scope under WEEKLY=1, CUDA nightly and
-# NPU nightly everything under NIGHTLY=1, CUDA weekly everything under WEEKLY or
-# NON_CRITICAL. Files not listed are always diff-aware
-# (NPU ready, every other file): the inline shell passed no flag for them.
-AUTO_RULES: Final[Mapping[str, AutoRule]] = {
-    ".buildkite/cuda/test-ready.yml": AutoRule("e2e", ("WEEKLY",)),
-    ".buildkite/cuda/test-merge.yml": AutoRule("e2e", ("WEEKLY",)),
-    ".buildkite/cuda/test-nightly.yml": AutoRule("all", ("NIGHTLY",)),
-    ".buildkite/cuda/test-weekly.yml": AutoRule("all", ("WEEKLY", "NON_CRITICAL")),
-    ".buildkite/npu/test-npu-nightly.yml": AutoRule("all", ("NIGHTLY",)),
-}
-
-
-def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
-    """The scope `--scope auto` picks for one test file on this build."""
-    rule = AUTO_RULES.get(PurePosixPath(pipeline_path).as_posix())
-    if rule is None or branch != MAIN:
-        return "diff"
-    if any(env.get(name, "") == "1" for name in rule.env):
-        return rule.scope
-    return "diff"

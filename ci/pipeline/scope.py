@@ -2,16 +2,17 @@
 
 `--all` and `--e2e` are aliases of `--scope all` / `--scope e2e` (the original
 uploader's flags). `auto` lets the task make the choice the bootstrap YAMLs'
-inline shell makes today (`EXTRA="--all"` on a scheduled nightly, ...); its
-rules live with the bootstrap mode (`ci.pipeline.bootstrap_mode.AUTO_RULES`).
+inline shell made (`EXTRA="--all"` on a scheduled nightly, ...); each test
+file's rule is the `auto` column of the platform-by-tier table (`ci.topology`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
+from ci import topology
 from ci.errors import BAD_INPUT, UserError
-from ci.pipeline import bootstrap_mode
 from ci.pipeline.render import Scope
 
 CHOICES = ("diff", "all", "e2e", "auto")
@@ -34,9 +35,12 @@ def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope
     """The scope this file gets: `all`/`e2e` on `main` under its schedule env, else `diff`.
 
     Inputs: the repo-relative pipeline path, the build branch, and the env
-    (NIGHTLY, WEEKLY, NON_CRITICAL); the rules are `bootstrap_mode.AUTO_RULES`.
+    (NIGHTLY, WEEKLY, NON_CRITICAL); files without a rule are always diff-aware.
     """
-    return bootstrap_mode.auto_scope(pipeline_path, branch, env)
+    rule = topology.auto_rules().get(PurePosixPath(pipeline_path).as_posix())
+    if rule is None or branch != "main":
+        return "diff"
+    return rule.scope if any(env.get(name, "") == "1" for name in rule.env) else "diff"
 
 
 def resolve(requested: str, pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci import topology
 from ci.errors import UserError
 from ci.pipeline import files
 from ci.platforms import Platform
@@ -33,19 +34,10 @@ if TYPE_CHECKING:
     from ci.pipeline.ifexpr import Context
 
 
-TIER_FILES: dict[Platform, str] = {
-    Platform.ROCM: ".buildkite/amd/test-amd-{tier}.yml",
-    Platform.CUDA: ".buildkite/cuda/test-{tier}.yml",
-    Platform.NPU: ".buildkite/npu/test-npu-{tier}.yml",
-}
+TIER_FILES = topology.TIER_PATTERNS
 XPU_TIERS = (Tier.READY,)
 # The PR label that uploads each tier: a local run is that PR's build.
-TIER_LABELS: dict[Tier, str] = {
-    Tier.READY: "ready",
-    Tier.MERGE: "merge-test",
-    Tier.NIGHTLY: "nightly-test",
-    Tier.WEEKLY: "weekly-test",
-}
+TIER_LABELS = topology.LABELS
 # The AMD template's default pool and mirror.
 AMD_DEFAULT_POOL = "mi300_1"
 AMD_MIRROR = "amdproduction"

@@ -8,7 +8,6 @@ tier YAMLs and asks `ci.tiers.xpu` for the XPU tier, whose steps are
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,16 +15,7 @@ from typing import Any
 from ci.pipeline.stepsource import Dependency, unescape
 from ci.platforms import Platform
 from ci.tiers.rules import Retry, SoftFail
-
-
-class Tier(str, enum.Enum):
-    READY = "ready"
-    MERGE = "merge"
-    NIGHTLY = "nightly"
-    WEEKLY = "weekly"
-
-    def __str__(self) -> str:
-        return self.value
+from ci.topology import Tier as Tier
 
 
 @dataclass(frozen=True)
