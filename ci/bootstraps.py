@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ci import door, topology
+from ci import door, skipci, topology
 from ci.errors import FAILURE, UserError
 from ci.pipeline import bootstrap_mode, files, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
@@ -48,7 +48,6 @@ INTEL_PIPELINE: Final = topology.TABLE[-1].file  # the XPU row
 INTEL_SCRIPT: Final = "run-xpu-test.sh"
 XPU_COMMAND: Final = f"{CLI} build-image --platform xpu && {CLI} run-tests --platform xpu"
 CUDA_IMAGE_COMMAND: Final = f"{CLI} build-image --platform cuda"
-SKIP_ANNOTATION: Final = ":memo: CI skipped — docs or pytest skip-mark changes only"
 # The uploader as the old steps called it, or as a migrated step already does.
 _UPLOADER = re.compile(r"(?:upload_pipeline\.py|vllm-omni-ci\s+upload-pipeline)\b(?P<args>[^\n]*)")
 # Env the NPU image step no longer needs: build-image derives the tag from the variant.
@@ -222,8 +221,6 @@ def plan_pipeline(
     platform: BootstrapPlatform, repo: Path, env: Mapping[str, str]
 ) -> dict[str, Any]:
     """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
-    from ci import skipci
-
     rendered = bootstrap_plan(platform, repo, skipci.decision(repo, env=env)).rendered
     for line in rendered.log:
         log(line)
@@ -259,8 +256,6 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
 
 def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str | None]:
     """(pipeline, None) to upload, or (None, word) when skip-ci stops the build."""
-    from ci import skipci
-
     pipeline, word = intel_pipeline(repo, skipci.decision(repo, env=env))
     if word is not None:
         log(f"intel/l2: {word}")
@@ -283,15 +278,6 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
     return rewrite_intel(document, str(path)), None
 
 
-def annotate_command() -> door.Command:
-    """Say on the build why CI was skipped; a failure is ignored, as in resolve_skip_ci.sh."""
-    return door.Command(
-        ("buildkite-agent", "annotate", SKIP_ANNOTATION, "--style", "info"),
-        description="say why CI was skipped",
-        tolerate="",
-    )
-
-
 # --------------------------------------------------------------------------- entry
 
 
@@ -312,7 +298,9 @@ def run(
         pipeline, word = plan_intel(repo, source)
         if pipeline is None:
             if word == "skip-all":
-                door.execute(door.Plan((annotate_command(),)), dry_run=dry_run, log_dry_run=True)
+                door.execute(
+                    door.Plan((skipci.annotate_command(),)), dry_run=dry_run, log_dry_run=True
+                )
             log("Intel pipeline not uploaded (skip-ci)")
             return
         source_name = INTEL_PIPELINE

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from ci import topology
+from ci import door, topology
 from ci.diff import Diff, _Worktree, resolve_diff
 from ci.diff import clear_cache as clear_diffs
 from ci.errors import Stop, UserError
@@ -48,6 +48,7 @@ MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
 MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
 MSG_EMPTY: Final = "no changed files in the diff; run normal CI"
 MSG_SKIP_ALL: Final = "CI skipped — docs or pytest skip-mark changes only"
+SKIP_ANNOTATION: Final = f":memo: {MSG_SKIP_ALL}"
 MSG_YAML_ONLY: Final = "only CI config YAML changed"
 MSG_YAML_MIXED: Final = "CI config YAML + docs/skip-mark changed — follow CI YAML gating"
 
@@ -455,3 +456,12 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     sys.stdout.write(word + "\n")
     sys.stdout.flush()
     raise Stop(0)
+
+
+def annotate_command() -> door.Command:
+    """Say on the build why CI was skipped; a failure is ignored, as in the scripts."""
+    return door.Command(
+        ("buildkite-agent", "annotate", SKIP_ANNOTATION, "--style", "info"),
+        description="say why CI was skipped",
+        tolerate="",
+    )

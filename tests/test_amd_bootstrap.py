@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ci import yamlio
+from ci import skipci, yamlio
 from ci.amd import bootstrap, combine, render, suites
 from ci.errors import Stop, UserError
 from ci.schema import pipeline_errors
@@ -33,7 +33,7 @@ from tests.gitrepo import GitRepo, buildkite_env, git_counter
 CORPUS_AMD = SHARED / "vllm-omni" / ".buildkite" / "amd"
 NOT_CRITICAL = "No critical changes, using precompiled wheels"
 FROM_SOURCE = "Detected critical changes, building wheels from source"
-ANNOTATE = ["annotate", bootstrap.SKIP_ANNOTATION, "--style", "info"]
+ANNOTATE = ["annotate", skipci.SKIP_ANNOTATION, "--style", "info"]
 UPLOADS = [["artifact", "upload", "pipeline.yaml"], ["pipeline", "upload", "pipeline.yaml"]]
 # Leaf steps per real suite file, counted by hand from ../shared (not by our code).
 LEAF_COUNTS = {"ready": 22, "merge": 22, "nightly": 9}

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci import door, webclient
+from ci import door, skipci, webclient
 from ci.amd import combine, render, suites
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.redact import Redactor
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from ci.diff import Diff
 
 LABEL_ERROR = "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier."
-SKIP_ANNOTATION = ":memo: CI skipped — docs or pytest skip-mark changes only"
 NOTHING_LEFT = "No AMD suites remain after skip-ci filtering."
 GITHUB_API_ENV = "VLLM_OMNI_CI_GITHUB_API"
 GITHUB_REPO_ENV = "VLLM_OMNI_CI_GITHUB_REPO"
@@ -368,7 +367,6 @@ def plan_pipeline(
     gets the script's log lines (`Run all: …`, `AMD test suites: …`); `plan`
     passes `quiet`. `inputs` replaces reading them from `env` (`plan` gives its own).
     """
-    from ci import skipci
     from ci.diff import resolve_diff
 
     inputs = inputs or Inputs.from_env(repo, env)
@@ -468,15 +466,6 @@ def upload_commands(directory: str) -> tuple[door.Command, ...]:
     )
 
 
-def annotate_command() -> door.Command:
-    """Say on the build why CI was skipped; a failure is ignored, as in the script."""
-    return door.Command(
-        ("buildkite-agent", "annotate", SKIP_ANNOTATION, "--style", "info"),
-        description="say why CI was skipped",
-        tolerate="",
-    )
-
-
 def run(
     repo: Path,
     *,
@@ -493,7 +482,8 @@ def run(
     outcome = plan_pipeline(repo, source, labels, offline=dry_run)
     if outcome.pipeline is None:
         if outcome.annotate:
-            door.execute(door.Plan((annotate_command(),)), dry_run=dry_run, log_dry_run=True)
+            annotate = door.Plan((skipci.annotate_command(),))
+            door.execute(annotate, dry_run=dry_run, log_dry_run=True)
         log(NOTHING_LEFT)
         return
     text = yamlio.dumps(outcome.pipeline)
