@@ -533,6 +533,7 @@ def execute(
     check: bool = False,
     log_dry_run: bool = False,
     runner: Runner = _run,
+    log: Callable[[str], None] | None = None,
 ) -> int:
     """Run the plan's steps in order, each under its policy (`Command.tolerate` and on).
 
@@ -540,12 +541,13 @@ def execute(
     its exit code is returned, or raised as `CommandFailed` with `check`.
     `dry_run` starts nothing and prints the plan instead: on stdout as the
     task's result, or, with `log_dry_run` (a task whose stdout is another
-    result, a pipeline), as `(dry-run) not run: …` lines on stderr.
+    result, a pipeline), as `(dry-run) not run: …` lines on stderr (through
+    `log`, a task's own prefixed logger, when given).
     """
     if dry_run:
         if log_dry_run:
             for line in plan.not_run():
-                note(line)
+                (log or note)(line)
         else:
             sys.stdout.write(plan.render())
             sys.stdout.flush()

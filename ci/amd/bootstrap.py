@@ -277,9 +277,10 @@ def fetch_labels(
     request.add_header("Accept", "application/vnd.github+json")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    opener = webclient.opener()
     try:
-        with opener.open(request, timeout=timeout) as response:
+        # Quiet: the bootstrap's stderr is the script's log, line for line (the
+        # failure line below says which request failed).
+        with webclient.send(request, timeout=timeout, secrets=[token], quiet=True) as response:
             data = json.loads(response.read())
         names = [str(label["name"]) for label in data["labels"]]
     except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:

@@ -308,10 +308,11 @@ def emit(
 
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
+    plan = door.Plan((upload_command(text),))
     if upload and not dry_run:
-        door.run(upload_command(text), check=True)
+        door.execute(plan, check=True)
         return
     sys.stdout.write(text)
     sys.stdout.flush()
     if dry_run:
-        log(f"(dry-run) not run: {upload_command(text).line()}")
+        door.execute(plan, dry_run=True, log_dry_run=True, log=log)
