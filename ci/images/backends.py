@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ci import door
 from ci.errors import BAD_INPUT, UserError
-from ci.images import registry
+from ci.images import refs, registry
 from ci.images.cachekey import CacheKey
 from ci.images.registry import on_this_machine
 
@@ -127,7 +127,7 @@ class KeyedBuild:
 
     @property
     def image_ref(self) -> str:
-        return f"{self.registry}:{self.commit}"
+        return refs.image_ref(self.registry, self.commit)
 
     @property
     def cache_ref(self) -> str:

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
-from ci.images import backends, cachekey
+from ci.images import backends, cachekey, refs
 from ci.images.options import BuildOptions
 from ci.images.resolve import prepare_keyed
 
-DEFAULT_REGISTRY = "public.ecr.aws/q9t5s3a7/vllm-ci-test-repo"
+DEFAULT_REGISTRY = refs.CUDA_REGISTRY
 ECR_PUBLIC = "public.ecr.aws"
 ECR_REGION = "us-east-1"
 DOCKERFILE = "docker/Dockerfile.ci"

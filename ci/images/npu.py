@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from ci import door
 from ci.errors import BAD_INPUT, UserError
-from ci.images import deadline, variants
+from ci.images import deadline, refs, variants
 from ci.images.options import BuildOptions
 from ci.images.variants import NpuVariant
 
@@ -95,7 +95,9 @@ class NpuBuild:
 
     @property
     def image_ref(self) -> str:
-        return f"{self.settings.image_registry}/{self.settings.image_name}:{self.tag}"
+        return refs.image_ref(
+            f"{self.settings.image_registry}/{self.settings.image_name}", self.tag
+        )
 
 
 def problems(build: NpuBuild) -> list[str]:

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
-from ci.images import backends, cachekey
+from ci.images import backends, cachekey, refs
 from ci.images.options import BuildOptions
 from ci.images.resolve import prepare_keyed, setting
 
-REGISTRY_ENV = "ROCM_CI_IMAGE_REGISTRY"
-DEFAULT_REGISTRY = "rocm/vllm-omni"
+REGISTRY_ENV = refs.ROCM_REGISTRY_ENV
+DEFAULT_REGISTRY = refs.ROCM_REGISTRY
 ARCH_ENV = "PYTORCH_ROCM_ARCH"
 DEFAULT_ARCH = "gfx942"
 DOCKERFILE = "docker/Dockerfile.rocm"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from ci import door, door_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.images import deadline
+from ci.images import deadline, refs
 from ci.images.options import BuildOptions
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 DEFAULT_UPSTREAM = "vllm/vllm-openai-xpu"
 LOCAL_BASE_REPO = "xpu/vllm-omni-ci-base"
-IMAGE_REPO = "xpu/vllm-omni-ci"
+IMAGE_REPO = refs.XPU_REPOSITORY
 VLLM_GIT_URL = "https://github.com/vllm-project/vllm"
 SOURCE_TARGET = "vllm-openai"
 DOCKERFILE = "docker/Dockerfile.xpu"
@@ -85,7 +85,7 @@ class XpuBuild:
 
     @property
     def image(self) -> str:
-        return f"{IMAGE_REPO}:{self.commit}"
+        return refs.image_ref(IMAGE_REPO, self.commit)
 
     def base_for(self, tier: BaseTier) -> str:
         return (

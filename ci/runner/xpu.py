@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ci import door, door_docker
 from ci.errors import BAD_INPUT, Stop, UserError
+from ci.images import refs
 from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
 
@@ -46,7 +47,7 @@ XPU = Semantics(
     allow_no_tests=False,
 )
 
-IMAGE_REPO = "xpu/vllm-omni-ci"
+IMAGE_REPO = refs.XPU_REPOSITORY
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
 CONTAINER_HF = "/root/.cache/huggingface"
 DEFAULT_TIMEOUT = "30m"
@@ -170,7 +171,7 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
     )
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     return XpuRunSpec(
-        image=f"{IMAGE_REPO}:{commit}",
+        image=refs.image_ref(IMAGE_REPO, commit),
         container=container_name(commit),
         hf_cache=hf_cache_dir(env),
         program=program(),

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.images import refs
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
 from ci.tiers.model import (
@@ -99,27 +100,7 @@ def parse_args(
 # --------------------------------------------------------------------------- host
 
 
-def image_ref(platform: Platform, commit: str, environ: Mapping[str, str], preset: str = "") -> str:
-    """The tag `build-image --platform <platform>` gives the repo's commit."""
-    if platform is Platform.ROCM:
-        from ci.images import rocm
-
-        return f"{environ.get(rocm.REGISTRY_ENV) or rocm.DEFAULT_REGISTRY}:{commit}"
-    if platform is Platform.CUDA:
-        from ci.images import cuda
-
-        return f"{cuda.DEFAULT_REGISTRY}:{commit}"
-    if platform is Platform.XPU:
-        from ci.images import xpu
-
-        return f"{xpu.IMAGE_REPO}:{commit}"
-    from ci.images import npu, variants
-
-    row = next((v for v in variants.VARIANTS if preset in v.presets), None)
-    row = row or variants.variant(variants.DEFAULT_VARIANT)
-    registry = environ.get("IMAGE_REGISTRY") or npu.DEFAULT_IMAGE_REGISTRY
-    name = environ.get("IMAGE_NAME") or npu.DEFAULT_IMAGE_NAME
-    return f"{registry}/{name}:{row.image_tag(commit)}"
+image_ref = refs.ci_image
 
 
 def devices(platform: Platform, dev: Path = Path("/dev")) -> tuple[str, ...]:
