@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from ci import yamlio  # noqa: E402
 from ci.pipeline.registries import PRESET_REGISTRY, SOURCE_REGISTRY, Registries  # noqa: E402
 from ci.pipeline.upload import render_file  # noqa: E402
-from ci.schema import pipeline_errors  # noqa: E402
+from ci.schema import schema_problems  # noqa: E402
 from tests.corpus import make_corpus, uploader_yamls  # noqa: E402
 
 CASES: dict[str, tuple[str, list[str] | None, str | None]] = {
@@ -72,7 +72,7 @@ def render_round(
     started = time.perf_counter()
     steps = 0
     for pipeline in rendered:
-        assert pipeline_errors(pipeline) == []
+        assert schema_problems(pipeline) == []
         steps += len(pipeline["steps"])
     return render, time.perf_counter() - started, steps
 

@@ -18,6 +18,7 @@ problem is one error line naming the file:
 from __future__ import annotations
 
 import itertools
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +35,129 @@ _INDICATORS = "[{-?:"
 _COMPOSER_SAFE = 5_000
 _MERGE = "tag:yaml.org,2002:merge"
 _STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
 
 
 class InvalidYAML(UserError):
     """Text that is not YAML at all; a caller whose spec words that error itself catches it."""
 
 
+@cache
 def _loader_class() -> Any:
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return _fast(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@cache
+def _dumper_class() -> Any:
+    import yaml
+
+    return _fast(getattr(yaml, "CSafeDumper", yaml.SafeDumper), dumper=True)
+
+
+def _fast(base: Any, *, dumper: bool = False) -> Any:
+    """`base` (a safe loader or dumper) without the generic per-node Python work.
+
+    libyaml calls back into Python for every node: to resolve its tag (two
+    calls a scalar when dumping), to track a path no safe class registers, and
+    PyYAML's representer walks each value through alias and type lookups. The
+    tag of a scalar depends only on its text and its implicit flags (no path
+    resolvers), so it is remembered; a collection's default tag is its kind's.
+    Dumping builds plain dicts, lists and strings itself; everything else
+    takes PyYAML's own way, so the output is the same text.
+    """
+    import yaml
+
+    tag_of = lru_cache(maxsize=1 << 16)(yaml.resolver.Resolver().resolve)
+
+    def no_path(self: Any, *_args: Any) -> None:
+        """Safe loaders and dumpers have no path resolvers: nothing to track."""
+
+    body: dict[str, Any] = {"descend_resolver": no_path, "ascend_resolver": no_path}
+    if not dumper:  # called straight from C: no Python frame on a remembered tag
+        body["resolve"] = staticmethod(tag_of)
+    else:  # a dumper asks about collections with their (unhashable) items
+        defaults = {yaml.SequenceNode: _SEQ, yaml.MappingNode: _MAP}
+
+        def resolve(self: Any, kind: Any, value: Any, implicit: Any) -> str:
+            return tag_of(kind, value, implicit) if kind is yaml.ScalarNode else defaults[kind]
+
+        body |= {"resolve": resolve, "represent_data": _represent_data}
+    return type(f"Fast{base.__name__}", (base,), body)
+
+
+def _represent_data(self: Any, data: Any) -> Any:
+    """A dict, list or string as SafeRepresenter makes it in block style; others as it does."""
+    import yaml
+
+    kind, scalar = data.__class__, yaml.ScalarNode
+    if kind is str:
+        return scalar(_STR, data)
+    if kind is not dict and kind is not list:
+        return yaml.SafeDumper.represent_data(self, data)
+    node = self.represented_objects.get(id(data))
+    if node is not None:  # the same object again: the emitter writes an anchor and alias
+        return node
+    self.object_keeper.append(data)
+    if kind is dict:
+        pairs: list[Any] = []
+        node = self.represented_objects[id(data)] = yaml.MappingNode(_MAP, pairs, flow_style=False)
+        for key, value in data.items():  # strings inline: most keys and values are
+            pairs.append(
+                (
+                    scalar(_STR, key) if key.__class__ is str else self.represent_data(key),
+                    scalar(_STR, value) if value.__class__ is str else self.represent_data(value),
+                )
+            )
+    else:
+        items: list[Any] = []
+        node = self.represented_objects[id(data)] = yaml.SequenceNode(_SEQ, items, flow_style=False)
+        for item in data:
+            items.append(scalar(_STR, item) if item.__class__ is str else self.represent_data(item))
+    return node
+
+
+def _construct(loader: Any, root: Any) -> Any:
+    """The document of `root`, as the safe constructor builds it.
+
+    Plain maps with string keys, lists and strings are built here; any other
+    node (numbers, merge keys, explicit tags) goes to the constructor, and both
+    share its memo, so an alias is still the very object it names. Recursive
+    aliases never get here (`_problems` refuses them).
+    """
+    import yaml
+
+    scalar, mapping, sequence = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
+    built = loader.constructed_objects
+
+    def build(node: Any) -> Any:
+        cls = node.__class__
+        if cls is scalar and node.tag == _STR:
+            return node.value
+        found = built.get(node)
+        if found is not None:
+            return found
+        if cls is mapping and node.tag == _MAP:
+            pairs = node.value
+            if all(k.__class__ is scalar and k.tag == _STR for k, _ in pairs):
+                out: dict[str, Any] = {}
+                built[node] = out
+                for key, value in pairs:
+                    out[key.value] = build(value)
+                return out
+        elif cls is sequence and node.tag == _SEQ:
+            items: list[Any] = []
+            built[node] = items
+            items.extend(build(child) for child in node.value)
+            return items
+        return loader.construct_object(node, deep=True)
+
+    try:
+        return build(root)
+    finally:
+        loader.constructed_objects = {}
 
 
 def loads(text: str, *, source: str = "<string>") -> Any:
@@ -72,7 +186,7 @@ def _documents(text: str, source: str, *, single: bool) -> list[Any]:
             while loader.check_node():
                 nodes.append(loader.get_node())
         UserError.collect((p for n in nodes for p in _problems(loader, n, source)), code=FAILURE)
-        documents = [loader.construct_document(n) for n in nodes]
+        documents = [_construct(loader, n) for n in nodes]
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "") or ""):
             # libyaml 0.2.5+ stops at 1,000 levels itself, while scanning ahead of the
@@ -237,11 +351,10 @@ def load_all(path: str | Path, source: str | None = None) -> list[Any]:
 def dumps(data: Any) -> str:
     import yaml
 
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return str(
         yaml.dump(
             data,
-            Dumper=dumper,
+            Dumper=_dumper_class(),
             sort_keys=False,
             default_flow_style=False,
             allow_unicode=True,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from ci.errors import FAILURE, UserError
@@ -24,7 +25,6 @@ from ci.pipeline.sourcefilter import step_label
 FIELD = "mirror_hardwares"
 SELECTORS = ("b200",)
 HF_EXPORT = 'if [ -n "$${VLLM_CI_HF_TOKEN:-}" ]; then export HF_TOKEN="$${VLLM_CI_HF_TOKEN}"; fi'
-HF_SECRET_ENV = "VLLM_CI_HF_TOKEN"
 _POOL_KEYS = ("agents", "plugins", "image")
 _M_EXPR = re.compile(r"""-m\s+(?:"([^"]*)"|'([^']*)'|(\S+))""")
 _NOT_BEFORE = re.compile(r"\bnot\s+$")
@@ -85,13 +85,13 @@ class MarkAsk:
         return not self.chips and not self.has_cards
 
 
-def mirror_chips(cuda_skus: Iterable[str], preset_names: Iterable[str]) -> tuple[str, ...]:
+@lru_cache(maxsize=16)  # asked for every step; the registries of one run do not change
+def mirror_chips(cuda_skus: tuple[str, ...], preset_names: tuple[str, ...]) -> tuple[str, ...]:
     """Lower-cased CUDA SKUs that have a preset `<chip>` or `<chip>_...`, longest first."""
-    names = list(preset_names)
     chips = {
         sku.lower()
         for sku in cuda_skus
-        if any(n == sku.lower() or n.startswith(sku.lower() + "_") for n in names)
+        if any(n == sku.lower() or n.startswith(sku.lower() + "_") for n in preset_names)
     }
     return tuple(sorted(chips, key=lambda c: (-len(c), c)))
 
@@ -207,19 +207,6 @@ def plain_copy(value: Any) -> Any:
     return value
 
 
-def _mentions(value: Any, text: str) -> bool:
-    if isinstance(value, dict):
-        return any(_mentions(v, text) for v in value.values())
-    if isinstance(value, list):
-        return any(_mentions(v, text) for v in value)
-    return isinstance(value, str) and value == text
-
-
-def needs_hf_export(preset: Mapping[str, Any]) -> bool:
-    """CUDA presets carry the HF secret as VLLM_CI_HF_TOKEN; the job shell restores HF_TOKEN."""
-    return _mentions(preset, HF_SECRET_ENV)
-
-
 def apply_preset(
     step: Mapping[str, Any], preset: Mapping[str, Any], *, hf_export: bool
 ) -> dict[str, Any]:
@@ -254,17 +241,15 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
             return Expansion(step)
         markers = registries.markers()
         presets = registries.presets()
-        chips = mirror_chips(markers.cuda_skus, presets.presets)
-        ask = read_marks(expressions, markers.cuda_skus, chips, markers.card_counts)
+        skus, counts = markers.cuda_skus, markers.card_counts
+        ask = read_marks(expressions, skus, mirror_chips(skus, presets.names), counts)
         if ask.empty:
             return Expansion(step)
-        name, line = compose_preset(label, ask, selector, presets, markers.card_counts)
+        name, line = compose_preset(label, ask, selector, presets, counts)
         if name is None:
             return Expansion(None, dropped="mirror-hw" if selector else "no-chip", log=[line])
         return Expansion(
-            apply_preset(
-                step, presets.presets[name], hf_export=needs_hf_export(presets.presets[name])
-            ),
+            apply_preset(step, presets.presets[name], hf_export=presets.exports_hf(name)),
             preset=name,
             log=[line],
         )
@@ -276,7 +261,7 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
     presets = registries.presets()
     if selector is not None:
         markers = registries.markers()
-        chip = _chip_of(name, mirror_chips(markers.cuda_skus, presets.presets))
+        chip = _chip_of(name, mirror_chips(markers.cuda_skus, presets.names))
         if chip is not None and chip != selector:
             line = f"skip {label}: preset {name!r} is {chip} hardware; MIRROR_HW={selector!r}"
             return Expansion(None, dropped="mirror-hw", log=[line])
@@ -285,4 +270,4 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
             f"unknown {FIELD} {name!r} in step {label!r}; known: {', '.join(presets.names)}"
         )
     preset = presets.presets[name]
-    return Expansion(apply_preset(step, preset, hf_export=needs_hf_export(preset)), preset=name)
+    return Expansion(apply_preset(step, preset, hf_export=presets.exports_hf(name)), preset=name)

@@ -10,7 +10,7 @@
 * xpu: `ci.bootstraps.intel_pipeline` (skip-ci `intel l2`, the rewrite).
 
 Every pipeline that would be uploaded passes the schema check the real
-upload makes (`ci.pipeline.schemacheck.require_valid`); a failure is that
+upload makes (`ci.schema.require_valid`); a failure is that
 platform's error. Files are read from `Situation.files` (the head revision,
 see `ci.plan.snapshot`); git questions go to the diff resolver. Nothing here
 decides what CI runs: it only reads those functions' results.
@@ -178,7 +178,7 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     from ci import bootstraps
     from ci.pipeline import scope as scopes
     from ci.pipeline.bootstrap_mode import BootstrapPlatform
-    from ci.pipeline.schemacheck import require_valid
+    from ci.schema import require_valid
 
     inputs = situation.inputs
     ctx = inputs.context()
@@ -273,8 +273,8 @@ def bootstrap_labels() -> set[str]:
 
 def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
     from ci.pipeline import ifexpr
-    from ci.pipeline.schemacheck import require_valid
     from ci.pipeline.upload import pipeline_file, render_file
+    from ci.schema import require_valid
 
     inputs = situation.inputs
     path = pipeline_file(situation.files, child.file or "")
@@ -326,7 +326,7 @@ def _render_child(situation: Situation, child: Pipeline, scope: str) -> None:
 
 def plan_xpu(situation: Situation) -> PlatformPlan:
     from ci import bootstraps
-    from ci.pipeline.schemacheck import require_valid
+    from ci.schema import require_valid
 
     plan = PlatformPlan("xpu", skip_ci=situation.skip_words("xpu"))
     pipeline = Pipeline("intel", bootstraps.INTEL_PIPELINE)
