@@ -1,30 +1,26 @@
-"""Every pipeline we emit, checked against Buildkite's pipeline schema first.
+"""Every pipeline we emit, checked first against Buildkite's schema (a packaged, byte-equal copy).
 
-The old uploaders sent whatever they rendered, and Buildkite rejected a bad
-pipeline only after the upload; checking first makes it an exit-1 line naming
-the field. The schema is a packaged copy of Buildkite's (byte-equal, tested).
+The old uploaders sent whatever they rendered and Buildkite rejected a bad
+pipeline after the upload; here it is an exit-1 line naming the field.
 
-One step at a time, for two reasons. Speed: jsonschema tries every step
-against each of the fourteen step types of the step list's `anyOf`, and a plan
-renders hundreds of steps. Yet a command, group, wait, block, input or trigger
-step is a plain object definition (`properties`, `additionalProperties:
-false`, `required`), so it is valid exactly when its keys are allowed and each
-value is valid on its own; values repeat (agents, plugins, retry, env), so
-each distinct one is checked by jsonschema once and remembered. A step this
-shortcut cannot accept is checked by jsonschema against the list's real
-`items`, so the verdict is always jsonschema's. Messages: under `anyOf` one
-bad field reads "<the whole group> is not valid under any of the given
-schemas"; an invalid step is validated again against the definition its shape
-selects (a `group` is a group step, `trigger` a trigger step, ..., otherwise a
-command step), children of groups one by one, so the line names the field:
+Step by step, for speed and for messages. jsonschema tries each step against
+all fourteen step types of the list's `anyOf`; but a command, group, wait,
+block, input or trigger step is a plain object definition, valid exactly when
+its keys are allowed and each value is, and values repeat (agents, plugins),
+so each distinct one is checked once and remembered. A step this cannot
+accept goes to jsonschema with the list's real `items`: the verdict is always
+jsonschema's. Only an invalid step is validated again, against the definition
+its shape selects (`group`: a group step, ..., else a command step), children
+of groups one by one, so the line names the field and not "<the whole group>
+is not valid under any of the given schemas":
 `steps/0/steps/5/timeout_in_minutes: 'soon' is not of type 'integer'`.
-
 jsonschema is imported only when a check runs (start-up matters).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any, Final
@@ -40,7 +36,6 @@ _KINDS: Final = (
 )
 _STEP_LISTS: Final = ("pipelineSteps", "groupSteps")
 _ANNOTATIONS: Final = frozenset({"description", "title", "examples", "deprecated", "$comment"})
-_OBJECT_KEYS: Final = frozenset({"type", "properties", "additionalProperties", "required"})
 _MEMO: dict[tuple[str, str, str], bool] = {}
 
 
@@ -75,41 +70,17 @@ def _node(pointer: str) -> Any:
 
 
 @cache
-def _validator(pointer: str = "") -> Any:
-    """The jsonschema validator of one place in the schema (`#/definitions/...`; "" is all)."""
+def validator(pointer: str = "") -> Any:
+    """The jsonschema validator of a place in the schema (`#/definitions/...`; "" is all)."""
     import jsonschema  # type: ignore[import-untyped]
 
     full = _schema()
     cls = jsonschema.validators.validator_for(full)
-    if not pointer:
-        return cls(full)
-    node = _node(pointer)
-    if isinstance(node, dict) and "definitions" not in node and "$ref" not in node:
-        # The place itself is the root: one `$ref` lookup less on every check.
-        return cls({**node, "definitions": full["definitions"]})
-    return cls({"$ref": pointer, "definitions": full["definitions"]})
-
-
-def validator() -> Any:
-    """The validator of the whole packaged schema, for callers that walk the error tree."""
-    return _validator()
+    # The place itself is the root: one `$ref` lookup less on every check.
+    return cls({**_node(pointer), "definitions": full["definitions"]} if pointer else full)
 
 
 # --------------------------------------------------------------------------- the verdict
-
-
-@cache
-def _plain_object(name: str) -> bool:
-    """True when definition `name` is only properties / additionalProperties false / required."""
-    definition = _schema()["definitions"].get(name)
-    if not isinstance(definition, dict):
-        return False
-    return (
-        set(definition) - _ANNOTATIONS <= _OBJECT_KEYS
-        and definition.get("type") == "object"
-        and definition.get("additionalProperties") is False
-        and isinstance(definition.get("properties"), dict)
-    )
 
 
 @cache
@@ -120,31 +91,55 @@ def _alternatives(step_list: str) -> tuple[str, ...]:
     return tuple(ref.rsplit("/", 1)[-1] for ref in refs if ref.startswith("#/definitions/"))
 
 
+# Types whose jsonschema check is a plain isinstance (not "integer": 1.0 is one, True is not).
+_TYPES: Final[dict[str, type]] = {"string": str, "object": dict, "array": list, "null": type(None)}
+
+
+def _predicate(node: Any) -> Callable[[Any], bool] | None:
+    """A Python test equal to jsonschema's for the shapes most values have, else None.
+
+    `{"type": ...}` of the types above, an array of such items, or `anyOf` of
+    such: labels, commands, env, artifact paths, group names. The values of a
+    pipeline rarely repeat there, so remembering them would not help.
+    """
+    if not isinstance(node, dict):
+        return None
+    keys = set(node) - _ANNOTATIONS
+    names = node.get("type")
+    names = names if isinstance(names, list) else [names]
+    if keys == {"type"} and all(name in _TYPES for name in names):
+        kinds = tuple(_TYPES[name] for name in names)
+        return lambda value: isinstance(value, kinds)
+    if keys == {"type", "items"} and names == ["array"] and (item := _predicate(node["items"])):
+        return lambda value: isinstance(value, list) and all(item(v) for v in value)
+    if keys == {"anyOf"} and isinstance(node["anyOf"], list):
+        options = [check for option in node["anyOf"] if (check := _predicate(option))]
+        if len(options) == len(node["anyOf"]):
+            return lambda value: any(option(value) for option in options)
+    return None
+
+
 @cache
-def _plain_string(pointer: str) -> bool:
-    """True when the place is just `{"type": "string"}` (labels, `if`s): isinstance decides."""
-    node = _node(pointer)
-    return (
-        isinstance(node, dict) and set(node) - _ANNOTATIONS == {"type"} and node["type"] == "string"
-    )
+def _quick(pointer: str) -> Callable[[Any], bool] | None:
+    return _predicate(_node(pointer))
 
 
 def _value_ok(name: str, key: str, value: Any) -> bool:
     pointer = f"#/definitions/{name}/properties/{key}"
-    if _plain_string(pointer):
-        return isinstance(value, str)  # jsonschema's own "string" check
+    quick = _quick(pointer)
+    if quick is not None:
+        return quick(value)
     # `repr` with the type tells list from tuple, 1 from "1" from 1.0 from True.
     memo = (name, key, f"{type(value).__name__}:{value!r}")
     found = _MEMO.get(memo)
     if found is None:
-        found = _MEMO[memo] = bool(_validator(pointer).is_valid(value))
+        found = _MEMO[memo] = bool(validator(pointer).is_valid(value))
     return found
 
 
 def _object_ok(name: str, instance: dict[Any, Any]) -> bool:
-    """Fast accept: True only if `instance` is valid against definition `name`."""
-    if not _plain_object(name):
-        return False
+    """Is `instance` valid against step definition `name`? Each of them in the packaged schema
+    is an object of `properties`, `additionalProperties: false` and perhaps `required`."""
     definition = _schema()["definitions"][name]
     properties = definition["properties"]
     if not set(definition.get("required", ())) <= instance.keys():
@@ -163,15 +158,12 @@ def _object_ok(name: str, instance: dict[Any, Any]) -> bool:
 
 
 def _steps_ok(step_list: str, steps: Any) -> bool:
-    """Exact: is `steps` valid against the step list definition `step_list`?"""
-    definition = _schema()["definitions"][step_list]
-    if not isinstance(steps, list) or set(definition) - _ANNOTATIONS - {"minItems"} != {
-        "type",
-        "items",
-    }:
-        return bool(_validator(f"#/definitions/{step_list}").is_valid(steps))
-    return len(steps) >= definition.get("minItems", 0) and all(
-        _step_ok(step, step_list) for step in steps
+    """Is `steps` valid against the step list definition `step_list` (an array of items)?"""
+    least = _schema()["definitions"][step_list].get("minItems", 0)
+    return (
+        isinstance(steps, list)
+        and len(steps) >= least
+        and all(_step_ok(s, step_list) for s in steps)
     )
 
 
@@ -188,7 +180,7 @@ def _step_ok(step: Any, step_list: str) -> bool:
         kind = _kind(step)
         if kind in _alternatives(step_list) and _object_ok(kind, step):
             return True
-    return bool(_validator(f"#/definitions/{step_list}/items").is_valid(step))
+    return bool(validator(f"#/definitions/{step_list}/items").is_valid(step))
 
 
 # --------------------------------------------------------------------------- the messages
@@ -204,7 +196,7 @@ def _against(definition: str, instance: Any, path: list[Any]) -> list[str]:
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
     found = []
-    for error in _validator(f"#/definitions/{definition}").iter_errors(instance):
+    for error in validator(f"#/definitions/{definition}").iter_errors(instance):
         best = best_match([error])
         found.append(_format([*path, *best.absolute_path], best.message))
     return found
@@ -229,7 +221,7 @@ def schema_problems(pipeline: Any) -> list[str]:
     """One `path: message` line per problem (empty exactly when jsonschema accepts it)."""
     steps = pipeline.get("steps") if isinstance(pipeline, dict) else None
     rest = {**pipeline, "steps": []} if isinstance(steps, list) else pipeline
-    errors = _validator().iter_errors(rest)  # quick: the steps are checked one by one below
+    errors = validator().iter_errors(rest)  # quick: the steps are checked one by one below
     found = dict.fromkeys(_format(list(e.absolute_path), e.message) for e in errors)
     invalid = bool(found)
     for i, step in enumerate(steps if isinstance(steps, list) else ()):
@@ -237,7 +229,7 @@ def schema_problems(pipeline: Any) -> list[str]:
             invalid = True
             found.update(dict.fromkeys(_messages(step, ["steps", i])))
     if invalid and not found:  # the per-step view missed it (a group in a group): jsonschema's own
-        errors = sorted(_validator().iter_errors(pipeline), key=lambda e: list(e.absolute_path))
+        errors = sorted(validator().iter_errors(pipeline), key=lambda e: list(e.absolute_path))
         return [
             f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors
         ]

@@ -17,7 +17,10 @@ problem is one error line naming the file:
 
 from __future__ import annotations
 
+import gc
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -44,32 +47,18 @@ class InvalidYAML(UserError):
 
 
 @cache
-def _loader_class() -> Any:
-    import yaml
+def _fast(kind: str) -> Any:
+    """The safe `kind` ("Loader" or "Dumper"), libyaml's when present, without PyYAML's
+    generic Python work per node; the documents and the text are the same.
 
-    return _fast(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-@cache
-def _dumper_class() -> Any:
-    import yaml
-
-    return _fast(getattr(yaml, "CSafeDumper", yaml.SafeDumper), dumper=True)
-
-
-def _fast(base: Any, *, dumper: bool = False) -> Any:
-    """`base` (a safe loader or dumper) without the generic per-node Python work.
-
-    libyaml calls back into Python for every node: to resolve its tag (two
-    calls a scalar when dumping), to track a path no safe class registers, and
-    PyYAML's representer walks each value through alias and type lookups. The
-    tag of a scalar depends only on its text and its implicit flags (no path
-    resolvers), so it is remembered; a collection's default tag is its kind's.
-    Dumping builds plain dicts, lists and strings itself; everything else
-    takes PyYAML's own way, so the output is the same text.
+    libyaml calls back for every node: for its tag, which for a scalar depends
+    only on its text (remembered), and to track paths no safe class has. A
+    dumper's representer takes dicts, lists and strings the short way.
     """
     import yaml
 
+    dumper = kind == "Dumper"
+    base = getattr(yaml, f"CSafe{kind}", getattr(yaml, f"Safe{kind}"))
     tag_of = lru_cache(maxsize=1 << 16)(yaml.resolver.Resolver().resolve)
 
     def no_path(self: Any, *_args: Any) -> None:
@@ -79,10 +68,13 @@ def _fast(base: Any, *, dumper: bool = False) -> Any:
     if not dumper:  # called straight from C: no Python frame on a remembered tag
         body["resolve"] = staticmethod(tag_of)
     else:  # a dumper asks about collections with their (unhashable) items
-        defaults = {yaml.SequenceNode: _SEQ, yaml.MappingNode: _MAP}
+        scalar, defaults = yaml.ScalarNode, {yaml.SequenceNode: _SEQ, yaml.MappingNode: _MAP}
 
         def resolve(self: Any, kind: Any, value: Any, implicit: Any) -> str:
-            return tag_of(kind, value, implicit) if kind is yaml.ScalarNode else defaults[kind]
+            if kind is not scalar:
+                return defaults[kind]
+            # Only a plain scalar's text is matched against the implicit tags.
+            return tag_of(kind, value, (True, False)) if implicit[0] else _STR
 
         body |= {"resolve": resolve, "represent_data": _represent_data}
     return type(f"Fast{base.__name__}", (base,), body)
@@ -101,31 +93,26 @@ def _represent_data(self: Any, data: Any) -> Any:
     if node is not None:  # the same object again: the emitter writes an anchor and alias
         return node
     self.object_keeper.append(data)
+    children: list[Any] = []
     if kind is dict:
-        pairs: list[Any] = []
-        node = self.represented_objects[id(data)] = yaml.MappingNode(_MAP, pairs, flow_style=False)
+        node = yaml.MappingNode(_MAP, children, flow_style=False)
+        self.represented_objects[id(data)] = node
         for key, value in data.items():  # strings inline: most keys and values are
-            pairs.append(
-                (
-                    scalar(_STR, key) if key.__class__ is str else self.represent_data(key),
-                    scalar(_STR, value) if value.__class__ is str else self.represent_data(value),
-                )
-            )
+            k = scalar(_STR, key) if key.__class__ is str else self.represent_data(key)
+            v = scalar(_STR, value) if value.__class__ is str else self.represent_data(value)
+            children.append((k, v))
     else:
-        items: list[Any] = []
-        node = self.represented_objects[id(data)] = yaml.SequenceNode(_SEQ, items, flow_style=False)
-        for item in data:
-            items.append(scalar(_STR, item) if item.__class__ is str else self.represent_data(item))
+        node = yaml.SequenceNode(_SEQ, children, flow_style=False)
+        self.represented_objects[id(data)] = node
+        children.extend(
+            scalar(_STR, i) if i.__class__ is str else self.represent_data(i) for i in data
+        )
     return node
 
 
 def _construct(loader: Any, root: Any) -> Any:
-    """The document of `root`, as the safe constructor builds it.
-
-    Plain maps with string keys, lists and strings are built here; any other
-    node (numbers, merge keys, explicit tags) goes to the constructor, and both
-    share its memo, so an alias is still the very object it names. Recursive
-    aliases never get here (`_problems` refuses them).
+    """The document of `root` as the safe constructor builds it, plain maps, lists and strings
+    built here; the rest by the constructor, on the same memo (an alias is the object it names).
     """
     import yaml
 
@@ -139,25 +126,23 @@ def _construct(loader: Any, root: Any) -> Any:
         found = built.get(node)
         if found is not None:
             return found
-        if cls is mapping and node.tag == _MAP:
-            pairs = node.value
-            if all(k.__class__ is scalar and k.tag == _STR for k, _ in pairs):
-                out: dict[str, Any] = {}
-                built[node] = out
-                for key, value in pairs:
-                    out[key.value] = build(value)
-                return out
-        elif cls is sequence and node.tag == _SEQ:
+        pairs = node.value
+        plain_keys = cls is mapping and all(
+            k.__class__ is scalar and k.tag == _STR for k, _ in pairs
+        )
+        if plain_keys and node.tag == _MAP:
+            out: dict[str, Any] = {}
+            built[node] = out  # before the children: an alias inside is this very dict
+            out.update((k.value, build(v)) for k, v in pairs)
+            return out
+        if cls is sequence and node.tag == _SEQ:
             items: list[Any] = []
             built[node] = items
-            items.extend(build(child) for child in node.value)
+            items.extend(map(build, pairs))
             return items
         return loader.construct_object(node, deep=True)
 
-    try:
-        return build(root)
-    finally:
-        loader.constructed_objects = {}
+    return build(root)
 
 
 def loads(text: str, *, source: str = "<string>") -> Any:
@@ -171,10 +156,24 @@ def loads_all(text: str, *, source: str = "<string>") -> list[Any]:
     return _documents(text, source, single=False)
 
 
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """A load or a dump makes tens of thousands of nodes and containers, none in a cycle:
+    the cycle collector would only walk them again and again (a sixth of a load)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
+@_without_cycle_collection()
 def _documents(text: str, source: str, *, single: bool) -> list[Any]:
     import yaml
 
-    loader = _loader_class()(text)
+    loader = _fast("Loader")(text)
     try:
         if sum(text.count(c) for c in _INDICATORS) > _COMPOSER_SAFE:
             _check_depth(text, source)
@@ -207,7 +206,7 @@ def _check_depth(text: str, source: str) -> None:
     starts = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
     ends = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
     depth = 0
-    for event in yaml.parse(text, Loader=_loader_class()):
+    for event in yaml.parse(text, Loader=_fast("Loader")):
         if isinstance(event, starts):
             depth += 1
             if depth > MAX_DEPTH:
@@ -252,8 +251,11 @@ def _problems(loader: Any, root: Any, source: str) -> list[str]:
             raise _Refused(_too_deep(node.start_mark.line + 1))
         open_nodes.add(key)
         if node.__class__ is mapping:
-            problems.extend(_duplicates(loader, node, source))
-            children: Any = chain(node.value)
+            pairs = node.value
+            plain = {k.value for k, _ in pairs if k.__class__ is scalar and k.tag == _STR}
+            if len(plain) < len(pairs):  # not all distinct plain string keys: look closer
+                problems.extend(_duplicates(loader, node, source))
+            children: Any = chain(pairs)
         else:
             children = node.value
         total, tallest, scalars = 1, 0, 0
@@ -290,13 +292,9 @@ def _duplicates(loader: Any, node: Any, source: str) -> list[str]:
     """Keys given twice in one mapping: `1` and `true` count, as Python's dict merges them."""
     import yaml
 
-    pairs = node.value
-    texts = {k.value for k, _ in pairs if k.__class__ is yaml.ScalarNode and k.tag == _STR}
-    if len(texts) == len(pairs):
-        return []  # the common case: distinct plain string keys
     seen: dict[Any, int] = {}
     found: list[str] = []
-    for key_node, _value in pairs:
+    for key_node, _value in node.value:
         if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
             continue
         key = key_node.value if key_node.tag == _STR else loader.construct_object(key_node)
@@ -324,37 +322,25 @@ def _where(exc: Any) -> str:
     return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
-def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
-    """A text file the task depends on; unreadable, not a file or not UTF-8 is one error line."""
-    return files.read_text(path, source, code=code)
-
-
-not_utf8 = files.not_utf8
-
-
-def problem(exc: Any) -> str:
-    """A YAML error as one line: `invalid YAML at line L, column C: problem`."""
-    return f"invalid YAML{_where(exc)}"
-
-
 def load(path: str | Path) -> Any:
     p = Path(path)
-    return loads(read_text(p, str(p)), source=str(p))
+    return loads(files.read_text(p, str(p)), source=str(p))
 
 
 def load_all(path: str | Path, source: str | None = None) -> list[Any]:
     p = Path(path)
     shown = str(p) if source is None else source
-    return loads_all(read_text(p, shown), source=shown)
+    return loads_all(files.read_text(p, shown), source=shown)
 
 
+@_without_cycle_collection()
 def dumps(data: Any) -> str:
     import yaml
 
     return str(
         yaml.dump(
             data,
-            Dumper=_dumper_class(),
+            Dumper=_fast("Dumper"),
             sort_keys=False,
             default_flow_style=False,
             allow_unicode=True,

@@ -25,6 +25,7 @@ from ci.pipeline.sourcefilter import step_label
 FIELD = "mirror_hardwares"
 SELECTORS = ("b200",)
 HF_EXPORT = 'if [ -n "$${VLLM_CI_HF_TOKEN:-}" ]; then export HF_TOKEN="$${VLLM_CI_HF_TOKEN}"; fi'
+HF_SECRET_ENV = "VLLM_CI_HF_TOKEN"
 _POOL_KEYS = ("agents", "plugins", "image")
 _M_EXPR = re.compile(r"""-m\s+(?:"([^"]*)"|'([^']*)'|(\S+))""")
 _NOT_BEFORE = re.compile(r"\bnot\s+$")
@@ -207,6 +208,19 @@ def plain_copy(value: Any) -> Any:
     return value
 
 
+def _mentions(value: Any, text: str) -> bool:
+    if isinstance(value, dict):
+        return any(_mentions(v, text) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, text) for v in value)
+    return isinstance(value, str) and value == text
+
+
+def needs_hf_export(preset: Mapping[str, Any]) -> bool:
+    """CUDA presets carry the HF secret as VLLM_CI_HF_TOKEN; the job shell restores HF_TOKEN."""
+    return _mentions(preset, HF_SECRET_ENV)
+
+
 def apply_preset(
     step: Mapping[str, Any], preset: Mapping[str, Any], *, hf_export: bool
 ) -> dict[str, Any]:
@@ -249,7 +263,9 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
         if name is None:
             return Expansion(None, dropped="mirror-hw" if selector else "no-chip", log=[line])
         return Expansion(
-            apply_preset(step, presets.presets[name], hf_export=presets.exports_hf(name)),
+            apply_preset(
+                step, presets.presets[name], hf_export=needs_hf_export(presets.presets[name])
+            ),
             preset=name,
             log=[line],
         )
@@ -270,4 +286,4 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
             f"unknown {FIELD} {name!r} in step {label!r}; known: {', '.join(presets.names)}"
         )
     preset = presets.presets[name]
-    return Expansion(apply_preset(step, preset, hf_export=presets.exports_hf(name)), preset=name)
+    return Expansion(apply_preset(step, preset, hf_export=needs_hf_export(preset)), preset=name)

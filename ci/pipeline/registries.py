@@ -10,8 +10,7 @@ with exit code 1.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from ci.pipeline.markers import Lazy, MarkerRegistry, load_markers
 SOURCE_REGISTRY = ".buildkite/common/ci_source_file_dependencies.yml"
 PRESET_REGISTRY = ".buildkite/common/ci_mirror_hardwares.yml"
 FALLBACK_KEY = "source_filter_fallback"
-HF_SECRET_ENV = "VLLM_CI_HF_TOKEN"
 
 
 def _fail(message: str) -> UserError:
@@ -108,9 +106,6 @@ class PresetRegistry:
 
     path: str
     presets: Mapping[str, Mapping[str, Any]]
-    _exports_hf: dict[str, bool] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
 
     @classmethod
     def parse(cls, data: Any, path: str) -> PresetRegistry:
@@ -125,26 +120,9 @@ class PresetRegistry:
             raise _fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad[0]})")
         return cls(path, presets)
 
-    @cached_property
+    @property
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self.presets))
-
-    def exports_hf(self, name: str) -> bool:
-        """CUDA presets carry the HF secret as VLLM_CI_HF_TOKEN; the job shell restores HF_TOKEN.
-
-        Asked for every step the preset expands, so each preset is searched once.
-        """
-        if name not in self._exports_hf:
-            self._exports_hf[name] = _mentions(self.presets[name], HF_SECRET_ENV)
-        return self._exports_hf[name]
-
-
-def _mentions(value: Any, text: str) -> bool:
-    if isinstance(value, dict):
-        return any(_mentions(v, text) for v in value.values())
-    if isinstance(value, list):
-        return any(_mentions(v, text) for v in value)
-    return isinstance(value, str) and value == text
 
 
 class Registries:
