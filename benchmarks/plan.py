@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from ci import schemafast, skipci  # noqa: E402
+from ci import schema, skipci  # noqa: E402
 from ci.plan.build import make_plan  # noqa: E402
 from ci.plan.inputs import parse_inputs  # noqa: E402
 from tests.corpus import make_corpus  # noqa: E402
@@ -69,7 +69,7 @@ def corpus_repo(tmp: Path) -> Path:
 
 def plan_once(repo: Path, head: str = "") -> float:
     skipci.clear_cache()
-    schemafast.clear_cache()
+    schema.clear_cache()
     started = time.perf_counter()
     with contextlib.redirect_stderr(io.StringIO()):
         plan = make_plan(parse_inputs(repo=str(repo), labels=LABELS, head=head))

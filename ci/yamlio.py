@@ -17,7 +17,11 @@ problem is one error line naming the file:
 
 from __future__ import annotations
 
+import gc
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +38,111 @@ _INDICATORS = "[{-?:"
 _COMPOSER_SAFE = 5_000
 _MERGE = "tag:yaml.org,2002:merge"
 _STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
 
 
 class InvalidYAML(UserError):
     """Text that is not YAML at all; a caller whose spec words that error itself catches it."""
 
 
-def _loader_class() -> Any:
+@cache
+def _fast(kind: str) -> Any:
+    """The safe `kind` ("Loader" or "Dumper"), libyaml's when present, without PyYAML's
+    generic Python work per node; the documents and the text are the same.
+
+    libyaml calls back for every node: for its tag, which for a scalar depends
+    only on its text (remembered), and to track paths no safe class has. A
+    dumper's representer takes dicts, lists and strings the short way.
+    """
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    dumper = kind == "Dumper"
+    base = getattr(yaml, f"CSafe{kind}", getattr(yaml, f"Safe{kind}"))
+    tag_of = lru_cache(maxsize=1 << 16)(yaml.resolver.Resolver().resolve)
+
+    def no_path(self: Any, *_args: Any) -> None:
+        """Safe loaders and dumpers have no path resolvers: nothing to track."""
+
+    body: dict[str, Any] = {"descend_resolver": no_path, "ascend_resolver": no_path}
+    if not dumper:  # called straight from C: no Python frame on a remembered tag
+        body["resolve"] = staticmethod(tag_of)
+    else:  # a dumper asks about collections with their (unhashable) items
+        scalar, defaults = yaml.ScalarNode, {yaml.SequenceNode: _SEQ, yaml.MappingNode: _MAP}
+
+        def resolve(self: Any, kind: Any, value: Any, implicit: Any) -> str:
+            if kind is not scalar:
+                return defaults[kind]
+            # Only a plain scalar's text is matched against the implicit tags.
+            return tag_of(kind, value, (True, False)) if implicit[0] else _STR
+
+        body |= {"resolve": resolve, "represent_data": _represent_data}
+    return type(f"Fast{base.__name__}", (base,), body)
+
+
+def _represent_data(self: Any, data: Any) -> Any:
+    """A dict, list or string as SafeRepresenter makes it in block style; others as it does."""
+    import yaml
+
+    kind, scalar = data.__class__, yaml.ScalarNode
+    if kind is str:
+        return scalar(_STR, data)
+    if kind is not dict and kind is not list:
+        return yaml.SafeDumper.represent_data(self, data)
+    node = self.represented_objects.get(id(data))
+    if node is not None:  # the same object again: the emitter writes an anchor and alias
+        return node
+    self.object_keeper.append(data)
+    children: list[Any] = []
+    if kind is dict:
+        node = yaml.MappingNode(_MAP, children, flow_style=False)
+        self.represented_objects[id(data)] = node
+        for key, value in data.items():  # strings inline: most keys and values are
+            k = scalar(_STR, key) if key.__class__ is str else self.represent_data(key)
+            v = scalar(_STR, value) if value.__class__ is str else self.represent_data(value)
+            children.append((k, v))
+    else:
+        node = yaml.SequenceNode(_SEQ, children, flow_style=False)
+        self.represented_objects[id(data)] = node
+        children.extend(
+            scalar(_STR, i) if i.__class__ is str else self.represent_data(i) for i in data
+        )
+    return node
+
+
+def _construct(loader: Any, root: Any) -> Any:
+    """The document of `root` as the safe constructor builds it, plain maps, lists and strings
+    built here; the rest by the constructor, on the same memo (an alias is the object it names).
+    """
+    import yaml
+
+    scalar, mapping, sequence = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
+    built = loader.constructed_objects
+
+    def build(node: Any) -> Any:
+        cls = node.__class__
+        if cls is scalar and node.tag == _STR:
+            return node.value
+        found = built.get(node)
+        if found is not None:
+            return found
+        pairs = node.value
+        plain_keys = cls is mapping and all(
+            k.__class__ is scalar and k.tag == _STR for k, _ in pairs
+        )
+        if plain_keys and node.tag == _MAP:
+            out: dict[str, Any] = {}
+            built[node] = out  # before the children: an alias inside is this very dict
+            out.update((k.value, build(v)) for k, v in pairs)
+            return out
+        if cls is sequence and node.tag == _SEQ:
+            items: list[Any] = []
+            built[node] = items
+            items.extend(map(build, pairs))
+            return items
+        return loader.construct_object(node, deep=True)
+
+    return build(root)
 
 
 def loads(text: str, *, source: str = "<string>") -> Any:
@@ -57,10 +156,24 @@ def loads_all(text: str, *, source: str = "<string>") -> list[Any]:
     return _documents(text, source, single=False)
 
 
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """A load or a dump makes tens of thousands of nodes and containers, none in a cycle:
+    the cycle collector would only walk them again and again (a sixth of a load)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
+@_without_cycle_collection()
 def _documents(text: str, source: str, *, single: bool) -> list[Any]:
     import yaml
 
-    loader = _loader_class()(text)
+    loader = _fast("Loader")(text)
     try:
         if sum(text.count(c) for c in _INDICATORS) > _COMPOSER_SAFE:
             _check_depth(text, source)
@@ -72,7 +185,7 @@ def _documents(text: str, source: str, *, single: bool) -> list[Any]:
             while loader.check_node():
                 nodes.append(loader.get_node())
         UserError.collect((p for n in nodes for p in _problems(loader, n, source)), code=FAILURE)
-        documents = [loader.construct_document(n) for n in nodes]
+        documents = [_construct(loader, n) for n in nodes]
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "") or ""):
             # libyaml 0.2.5+ stops at 1,000 levels itself, while scanning ahead of the
@@ -93,7 +206,7 @@ def _check_depth(text: str, source: str) -> None:
     starts = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
     ends = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
     depth = 0
-    for event in yaml.parse(text, Loader=_loader_class()):
+    for event in yaml.parse(text, Loader=_fast("Loader")):
         if isinstance(event, starts):
             depth += 1
             if depth > MAX_DEPTH:
@@ -138,8 +251,11 @@ def _problems(loader: Any, root: Any, source: str) -> list[str]:
             raise _Refused(_too_deep(node.start_mark.line + 1))
         open_nodes.add(key)
         if node.__class__ is mapping:
-            problems.extend(_duplicates(loader, node, source))
-            children: Any = chain(node.value)
+            pairs = node.value
+            plain = {k.value for k, _ in pairs if k.__class__ is scalar and k.tag == _STR}
+            if len(plain) < len(pairs):  # not all distinct plain string keys: look closer
+                problems.extend(_duplicates(loader, node, source))
+            children: Any = chain(pairs)
         else:
             children = node.value
         total, tallest, scalars = 1, 0, 0
@@ -176,13 +292,9 @@ def _duplicates(loader: Any, node: Any, source: str) -> list[str]:
     """Keys given twice in one mapping: `1` and `true` count, as Python's dict merges them."""
     import yaml
 
-    pairs = node.value
-    texts = {k.value for k, _ in pairs if k.__class__ is yaml.ScalarNode and k.tag == _STR}
-    if len(texts) == len(pairs):
-        return []  # the common case: distinct plain string keys
     seen: dict[Any, int] = {}
     found: list[str] = []
-    for key_node, _value in pairs:
+    for key_node, _value in node.value:
         if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
             continue
         key = key_node.value if key_node.tag == _STR else loader.construct_object(key_node)
@@ -210,38 +322,25 @@ def _where(exc: Any) -> str:
     return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
-def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
-    """A text file the task depends on; unreadable, not a file or not UTF-8 is one error line."""
-    return files.read_text(path, source, code=code)
-
-
-not_utf8 = files.not_utf8
-
-
-def problem(exc: Any) -> str:
-    """A YAML error as one line: `invalid YAML at line L, column C: problem`."""
-    return f"invalid YAML{_where(exc)}"
-
-
 def load(path: str | Path) -> Any:
     p = Path(path)
-    return loads(read_text(p, str(p)), source=str(p))
+    return loads(files.read_text(p, str(p)), source=str(p))
 
 
 def load_all(path: str | Path, source: str | None = None) -> list[Any]:
     p = Path(path)
     shown = str(p) if source is None else source
-    return loads_all(read_text(p, shown), source=shown)
+    return loads_all(files.read_text(p, shown), source=shown)
 
 
+@_without_cycle_collection()
 def dumps(data: Any) -> str:
     import yaml
 
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return str(
         yaml.dump(
             data,
-            Dumper=dumper,
+            Dumper=_fast("Dumper"),
             sort_keys=False,
             default_flow_style=False,
             allow_unicode=True,

@@ -26,7 +26,7 @@ import yaml
 from ci import skipci, yamlio
 from ci.amd import bootstrap, combine, render, suites
 from ci.errors import Stop, UserError
-from ci.schema import pipeline_errors
+from ci.schema import schema_problems
 from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env, git_counter
 
@@ -385,7 +385,7 @@ def test_b_rows(name: str, amd_repo: GitRepo, agent: Agent, github: GitHub) -> N
         return
     assert agent.calls() == UPLOADS
     pipeline = agent.pipeline()
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     assert pipeline["steps"][0]["steps"][0]["key"] == render.BUILD_KEY
     expected = set().union(*(suite_labels(s) for s in row.uploaded))
     assert labels_of(pipeline) == expected
@@ -770,7 +770,7 @@ def test_t_rows(name: str) -> None:
     row = T_ROWS[name]
     entry = {"group": "g", "steps": [row.data]} if row.grouped else row.data
     pipeline, dropped = render.render_pipeline(row.suite_env, [entry], row.mirror_hw)
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     image_group = pipeline["steps"][0]
     assert [s["key"] for s in image_group["steps"]] == [render.BUILD_KEY]  # T9: always first
     assert image_group["steps"][0]["commands"] == ["vllm-omni-ci build-image --platform rocm"]
@@ -856,7 +856,7 @@ def test_real_suites_render(names: list[str], capsys: pytest.CaptureFixture[str]
     combined = combine.combine(docs)
     combine.report_dropped(combined)
     pipeline, not_mirrored = render.render_pipeline(combined.env, combined.steps)
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     assert not_mirrored == []  # every real step is on amdproduction
 
     err = capsys.readouterr().err.splitlines()
@@ -940,7 +940,7 @@ def test_end_to_end_on_a_repo_made_from_the_sample(
     assert len([c for c in diffs if "--name-only" in c]) == 1, diffs
 
     pipeline = agent.pipeline()
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     amd_dir = repo.path / ".buildkite" / "amd"
     assert labels_of(pipeline) == suite_labels("ready", amd_dir) | suite_labels("merge", amd_dir)
     assert [g["group"] for g in pipeline["steps"]][1:] == ["READY_TESTS", "MERGE_TESTS"]
@@ -972,7 +972,7 @@ def test_done_when_sample_dry_run_prints_a_schema_valid_pipeline() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     pipeline = yaml.safe_load(done.stdout)
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     assert yamlio.dumps(pipeline) == done.stdout  # stdout is the YAML and nothing else
     assert labels_of(pipeline) == suite_labels("ready", SAMPLE / ".buildkite" / "amd")
     assert "steps:" not in done.stderr

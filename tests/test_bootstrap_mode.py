@@ -23,7 +23,7 @@ from ci.errors import UserError
 from ci.pipeline import bootstrap_mode, ifexpr
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import render_bootstrap
-from ci.schema import pipeline_errors
+from ci.schema import schema_problems
 from tests.conftest import ROOT, SHARED, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
 
@@ -242,7 +242,7 @@ def test_u9_group_with_only_disabled_children_is_omitted() -> None:
 def test_output_is_schema_valid_for_every_decision() -> None:
     for paths in (PRODUCT, DOCS, None, [".buildkite/cuda/test-nightly.yml"]):
         for path in (CUDA_FILE, NPU_FILE):
-            assert pipeline_errors(render(path, paths)) == []
+            assert schema_problems(render(path, paths)) == []
 
 
 def test_document_shape_errors_are_the_spec_messages() -> None:

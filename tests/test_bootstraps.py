@@ -28,7 +28,7 @@ from ci.images import variants
 from ci.pipeline import bootstrap_mode, ifexpr, model
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
-from ci.schema import pipeline_errors
+from ci.schema import schema_problems
 from tests.conftest import ROOT, SAMPLE, StandIns, need_shared, run_cli
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
@@ -308,7 +308,7 @@ def test_real_bootstrap_files_gates_and_scopes(
         pipeline = bootstraps.plan_pipeline(
             "cuda" if platform == "cuda" else "npu", repo.path, cli_env(env)
         )
-        assert pipeline_errors(pipeline) == [], build
+        assert schema_problems(pipeline) == [], build
         gates = {s["key"]: s.get("if") for s in leaves(pipeline)}
         assert gates == expected_gates(platform, kind), (platform, kind, build)
         assert outcome(pipeline, branch, labels, env) == expected[build], (platform, kind, build)
@@ -645,7 +645,7 @@ def test_f7_intel_product_change_uploads_the_rewritten_pipeline(
     assert {k: v for k, v in step.items() if k != "commands"} == {
         k: v for k, v in before.items() if k != "command"
     }
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
 
 
 def test_intel_dry_run_prints_the_yaml_alone(
@@ -656,7 +656,7 @@ def test_intel_dry_run_prints_the_yaml_alone(
     assert done.returncode == 0, done.stderr
     assert argvs == [] and uploaded == []
     document = yaml.safe_load(done.stdout)
-    assert pipeline_errors(document) == []
+    assert schema_problems(document) == []
     assert "run-tests --platform xpu" in done.stdout
     assert "Preparing Intel pipeline" in done.stderr
 
@@ -715,10 +715,10 @@ def test_sample_bootstrap_end_to_end(
     pipeline, uploaded, _ = bootstrap_and_run(
         sample_repo, platform, sample_repo.sha(), build, standins, tmp_path
     )
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     assert set(uploaded) == tiers
     for tier, document in uploaded.items():
-        assert pipeline_errors(document) == [], tier
+        assert schema_problems(document) == [], tier
         assert document["steps"]
         assert "source_file_dependencies" not in yaml.safe_dump(document)
 
@@ -736,7 +736,7 @@ def test_sample_intel_end_to_end(sample_repo: GitRepo, standins: StandIns, tmp_p
     done = run_cli("bootstrap", "--platform", "xpu", env=env, cwd=sample_repo.path)
     assert done.returncode == 0, done.stderr
     (pipeline,) = uploads(out)
-    assert pipeline_errors(pipeline) == []
+    assert schema_problems(pipeline) == []
     assert pipeline["steps"][0]["steps"][0]["commands"] == [
         "vllm-omni-ci build-image --platform xpu && vllm-omni-ci run-tests --platform xpu"
     ]
@@ -763,7 +763,7 @@ def test_done_when_dry_run_on_the_sample_prints_a_valid_pipeline(platform: str) 
     )
     assert done.returncode == 0, done.stderr
     document = yaml.safe_load(done.stdout)
-    assert pipeline_errors(document) == []
+    assert schema_problems(document) == []
     assert document["steps"]
     from ci import yamlio
 

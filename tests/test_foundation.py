@@ -1,4 +1,4 @@
-"""Conventions every task relies on: exit codes, platforms, `--`, start-up imports, the schema."""
+"""Conventions every task relies on: exit codes, platforms, `--`, start-up imports."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from ci.argv import after_dashdash
 from ci.durations import parse_duration
 from ci.errors import UserError
 from ci.platforms import Platform, parse_platform
-from ci.schema import pipeline_errors, schema_text
 from ci.target import resolve_branch, resolve_commit
-from tests.conftest import ROOT, SHARED, cli_path, need_shared, run_cli
+from tests.conftest import ROOT, cli_path, run_cli
 
 
 @pytest.mark.parametrize(
@@ -181,19 +180,6 @@ def test_importing_tasks_pulls_in_no_heavy_module() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
-
-
-# --------------------------------------------------------------------------- schema
-
-
-def test_packaged_schema_equals_the_shared_one_byte_for_byte() -> None:
-    shared = need_shared(SHARED / "schemas" / "buildkite-pipeline.schema.json")
-    assert schema_text() == shared.read_bytes()
-
-
-def test_schema_rejects_an_empty_group_and_accepts_a_command_step() -> None:
-    assert pipeline_errors({"steps": [{"label": "x", "command": "true"}]}) == []
-    assert pipeline_errors({"steps": [{"group": "g", "steps": []}]}) != []
 
 
 # ------------------------------------------------------------------ commit / branch defaults

@@ -611,9 +611,9 @@ def test_output_is_yaml_alone_and_schema_valid(gitrepo: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     document = yaml.safe_load(done.stdout)
-    from ci.schema import pipeline_errors
+    from ci.schema import schema_problems
 
-    assert pipeline_errors(document) == []
+    assert schema_problems(document) == []
     assert "source_file_dependencies" not in done.stdout  # P42
     assert "mirror_hardwares" not in done.stdout
     assert document["steps"][3]["commands"][0] == HF

@@ -17,7 +17,7 @@ import pytest
 from ci import yamlio
 from ci.pipeline.render import Rendered
 from ci.pipeline.upload import render_file
-from ci.schema import pipeline_errors
+from ci.schema import schema_problems
 from tests.conftest import from_shared, run_cli, shared_params
 from tests.corpus import MISSING_KEY, make_corpus, uploader_yamls
 
@@ -82,7 +82,7 @@ def test_the_matrix_covers_every_cuda_and_npu_test_yaml() -> None:
 def test_matrix_case_validates(corpus: Path, case: str, pipeline: str) -> None:
     rendered = run_case(corpus, case, pipeline)
     assert rendered.problems == []
-    assert pipeline_errors(rendered.pipeline) == []
+    assert schema_problems(rendered.pipeline) == []
     text = yamlio.dumps(rendered.pipeline)
     assert "source_file_dependencies" not in text and "mirror_hardwares" not in text  # P42
     assert "&id" not in text  # presets are copied, never aliased

@@ -425,7 +425,7 @@ def plan_pipeline(
             " only the image step is uploaded"
         )
     if validate:  # the check every upload makes, worded the same
-        from ci.pipeline.schemacheck import require_valid
+        from ci.schema import require_valid
 
         require_valid(pipeline, " + ".join(f".buildkite/amd/{s.file}" for s in kept))
     duplicates = tuple(

@@ -18,7 +18,7 @@ Public API (pure functions unless noted; import the submodule you need):
 * `ci.pipeline.mirror` — `parse_mirror_hw`, `m_expressions`, `read_marks`,
   `mirror_chips`, `compose_preset`, `expand`, `apply_preset`, `HF_EXPORT`.
 * `ci.pipeline.markers` — `load_markers(repo)`, `parse_pyproject`, `MarkerRegistry`.
-* `ci.pipeline.schemacheck.schema_problems(pipeline)` — schema errors at the field.
+* `ci.schema.schema_problems(pipeline)` — schema errors at the field.
 * `ci.pipeline.upload` — the task layer (`upload_pipeline`, `render_file`, and
   `emit`: schema check, then upload or print, for every pipeline we produce);
   `ci.pipeline.scope` — `choose` and `auto_scope`; `ci.pipeline.lint`.

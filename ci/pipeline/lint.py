@@ -120,8 +120,8 @@ def _strict(document: dict[str, Any], registries: Registries, report: FileReport
 
 
 def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
-    from ci.pipeline.schemacheck import schema_problems
     from ci.pipeline.upload import render_file, repo_relative
+    from ci.schema import schema_problems
 
     relative = repo_relative(repo, path) or str(path)
     report = FileReport(relative)
@@ -156,7 +156,7 @@ def lint_static(repo: Path, path: Path) -> FileReport:
     and every YAML document must pass the schema."""
     from ci import yamlio
     from ci.pipeline.judge import file_problems, is_amd_suite
-    from ci.pipeline.schemacheck import schema_problems
+    from ci.schema import schema_problems
 
     relative = path.relative_to(repo).as_posix()
     report = FileReport(relative, rendered=False)

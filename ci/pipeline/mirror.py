@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from ci.errors import FAILURE, UserError
@@ -85,13 +86,13 @@ class MarkAsk:
         return not self.chips and not self.has_cards
 
 
-def mirror_chips(cuda_skus: Iterable[str], preset_names: Iterable[str]) -> tuple[str, ...]:
+@lru_cache(maxsize=16)  # asked for every step; the registries of one run do not change
+def mirror_chips(cuda_skus: tuple[str, ...], preset_names: tuple[str, ...]) -> tuple[str, ...]:
     """Lower-cased CUDA SKUs that have a preset `<chip>` or `<chip>_...`, longest first."""
-    names = list(preset_names)
     chips = {
         sku.lower()
         for sku in cuda_skus
-        if any(n == sku.lower() or n.startswith(sku.lower() + "_") for n in names)
+        if any(n == sku.lower() or n.startswith(sku.lower() + "_") for n in preset_names)
     }
     return tuple(sorted(chips, key=lambda c: (-len(c), c)))
 
@@ -254,11 +255,11 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
             return Expansion(step)
         markers = registries.markers()
         presets = registries.presets()
-        chips = mirror_chips(markers.cuda_skus, presets.presets)
-        ask = read_marks(expressions, markers.cuda_skus, chips, markers.card_counts)
+        skus, counts = markers.cuda_skus, markers.card_counts
+        ask = read_marks(expressions, skus, mirror_chips(skus, presets.names), counts)
         if ask.empty:
             return Expansion(step)
-        name, line = compose_preset(label, ask, selector, presets, markers.card_counts)
+        name, line = compose_preset(label, ask, selector, presets, counts)
         if name is None:
             return Expansion(None, dropped="mirror-hw" if selector else "no-chip", log=[line])
         return Expansion(
@@ -276,7 +277,7 @@ def expand(step: dict[str, Any], selector: str | None, registries: Registries) -
     presets = registries.presets()
     if selector is not None:
         markers = registries.markers()
-        chip = _chip_of(name, mirror_chips(markers.cuda_skus, presets.presets))
+        chip = _chip_of(name, mirror_chips(markers.cuda_skus, presets.names))
         if chip is not None and chip != selector:
             line = f"skip {label}: preset {name!r} is {chip} hardware; MIRROR_HW={selector!r}"
             return Expansion(None, dropped="mirror-hw", log=[line])

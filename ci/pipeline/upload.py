@@ -304,7 +304,7 @@ def emit(
     The one way out for every pipeline we produce: test mode, bootstrap mode
     and `bootstrap --platform cuda|npu|xpu`.
     """
-    from ci.pipeline.schemacheck import require_valid
+    from ci.schema import require_valid
 
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))

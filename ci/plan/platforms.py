@@ -13,7 +13,7 @@ task produces, so the plan cannot drift from the uploads:
 * xpu: `ci.bootstraps.intel_pipeline` (skip-ci `intel l2`, the rewrite).
 
 Every pipeline that would be uploaded passes the schema check the real
-upload makes (`ci.pipeline.schemacheck.require_valid`); a failure is that
+upload makes (`ci.schema.require_valid`); a failure is that
 platform's error. Files are read from `Situation.files` (the head revision,
 see `ci.plan.snapshot`); git questions go to the diff resolver. Nothing here
 decides what CI runs: it only reads those functions' results.
@@ -158,7 +158,7 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
     from ci import bootstraps
     from ci.pipeline.bootstrap_mode import BootstrapPlatform
-    from ci.pipeline.schemacheck import require_valid
+    from ci.schema import require_valid
 
     inputs = situation.inputs
     ctx = inputs.context()
@@ -249,8 +249,8 @@ def bootstrap_labels() -> set[str]:
 
 def _render_child(situation: Situation, child: PlannedPipeline, requested: str) -> None:
     from ci.pipeline import ifexpr
-    from ci.pipeline.schemacheck import require_valid
     from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
+    from ci.schema import require_valid
 
     inputs = situation.inputs
     path = pipeline_file(situation.files, child.file or "")
@@ -300,7 +300,7 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
 
 def plan_xpu(situation: Situation) -> PlatformPlan:
     from ci import bootstraps
-    from ci.pipeline.schemacheck import require_valid
+    from ci.schema import require_valid
 
     plan = PlatformPlan("xpu", skip_ci=situation.skip_words("xpu"))
     pipeline = PlannedPipeline("intel", bootstraps.INTEL_PIPELINE)
