@@ -29,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ci import door, skipci, topology
+from ci import door, skipci, topology, yamlio
 from ci.errors import FAILURE, UserError
+from ci.images import variants
 from ci.pipeline import bootstrap_mode, files, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.mirror import command_text
+from ci.pipeline.upload import emit
 from ci.platforms import Platform
+from ci.target import resolve_build
 
 if TYPE_CHECKING:
     from ci.skipci import Decision
@@ -99,8 +102,6 @@ def upload_command(pipeline: str) -> str:
 
 def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
     """One build step per row of the variant table; other keys from the YAML's image step."""
-    from ci.images import variants
-
     first = next(iter(templates.values()), model.Step({}))
     made: list[model.Step] = []
     for row in variants.VARIANTS:
@@ -264,8 +265,6 @@ def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[dict[str, Any] | Non
 
 def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | None, str | None]:
     """The rewritten Intel pipeline, or (None, skip word) when skip-ci stops `intel l2`."""
-    from ci import yamlio
-
     word = decision.gate("intel", "l2")
     if word is not None:
         return None, word
@@ -285,8 +284,6 @@ def run(
     platform: Platform, repo: Path, *, dry_run: bool = False, env: Mapping[str, str] | None = None
 ) -> None:
     """Decide, render, validate, then upload (or print with `--dry-run`)."""
-    from ci.target import resolve_build
-
     source = dict(os.environ if env is None else env)
     if platform not in (Platform.CUDA, Platform.NPU, Platform.XPU):
         raise UserError(f"--platform: no bootstrap here for {platform}; use ci.amd.bootstrap")
@@ -308,6 +305,4 @@ def run(
         chosen: BootstrapPlatform = "cuda" if platform is Platform.CUDA else "npu"
         pipeline = plan_pipeline(chosen, repo, source)
         source_name = BOOTSTRAP_FILES[chosen]
-    from ci.pipeline.upload import emit
-
     emit(pipeline, source_name, upload=True, dry_run=dry_run, log=log)

@@ -24,6 +24,7 @@ from ci import __version__
 from ci.errors import STDOUT_FAILED, UserError
 from ci.grammar import REFUSED, RUN_ONLY_CORE, parse, refuse_empty_values, unexpected
 from ci.taskkit import report
+from ci.tasks import ns
 
 
 class CiProgram(Program):
@@ -227,8 +228,6 @@ def stdout_closed() -> None:
 
 
 def program(binary: str = "vllm-omni-ci", **option_defaults: str) -> CiProgram:
-    from ci.tasks import ns
-
     return CiProgram(
         namespace=ns,
         version=__version__,

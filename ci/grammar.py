@@ -25,6 +25,7 @@ from invoke.parser.context import ParserContext
 from invoke.parser.parser import ParseResult
 
 from ci.errors import UserError
+from ci.platforms import ALLOWED
 
 
 def parse(
@@ -254,8 +255,6 @@ def choices(task: str, option: str) -> str:
     if (task, option) == ("upload-pipeline", "platform"):
         return "cuda, npu"
     if option == "platform":
-        from ci.platforms import ALLOWED
-
         return ALLOWED
     if option == "variant":
         from ci.images.variants import ALLOWED as VARIANTS

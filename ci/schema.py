@@ -25,6 +25,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
+from ci.errors import FAILURE, UserError
+
 SCHEMA_FILE = "buildkite-pipeline.schema.json"
 MAX_MESSAGE = 160
 _KINDS: Final = (
@@ -238,8 +240,6 @@ def schema_problems(pipeline: Any) -> list[str]:
 
 def require_valid(pipeline: Any, source: str) -> None:
     """Stop (exit 1) with one line per problem: what every upload checks before it leaves."""
-    from ci.errors import FAILURE, UserError
-
     UserError.collect(
         (
             f"{source}: rendered pipeline fails the Buildkite schema at {p}"

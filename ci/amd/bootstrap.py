@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci import door, skipci, webclient
+from ci import door, skipci, webclient, yamlio
 from ci.amd import combine, render, suites
+from ci.diff import resolve_diff
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.redact import Redactor
-from ci.target import resolve_build
+from ci.schema import require_valid
+from ci.target import in_buildkite, resolve_branch, resolve_build
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -97,8 +99,6 @@ def suite_mirror_values(amd_dir: Path) -> set[str]:
     Read leniently (a missing or broken file adds nothing): a broken suite is
     reported when it is selected and loaded, not while AMD_MIRROR_HW is checked.
     """
-    from ci import yamlio
-
     found: set[str] = set()
     for suite in suites.SUITES:
         path = amd_dir / suite.file
@@ -144,8 +144,6 @@ class Inputs:
 
     @classmethod
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
-        from ci.target import in_buildkite, resolve_branch
-
         # Bad NIGHTLY / DEBUG_TEST_YAML / AMD_MIRROR_HW stop here, before the label
         # request and git: the script only found the first two in the selector, after
         # both (exit 1 either way). A missing BUILDKITE_BRANCH in Buildkite was `set -u`'s
@@ -368,8 +366,6 @@ def plan_pipeline(
     gets the script's log lines (`Run all: …`, `AMD test suites: …`); `plan`
     passes `quiet`. `inputs` replaces reading them from `env` (`plan` gives its own).
     """
-    from ci.diff import resolve_diff
-
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
     if diff is None:
@@ -425,8 +421,6 @@ def plan_pipeline(
             " only the image step is uploaded"
         )
     if validate:  # the check every upload makes, worded the same
-        from ci.schema import require_valid
-
         require_valid(pipeline, " + ".join(f".buildkite/amd/{s.file}" for s in kept))
     duplicates = tuple(
         (suite.group, str(step.get("label", "")) if isinstance(step, dict) else "")
@@ -475,8 +469,6 @@ def run(
     labels: str | None = None,
 ) -> None:
     """The bootstrap. `labels` is `--labels` (comma- or newline-separated); see resolve_labels."""
-    from ci import yamlio
-
     source = dict(os.environ if env is None else env)
     # Which build this is, before any request: inside Buildkite a missing commit stops here.
     resolve_build(repo, source)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci import yamlio
 from ci.amd.suites import Suite
 from ci.errors import UserError
 from ci.pipeline import commands, model
@@ -37,8 +38,6 @@ class Combined:
 
 
 def load_suite(amd_dir: Path, suite: Suite) -> SuiteDoc:
-    from ci import yamlio
-
     path = amd_dir / suite.file
     data = yamlio.load(path)
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):

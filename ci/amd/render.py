@@ -15,6 +15,7 @@ from typing import Any
 
 from ci.errors import UserError
 from ci.pipeline import model
+from ci.pipeline.commands import step_commands  # a string or a list of strings, else exit 1
 
 IMAGE_REGISTRY = "rocm/vllm-omni"
 IMAGE = f"{IMAGE_REGISTRY}:$BUILDKITE_COMMIT"
@@ -140,8 +141,6 @@ def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) ->
     lines += [f"export {k}={_quote(v)}" for k, v in (step.get("env") or {}).items()]
     if "mi250" in pool:
         lines.append("python3 -m pip uninstall -y amd-aiter")
-    from ci.pipeline.commands import step_commands  # a string or a list of strings, else exit 1
-
     lines.append("\n".join(step_commands(step)).strip())
     return "\n".join(lines)
 

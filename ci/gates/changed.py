@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
+from ci.pipeline.files import exists
 
 
 def changed_files(
@@ -22,14 +24,10 @@ def changed_files(
     work. Files are read from the working tree (as pre-commit does); deleted
     ones are skipped, unreadable ones are not.
     """
-    from ci.diff import WORKTREE, resolve_diff
-
     head = WORKTREE if to_ref.upper() == "WORKTREE" else (to_ref or "HEAD")
     diff = resolve_diff(repo, base=from_ref, head=head)
     if diff.paths is None:
         raise UserError(f"--from-ref {from_ref}: cannot list the changed files ({diff.reason})")
-    from ci.pipeline.files import exists
-
     # Deleted files are skipped; an entry that is there but unreadable (a symlink
     # loop, a FIFO) is kept, so that the gate reports it instead of passing.
     return [

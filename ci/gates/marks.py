@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.gates.changed import changed_files
+from ci.pipeline.files import Unreadable, read_text, realpath, walk
+from ci.pipeline.files import given as find
 from ci.pipeline.markers import MarkerRegistry, load_markers
+from ci.target import resolve_repo
 
 HELPERS = ("hardware_test", "hardware_marks")
 HELPER_MODULE = "tests/helpers/mark.py"
@@ -408,8 +412,6 @@ def scan_source(source: str, rel: str, registry: MarkerRegistry) -> list[Problem
 
 def _walk_python(tests: Path) -> list[Path]:
     """Every `*.py` entry under tests/, unreadable ones included (they fail the gate)."""
-    from ci.pipeline.files import walk
-
     return walk(
         tests,
         lambda name: name.endswith(".py"),
@@ -424,8 +426,6 @@ def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
         if not tests.is_dir():
             raise UserError(f"--repo: {repo} has no tests/ directory")
         return _walk_python(tests)
-    from ci.pipeline.files import given as find
-
     chosen: list[Path] = []
     missing: list[str] = []
     for name in given:
@@ -448,8 +448,6 @@ def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
 
 def load_registry(repo: Path) -> MarkerRegistry:
     """The registry of `<repo>/pyproject.toml`; missing, or lacking a tag the gate reads: exit 2."""
-    from ci.pipeline.files import realpath
-
     try:
         found = load_markers(repo)
     except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
@@ -473,8 +471,6 @@ def load_registry(repo: Path) -> MarkerRegistry:
 
 def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> list[MarksReport]:
     """One report per file; a file the gate cannot read is a problem (`Unreadable`), never OK."""
-    from ci.pipeline.files import Unreadable, read_text
-
     reports = []
     for path in files:
         rel = path.relative_to(repo).as_posix()
@@ -505,16 +501,12 @@ def check_marks(
     `files` (what pre-commit passes) or `from_ref`/`to_ref` (a range: its
     changed files) narrow the scan; default: every .py under tests/.
     """
-    from ci.target import resolve_repo
-
     repo = resolve_repo(repo_arg)
     if from_ref and files:
         raise UserError("give files after `--` or --from-ref, not both")
     if to_ref and not from_ref:
         raise UserError("--to-ref needs --from-ref")
     if from_ref:
-        from ci.gates.changed import changed_files
-
         chosen = changed_files(
             repo, from_ref, to_ref, lambda p: p.startswith("tests/") and p.endswith(".py")
         )

@@ -33,16 +33,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci import door
 from ci.door import Command, Plan
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.gates.changed import changed_files
+from ci.pipeline.files import given as find
 from ci.pipeline.stepsource import (
     AMD_RUNNER,
     JOB_SHELL,
     ShellStep,
+    is_pipeline,
+    read_steps,
     unescape,
     upload_interpolate,
     upload_refs_at,
 )
+from ci.target import resolve_repo
 
 SEVERITIES = ("error", "warning", "info", "style")
 PROLOGUE = {AMD_RUNNER: "set -o pipefail", JOB_SHELL: "set -e"}
@@ -291,10 +297,6 @@ def shellcheck_steps(
     to_ref: str = "",
 ) -> None:
     """Check every step's shell text; findings on stdout, a summary on stderr."""
-    from ci import door
-    from ci.pipeline.stepsource import read_steps
-    from ci.target import resolve_repo
-
     level = parse_severity(severity)
     codes = parse_excludes(exclude)
     repo = resolve_repo(repo_arg)
@@ -304,9 +306,6 @@ def shellcheck_steps(
         raise UserError("--to-ref needs --from-ref")
     chosen = _yaml_files(repo, files) if files else None
     if from_ref:
-        from ci.gates.changed import changed_files
-        from ci.pipeline.stepsource import is_pipeline
-
         chosen = changed_files(repo, from_ref, to_ref, is_pipeline)
         if not chosen:
             sys.stderr.write(f"shellcheck-steps: no changed pipeline YAML since {from_ref}\n")
@@ -355,8 +354,6 @@ def shellcheck_steps(
 def _yaml_files(repo: Path, given: Sequence[str]) -> list[Path]:
     chosen: list[Path] = []
     problems: list[str] = []
-    from ci.pipeline.files import given as find
-
     for name in given:
         found = find(name, repo)
         if found is None:

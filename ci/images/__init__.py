@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import importlib
 
+from ci.images import deadline
 from ci.images.options import BuildOptions
 
 
 def build(options: BuildOptions) -> None:
-    from ci.images import deadline
-
     deadline.start(options.timeout)  # a bad --timeout stops here, before anything runs
     module = importlib.import_module(f"ci.images.{options.platform.value}")
     module.build(options)

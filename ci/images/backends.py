@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ci import door
+from ci import doctor, door
 from ci.errors import BAD_INPUT, UserError
-from ci.images import refs, registry
+from ci.images import deadline, refs, registry
 from ci.images.cachekey import CacheKey
 from ci.images.registry import on_this_machine
 
@@ -352,8 +352,6 @@ def choose(requested: str, docker: str, *, dry_run: bool = False) -> tuple[str, 
     would stop for want of a client, the dry-run still prints the production
     plan (`auto` is buildx), and the note says why the run would stop.
     """
-    from ci import doctor
-
     try:
         backend, client = _choose(requested, docker)
     except UserError as exc:
@@ -365,8 +363,6 @@ def choose(requested: str, docker: str, *, dry_run: bool = False) -> tuple[str, 
 
 
 def _choose(requested: str, docker: str) -> tuple[str, str]:
-    from ci import doctor
-
     report = doctor.probe(docker or None, engine=False)
     if requested in (AUTO, BUILDX) and report.buildx and report.chosen:
         return BUILDX, as_typed(report.chosen)
@@ -393,8 +389,6 @@ def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
     A client the user named (`--docker`, $VLLM_OMNI_CI_DOCKER) is used as is,
     never swapped for another; otherwise the first able one doctor found.
     """
-    from ci import doctor
-
     if docker or os.environ.get(doctor.DOCKER_ENV):
         named = report.client()
         client = named.path if named and named.buildkit_without_buildx else None
@@ -412,6 +406,4 @@ def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
 
 def run_steps(steps: tuple[door.Command, ...]) -> None:
     """Run the steps under the build's deadline; a failure ends the task with its exit code."""
-    from ci.images import deadline
-
     door.execute(door.Plan(steps), check=True, runner=deadline.step)

@@ -14,6 +14,7 @@ import dataclasses
 import time
 
 from ci import door
+from ci.durations import parse_duration
 from ci.errors import BAD_INPUT, Stop, UserError
 
 _deadline: float | None = None
@@ -24,8 +25,6 @@ def parse(text: str) -> float | None:
     """Seconds of `--timeout` ("" = none); bad or non-positive values exit 2."""
     if not text:
         return None
-    from ci.durations import parse_duration
-
     try:
         seconds = parse_duration(text, name="--timeout")
     except UserError as exc:

@@ -23,7 +23,9 @@ from ci import door
 from ci.errors import BAD_INPUT, UserError
 from ci.images import deadline, refs, variants
 from ci.images.options import BuildOptions
+from ci.images.resolve import gather
 from ci.images.variants import NpuVariant
+from ci.target import resolve_commit, resolve_repo
 
 DEFAULT_IMAGE_NAME = variants.IMAGE_NAME
 DEFAULT_IMAGE_REGISTRY = variants.IMAGE_REGISTRY
@@ -225,9 +227,6 @@ def plan(
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
     """Turn the task's options and the environment into one checked build (all problems at once)."""
-    from ci.images.resolve import gather
-    from ci.target import resolve_commit, resolve_repo
-
     found = options.misplaced()
     row = gather(found, lambda: variants.variant(options.variant))
     repo = gather(found, lambda: resolve_repo(options.repo or None))

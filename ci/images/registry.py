@@ -34,6 +34,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from ci import door, webclient
 from ci.errors import FAILURE, UserError
 
 TIMEOUT = 5.0
@@ -104,8 +105,6 @@ class Answer:
 
 def ask(url: str, timeout: float = TIMEOUT) -> Answer:
     """One GET; never follows a redirect (a 3xx is an answer too)."""
-    from ci import webclient
-
     request = urllib.request.Request(url, headers={"User-Agent": "vllm-omni-ci registry probe"})
     try:
         with webclient.send(request, timeout=timeout) as response:
@@ -129,8 +128,6 @@ def ask(url: str, timeout: float = TIMEOUT) -> Answer:
 
 def check(found: Target | None, registry_from: str) -> None:
     """Say on stderr what the registry answered; raise (exit 1) when it did not."""
-    from ci import door
-
     if found is None:
         door.note(
             "registry probe: none (--no-push, and the cache ref's registry is not on this "

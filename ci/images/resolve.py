@@ -16,6 +16,7 @@ from ci.images import backends
 from ci.images.backends import tag_problem
 from ci.images.cachekey import CacheKey
 from ci.images.options import BuildOptions
+from ci.target import resolve_commit, resolve_repo
 
 T = TypeVar("T")
 K = TypeVar("K", bound=backends.KeyedBuild)
@@ -50,8 +51,6 @@ def commit_and_repo(
     options: BuildOptions, env: Mapping[str, str], problems: list[str]
 ) -> tuple[Path | None, str | None]:
     """`--repo` and the image-tag commit (`--commit`, $BUILDKITE_COMMIT, git HEAD outside CI)."""
-    from ci.target import resolve_commit, resolve_repo
-
     repo = gather(problems, lambda: resolve_repo(options.repo or None))
     if repo is None:
         return None, None

@@ -27,10 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ci import door, door_docker
+from ci import doctor, door, door_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.images import deadline, refs
+from ci.images import backends, deadline, refs
+from ci.images.backends import reference_problem, repository_problem, tag_problem
 from ci.images.options import BuildOptions
+from ci.images.resolve import gather
+from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -97,10 +100,6 @@ class XpuBuild:
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     """Options, then the script's env vars; every input problem reported at once (exit 2)."""
-    from ci.images.backends import reference_problem, repository_problem, tag_problem
-    from ci.images.resolve import gather
-    from ci.target import resolve_commit, resolve_repo
-
     problems = options.misplaced()
     version = options.vllm_version or env.get("VLLM_VERSION", "")
     if not version:
@@ -385,11 +384,8 @@ def build_from_source(build: XpuBuild, export: bool) -> None:
 
 def choose_client(options: BuildOptions) -> tuple[str, bool]:
     """(docker client that can build with BuildKit, whether the engine exports type=image)."""
-    from ci import doctor
-    from ci.images.backends import engine_client
-
     report = doctor.probe(options.docker or None, engine=True)
-    return engine_client(report, options.docker), report.output_image
+    return backends.engine_client(report, options.docker), report.output_image
 
 
 def no_engine_reason(exc: BaseException) -> str:
@@ -416,8 +412,6 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
         door.execute(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
         return
     tier, reason = predict_tier(build, client)
-    from ci import doctor
-
     # The client a real run would use (client queries only: no engine-side probe build).
     chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
     if chosen:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ci import topology
+from ci import topology, yamlio
 from ci.errors import BAD_INPUT, FAILURE, UserError
 from ci.pipeline import ifexpr, model
 from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
@@ -186,8 +186,6 @@ def load_document(text: str, source: str) -> dict[str, Any]:
     Through the one YAML loader, so alias bombs and duplicate keys are refused
     with its own line; text that is not YAML keeps the script's message.
     """
-    from ci import yamlio
-
     try:
         document = yamlio.loads(text, source=source)
     except yamlio.InvalidYAML:

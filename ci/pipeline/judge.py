@@ -22,8 +22,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ci.amd.combine import load_suite
+from ci.amd.suites import SUITES, Suite
 from ci.errors import UserError
 from ci.pipeline import commands
+from ci.pipeline.upload import load_test_yaml
 
 
 def is_amd_suite(rel: str) -> bool:
@@ -34,9 +37,6 @@ def is_amd_suite(rel: str) -> bool:
 
 def amd_suite_problems(path: Path) -> list[str]:
     """What the AMD bootstrap says when it loads `path` as a suite ([] when it would load it)."""
-    from ci.amd.combine import load_suite
-    from ci.amd.suites import SUITES, Suite
-
     suite = next(
         (s for s in SUITES if s.file == path.name),
         Suite(path.stem, path.stem, path.name, "", None),
@@ -62,8 +62,6 @@ def is_uploader_test_yaml(rel: str) -> bool:
 
 def uploader_problems(path: Path) -> list[str]:
     """What `upload-pipeline` says when it loads `path` ([] when it would load it)."""
-    from ci.pipeline.upload import load_test_yaml
-
     try:
         load_test_yaml(path)
     except UserError as exc:

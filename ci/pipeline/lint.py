@@ -26,10 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci import door
+from ci import door, yamlio
 from ci.errors import FAILURE, UserError
 from ci.pipeline import ifexpr, mirror, model, sourcefilter
+from ci.pipeline.files import walk
+from ci.pipeline.judge import file_problems, is_amd_suite, is_uploader_test_yaml
 from ci.pipeline.registries import Registries
+from ci.pipeline.upload import render_file, repo_relative
+from ci.schema import schema_problems
+from ci.target import resolve_repo
 
 # Test YAMLs the uploader renders (`judge.is_uploader_test_yaml`); AMD's go through
 # the AMD template instead.
@@ -47,8 +52,6 @@ TEMPLATE_KEYS = ("mirror_hardwares", "agent_pool", "grade", "source_file_depende
 
 def _buildkite_yamls(repo: Path) -> list[Path]:
     """Every `*.yml`/`*.yaml` entry under `.buildkite/`, unreadable ones included (safe walk)."""
-    from ci.pipeline.files import walk
-
     root = repo / ".buildkite"
     if not root.is_dir():
         return []
@@ -57,8 +60,6 @@ def _buildkite_yamls(repo: Path) -> list[Path]:
 
 def _is_test_yaml(repo: Path, path: Path) -> bool:
     """`.buildkite/<dir>/test-*.yml` (TEST_GLOB), outside the AMD directory."""
-    from ci.pipeline.judge import is_uploader_test_yaml
-
     return is_uploader_test_yaml(path.relative_to(repo).as_posix())
 
 
@@ -120,14 +121,9 @@ def _strict(document: dict[str, Any], registries: Registries, report: FileReport
 
 
 def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
-    from ci.pipeline.upload import render_file, repo_relative
-    from ci.schema import schema_problems
-
     relative = repo_relative(repo, path) or str(path)
     report = FileReport(relative)
     try:
-        from ci import yamlio
-
         document = yamlio.load(path)
         if not isinstance(document, dict):
             raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
@@ -154,10 +150,6 @@ def lint_static(repo: Path, path: Path) -> FileReport:
     """A pipeline the uploader does not render: its consumer must accept it
     (`ci.pipeline.judge`: the AMD bootstrap's suite check for AMD test YAMLs),
     and every YAML document must pass the schema."""
-    from ci import yamlio
-    from ci.pipeline.judge import file_problems, is_amd_suite
-    from ci.schema import schema_problems
-
     relative = path.relative_to(repo).as_posix()
     report = FileReport(relative, rendered=False)
     template = is_amd_suite(relative)
@@ -201,8 +193,6 @@ def lint(repo: Path, *, others: bool = True) -> list[FileReport]:
 
 def lint_repo(repo_arg: str = "") -> None:
     """The task: a summary on stdout, one `error:` line per problem, exit 1 on any."""
-    from ci.target import resolve_repo
-
     repo = resolve_repo(repo_arg or None)
     reports = lint(repo)
     if not reports:

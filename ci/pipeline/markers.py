@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ci.errors import FAILURE, UserError
+from ci.pipeline import files
 
 PYPROJECT = "pyproject.toml"
 _TAG = re.compile(r"\[([A-Za-z0-9_-]+)\]")
@@ -153,8 +154,6 @@ def parse_pyproject(text: str, source: str) -> MarkerRegistry:
 
 
 def load_markers(repo: Path) -> MarkerRegistry:
-    from ci.pipeline import files
-
     path = files.realpath(repo / PYPROJECT)
     if not files.exists(path):
         raise UserError(f"missing pytest marker registry: {path}", code=FAILURE)

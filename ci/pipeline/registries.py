@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci import yamlio
 from ci.errors import FAILURE, UserError
+from ci.pipeline import files
+from ci.pipeline.files import realpath
 from ci.pipeline.markers import Lazy, MarkerRegistry, load_markers
 
 SOURCE_REGISTRY = ".buildkite/common/ci_source_file_dependencies.yml"
@@ -28,9 +31,6 @@ def _fail(message: str) -> UserError:
 
 def _read_yaml(path: Path, what: str) -> Any:
     """The registry's document; the original's messages, with the reason in parentheses."""
-    from ci import yamlio
-    from ci.pipeline import files
-
     if not files.exists(path):
         raise _fail(f"missing CI {what} registry: {path}")
     try:
@@ -144,8 +144,6 @@ class Registries:
 
     @classmethod
     def for_repo(cls, repo: Path) -> Registries:
-        from ci.pipeline.files import realpath
-
         root = realpath(repo)
         src = root / SOURCE_REGISTRY
         pre = root / PRESET_REGISTRY

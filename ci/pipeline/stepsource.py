@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ci.pipeline.files
+from ci import yamlio
 from ci.errors import FAILURE, UserError
 from ci.pipeline import model
+from ci.pipeline.commands import step_commands
+from ci.pipeline.judge import file_problems
 
 # Pipelines whose steps the AMD template renders into TEST_COMMANDS for the
 # native runner; every other step runs under Buildkite's job shell.
@@ -142,8 +146,6 @@ def shell_of(rel_file: str) -> str:
 
 def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
     """The step's non-blank commands; anything but a string or list of strings is an error."""
-    from ci.pipeline.commands import step_commands
-
     return tuple(text.strip() for text in step_commands(step, rel_file) if text.strip())
 
 
@@ -208,19 +210,15 @@ def pipeline_files(repo: Path) -> list[Path]:
     Entries that are not readable files (a symlink loop, a FIFO) are listed too:
     reading them reports the problem, where skipping them passed the gate.
     """
-    from ci.pipeline import files
-
     root = repo / ".buildkite"
     if not root.is_dir():
         raise UserError(f"--repo: {repo} has no .buildkite/ directory")
-    found = files.walk(root, lambda name: name.endswith((".yml", ".yaml")))
+    found = ci.pipeline.files.walk(root, lambda name: name.endswith((".yml", ".yaml")))
     return [p for p in found if is_pipeline(p.relative_to(repo).as_posix())]
 
 
 def load_documents(path: Path, source: str) -> list[Any]:
     """All YAML documents of a file (old pipeline.yml files hold two); errors exit 1."""
-    from ci import yamlio
-
     return [d for d in yamlio.load_all(path, source) if d is not None]
 
 
@@ -230,8 +228,6 @@ def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellSte
     Every file is read and judged as its consumer would (`ci.pipeline.judge`);
     the problems of all of them are reported at once (exit 1).
     """
-    from ci.pipeline.judge import file_problems
-
     steps: list[ShellStep] = []
     problems: list[str] = []
     for path in pipeline_files(repo) if files is None else files:

@@ -27,6 +27,7 @@ from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, 
 from ci.pipeline.mirror import parse_mirror_hw
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import Rendered, Scope, render_test_pipeline
+from ci.schema import require_valid
 from ci.target import resolve_branch, resolve_build, resolve_repo
 
 LOG_PREFIX = "upload_pipeline: "
@@ -304,8 +305,6 @@ def emit(
     The one way out for every pipeline we produce: test mode, bootstrap mode
     and `bootstrap --platform cuda|npu|xpu`.
     """
-    from ci.schema import require_valid
-
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
     plan = door.Plan((upload_command(text),))

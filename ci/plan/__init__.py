@@ -13,7 +13,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from ci import door
 from ci.errors import FAILURE, Stop
+from ci.plan.build import make_plan
+from ci.plan.output import write
 
 if TYPE_CHECKING:
     from ci.plan.inputs import PlanInputs
@@ -22,10 +25,6 @@ if TYPE_CHECKING:
 
 def run(inputs: PlanInputs) -> BuildPlan:
     """Make and print the plan; exit 1 (after printing) when a platform failed."""
-    from ci import door
-    from ci.plan.build import make_plan
-    from ci.plan.output import write
-
     plan = make_plan(inputs)
     if inputs.format != "table":  # the table shows them; JSON and markdown go to tools
         for warning in plan.warnings:

@@ -13,8 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci import diff as diffs
+from ci import skipci
 from ci.errors import UserError
+from ci.plan import platforms
 from ci.plan.model import BuildPlan, PlatformPlan
+from ci.plan.platforms import Situation, bootstrap_labels
+from ci.plan.snapshot import files_at, shown
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -24,8 +29,6 @@ if TYPE_CHECKING:
 
 
 def _planners() -> dict[str, Callable[[Situation], PlatformPlan]]:
-    from ci.plan import platforms
-
     return {
         "rocm": platforms.plan_rocm,
         "cuda": lambda s: platforms.plan_upload(s, "cuda"),
@@ -35,10 +38,6 @@ def _planners() -> dict[str, Callable[[Situation], PlatformPlan]]:
 
 
 def make_plan(inputs: PlanInputs) -> BuildPlan:
-    from ci import diff as diffs
-    from ci import skipci
-    from ci.plan.snapshot import files_at
-
     head = diffs.WORKTREE if inputs.worktree else (inputs.head or "HEAD")
     base = inputs.base or _default_base(inputs)
     diff = diffs.resolve_diff(inputs.repo, base, head)
@@ -54,8 +53,6 @@ def _default_base(inputs: PlanInputs) -> str:
     On `main` the merge-base with `origin/main` is the commit itself, an empty
     diff that no main build ever sees.
     """
-    from ci import diff as diffs
-
     if inputs.branch == "main" and not inputs.worktree:
         parent = diffs.main_build_base(inputs.repo, inputs.head or "HEAD")
         if parent is not None:
@@ -66,9 +63,6 @@ def _default_base(inputs: PlanInputs) -> str:
 def _plan(
     inputs: PlanInputs, base: str, diff: Diff, decision: Decision, files: Path, rev: str | None
 ) -> BuildPlan:
-    from ci.plan.platforms import Situation, bootstrap_labels
-    from ci.plan.snapshot import shown
-
     situation = Situation(inputs, diff, decision, bootstrap_labels(), files=files)
     plan = BuildPlan(
         repo=str(inputs.repo),

@@ -24,8 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
+from ci.amd.suites import split_labels as split
+from ci.diff import default_base
 from ci.errors import BAD_INPUT, UserError
-from ci.platforms import Platform
+from ci.pipeline.ifexpr import Context
+from ci.pipeline.mirror import parse_mirror_hw
+from ci.platforms import Platform, parse_platform
+from ci.target import git, resolve_build, resolve_repo
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -63,8 +68,6 @@ class PlanInputs:
         return env
 
     def context(self) -> Context:
-        from ci.pipeline.ifexpr import Context
-
         return Context.of(self.branch, self.labels, self.env())
 
     def as_dict(self) -> dict[str, object]:
@@ -83,14 +86,10 @@ class PlanInputs:
 
 def split_labels(labels: str) -> tuple[str, ...]:
     """Commas or newlines, as the AMD selector reads them (duplicates dropped)."""
-    from ci.amd.suites import split_labels as split
-
     return tuple(dict.fromkeys(split(labels)))
 
 
 def parse_platforms(values: Iterable[str]) -> tuple[tuple[Platform, ...], list[str]]:
-    from ci.platforms import parse_platform
-
     chosen: set[Platform] = set()
     problems: list[str] = []
     for value in values:
@@ -129,9 +128,6 @@ def parse_inputs(
     `environ` is the build's environment, read only for the defaults of
     `--branch`, `--labels` and a PR's `--base` (module docstring); None reads none.
     """
-    from ci.pipeline.mirror import parse_mirror_hw
-    from ci.target import resolve_repo
-
     head = options.get("head", "")
     worktree = options.get("worktree", False)
     format = options.get("format", "table")
@@ -157,8 +153,6 @@ def parse_inputs(
     branch = options.get("branch", "").strip() or _branch(target, source)
     base = options.get("base", "").strip() or None
     if base is None and source.get(BASE_ENV) and (branch != MAIN or worktree):
-        from ci.diff import default_base
-
         base = default_base(target, {BASE_ENV: source[BASE_ENV]})
     return PlanInputs(
         repo=target,
@@ -181,8 +175,6 @@ def _branch(repo: Path, environ: Mapping[str, str]) -> str:
 
     `--repo` must be a git checkout with a commit.
     """
-    from ci.target import git, resolve_build
-
     found = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     if not found.ok or not found.stdout.strip():
         raise UserError(f"--repo: {repo} is not a git checkout with a commit; pass --repo PATH")

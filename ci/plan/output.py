@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 from ci.plan.model import BuildPlan, PlannedDrop, PlannedPipeline, PlannedStep, PlatformPlan
+from ci.tiers.terminal import informative, strip_emoji, widths, wrap
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -177,8 +178,6 @@ def _print_terminal(plan: BuildPlan, console: Console) -> None:
     """
     from rich.text import Text
 
-    from ci.tiers.terminal import strip_emoji, wrap
-
     width = console.width
 
     def say(text: str, style: str = "", indent: str = "") -> None:
@@ -225,8 +224,6 @@ def _terminal_table(
 ) -> None:
     from rich.table import Table
     from rich.text import Text
-
-    from ci.tiers.terminal import informative, widths
 
     shown = informative(headers, rows, always=_ALWAYS)
     names = [headers[i] for i in shown.keep]

@@ -25,10 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci import bootstraps
+from ci.amd import bootstrap, render, suites
 from ci.errors import FAILURE, UserError
-from ci.pipeline import model
+from ci.pipeline import bootstrap_mode, ifexpr, model
+from ci.pipeline.bootstrap_mode import BootstrapPlatform
+from ci.pipeline.registries import Registries
+from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
+from ci.plan.inputs import MAIN
 from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedPipeline, PlatformPlan, Reason
 from ci.plan.steps import labels_in, verdict, walk
+from ci.schema import require_valid
+from ci.skipci import Decision
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -51,8 +59,6 @@ class Situation:
     _registries: Registries | None = None
 
     def registries(self) -> Registries:
-        from ci.pipeline.registries import Registries
-
         if self._registries is None:
             self._registries = Registries.for_repo(self.files)
         return self._registries
@@ -91,8 +97,6 @@ def _finish(
 
 
 def plan_rocm(situation: Situation) -> PlatformPlan:
-    from ci.amd import bootstrap
-
     inputs = situation.inputs
     plan = PlatformPlan("rocm", skip_ci=situation.skip_words("rocm"))
     amd_inputs = bootstrap.Inputs.of_branch(inputs.branch, nightly=inputs.nightly)
@@ -143,8 +147,6 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
 
 
 def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
-    from ci.amd import render
-
     image = render.image_build_group()["group"]
     copy = PlannedPipeline(pipeline.name, pipeline.file, pipeline.status, pipeline.reason)
     copy.steps = [s for s in pipeline.steps if s.groups[:1] != (image,)]
@@ -156,10 +158,6 @@ def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
 
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
-    from ci import bootstraps
-    from ci.pipeline.bootstrap_mode import BootstrapPlatform
-    from ci.schema import require_valid
-
     inputs = situation.inputs
     ctx = inputs.context()
     decision = situation.decision
@@ -218,9 +216,6 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
 
 def _gate_needs(gate: str, inputs: PlanInputs) -> str:
     """Why a false upload gate is false, in words (from the gate's own labels)."""
-    from ci.pipeline import ifexpr
-    from ci.plan.inputs import MAIN
-
     if inputs.branch == MAIN:
         env = ", ".join(f"{k}={v}" for k, v in inputs.env().items()) or "no schedule env"
         return f"false for a main build with {env}"
@@ -233,10 +228,6 @@ def _gate_needs(gate: str, inputs: PlanInputs) -> str:
 
 def bootstrap_labels() -> set[str]:
     """Every PR label a bootstrap tests: AMD suite labels, CUDA/NPU gates of normal CI."""
-    from ci.amd import suites
-    from ci.pipeline import bootstrap_mode
-    from ci.skipci import Decision
-
     found = {s.label for s in suites.SUITES}
     normal = Decision(False, False, "")
     for platform in ("cuda", "npu"):
@@ -248,10 +239,6 @@ def bootstrap_labels() -> set[str]:
 
 
 def _render_child(situation: Situation, child: PlannedPipeline, requested: str) -> None:
-    from ci.pipeline import ifexpr
-    from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
-    from ci.schema import require_valid
-
     inputs = situation.inputs
     path = pipeline_file(situation.files, child.file or "")
     build = UploadInputs(
@@ -299,9 +286,6 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
 
 
 def plan_xpu(situation: Situation) -> PlatformPlan:
-    from ci import bootstraps
-    from ci.schema import require_valid
-
     plan = PlatformPlan("xpu", skip_ci=situation.skip_words("xpu"))
     pipeline = PlannedPipeline("intel", bootstraps.INTEL_PIPELINE)
     plan.pipelines.append(pipeline)

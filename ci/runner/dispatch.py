@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from ci.errors import UserError
 from ci.platforms import Platform, platform_option
+from ci.runner.native import run_tests as run_native
+from ci.runner.xpu import run_tests as run_xpu
 
 ALLOWED = "rocm (alias amd), npu, xpu (alias intel)"
 
@@ -30,12 +32,8 @@ def run_tests(
     if (timeout or prune) and chosen is not Platform.XPU:
         raise UserError(f"--timeout and --prune are for --platform xpu, not {chosen}")
     if chosen in (Platform.ROCM, Platform.NPU):
-        from ci.runner.native import run_tests as run_native
-
         run_native(chosen, positional, dry_run=dry_run)
     elif chosen is Platform.XPU:
-        from ci.runner.xpu import run_tests as run_xpu
-
         run_xpu(
             os.environ, timeout=timeout, prune=prune, positional=tuple(positional), dry_run=dry_run
         )

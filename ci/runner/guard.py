@@ -19,12 +19,12 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+from ci.door import FORWARDED_SIGNALS, Interrupted
+
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[list[int]]:
     """Record SIGTERM/SIGINT/SIGHUP in the yielded list instead of raising (main thread)."""
-    from ci.door import FORWARDED_SIGNALS
-
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
@@ -45,6 +45,4 @@ def signals_deferred() -> Iterator[list[int]]:
 
 def interrupted(signum: int) -> Exception:
     """The exception that ends the task as a signal to us does: exit 128+N (143, 130, 129)."""
-    from ci.door import Interrupted
-
     return Interrupted(128 + signum, f"interrupted by signal {signum}")

@@ -13,7 +13,12 @@ import contextlib
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
+from ci import door
+from ci.errors import Stop
 from ci.platforms import Platform
+from ci.redact import Redactor, secrets_from_env
+from ci.runner import leaks
+from ci.runner.guard import interrupted, signals_deferred
 from ci.runner.program import (
     CacheDirs,
     DockerDisabled,
@@ -84,8 +89,6 @@ def program_for(
     platform: Platform, environ: Mapping[str, str], positional: Sequence[str] = ()
 ) -> str:
     """The program `run-tests --platform <platform>` runs for this environment."""
-    from ci.redact import secrets_from_env
-
     return render_program(
         SEMANTICS[platform],
         command_text(environ, positional),
@@ -100,12 +103,6 @@ def run_tests(platform: Platform, positional: Sequence[str], *, dry_run: bool = 
     and listed on stderr; the exit status stays the program's.
     """
     import os
-
-    from ci import door
-    from ci.errors import Stop
-    from ci.redact import Redactor
-    from ci.runner import leaks
-    from ci.runner.guard import interrupted, signals_deferred
 
     program = program_for(platform, os.environ, positional)
     if dry_run:

@@ -26,8 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.door import Command
-from ci.errors import UserError
+from ci import door
+from ci.door import Command, note
+from ci.durations import parse_duration
+from ci.errors import Stop, UserError
+from ci.proctree import become_subreaper
+from ci.redact import Redactor
+from ci.runner import leaks, run_reporting
+from ci.runner.guard import interrupted, signals_deferred
+from ci.runner.leaks import SCOPES
+from ci.runner.teelog import BOOTSTRAP, package_parent
 
 if TYPE_CHECKING:
     from ci.runner.leaks import Proc
@@ -39,8 +47,6 @@ LEAK_FILE = "process-cleanup.txt"
 
 def _tee_script() -> str:
     """bash: the command's output through our tee into `$1`; the status stays the command's."""
-    from ci.runner.teelog import BOOTSTRAP, package_parent
-
     tee = shlex.join([sys.executable, "-c", BOOTSTRAP, package_parent()])
     return f'log=$1; shift; "$@" 2>&1 | {tee} "$log"; exit "${{PIPESTATUS[0]}}"'
 
@@ -194,9 +200,6 @@ def plan_step(
     options: StepOptions, argv: Sequence[str], environ: Mapping[str, str], cwd: str
 ) -> StepPlan:
     """Validate everything and decide the plan; raises UserError listing every problem."""
-    from ci.durations import parse_duration
-    from ci.runner.leaks import SCOPES
-
     problems: list[str] = []
     if not argv:
         problems.append("no command: put it after `--` (vllm-omni-ci step [OPTIONS] -- COMMAND...)")
@@ -312,9 +315,6 @@ def _tail(path: str, count: int) -> list[str]:
 
 def write_artifact(path: str, text: str) -> bool:
     """Write one file of ours, secrets masked; a failure is a warning, never the exit code."""
-    from ci.door import note
-    from ci.redact import Redactor
-
     try:
         Path(path).write_text(Redactor.for_env()(text), encoding="utf-8")
         return True
@@ -325,8 +325,6 @@ def write_artifact(path: str, text: str) -> bool:
 
 def _copy(plan: StepPlan) -> None:
     import shutil
-
-    from ci.door import note
 
     if not plan.artifact_dir or not plan.copy_to or not os.path.isdir(plan.artifact_dir):
         return
@@ -345,9 +343,6 @@ def _finish(plan: StepPlan) -> None:
 
 def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[], bool]) -> int:
     """Settle, report (stderr and process-cleanup.txt) and return the step's code."""
-    from ci.door import note
-    from ci.runner import leaks
-
     found = leaks.settle(before, plan.leak_scope, plan.leak_settle, stop=stop)
     if stop():
         return code  # cut short by a signal: no verdict, the leftovers are ended anyway
@@ -370,11 +365,6 @@ def execute(plan: StepPlan) -> int:
     Whatever the command leaves running is ended afterwards, also after a
     signal to us (exit 128+N then) or a write error.
     """
-    from ci import door
-    from ci.proctree import become_subreaper
-    from ci.runner import leaks, run_reporting
-    from ci.runner.guard import interrupted, signals_deferred
-
     _make_dirs(plan)
     # Orphans of the command must be re-parented to us, where the check sees them.
     become_subreaper()
@@ -401,12 +391,8 @@ def execute(plan: StepPlan) -> int:
 
 
 def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False) -> None:
-    from ci.errors import Stop
-
     plan = plan_step(options, argv, os.environ, os.getcwd())
     if dry_run:
-        from ci.redact import Redactor
-
         sys.stdout.write(Redactor.for_env()(plan.render()))
         sys.stdout.flush()
         return

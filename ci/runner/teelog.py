@@ -22,6 +22,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
+import ci
+from ci.redact import Redactor
+
 # A longer line without a line end is passed on in pieces, cut at a space where
 # there is one (a secret has none), so that memory stays bounded.
 MAX_LINE = 1 << 20
@@ -63,8 +66,6 @@ class _Sink:
 
 
 def _warn(message: str) -> None:
-    from ci.redact import Redactor
-
     try:
         sys.stderr.write(Redactor.for_env()(message) + "\n")
         sys.stderr.flush()
@@ -74,8 +75,6 @@ def _warn(message: str) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """`teelog LOG`: copy stdin to stdout and LOG; always 0 (the command's status decides)."""
-    from ci.redact import Redactor
-
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -130,6 +129,4 @@ BOOTSTRAP = (
 
 def package_parent() -> str:
     """The directory that holds the `ci` package we run from."""
-    import ci
-
     return os.path.dirname(os.path.dirname(os.path.abspath(ci.__file__)))

@@ -32,10 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci import door, door_docker
+from ci.durations import parse_duration
 from ci.errors import BAD_INPUT, Stop, UserError
 from ci.images import refs
 from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
+from ci.target import resolve_commit
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -160,9 +162,6 @@ def plan_run(spec: XpuRunSpec) -> door.Plan:
 
 
 def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
-    from ci.durations import parse_duration
-    from ci.target import resolve_commit
-
     seconds = parse_duration(timeout or DEFAULT_TIMEOUT, name="--timeout")
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")

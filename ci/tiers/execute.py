@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ci import door
 from ci.tiers.plan import Job
 
 
@@ -60,8 +61,6 @@ def outcome_of(job: Job, code: int) -> JobOutcome:
 
 
 def _remove(job: Job, docker: str) -> None:
-    from ci import door
-
     if job.container:
         door.run(
             door.Command((docker, "rm", "-f", job.container), description="remove container"),
@@ -71,8 +70,6 @@ def _remove(job: Job, docker: str) -> None:
 
 
 def run_job(job: Job, docker: str, stream: bool) -> JobResult:
-    from ci import door
-
     assert job.command is not None and job.log is not None
     with contextlib.suppress(OSError):  # the log writer says what it could not write
         job.log.parent.mkdir(parents=True, exist_ok=True)

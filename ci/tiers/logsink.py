@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
+from ci.redact import Redactor
+
 # A line longer than this is written without waiting for its end (a progress bar).
 LONG_LINE = 1 << 20
 CHUNK = 1 << 16
@@ -38,8 +40,6 @@ class _Log:
     """LOG, written line by line after redaction, until the first failure."""
 
     def __init__(self, path: str) -> None:
-        from ci.redact import Redactor
-
         self.redact = Redactor.for_env(dict(os.environ))
         self.problem = ""
         self.pending = b""

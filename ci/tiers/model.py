@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 from ci import topology
 from ci.errors import UserError
 from ci.pipeline import files
+from ci.pipeline.ifexpr import Context, check
+from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
+from ci.pipeline.registries import Registries
+from ci.pipeline.stepsource import load_documents, steps_of
 from ci.platforms import Platform
+from ci.target import resolve_branch
 from ci.tiers.rules import amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
 from ci.tiers.step import Tier as Tier
 from ci.tiers.step import TierStep as TierStep
@@ -88,9 +93,6 @@ def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context
     `NIGHTLY=1`, `WEEKLY=1`, `NON_CRITICAL=1` open the groups gated on them, as
     on a scheduled build), and `build.branch` is BUILDKITE_BRANCH, else git's.
     """
-    from ci.pipeline.ifexpr import Context
-    from ci.target import resolve_branch
-
     try:
         branch = resolve_branch(repo, env=environ)
     except UserError:
@@ -100,8 +102,6 @@ def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context
 
 def first_false(conditions: tuple[str, ...], context: Context) -> str:
     """The first `if` that is false in `context` ("" when none is; unknown counts as true)."""
-    from ci.pipeline.ifexpr import check
-
     return next((text for text in conditions if check(text, context) is False), "")
 
 
@@ -124,15 +124,11 @@ class _Hardware:
     """The preset the upload-pipeline code resolves for a CUDA/NPU step (registries read once)."""
 
     def __init__(self, repo: Path, environ: Mapping[str, str]) -> None:
-        from ci.pipeline.registries import Registries
-
         self.registries = Registries.for_repo(repo)
         self.environ = environ
         self._selector: str | None = None
         self._selector_error = ""
         try:
-            from ci.pipeline.mirror import parse_mirror_hw
-
             self._selector = parse_mirror_hw(environ.get("MIRROR_HW"))
         except UserError as exc:
             self._selector_error = "; ".join(exc.problems)
@@ -143,8 +139,6 @@ class _Hardware:
         The prologue is what the preset prepends to the commands (the CUDA
         presets' `HF_TOKEN` export from `VLLM_CI_HF_TOKEN`).
         """
-        from ci.pipeline.mirror import HF_EXPORT, expand, plain_copy
-
         if self._selector_error:
             return f"unresolved ({self._selector_error})", "", ()
         try:
@@ -168,8 +162,6 @@ class _Hardware:
 def _yaml_steps(
     repo: Path, tier: Tier, platform: Platform, path: Path, environ: Mapping[str, str]
 ) -> list[TierStep]:
-    from ci.pipeline.stepsource import load_documents, steps_of
-
     rel = path.relative_to(repo).as_posix()
     hardware = None if platform is Platform.ROCM else _Hardware(repo, environ)
     context = local_context(repo, tier, environ)

@@ -17,11 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.amd.render import gpu_count
+from ci.amd.render import gpu_count, render_step
 from ci.door import Command
+from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
+from ci.runner.native import NPU, ROCM
 from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
 from ci.tiers.model import AMD_DEFAULT_POOL, TierStep
+from ci.tiers.terminal import strip_emoji
 
 # Every tier container carries this label (and TIER_LABEL=<tier>), so leftovers can be found.
 CONTAINER_LABEL = "vllm-omni-ci.tier"
@@ -137,16 +140,12 @@ def shard_label(label: str, shard: int | None, count: int) -> str:
 
 
 def _slug(text: str) -> str:
-    from ci.tiers.terminal import strip_emoji
-
     text = re.sub(r"%[nNt]", "", strip_emoji(text))
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "step"
 
 
 def _interpolate(env: Mapping[str, str], context: Mapping[str, str]) -> dict[str, str]:
     """Upload-time interpolation of env values (`${BUILDKITE_COMMIT}` -> the commit)."""
-    from ci.pipeline.stepsource import upload_interpolate
-
     return {
         k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()
     }
@@ -156,10 +155,6 @@ def rocm_job(
     step: TierStep, workdir: str, context: Mapping[str, str], gpus: int
 ) -> tuple[dict[str, str], str]:
     """(env, program) of an AMD step: the template's job env and TEST_COMMANDS, run natively."""
-    from ci.amd.render import render_step
-    from ci.pipeline.stepsource import unescape
-    from ci.runner.native import ROCM
-
     raw = dict(step.raw)
     raw.setdefault("agent_pool", AMD_DEFAULT_POOL)
     if not step.raw.get("working_dir"):
@@ -176,8 +171,6 @@ def rocm_job(
 
 def shell_job(step: TierStep, context: Mapping[str, str], gpus: int) -> tuple[dict[str, str], str]:
     """(env, program) of a cuda/npu/xpu step: its env, and its commands under `bash -e`."""
-    from ci.runner.native import NPU
-
     semantics = NPU if step.platform is Platform.NPU else JOB_SHELL[step.platform]
     env = _interpolate(step.env, context)
     env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)

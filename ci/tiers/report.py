@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci.redact import Redactor
 from ci.tiers.execute import JobOutcome, JobResult
+from ci.tiers.terminal import informative, strip_emoji, widths, wrap
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -92,8 +94,6 @@ def table(
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
-
-    from ci.tiers.terminal import informative, strip_emoji, widths, wrap
 
     several = len({r.job.step.platform for r in results}) > 1
     rows = []
@@ -188,8 +188,6 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
     redactor (`ci.redact`: secrets of our env and of the job's), as the log did.
     """
     import xml.etree.ElementTree as ET
-
-    from ci.redact import Redactor
 
     root = ET.Element("testsuites", name=suite)
     platforms = list(dict.fromkeys(r.job.step.platform for r in results))

@@ -27,10 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci import door
+from ci.doctor import named_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.images import refs
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
+from ci.target import in_buildkite, resolve_commit, resolve_repo
+from ci.tiers import execute, report
 from ci.tiers.model import (
     Tier,
     TierStep,
@@ -41,7 +45,7 @@ from ci.tiers.model import (
     source_of,
     tier_keys,
 )
-from ci.tiers.plan import Host, Job, Options, plan_tier
+from ci.tiers.plan import Host, Job, Options, plan_tier, select
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
 
@@ -125,8 +129,6 @@ def devices(platform: Platform, dev: Path = Path("/dev")) -> tuple[str, ...]:
 
 def image_present(docker: str, ref: str) -> bool:
     """Whether the engine has `ref`; an engine that does not answer is an error, not "absent"."""
-    from ci import door
-
     result = door.run(
         door.Command((docker, "image", "inspect", "--format", "{{.Id}}", ref), timeout=60),
         output="capture",
@@ -145,8 +147,6 @@ def engine_answers(docker: str) -> None:
     `docker image inspect` fails alike for a missing image and for an engine
     that is down; `docker version` tells them apart (it fails only for the latter).
     """
-    from ci import door
-
     probe = door.run(
         door.Command((docker, "version", "--format", "{{.Server.Version}}"), timeout=60),
         output="capture",
@@ -176,8 +176,6 @@ def build_hint(platform: Platform, repo: Path) -> str:
 
 
 def listing(steps: Sequence[TierStep], step_filter: str) -> str:
-    from ci.tiers.plan import select
-
     lines: list[str] = []
     keys = tier_keys(steps)
     for position, step in select(steps, step_filter):
@@ -230,8 +228,6 @@ def _platforms(
         if args.native and len(found) > 1:
             raise UserError("--native: give --platform (" + ", ".join(p.value for p in found) + ")")
         return found
-    from ci.target import resolve_commit
-
     commit = resolve_commit(repo)
     present = [p for p in found if image_present(docker, image_ref(p, commit, environ))]
     if not present:
@@ -246,8 +242,6 @@ def _platforms(
 
 
 def _live() -> bool:
-    from ci.target import in_buildkite
-
     return sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
 
 
@@ -269,8 +263,6 @@ def _check_images(jobs: Sequence[Job], docker: str, repo: Path) -> None:
 
 
 def _annotate(markdown: str, style: str, tier: Tier) -> None:
-    from ci import door
-
     result = door.run(
         door.Command(
             ("buildkite-agent", "annotate", "--style", style, "--context", f"vllm-omni-ci-{tier}"),
@@ -287,10 +279,6 @@ def run(name: str, **given: Any) -> int:
 
     UserError and Stop propagate.
     """
-    from ci import door
-    from ci.target import in_buildkite, resolve_commit, resolve_repo
-    from ci.tiers import execute, report
-
     try:
         tier = parse_tier(name)
     except UserError as exc:
@@ -299,8 +287,6 @@ def run(name: str, **given: Any) -> int:
     repo = resolve_repo(args.repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
     if not (args.native or args.list):
-        from ci.doctor import named_docker
-
         docker = named_docker() or docker  # a bad $VLLM_OMNI_CI_DOCKER is named, not "no image"
     environ = dict(os.environ)
     platforms = _platforms(args, tier, repo, docker, environ)
@@ -389,8 +375,6 @@ def run(name: str, **given: Any) -> int:
 
 def _sayer(terminal: bool) -> Callable[[str], None]:
     """`door.note`, wrapped between words at the terminal's width when stderr is one."""
-    from ci import door
-
     if not terminal:
         return door.note
 
@@ -475,8 +459,6 @@ def _run_live(
 ) -> list[JobResult]:
     from rich.console import Console
     from rich.live import Live
-
-    from ci.tiers import execute, report
 
     console = Console(stderr=True)
     pending = [

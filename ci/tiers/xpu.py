@@ -8,6 +8,7 @@ settings (label, queue, timeout, soft_fail: false) are named here.
 from __future__ import annotations
 
 from ci.platforms import Platform
+from ci.runner.xpu_commands import WORKDIR, command_lines
 from ci.tiers.rules import SoftFail, cpu_runnable
 from ci.tiers.step import Tier, TierStep
 
@@ -18,8 +19,6 @@ XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
 
 
 def xpu_steps(tier: Tier) -> list[TierStep]:
-    from ci.runner.xpu_commands import command_lines
-
     commands = tuple(command_lines())
     return [
         TierStep(
@@ -39,6 +38,4 @@ def xpu_steps(tier: Tier) -> list[TierStep]:
 
 
 def workdir() -> str:
-    from ci.runner.xpu_commands import WORKDIR
-
     return WORKDIR
