@@ -66,7 +66,7 @@ def log(message: str) -> None:
 
 def _with_commands(step: model.Step, commands: list[str]) -> model.Step:
     """The step with `command`/`commands` replaced by `commands`, at the first one's place."""
-    out: dict[str, Any] = {}
+    out: model.Document = {}
     for key, value in step.fields.items():
         if key in ("command", "commands"):
             out.setdefault("commands", commands)
@@ -111,7 +111,7 @@ def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
             for k, v in dict(template.get("env") or {}).items()
             if k not in _DROPPED_NPU_ENV and k not in dict(variants.STEP_ENV)
         }
-        step: dict[str, Any] = {"label": row.step_label, "key": row.step_key}
+        step: model.Document = {"label": row.step_label, "key": row.step_key}
         step["agents"] = dict(variants.BUILD_AGENTS)
         for key, value in template.fields.items():
             if key not in ("label", "key", "agents", "env", "command", "commands", "if"):
@@ -220,7 +220,7 @@ def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) 
 
 def plan_pipeline(
     platform: BootstrapPlatform, repo: Path, env: Mapping[str, str]
-) -> dict[str, Any]:
+) -> model.Document:
     """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
     rendered = bootstrap_plan(platform, repo, skipci.decision(repo, env=env)).rendered
     for line in rendered.log:
@@ -255,7 +255,7 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
     return rewritten
 
 
-def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str | None]:
+def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[model.Document | None, str | None]:
     """(pipeline, None) to upload, or (None, word) when skip-ci stops the build."""
     pipeline, word = intel_pipeline(repo, skipci.decision(repo, env=env))
     if word is not None:

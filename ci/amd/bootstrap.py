@@ -25,12 +25,13 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ci import door, skipci, webclient, yamlio
 from ci.amd import combine, render, suites
 from ci.diff import resolve_diff
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.pipeline import model
 from ci.redact import Redactor
 from ci.schema import require_valid
 from ci.target import in_buildkite, resolve_branch, resolve_build
@@ -334,7 +335,7 @@ def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, lis
 class AmdBootstrapOutcome:
     """What the bootstrap decided: a pipeline to upload, or nothing (with why)."""
 
-    pipeline: dict[str, Any] | None
+    pipeline: model.Document | None
     kept: tuple[suites.Suite, ...]
     skipped: tuple[tuple[suites.Suite, str], ...]
     annotate: bool = False

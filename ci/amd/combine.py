@@ -26,15 +26,15 @@ from ci.pipeline import commands, model
 @dataclass(frozen=True)
 class SuiteDoc:
     suite: Suite
-    env: dict[str, Any]
+    env: model.Document
     steps: list[Any]
 
 
 @dataclass
 class Combined:
-    env: dict[str, Any] = field(default_factory=dict)
+    env: model.Document = field(default_factory=dict)
     steps: list[Any] = field(default_factory=list)
-    dropped: list[tuple[Suite, dict[str, Any]]] = field(default_factory=list)
+    dropped: list[tuple[Suite, model.Document]] = field(default_factory=list)
 
 
 def load_suite(amd_dir: Path, suite: Suite) -> SuiteDoc:
@@ -74,8 +74,8 @@ def flatten(steps: list[Any]) -> list[Any]:
     return [model.emit_node(step) for step, _ in model.leaves(model.nodes(steps))]
 
 
-def merge_env(docs: list[SuiteDoc]) -> dict[str, Any]:
-    env: dict[str, Any] = {}
+def merge_env(docs: list[SuiteDoc]) -> model.Document:
+    env: model.Document = {}
     for doc in docs:
         for name, value in doc.env.items():
             if name in env and env[name] != value:

@@ -37,7 +37,7 @@ def gpu_count(pool: str, label: str) -> int:
     return int(match.group(1))
 
 
-def image_build_group() -> dict[str, Any]:
+def image_build_group() -> model.Document:
     return {
         "group": ":docker: AMD image",
         "steps": [
@@ -65,7 +65,7 @@ def image_build_group() -> dict[str, Any]:
     }
 
 
-def _pod_spec(gpus: int) -> dict[str, Any]:
+def _pod_spec(gpus: int) -> model.Document:
     container_env = [
         ("AMD_CI_RUNTIME", "native"),
         ("NATIVE_CI", "true"),
@@ -129,7 +129,7 @@ def _quote(value: Any) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) -> str:
+def test_commands(step: model.Document, suite_env: model.Document, pool: str) -> str:
     """The TEST_COMMANDS block the runner executes.
 
     `(command rocm-smi || true) && cd <working_dir>`, one export per suite env
@@ -145,7 +145,7 @@ def test_commands(step: dict[str, Any], suite_env: dict[str, Any], pool: str) ->
     return "\n".join(lines)
 
 
-def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, Any]:
+def render_step(step: model.Document, suite_env: model.Document) -> model.Document:
     label = str(step.get("label", ""))
     # No pool: the template's queue default, amd_mi300_1, for the whole step
     # (label prefix and GPU count too, which the template left empty).
@@ -154,7 +154,7 @@ def render_step(step: dict[str, Any], suite_env: dict[str, Any]) -> dict[str, An
     env = _job_env(gpus)
     env.update({str(k): str(v) for k, v in (step.get("env") or {}).items()})
     env["TEST_COMMANDS"] = test_commands(step, suite_env, pool)
-    out: dict[str, Any] = {
+    out: model.Document = {
         "label": f"{pool}: {label}",
         "depends_on": BUILD_KEY,
         "agents": {"queue": f"amd_{pool}"},
@@ -194,12 +194,12 @@ def _mirrored(step: model.Step, mirror_hw: str) -> bool:
 
 
 def render_pipeline(
-    env: dict[str, Any],
+    env: model.Document,
     steps: list[Any],
     mirror_hw: str = "amdproduction",
     *,
     empty_groups: list[str] | None = None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[model.Document, list[str]]:
     """The whole pipeline, plus the labels dropped by the mirror filter.
 
     Groups whose children are all filtered out are dropped, because the schema
@@ -227,7 +227,7 @@ def render_pipeline(
 
     suites = [n for n in model.nodes(steps) if not isinstance(n, model.Shorthand)]
     kept = model.prune(suites, step, on_group=group, on_empty=empty)
-    pipeline: dict[str, Any] = {}
+    pipeline: model.Document = {}
     if env:
         pipeline["env"] = {str(k): str(v) for k, v in env.items()}
     pipeline["steps"] = [image_build_group(), *model.emit_nodes(kept)]

@@ -175,12 +175,12 @@ class BootstrapRendered:
     log: list[str] = field(default_factory=list)
 
     @property
-    def pipeline(self) -> dict[str, Any]:
+    def pipeline(self) -> model.Document:
         """The gated bootstrap pipeline as it is uploaded (plain data)."""
         return model.emit(self.tree)
 
 
-def load_document(text: str, source: str) -> dict[str, Any]:
+def load_document(text: str, source: str) -> model.Document:
     """Parse and check the file's shape: a mapping with a `steps` list (the original's messages).
 
     Through the one YAML loader, so alias bombs and duplicate keys are refused

@@ -94,7 +94,7 @@ class FileReport:
     rendered: bool = True
 
 
-def _strict(document: dict[str, Any], registries: Registries, report: FileReport) -> None:
+def _strict(document: model.Document, registries: Registries, report: FileReport) -> None:
     """Keys and explicit presets of every step, reachable by the diff or not."""
     for entry in model.every(model.parse(document).steps or ()):
         report.steps += 1

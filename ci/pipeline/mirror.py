@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from ci.errors import FAILURE, UserError
+from ci.pipeline import model
 from ci.pipeline.registries import PresetRegistry, Registries
 from ci.pipeline.sourcefilter import step_label
 
@@ -126,7 +127,7 @@ def read_marks(
 class Expansion:
     """One leaf's outcome: the step to emit (None = dropped), why, and log lines."""
 
-    step: dict[str, Any] | None
+    step: model.Document | None
     preset: str | None = None
     dropped: str | None = None  # "mirror-hw" | "no-chip"
     log: list[str] = field(default_factory=list)
@@ -223,7 +224,7 @@ def needs_hf_export(preset: Mapping[str, Any]) -> bool:
 
 def apply_preset(
     step: Mapping[str, Any], preset: Mapping[str, Any], *, hf_export: bool
-) -> dict[str, Any]:
+) -> model.Document:
     """The step without `mirror_hardwares`, overlaid with a copy of the preset."""
     merged = {k: v for k, v in step.items() if k != FIELD}
     merged.update(plain_copy(dict(preset)))
@@ -244,7 +245,7 @@ def _has_pool(step: Mapping[str, Any]) -> bool:
     return any(step.get(k) is not None for k in _POOL_KEYS)
 
 
-def expand(step: dict[str, Any], selector: str | None, registries: Registries) -> Expansion:
+def expand(step: model.Document, selector: str | None, registries: Registries) -> Expansion:
     """Expand one leaf step's hardware (raises `UserError` with the original's messages)."""
     label = step_label(step)
     if FIELD not in step:

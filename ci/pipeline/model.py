@@ -11,7 +11,8 @@ walking nested dicts by hand:
 
 A step keeps the keys it was written with, in their order, so what is emitted
 is what was read except for the changes a task makes (`Step.replace`). The YAML
-boundary (`dict[str, Any]`) is `parse` on the way in and `emit` on the way out.
+boundary (`Document`, plain YAML data) is `parse` on the way in and `emit` on the
+way out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any, ClassVar, TypeAlias
 
 # A step's own keys as written in the YAML: the one untyped part of the model.
 Fields: TypeAlias = Mapping[str, Any]
+# A pipeline (or step) as plain YAML data: what `parse` takes and `emit` gives.
+Document: TypeAlias = dict[str, Any]
 _DELETE: Any = object()
 
 
@@ -137,7 +140,7 @@ def parse(document: Any) -> Pipeline:
     return Pipeline(fields, None)
 
 
-def emit(value: Pipeline) -> dict[str, Any]:
+def emit(value: Pipeline) -> Document:
     """The pipeline as plain data for YAML, the schema and the upload (keys in their order)."""
     if value.steps is None:
         return dict(value.fields)
@@ -235,7 +238,7 @@ def prune(
 # --------------------------------------------------------------------------- key order
 
 
-class _StepsAt(dict[str, Any]):
+class _StepsAt(Document):
     """A document's keys without `steps`, remembering where `steps` stood."""
 
     def __init__(self, fields: Fields) -> None:
@@ -247,14 +250,14 @@ def _without_steps(fields: Fields) -> Fields:
     return _StepsAt(fields)
 
 
-def _placed(fields: Fields, steps: list[Any]) -> dict[str, Any]:
+def _placed(fields: Fields, steps: list[Any]) -> Document:
     """`fields` with `steps` back at its written position (at the end for a new mapping)."""
     at = fields.steps_at if isinstance(fields, _StepsAt) else len(fields)
     items = list(fields.items())
     return dict([*items[:at], ("steps", steps), *items[at:]])
 
 
-def _replaced(fields: Fields, changes: Mapping[str, Any]) -> dict[str, Any]:
+def _replaced(fields: Fields, changes: Mapping[str, Any]) -> Document:
     """`fields` with `changes` applied in place (new keys last, `_DELETE` removes)."""
     items = list(fields.items())
     if isinstance(fields, _StepsAt):  # keep the group's `steps` slot where it was

@@ -62,7 +62,7 @@ class Rendered:
     bypassed_by: str | None = None
 
     @property
-    def pipeline(self) -> dict[str, Any]:
+    def pipeline(self) -> model.Document:
         """The pipeline as it is uploaded (plain data)."""
         return model.emit(self.tree)
 

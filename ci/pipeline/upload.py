@@ -21,7 +21,7 @@ from typing import Any
 from ci import door, skipci, yamlio
 from ci.diff import resolve_diff
 from ci.errors import FAILURE, UserError
-from ci.pipeline import files
+from ci.pipeline import files, model
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
 from ci.pipeline.mirror import parse_mirror_hw
@@ -88,7 +88,7 @@ def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
     return diff.paths
 
 
-def load_test_yaml(path: Path) -> dict[str, Any]:
+def load_test_yaml(path: Path) -> model.Document:
     """The uploader's reading of a test YAML: one mapping document, else one error per problem.
 
     Unreadable, not UTF-8 or invalid: the spec's `invalid pipeline YAML: <path>`,

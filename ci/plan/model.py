@@ -10,7 +10,7 @@ are the jobs that would run, and `dropped` says what was left out and why.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 SCHEMA_ID = "vllm-omni-ci/plan"
 SCHEMA_VERSION = 1
@@ -33,6 +33,9 @@ PipelineStatus = Literal["uploaded", "conditional", "not-uploaded"]
 PlatformStatus = Literal["run", "skip", "error"]
 NOT_EVALUATED = "conditional, not evaluated"
 
+# The plan as JSON data (`--format json`): the documented output, `ci/data/plan.schema.json`.
+JsonObject: TypeAlias = dict[str, Any]
+
 
 @dataclass(frozen=True)
 class PlannedStep:
@@ -53,7 +56,7 @@ class PlannedStep:
     def blocking(self) -> bool:
         return not self.soft_fail
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "label": self.label,
             "groups": list(self.groups),
@@ -78,7 +81,7 @@ class PlannedDrop:
     groups: tuple[str, ...] = ()
     detail: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "label": self.label,
             "groups": list(self.groups),
@@ -99,7 +102,7 @@ class PlannedPipeline:
     steps: list[PlannedStep] = field(default_factory=list)
     dropped: list[PlannedDrop] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "file": self.file,
@@ -127,7 +130,7 @@ class PlatformPlan:
         """Every job that would run, bootstrap jobs included."""
         return [s for p in self.pipelines for s in p.steps]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "platform": self.platform,
             "status": self.status,
@@ -144,9 +147,9 @@ class BuildPlan:
     """The whole answer: inputs, the diff, the skip-ci decision, every platform."""
 
     repo: str
-    diff: dict[str, Any]
-    inputs: dict[str, Any]
-    skip_ci: dict[str, Any]
+    diff: JsonObject
+    inputs: JsonObject
+    skip_ci: JsonObject
     platforms: list[PlatformPlan] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -157,7 +160,7 @@ class BuildPlan:
     def platform(self, name: str) -> PlatformPlan:
         return next(p for p in self.platforms if p.platform == name)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "schema": SCHEMA_ID,
             "version": SCHEMA_VERSION,
