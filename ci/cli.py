@@ -264,8 +264,6 @@ def nox_tier(tier: str, posargs: Sequence[str], *, default_repo: str) -> None:
     """
     import logging
 
-    # nox logs everything on the root logger; plumbum would echo every argv there, and
-    # Invoke its parser's steps.
-    for name in ("plumbum", "invoke"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    # nox logs everything on the root logger, where Invoke would echo its parser's steps.
+    logging.getLogger("invoke").setLevel(logging.WARNING)
     program(repo=default_repo).run(["vllm-omni-ci", "tier", tier, *posargs])
