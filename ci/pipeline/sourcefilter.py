@@ -20,11 +20,8 @@ KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 def step_label(step: Any) -> str:
     """The name used in messages: `group`, else `label`, else `<step>`."""
-    if isinstance(step, dict):
-        for key in ("group", "label"):
-            if step.get(key):
-                return str(step[key])
-    return "<step>"
+    found = (step[k] for k in ("group", "label") if step.get(k)) if isinstance(step, dict) else ()
+    return str(next(iter(found), "<step>"))
 
 
 def _fail(message: str) -> UserError:
@@ -40,12 +37,10 @@ def _keys(
             f"({label!r})"
         )
     registry = sources()
-    out: dict[str, None] = {}
     for key in keys:
         if key not in registry.keys:
             raise _fail(f"unknown {FIELD} {key!r} in step {label!r}; {_suggest(key, registry)}")
-        out.update(dict.fromkeys(registry.keys[key]))
-    return tuple(out)
+    return tuple(dict.fromkeys(p for key in keys for p in registry.keys[key]))
 
 
 def _suggest(key: str, registry: SourceRegistry) -> str:
@@ -110,14 +105,9 @@ def bypass(
     `gated` holds the prefixes of every step that has any (groups included).
     """
     prefix_lists = list(gated)
-    if not changed or not prefix_lists:
-        return None
-    if any(matches(prefixes, changed) for prefixes in prefix_lists):
+    if not changed or not prefix_lists or any(matches(p, changed) for p in prefix_lists):
         return None
     if pipeline_path is not None and pipeline_path in changed:
         return pipeline_path
     fallback = sources().fallback()
-    for path in changed:
-        if any(path_matches(p, path) for p in fallback):
-            return path
-    return None
+    return next((path for path in changed if any(path_matches(p, path) for p in fallback)), None)

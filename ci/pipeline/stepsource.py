@@ -128,8 +128,8 @@ def upload_refs_at(line: str) -> list[tuple[str, int]]:
     for match in _UPLOAD.finditer(line):
         if match.group(0) == "$$":
             shift += 1
-            continue
-        found.append((match.group("braced") or match.group("bare"), match.start() - shift + 1))
+        else:
+            found.append((match.group("braced") or match.group("bare"), match.start() - shift + 1))
     return found
 
 
@@ -150,9 +150,8 @@ def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
 
 
 def _env(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    items = value.items() if isinstance(value, Mapping) else ()
+    return {str(k): "" if v is None else str(v) for k, v in items}
 
 
 def _label(step: Mapping[str, Any], position: int) -> str:
@@ -200,16 +199,13 @@ def _depends(entry: Mapping[str, Any]) -> tuple[Dependency, ...]:
 
 def is_pipeline(rel: str) -> bool:
     """A repo-relative path of a pipeline YAML (under .buildkite/, not a registry)."""
-    below = rel[len(".buildkite/") :] if rel.startswith(".buildkite/") else None
-    return below is not None and below.endswith((".yml", ".yaml")) and below not in NOT_PIPELINES
+    below = rel.removeprefix(".buildkite/")
+    return below != rel and below.endswith((".yml", ".yaml")) and below not in NOT_PIPELINES
 
 
 def pipeline_files(repo: Path) -> list[Path]:
-    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted.
-
-    Entries that are not readable files (a symlink loop, a FIFO) are listed too:
-    reading them reports the problem, where skipping them passed the gate.
-    """
+    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted; unreadable
+    entries too (a symlink loop, a FIFO), so that reading them reports the problem."""
     root = repo / ".buildkite"
     if not root.is_dir():
         raise UserError(f"--repo: {repo} has no .buildkite/ directory")
