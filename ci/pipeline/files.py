@@ -129,11 +129,8 @@ def walk(
     enter: Callable[[str], bool] = lambda _name: True,
     code: int = FAILURE,
 ) -> list[Path]:
-    """Every non-directory entry below `root` whose name `wanted` keeps, sorted by path.
-
-    `enter(name)` decides whether a subdirectory is walked; symlinks to
-    directories are not followed (as `os.walk` does).
-    """
+    """Every non-directory entry below `root` whose name `wanted` keeps, sorted by path;
+    `enter(name)` decides whether a subdirectory is walked (symlinks to one are not)."""
     found: list[Path] = []
     pending = [root]
     while pending:

@@ -1,14 +1,10 @@
 """Buildkite `if` expressions: parse, build, render and evaluate one small subset.
 
-Bootstrap gates and test-YAML groups use only `build.env("X")`, `build.branch`,
-`build.pull_request.labels includes "x"`, `==`, `!=`, `&&`, `||` and
-parentheses. This module is the one place that reads or writes such strings,
-so the bootstrap (which builds gates), `plan` (which evaluates them) and the
-uploader cannot disagree about what an expression means.
-
-Explicit parentheses are kept as `Paren` nodes, so `render(parse(s))` gives
-back `s` with normalised spacing. Anything outside the subset becomes an
-`Opaque` node: rendered verbatim, evaluated as "unknown" (None).
+Gates use only `build.env("X")`, `build.branch`, `build.pull_request.labels
+includes "x"`, `==`, `!=`, `&&`, `||` and parentheses. This is the one place
+that reads or writes them, so the bootstrap, `plan` and the uploader agree.
+Parentheses stay as `Paren` nodes (`render(parse(s))` is `s`, spacing aside);
+text outside the subset is `Opaque`: rendered verbatim, evaluated as None.
 """
 
 from __future__ import annotations
@@ -79,9 +75,6 @@ class Opaque:
 Expr = Compare | LabelIncludes | And | Or | Paren | Opaque
 
 
-# --------------------------------------------------------------------------- builders
-
-
 def env_eq(name: str, value: str) -> Compare:
     return Compare(Env(name), "==", value)
 
@@ -116,9 +109,6 @@ def paren(inner: Expr) -> Paren:
     return inner if isinstance(inner, Paren) else Paren(inner)
 
 
-# --------------------------------------------------------------------------- render
-
-
 def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -145,8 +135,6 @@ def _operand(part: Expr, *, inside: type[And] | type[Or]) -> str:
     text = render(part)
     return f"({text})" if needs else text
 
-
-# --------------------------------------------------------------------------- parse
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -248,9 +236,6 @@ def parse(text: str) -> Expr:
     except _Unsupported as exc:
         return Opaque(text.strip(), str(exc))
     return expr
-
-
-# --------------------------------------------------------------------------- evaluate
 
 
 @dataclass(frozen=True)

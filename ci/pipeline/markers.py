@@ -1,14 +1,9 @@
 """The pytest marker registry of the target repo: SKUs and card counts.
 
-vLLM-Omni keeps its hardware vocabulary in `pyproject.toml`
-(`[tool.pytest.ini_options].markers`); each description carries tags such as
-`[hardware-resource] [cuda]` (a CUDA SKU) or `[hardware-cards]` (`cards_<n>`).
-`tests/helpers/mark.py` reads the same tags, so the uploader infers presets
-from exactly the markers pytest accepts. Reading needs no import of the
-target's code: we parse the TOML ourselves.
-
-It is read only when a step needs it (`Lazy`); a needed registry that is
-missing or has no tagged markers fails closed, naming the file.
+vLLM-Omni tags its markers in `pyproject.toml` (`[hardware-resource] [cuda]`
+for a CUDA SKU, `[hardware-cards]` for `cards_<n>`), as `tests/helpers/mark.py`
+reads them; we parse the TOML, importing nothing of the target. It is read
+only when a step needs it (`Lazy`) and fails closed, naming the file.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """`mirror_hardwares`: turn a step's hardware preset into Buildkite fields.
 
-A step names a preset (`mirror_hardwares: l4_1`), or leaves it out and lets
-the pytest `-m` expression say which chip and how many cards it needs. The
-result replaces `mirror_hardwares` with the preset's agents, plugins, image
-and retry. `MIRROR_HW=b200` reroutes the CUDA jobs that can run on B200 and
-drops the rest.
-
-Pure functions: the registries come in through a `Registries` holder, whose
-pytest marker registry is read only when a step needs it.
+A step names a preset (`mirror_hardwares: l4_1`), or the pytest `-m`
+expression says which chip and how many cards it needs; the preset's agents,
+plugins, image and retry replace the key. `MIRROR_HW=b200` reroutes the CUDA
+jobs that can run on B200 and drops the rest. Pure: the registries come in a
+`Registries`, whose marker registry is read only when a step needs it.
 """
 
 from __future__ import annotations
@@ -44,9 +41,6 @@ def parse_mirror_hw(value: str | None) -> str | None:
     if selector not in SELECTORS:
         raise _fail(f"unsupported MIRROR_HW={(value or '').strip()!r}; expected empty or 'b200'")
     return selector
-
-
-# --------------------------------------------------------------------------- -m parsing
 
 
 def command_text(step: Mapping[str, Any]) -> str:
@@ -116,9 +110,6 @@ def read_marks(
                     negated = True
     cards: Cards = max(positive) if positive else ("max" if negated else None)
     return MarkAsk(frozenset(found), cards, bool(positive) or negated)
-
-
-# --------------------------------------------------------------------------- expansion
 
 
 @dataclass

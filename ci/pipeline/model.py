@@ -87,11 +87,7 @@ Node: TypeAlias = Step | Group | Shorthand
 
 @dataclass(frozen=True, eq=False)
 class Pipeline:
-    """A pipeline document: its own keys and, when `steps` is a list, its steps.
-
-    `steps` is None when the document has no `steps` list (the raw value, if
-    any, stays in `fields`).
-    """
+    """A pipeline document: its own keys and its steps (None without a `steps` list)."""
 
     fields: Fields
     steps: tuple[Node, ...] | None
@@ -155,9 +151,6 @@ def emit_node(entry: Node) -> Any:
     return dict(entry.fields)
 
 
-# --------------------------------------------------------------------------- walking
-
-
 def leaves(
     entries: Iterable[Node], outer: tuple[Group, ...] = ()
 ) -> Iterator[tuple[Step, tuple[Group, ...]]]:
@@ -194,13 +187,9 @@ def prune(
 ) -> tuple[Node, ...]:
     """The tree with each step mapped by `on_step` and empty groups left out.
 
-    `on_step` returns the step to keep (changed or not), several nodes to put
-    in its place, or None to drop it. `on_group` returns the group to enter
-    (its fields may be changed) or None to drop it whole; a group whose
-    children all went is dropped and reported to `on_empty` (kept, with no
-    steps, under `keep_empty`: a rewrite that must not change the tree's shape).
-    Shorthands are kept.
-    """
+    `on_step` returns the step to keep, nodes to put in its place, or None;
+    `on_group` the group to enter, or None to drop it whole. A group left empty
+    goes to `on_empty` (kept, with no steps, under `keep_empty`). Shorthands stay."""
     out: list[Node] = []
     for entry in entries:
         if isinstance(entry, Shorthand):
@@ -228,9 +217,6 @@ def prune(
             elif made is not None:
                 out.extend(made)
     return tuple(out)
-
-
-# --------------------------------------------------------------------------- key order
 
 
 class _StepsAt(Document):

@@ -1,10 +1,8 @@
 """The uploader's two YAML registries, and the per-run holder of every registry.
 
-`.buildkite/common/ci_source_file_dependencies.yml` maps job keys to path
-prefixes; `.buildkite/common/ci_mirror_hardwares.yml` maps preset names to the
-Buildkite fields they expand to. Both are read at most once per run, only when
-a step needs them, and every problem uses the original's message with exit
-code 1.
+`ci_source_file_dependencies.yml` maps job keys to path prefixes and
+`ci_mirror_hardwares.yml` preset names to Buildkite fields; each is read at
+most once per run, only when a step needs it, with the original's messages (exit 1).
 """
 
 from __future__ import annotations

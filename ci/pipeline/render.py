@@ -181,12 +181,8 @@ def render_test_pipeline(
 ) -> Rendered:
     """Filter and expand one test YAML; problems are collected in `Rendered.problems`.
 
-    `changed` is the diff (repo-relative paths, None = unknown); it is used only
-    for `scope="diff"`. `mirror_hw` is the raw MIRROR_HW value (validated here,
-    before any step). `pipeline_path` is the file's repo-relative POSIX path:
-    when no step matches the diff, a change to this file (or under a
-    `source_filter_fallback` prefix) keeps every job.
-    """
+    `changed` (None: unknown) filters only under `scope="diff"`; when no step
+    matches it, a change to `pipeline_path` or a fallback prefix keeps every job."""
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     selector = mirror.parse_mirror_hw(mirror_hw)

@@ -1,10 +1,8 @@
 """The command steps of a target's Buildkite YAMLs, as the shell text they run.
 
-For everything that needs "which shell text does each step run": the
-shellcheck gate and the local tier sessions. It yields one `ShellStep` per
-command step (groups flattened, `wait`/`block`/`trigger` skipped),
-with the pipeline-level `env` merged under the step's own, in the order both
-Buildkite and the AMD template apply them.
+For the shellcheck gate and the local tiers: one `ShellStep` per command step
+(groups flattened, `wait`/`block`/`trigger` skipped), with the pipeline's `env`
+under the step's own, as Buildkite and the AMD template apply them.
 """
 
 from __future__ import annotations
@@ -100,11 +98,7 @@ _UPLOAD = re.compile(
 
 
 def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
-    """Buildkite's upload-time pass: `$$` -> `$`; each reference -> `resolve(name, token)`.
-
-    The single place that knows the escape. Unset variables become "" at a real
-    upload; callers choose (keep the token, a placeholder, a value).
-    """
+    """Buildkite's upload-time pass: `$$` -> `$`; each reference -> `resolve(name, token)`."""
 
     def replace(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
@@ -219,11 +213,8 @@ def load_documents(path: Path, source: str) -> list[Any]:
 
 
 def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellStep]:
-    """The command steps of `files` (default: every pipeline under .buildkite/).
-
-    Every file is read and judged as its consumer would (`ci.pipeline.judge`);
-    the problems of all of them are reported at once (exit 1).
-    """
+    """The command steps of `files` (default: every pipeline), each file judged as its
+    consumer would (`ci.pipeline.judge`); all problems at once (exit 1)."""
     steps: list[ShellStep] = []
     problems: list[str] = []
     for path in pipeline_files(repo) if files is None else files:

@@ -134,12 +134,8 @@ def render_file(
 
 @dataclass(frozen=True)
 class UploadInputs:
-    """What one test-pipeline upload depends on: read once, from the build or from `plan`.
-
-    `branch` and `schedule` (NIGHTLY, WEEKLY, NON_CRITICAL as "1") decide
-    `--scope auto`; `changed` is the diff's paths (None: unknown, no filter);
-    `mirror_hw` is the MIRROR_HW value as given.
-    """
+    """What one test-pipeline upload depends on: `branch` and `schedule` decide
+    `--scope auto`; `changed` gives the diff (None: unknown, no filter)."""
 
     branch: str
     schedule: Mapping[str, str]
@@ -163,10 +159,7 @@ def render_upload(
     inputs: UploadInputs,
     registries: Registries | None = None,
 ) -> PipelineUpload:
-    """The one way a test YAML is rendered for upload: `upload-pipeline` and `plan` both call it.
-
-    The diff is asked for only when the scope is `diff`.
-    """
+    """A test YAML rendered for upload (`upload-pipeline`, `plan`); the diff only under `diff`."""
     relative = repo_relative(repo, path) or str(path)
     scope = scopes.resolve(requested, relative, inputs.branch, inputs.schedule)
     changed = inputs.changed() if scope == "diff" else None
@@ -264,11 +257,8 @@ def emit(
     dry_run: bool,
     log: Callable[[str], None] = log,
 ) -> None:
-    """Validate against Buildkite's schema, then upload, or print (stdout: the YAML alone).
-
-    The one way out for every pipeline we produce: test mode, bootstrap mode
-    and `bootstrap --platform cuda|npu|xpu`.
-    """
+    """Validate against Buildkite's schema, then upload, or print (stdout: the YAML alone):
+    the one way out for every pipeline we produce."""
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
     plan = door.Plan((upload_command(text),))
