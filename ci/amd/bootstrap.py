@@ -1,15 +1,10 @@
 """`bootstrap --platform rocm`: replaces bootstrap-amd-omni.sh.
 
-The order of operations is the script's, which must hold (the label fetch
-fails closed before anything else can fail): labels, diff, suites, skip-ci
-per suite, critical files, render, validate, upload. Everything up to the
-upload is computed in-process; the only side effects are the label request,
-git (through the diff resolver) and `buildkite-agent`.
-
-Labels come from `--labels`, else (a PR build) BUILDKITE_PULL_REQUEST_LABELS,
-else the GitHub API; `--dry-run` never makes the request. The rendered
-pipeline is written to a private temporary directory and uploaded from there,
-so two bootstraps on one checkout cannot upload each other's pipeline.
+The script's order holds (the label fetch fails closed before anything else
+can fail): labels (`--labels`, else BUILDKITE_PULL_REQUEST_LABELS, else the
+GitHub API, never under `--dry-run`), diff, suites, skip-ci per suite, critical
+files, render, validate, upload. The pipeline is uploaded from a private
+temporary directory, so two bootstraps on one checkout cannot mix them up.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ci import door, skipci, webclient, yamlio
 from ci.amd import combine, render, suites
+from ci.amd.suites import attempt
 from ci.diff import resolve_diff
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.pipeline import model
@@ -48,6 +44,7 @@ DEFAULT_GITHUB_REPO = "vllm-project/vllm-omni"
 LABEL_TIMEOUT = 30.0  # seconds for the whole label request
 PIPELINE_FILE = "pipeline.yaml"
 LABELS_ENV = "BUILDKITE_PULL_REQUEST_LABELS"  # Buildkite's, comma-separated, PR builds only
+PR_ENV = "BUILDKITE_PULL_REQUEST"
 DEFAULT_MIRROR_HW = "amdproduction"
 FASTCHECK_MIRROR_HW = "amdtentative"
 NOT_A_PR = "false"
@@ -64,7 +61,7 @@ CRITICAL_PREFIXES = (
     "csrc/",
     "cmake/",
 )
-NOT_CRITICAL_PREFIXES = (
+NOT_CRITICAL = (
     "docker/Dockerfile.",
     "csrc/cpu",
     "csrc/rocm",
@@ -77,12 +74,9 @@ Note = Callable[[str], None]
 
 
 def parse_pull_request(value: str | None) -> str:
-    """BUILDKITE_PULL_REQUEST: a PR number (ASCII digits), or `false`.
+    """BUILDKITE_PULL_REQUEST: a PR number (ASCII digits), or `false` (also for unset/empty).
 
-    Unset and empty are `false`, as `${BUILDKITE_PULL_REQUEST:-false}` made
-    them. Anything else is an input error (exit 2): the number goes into the
-    GitHub API path, where `1/../x` or `1 2` would change (or break) the request.
-    """
+    Anything else is an input error (exit 2): it goes into the GitHub API path."""
     text = value or ""
     if text in ("", NOT_A_PR):
         return NOT_A_PR
@@ -95,18 +89,11 @@ def parse_pull_request(value: str | None) -> str:
 
 
 def suite_mirror_values(amd_dir: Path) -> set[str]:
-    """Every `mirror_hardwares` value of the AMD suite files present in `amd_dir`.
-
-    Read leniently (a missing or broken file adds nothing): a broken suite is
-    reported when it is selected and loaded, not while AMD_MIRROR_HW is checked.
-    """
+    """Every `mirror_hardwares` value of the AMD suites in `amd_dir` (broken files add none)."""
     found: set[str] = set()
-    for suite in suites.SUITES:
-        path = amd_dir / suite.file
-        if not path.is_file():
-            continue
+    for path in (amd_dir / suite.file for suite in suites.SUITES):
         try:
-            data = yamlio.load(path)
+            data = yamlio.load(path) if path.is_file() else None
         except UserError:
             continue
         if isinstance(data, dict) and isinstance(data.get("steps"), list):
@@ -115,11 +102,9 @@ def suite_mirror_values(amd_dir: Path) -> set[str]:
 
 
 def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
-    """AMD_MIRROR_HW: empty/unset is `amdproduction`; else a value the suites use, exactly.
+    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly.
 
-    The template selected nothing for an unknown value and the build went green
-    with the image step alone; a typo (or `AMDPRODUCTION`) now fails (exit 1).
-    """
+    The template selected nothing for a typo and the build went green; now it fails (exit 1)."""
     chosen = value or DEFAULT_MIRROR_HW
     allowed = suite_mirror_values(amd_dir) | {DEFAULT_MIRROR_HW}
     if chosen not in allowed:
@@ -150,46 +135,31 @@ class Inputs:
         # both (exit 1 either way). A missing BUILDKITE_BRANCH in Buildkite was `set -u`'s
         # exit 1; a bad BUILDKITE_PULL_REQUEST is an input error (exit 2, which wins).
         problems: list[str] = []
-        code = FAILURE
-        pull_request = NOT_A_PR
-        try:
-            pull_request = parse_pull_request(env.get("BUILDKITE_PULL_REQUEST"))
-        except UserError as exc:
-            problems += list(exc.problems)
-            code = BAD_INPUT
-        branch = ""
+        pull_request = attempt(problems, lambda: parse_pull_request(env.get(PR_ENV)), "")
+        code = FAILURE if pull_request else BAD_INPUT
+        # A set BUILDKITE_BRANCH, even empty, is a value in Buildkite (not main: the labels
+        # decide), as it was to the script; only an unset one stopped it (`set -u`). Outside
+        # Buildkite an empty one is the checkout's branch, as for every task (ci.target).
         if in_buildkite(env) and "BUILDKITE_BRANCH" in env:
-            # Set, even empty, it is a value (not main: the labels decide), as it was to
-            # the script; only an unset one stopped it (`set -u`). Outside Buildkite an
-            # empty one is the checkout's branch, as for every task (ci.target).
             branch = env["BUILDKITE_BRANCH"]
         else:
-            try:
-                branch = resolve_branch(repo, env=env)
-            except UserError as exc:
-                problems += list(exc.problems)
-        nightly = False
-        try:
-            nightly = suites.parse_nightly(env.get("NIGHTLY") or "0")
-        except UserError as exc:
-            problems += list(exc.problems)
-        if env.get("DEBUG_TEST_YAML"):
-            try:
-                suites.parse_debug_suites(env["DEBUG_TEST_YAML"])
-            except UserError as exc:
-                problems += list(exc.problems)
+            branch = attempt(problems, lambda: resolve_branch(repo, env=env), "")
+        nightly = attempt(problems, lambda: suites.parse_nightly(env.get("NIGHTLY") or "0"), False)
+        debug = env.get("DEBUG_TEST_YAML") or ""
+        if debug:
+            attempt(problems, lambda: suites.parse_debug_suites(debug), None)
         # fastcheck's amdtentative is the script's own choice, over AMD_MIRROR_HW.
         mirror_hw = FASTCHECK_MIRROR_HW
         if env.get("BUILDKITE_PIPELINE_SLUG") != "fastcheck":
-            try:
-                mirror_hw = parse_mirror_hw(env.get("AMD_MIRROR_HW"), repo / ".buildkite" / "amd")
-            except UserError as exc:
-                problems += list(exc.problems)
+            amd_dir = repo / ".buildkite" / "amd"
+            mirror_hw = attempt(
+                problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd_dir), ""
+            )
         UserError.collect(problems, code=code)
         return cls(
             branch=branch,
             pull_request=pull_request,
-            debug_test_yaml=env.get("DEBUG_TEST_YAML") or "",
+            debug_test_yaml=debug,
             nightly=nightly,
             mirror_hw=mirror_hw,
             run_all=(env.get("RUN_ALL") or "0") == "1",
@@ -198,8 +168,7 @@ class Inputs:
 
     @classmethod
     def of_branch(cls, branch: str, *, nightly: bool = False) -> Inputs:
-        """A build of `branch` as `plan` describes one: its labels are given, never fetched,
-        so the PR number is not needed; the default mirror, no debug suites, no overrides."""
+        """A build of `branch` as `plan` describes one (labels given, so no PR number needed)."""
         return cls(branch, NOT_A_PR, "", nightly, DEFAULT_MIRROR_HW, False, "")
 
     @property
@@ -220,25 +189,13 @@ def quiet(message: str) -> None:
     """A `Note` that drops the bootstrap's log lines (`plan` reports the outcome instead)."""
 
 
-# --------------------------------------------------------------------------- labels
-
-
-def dry_run_needs_labels(pull_request: str) -> str:
-    return (
-        f"PR #{pull_request} needs its labels and --dry-run makes no GitHub request:"
-        f" give them with --labels (comma-separated, '' for none) or {LABELS_ENV}"
-    )
-
-
 def resolve_labels(
     inputs: Inputs, env: Mapping[str, str], given: str | None = None, *, offline: bool = False
 ) -> str:
     """The PR's labels: `given` (`--labels`), else $BUILDKITE_PULL_REQUEST_LABELS, else GitHub.
 
-    Only a PR build without DEBUG_TEST_YAML reads the environment or GitHub (the
-    script's rule); `given` is used as it is. `offline` (`--dry-run`) never asks
-    GitHub: without labels it stops with an input error (exit 2).
-    """
+    Only a PR build without DEBUG_TEST_YAML asks (the script's rule); `offline`
+    (`--dry-run`) never asks GitHub and stops with exit 2 instead."""
     if given is not None:
         return given
     if not inputs.needs_labels:
@@ -246,7 +203,11 @@ def resolve_labels(
     if LABELS_ENV in env:  # set by Buildkite for PR builds, empty when there are none
         return env[LABELS_ENV]
     if offline:
-        raise UserError(dry_run_needs_labels(inputs.pull_request), code=BAD_INPUT)
+        raise UserError(
+            f"PR #{inputs.pull_request} needs its labels and --dry-run makes no GitHub request:"
+            f" give them with --labels (comma-separated, '' for none) or {LABELS_ENV}",
+            code=BAD_INPUT,
+        )
     return fetch_labels(inputs.pull_request, env)
 
 
@@ -255,12 +216,9 @@ def fetch_labels(
 ) -> str:
     """The PR's labels, one per line, from the GitHub REST API. Fails closed.
 
-    Any failure (HTTP error, network, timeout, a body without `labels[].name`,
-    a redirect, which is never followed so the token stays with the API host)
-    stops with exit 1 and one stderr line: the script's message, then the cause
-    in parentheses (the token redacted). A `pull_request` that is not a number
-    is an input error (exit 2) before any request.
-    """
+    Any failure (HTTP, network, timeout, a body without `labels[].name`, a
+    redirect, never followed so the token stays with the API host) is exit 1
+    with the script's message and the cause (token redacted)."""
     pull_request = parse_pull_request(pull_request)
     api = (env.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API).rstrip("/")
     repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
@@ -272,10 +230,8 @@ def fetch_labels(
             FAILURE,
             redact(f"{LABEL_ERROR} ({GITHUB_API_ENV}={api!r}: allowed values are http(s) URLs)"),
         )
-    request = urllib.request.Request(url)
-    request.add_header("Accept", "application/vnd.github+json")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.github+json", **auth})
     try:
         # Quiet: the bootstrap's stderr is the script's log, line for line (the
         # failure line below says which request failed).
@@ -299,22 +255,15 @@ def fetch_labels(
     return "\n".join(names)
 
 
-# --------------------------------------------------------------------------- critical files
-
-
-def first_critical(paths: list[str]) -> str | None:
-    """The first path that forces building wheels from source, by literal prefix."""
-    for path in paths:
-        if path.startswith(CRITICAL_PREFIXES) and not path.startswith(NOT_CRITICAL_PREFIXES):
-            return path
-    return None
-
-
 def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, list[str]]:
     """(RUN_ALL, VLLM_USE_PRECOMPILED, log lines), as the script decides them."""
     lines: list[str] = []
     run_all = inputs.run_all
-    critical = first_critical(paths)
+    # The first path that forces building wheels from source, by literal prefix.
+    critical = next(
+        (p for p in paths if p.startswith(CRITICAL_PREFIXES) and not p.startswith(NOT_CRITICAL)),
+        None,
+    )
     if critical is not None:
         run_all = True
         lines.append(f"Found changes: {critical}. Run all tests")
@@ -326,9 +275,6 @@ def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, lis
         return run_all, "0", lines
     lines.append("No critical changes, using precompiled wheels")
     return run_all, "1", lines
-
-
-# --------------------------------------------------------------------------- flow
 
 
 @dataclass(frozen=True)
@@ -353,24 +299,16 @@ def plan_pipeline(
     labels: str | None = None,
     *,
     diff: Diff | None = None,
-    validate: bool = True,
     offline: bool = False,
     note: Note = log,
     inputs: Inputs | None = None,
 ) -> AmdBootstrapOutcome:
-    """The script's steps up to its upload, in its order. `labels` given means: don't ask GitHub.
+    """The script's steps up to its upload, in its order. `labels` given: don't ask GitHub.
 
-    `diff` replaces the env-resolved diff (`plan` passes its explicit range);
-    `validate=False` skips the schema check (tests of the render alone; `plan`
-    keeps it on, as the upload does). `offline` (`--dry-run`): labels come from
-    `labels` or the environment, never from GitHub (`resolve_labels`). `note`
-    gets the script's log lines (`Run all: …`, `AMD test suites: …`); `plan`
-    passes `quiet`. `inputs` replaces reading them from `env` (`plan` gives its own).
-    """
+    `plan` passes its own `diff` and `inputs`, and `quiet` as `note` (the log lines)."""
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
-    if diff is None:
-        diff = resolve_diff(repo, env=env)
+    diff = diff or resolve_diff(repo, env=env)
     try:
         selection = suites.select_suites(
             inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly
@@ -385,27 +323,27 @@ def plan_pipeline(
     skipped: list[tuple[suites.Suite, str]] = []
     for suite in selection.suites:
         word = decision.gate("amd", suite.level) if suite.level else None
-        if word is None:
-            kept.append(suite)
-        else:
+        if word is not None:
             skipped.append((suite, word))
             note(f"Skipping AMD {suite.level} suite due to {word} decision.")
+        else:
+            kept.append(suite)
     if not kept:
         annotate = any(word == "skip-all" for _, word in skipped)
         return AmdBootstrapOutcome(None, (), tuple(skipped), annotate)
 
-    paths = list(diff.paths or ())
-    run_all, _precompiled, lines = precompiled_choice(inputs, paths)
+    run_all, _precompiled, lines = precompiled_choice(inputs, list(diff.paths or ()))
+    lines += [
+        f"Run all: {int(run_all)}",
+        f"Nightly: {int(inputs.nightly)}",
+        f"AMD Mirror HW: {inputs.mirror_hw}",
+        "AMD test suites: " + " ".join(s.spec for s in kept),
+    ]
     for line in lines:
         note(line)
-    note(f"Run all: {int(run_all)}")
-    note(f"Nightly: {int(inputs.nightly)}")
-    note(f"AMD Mirror HW: {inputs.mirror_hw}")
-    note("AMD test suites: " + " ".join(s.spec for s in kept))
 
     amd_dir = repo / ".buildkite" / "amd"
-    docs = [combine.load_suite(amd_dir, suite) for suite in kept]
-    combined = combine.combine(docs)
+    combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept])
     combine.report_dropped(combined, note)
     empty: list[str] = []
     pipeline, dropped = render.render_pipeline(
@@ -421,19 +359,15 @@ def plan_pipeline(
             f" mirror_hardwares (they use: {', '.join(sorted(used))});"
             " only the image step is uploaded"
         )
-    if validate:  # the check every upload makes, worded the same
-        require_valid(pipeline, " + ".join(f".buildkite/amd/{s.file}" for s in kept))
-    duplicates = tuple(
-        (suite.group, str(step.get("label", "")) if isinstance(step, dict) else "")
-        for suite, step in combined.dropped
-    )
+    # The check every upload makes, worded the same.
+    require_valid(pipeline, " + ".join(f".buildkite/amd/{s.file}" for s in kept))
     return AmdBootstrapOutcome(
         pipeline,
         tuple(kept),
         tuple(skipped),
         not_mirrored=tuple(dropped),
         empty_groups=tuple(empty),
-        duplicates=duplicates,
+        duplicates=tuple((s.group, str(step.get("label", ""))) for s, step in combined.dropped),
         mirror_hw=inputs.mirror_hw,
     )
 
@@ -441,24 +375,15 @@ def plan_pipeline(
 PRIVATE_DIR = "<private temp dir>"  # how a dry run shows the directory a run creates
 
 
-def upload_commands(directory: str) -> tuple[door.Command, ...]:
-    """The script's two calls, argv unchanged, run in `directory` (which holds PIPELINE_FILE).
-
-    The script ran them in `.buildkite/amd`, where every bootstrap on the
-    checkout wrote the same `pipeline.yaml`; a private directory per run keeps
-    the artifact's name and the upload's argv without that race.
-    """
-    return (
-        door.Command(
-            ("buildkite-agent", "artifact", "upload", PIPELINE_FILE),
-            description="keep the rendered pipeline as an artifact",
-            cwd=directory,
-        ),
-        door.Command(
-            ("buildkite-agent", "pipeline", "upload", PIPELINE_FILE),
-            description="upload the AMD test pipeline",
-            cwd=directory,
-        ),
+def upload_commands(cwd: str) -> tuple[door.Command, ...]:
+    """The script's two calls, argv unchanged, run in `cwd` (a private directory holding
+    PIPELINE_FILE, where the script used the shared `.buildkite/amd`)."""
+    return tuple(
+        door.Command(("buildkite-agent", kind, "upload", PIPELINE_FILE), description=what, cwd=cwd)
+        for kind, what in (
+            ("artifact", "keep the rendered pipeline as an artifact"),
+            ("pipeline", "upload the AMD test pipeline"),
+        )
     )
 
 

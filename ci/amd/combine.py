@@ -1,12 +1,11 @@
 """Putting the selected AMD suites into one document.
 
 One suite keeps its own structure. Several suites become one group per suite
-(named by the spec prefix), with the suites' top-level env merged; the same
-variable with two different values is an error that names it. A step that is
-deep-equal to a step of an earlier suite is kept once: the original inline
-combiner ran shared steps twice and upstream's combiner drops them, so the
-choice is made explicitly here, and running the identical job twice only burns MI300 time
-(docs/differences.md, "AMD: identical steps across suites run once").
+(named by the spec prefix), with their top-level env merged (one variable with
+two values is an error naming it). A step deep-equal to a step of an earlier
+suite is kept once, as upstream's combiner does: running the identical job
+twice only burns MI300 time (docs/differences.md, "AMD: identical steps across
+suites run once").
 """
 
 from __future__ import annotations
@@ -92,12 +91,9 @@ def combine(docs: list[SuiteDoc]) -> Combined:
     combined = Combined(env=merge_env(docs))
     seen: list[Any] = []
     for doc in docs:
-        kept: list[Any] = []
-        for step in flatten(doc.steps):
-            if step in seen:
-                combined.dropped.append((doc.suite, step))
-                continue
-            kept.append(step)
+        steps = flatten(doc.steps)
+        combined.dropped += [(doc.suite, step) for step in steps if step in seen]
+        kept = [step for step in steps if step not in seen]
         seen.extend(kept)
         if kept:
             combined.steps.append({"group": doc.suite.group, "steps": kept})
@@ -111,7 +107,7 @@ def _stderr(line: str) -> None:
 def report_dropped(combined: Combined, note: Callable[[str], None] = _stderr) -> None:
     """One line per dropped duplicate, to `note` (stderr by default)."""
     for suite, step in combined.dropped:
-        label = step.get("label", "<unlabelled>") if isinstance(step, dict) else "<entry>"
+        label = step.get("label", "<unlabelled>")
         note(
             f"Dropped duplicate {suite.group} step {label!r}: "
             "identical to a step of an earlier suite."

@@ -1,11 +1,8 @@
 """The AMD test pipeline, built as data (replaces test-template-amd-omni.j2 + minijinja).
 
-Rendering in Python removes the job-time `curl | sh` install of minijinja and
-the template's string interpolation (unescaped quotes, blank-line stripping in
-block scalars, empty groups). Each test step gets the label `<pool>: <label>`,
-the queue `amd_<pool>`, `depends_on: amd-build`, the native Kubernetes pod
-spec and the runner command; where we differ on purpose, docs/differences.md
-says so ("AMD render").
+Each test step gets the label `<pool>: <label>`, the queue `amd_<pool>`,
+`depends_on: amd-build`, the native Kubernetes pod spec and the runner command;
+docs/differences.md ("AMD render") says where we differ from the template.
 """
 
 from __future__ import annotations
@@ -65,18 +62,16 @@ def image_build_group() -> model.Document:
     }
 
 
+# Job env keys the pod's container does not get (it gets the rest, in the same order).
+_JOB_ONLY = {
+    "VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+    "HF_HUB_ETAG_TIMEOUT",
+}
+
+
 def _pod_spec(gpus: int) -> model.Document:
-    container_env = [
-        ("AMD_CI_RUNTIME", "native"),
-        ("NATIVE_CI", "true"),
-        ("VLLM_CI_DOCKER_DISABLED", "1"),
-        ("VLLM_CI_EXPECTED_GPU_COUNT", str(gpus)),
-        ("HF_HOME", HF_HOME),
-        ("MIOPEN_DEBUG_CONV_DIRECT", "0"),
-        ("MIOPEN_DEBUG_CONV_GEMM", "0"),
-        ("VLLM_ROCM_USE_AITER", "0"),
-        ("PYTORCH_ROCM_ARCH", ""),
-    ]
+    container_env = [(k, v) for k, v in _job_env(gpus).items() if k not in _JOB_ONLY]
     return {
         "automountServiceAccountToken": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -120,22 +115,14 @@ def _job_env(gpus: int) -> dict[str, str]:
 
 
 def _quote(value: Any) -> str:
-    """`"value"` for an export line: `"` and `\\` escaped so bash reads the value back.
-
-    `$` is left alone, as in the template: `$VAR` is Buildkite's upload-time
-    interpolation and `$$VAR` expands in the job, exactly like the step commands.
-    """
+    """`"value"` for an export line (`"` and `\\` escaped); `$` is left to Buildkite and the job."""
     text = str(value)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def test_commands(step: model.Document, suite_env: model.Document, pool: str) -> str:
-    """The TEST_COMMANDS block the runner executes.
-
-    `(command rocm-smi || true) && cd <working_dir>`, one export per suite env
-    entry then per step env entry, `pip uninstall -y amd-aiter` on mi250
-    pools, then the step's commands.
-    """
+    """The TEST_COMMANDS block the runner executes: `cd`, the suite's then the step's
+    exports, `pip uninstall -y amd-aiter` on mi250 pools, then the step's commands."""
     lines = [f"(command rocm-smi || true) && cd {step.get('working_dir') or WORKING_DIR}"]
     lines += [f"export {k}={_quote(v)}" for k, v in suite_env.items()]
     lines += [f"export {k}={_quote(v)}" for k, v in (step.get("env") or {}).items()]
@@ -189,10 +176,6 @@ def mirror_values(steps: list[Any]) -> set[str]:
     return {str(v) for step, _ in leaves for v in step.get("mirror_hardwares") or []}
 
 
-def _mirrored(step: model.Step, mirror_hw: str) -> bool:
-    return mirror_hw in (step.get("mirror_hardwares") or [])
-
-
 def render_pipeline(
     env: model.Document,
     steps: list[Any],
@@ -202,15 +185,12 @@ def render_pipeline(
 ) -> tuple[model.Document, list[str]]:
     """The whole pipeline, plus the labels dropped by the mirror filter.
 
-    Groups whose children are all filtered out are dropped, because the schema
-    (and Buildkite) reject an empty group; their names go to `empty_groups`
-    when a list is given (`plan` reports them). A group keeps only its name
-    and `depends_on`, as the template wrote it.
-    """
+    Groups left empty are dropped (Buildkite rejects them), their names put in
+    `empty_groups`; a group keeps only its name and `depends_on`, as the template did."""
     dropped: list[str] = []
 
     def step(entry: model.Step, _outer: object) -> model.Step | None:
-        if _mirrored(entry, mirror_hw):
+        if mirror_hw in (entry.get("mirror_hardwares") or []):
             return model.Step(render_step(dict(entry.fields), env))
         dropped.append(str(entry.get("label", "")))
         return None

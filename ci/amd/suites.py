@@ -1,16 +1,16 @@
 """Which AMD suites a build runs: the one rule, in `select_suites`.
 
-Same contract as `.buildkite/amd/scripts/select_test_suites.py`: a debug
-override wins, then `main` (merge, or nightly when NIGHTLY=1), then the PR's
-tier labels in the fixed order ready, merge, nightly, with the legacy fallback
-to ready.
+As `select_test_suites.py`: a debug override wins, then `main` (merge, or
+nightly when NIGHTLY=1), then the PR's labels (ready, merge, nightly), else ready.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from ci import topology
 from ci.errors import UserError
@@ -42,7 +42,6 @@ SUITES: tuple[Suite, ...] = tuple(
     for row in topology.rows(Platform.ROCM)
 )
 BY_NAME = {s.name: s for s in SUITES}
-BY_GROUP = {s.group: s for s in SUITES}
 FALLBACK_NOTICE = (
     "No AMD ready/merge/nightly label found; preserving the legacy ready-suite fallback."
 )
@@ -64,8 +63,7 @@ def split_labels(labels: str) -> list[str]:
 
 def parse_debug_suites(value: str) -> tuple[Suite, ...]:
     """DEBUG_TEST_YAML: a case-insensitive comma list, validated left to right."""
-    items = [item.strip().lower() for item in value.split(",")]
-    items = [item for item in items if item]
+    items = [item.strip().lower() for item in value.split(",") if item.strip()]
     if not items:
         raise UserError("DEBUG_TEST_YAML did not contain a test suite")
     chosen: list[Suite] = []
@@ -96,9 +94,20 @@ def select_suites(
         return Selection((BY_NAME["nightly"] if nightly else BY_NAME["merge"],))
     present = set(split_labels(labels))
     chosen = tuple(s for s in SUITES if s.label in present)
-    if chosen:
-        return Selection(chosen)
-    return Selection((BY_NAME["ready"],), FALLBACK_NOTICE)
+    return Selection(chosen) if chosen else Selection((BY_NAME["ready"],), FALLBACK_NOTICE)
+
+
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+def attempt(problems: list[str], parse: Callable[[], T], default: D) -> T | D:
+    """`parse()`, else `default` with its problems added: every input problem is told at once."""
+    try:
+        return parse()
+    except UserError as exc:
+        problems += exc.problems
+        return default
 
 
 def select_from_args(
@@ -106,22 +115,12 @@ def select_from_args(
 ) -> Selection:
     """`select-suites`: every input problem at once (exit 2), then the selection.
 
-    `branch` None means `--branch` was not given (argparse's `required=True`);
-    an empty branch is a value, as it was to the script: not `main`, so the
-    labels decide (or the ready fallback).
-    """
+    `branch` None: `--branch` not given; an empty branch is a value (not `main`)."""
     problems: list[str] = []
     if branch is None:
         problems.append("--branch is required (the build's branch, e.g. main)")
-    night = False
-    try:
-        night = parse_nightly(nightly)
-    except UserError as exc:
-        problems += exc.problems
+    night = attempt(problems, lambda: parse_nightly(nightly), False)
     if debug_test_yaml:
-        try:
-            parse_debug_suites(debug_test_yaml)
-        except UserError as exc:
-            problems += exc.problems
+        attempt(problems, lambda: parse_debug_suites(debug_test_yaml), None)
     UserError.collect(problems)
     return select_suites(branch or "", labels, debug_test_yaml, night)

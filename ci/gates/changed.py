@@ -1,35 +1,62 @@
-"""The files a range changed, for gates that run on the diff only.
+"""Which files a gate scans: those named after `--`, or those a range changed.
 
-In CI, the hooks GitHub Actions skips (check-mark, shellcheck)
-run on the diff, as they do locally under pre-commit. The range comes from the
-one diff resolver (`ci.diff`), like every other task's.
+In CI, the hooks GitHub Actions skips (check-mark, shellcheck) run on the diff,
+as they do locally under pre-commit. The range comes from the one diff
+resolver (`ci.diff`), like every other task's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
-from ci.pipeline.files import exists
+from ci.pipeline.files import exists, given
+
+
+def check_choice(files: Sequence[str], from_ref: str, to_ref: str, what: str) -> None:
+    """Files after `--` and `--from-ref` exclude each other; `--to-ref` needs `--from-ref`."""
+    if from_ref and files:
+        raise UserError(f"give {what} after `--` or --from-ref, not both")
+    if to_ref and not from_ref:
+        raise UserError("--to-ref needs --from-ref")
+
+
+def named_files(
+    repo: Path, names: Sequence[str], keep: Callable[[str, Path], bool | str]
+) -> list[Path]:
+    """The files named after `--` (relative: to the cwd, else `repo`) that `keep` keeps.
+
+    `keep(name, path)` says True (keep), False (skip) or a problem line; every
+    problem, a missing file included, is reported at once (exit 2).
+    """
+    chosen: list[Path] = []
+    problems: list[str] = []
+    for name in names:
+        path = given(name, repo)
+        verdict = (
+            keep(name, path)
+            if path is not None
+            else f"{name}: no such file (relative paths: to the current directory or --repo)"
+        )
+        if verdict is True and path is not None:
+            chosen.append(path)
+        elif isinstance(verdict, str):
+            problems.append(verdict)
+    UserError.collect(problems)
+    return chosen
 
 
 def changed_files(
     repo: Path, from_ref: str, to_ref: str, wanted: Callable[[str], bool]
 ) -> list[Path]:
-    """Existing files of `repo` changed in `from_ref...to_ref` that `wanted` keeps.
-
-    `to_ref` defaults to HEAD; `WORKTREE` includes uncommitted and untracked
-    work. Files are read from the working tree (as pre-commit does); deleted
-    ones are skipped, unreadable ones are not.
-    """
+    """Existing files of `repo` changed in `from_ref...to_ref` (default HEAD; `WORKTREE`:
+    uncommitted work too) that `wanted` keeps; unreadable ones are kept, to be reported."""
     head = WORKTREE if to_ref.upper() == "WORKTREE" else (to_ref or "HEAD")
     diff = resolve_diff(repo, base=from_ref, head=head)
     if diff.paths is None:
         raise UserError(f"--from-ref {from_ref}: cannot list the changed files ({diff.reason})")
-    # Deleted files are skipped; an entry that is there but unreadable (a symlink
-    # loop, a FIFO) is kept, so that the gate reports it instead of passing.
     return [
         repo / p for p in diff.paths if wanted(p) and exists(repo / p) and not (repo / p).is_dir()
     ]

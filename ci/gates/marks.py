@@ -1,33 +1,27 @@
 """`check-marks`: every test file carries a CI level and a hardware marker.
 
-The replacement of vLLM-Omni's `check-mark` pre-commit hook
-(`tools/pre_commit/check_test_marks.py`). The scan is static (`ast`) and
-imports nothing from the tests, because collecting them would import torch.
-
-Rules (the hook's):
-- every `tests/**/test_*.py` / `*_test.py` needs a level marker (`Level`) and
-  a platform marker or a `hardware_test(` / `hardware_marks(` call (`Hardware`);
-- no direct `pytest.mark.<SKU>` anywhere under `tests/` except
-  `tests/helpers/mark.py` (`Direct SKU`): the helpers also attach `cards_<n>`;
-- literal helper arguments must name registered platforms, SKUs and card
-  counts; `hardware_marks` is not a decorator and cannot mix card counts
-  (`Invalid hardware helper`);
-- no test may inherit both `cpu` and a GPU mark (`Conflicting CPU/GPU marks`).
-Exit 0 when clean, 1 on any problem, 2 on bad input (no tests/, no registry).
+Replaces vLLM-Omni's `check-mark` hook (`tools/pre_commit/check_test_marks.py`),
+with its rules and category names: a level (`Level`) and a platform marker or
+`hardware_test(`/`hardware_marks(` call (`Hardware`) per test file; no direct
+`pytest.mark.<SKU>` outside `tests/helpers/mark.py` (`Direct SKU`: the helpers
+also attach `cards_<n>`); literal helper arguments name registered platforms,
+SKUs and card counts, and `hardware_marks` is no decorator and mixes no counts
+(`Invalid hardware helper`); no test inherits both `cpu` and a GPU mark. The
+scan is static (`ast`): importing the tests would import torch.
+Exit 0 clean, 1 on any problem, 2 on bad input (no tests/, no registry).
 """
 
 from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.gates.changed import changed_files
+from ci.gates.changed import changed_files, check_choice, named_files
 from ci.pipeline.files import Unreadable, read_text, realpath, walk
-from ci.pipeline.files import given as find
 from ci.pipeline.markers import MarkerRegistry, load_markers
 from ci.target import resolve_repo
 
@@ -62,9 +56,6 @@ def is_test_file(rel: str) -> bool:
     return rel.startswith("tests/") and (
         (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py")
     )
-
-
-# --------------------------------------------------------------------------- the scan
 
 
 @dataclass
@@ -128,6 +119,23 @@ def _argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
     return None
 
 
+def _assignments(body: Sequence[ast.stmt]) -> Iterator[tuple[str, ast.expr]]:
+    """(NAME, value) of each `NAME = v`, `NAME += v` and `NAME: T = v` of one body."""
+    for node in body:
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value:
+            value = node.value
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            yield from ((t.id, value) for t in targets if isinstance(t, ast.Name))
+
+
+def _literal_keys(node: ast.AST | None) -> Iterator[tuple[ast.expr, str, ast.expr]]:
+    """(key node, key, value) of each string-literal key of a `{...}` literal."""
+    if isinstance(node, ast.Dict):
+        for key_node, value in zip(node.keys, node.values, strict=True):
+            if key_node is not None and (key := _literal_str(key_node)) is not None:
+                yield key_node, key, value
+
+
 def _literal_str(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
@@ -150,21 +158,13 @@ class _Scanner:
     def _module_assignments(self) -> dict[str, list[ast.expr]]:
         """Module-level `NAME = ...` / `NAME += ...`, so `pytestmark = MARKS` resolves."""
         found: dict[str, list[ast.expr]] = {}
-        for node in self.tree.body:
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        found.setdefault(target.id, []).append(node.value)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-                if isinstance(node.target, ast.Name):
-                    found.setdefault(node.target.id, []).append(node.value)
+        for name, value in _assignments(self.tree.body):
+            found.setdefault(name, []).append(value)
         return found
 
     def add(self, kind: str, detail: str, node: ast.AST | None = None) -> None:
         where = f"line {getattr(node, 'lineno', '?')}: " if node is not None else ""
         self.problems.append(Problem(kind, where + detail))
-
-    # ------------------------------------------------------------------ marks of an expression
 
     def marks_of(self, node: ast.AST | None, depth: int = 0) -> set[str]:
         """The markers an expression applies (best effort on literals and module names)."""
@@ -198,13 +198,12 @@ class _Scanner:
         gpu = {"gpu"} if platforms & self.registry.gpu_platforms else set()
         return platforms | gpu
 
-    # ------------------------------------------------------------------ rules
-
     def scan(self) -> list[Problem]:
         every_mark = self._direct_marks()
-        helper_calls = [n for n in ast.walk(self.tree) if self.names.helper(n)]
+        helper_calls = [
+            n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and self.names.helper(n)
+        ]
         for call in helper_calls:
-            assert isinstance(call, ast.Call)
             self._check_helper(call)
         self._check_decorators()
         if is_test_file(self.rel):
@@ -218,7 +217,7 @@ class _Scanner:
                     f"no hardware platform marker ({platforms}) and no "
                     "hardware_test(...) / hardware_marks(...) call",
                 )
-            self._check_conflicts()
+            self._check_conflicts(self.tree.body, set())
         return self.problems
 
     def _direct_marks(self) -> set[str]:
@@ -258,38 +257,29 @@ class _Scanner:
         keys: list[str] = []
         if res is None and not call.keywords and not call.args:
             self.add(INVALID_HELPER, f"{helper}(...) needs res={{platform: SKU}}", call)
-        if isinstance(res, ast.Dict):
-            allowed = ", ".join(sorted(registry.res_keys))
-            for key_node, value in zip(res.keys, res.values, strict=True):
-                key = _literal_str(key_node) if key_node is not None else None
-                if key is None:
-                    continue
-                keys.append(key)
-                if key not in registry.res_keys:
-                    self.add(
-                        INVALID_HELPER,
-                        f"{helper} res key {key!r} is not a hardware platform with SKUs "
-                        f"(allowed: {allowed})",
-                        key_node,
-                    )
-                    continue
+        for key_node, key, value in _literal_keys(res):
+            keys.append(key)
+            if key in registry.res_keys:
                 self._check_skus(str(helper), key, value)
+            else:
+                allowed = ", ".join(sorted(registry.res_keys))
+                self.add(
+                    INVALID_HELPER,
+                    f"{helper} res key {key!r} is not a hardware platform with SKUs "
+                    f"(allowed: {allowed})",
+                    key_node,
+                )
         cards = _argument(call, "num_cards", 1)
         if cards is None:
             return
         counts: dict[str, int] = {}
-        if isinstance(cards, ast.Dict):
-            for key_node, value in zip(cards.keys, cards.values, strict=True):
-                key = _literal_str(key_node) if key_node is not None else None
-                count = _literal_int(value)
-                if key is None or count is None:
-                    continue
+        for key_node, key, value in _literal_keys(cards):
+            if (count := _literal_int(value)) is not None:
                 counts[key] = count
                 if keys and key not in keys:
-                    self.add(
-                        INVALID_HELPER, f"{helper} num_cards key {key!r} is not in res", key_node
-                    )
-        elif (count := _literal_int(cards)) is not None:
+                    message = f"{helper} num_cards key {key!r} is not in res"
+                    self.add(INVALID_HELPER, message, key_node)
+        if (count := _literal_int(cards)) is not None:
             counts[""] = count
         registered = ", ".join(str(n) for n in sorted(registry.card_counts))
         for count in sorted(set(counts.values())):
@@ -333,31 +323,16 @@ class _Scanner:
                     item,
                 )
 
-    # ------------------------------------------------------------------ CPU/GPU conflicts
-
     def _pytestmark(self, body: Sequence[ast.stmt]) -> set[str]:
-        marks: set[str] = set()
-        for node in body:
-            targets: list[ast.expr] = []
-            value: ast.expr | None = None
-            if isinstance(node, ast.Assign):
-                targets, value = list(node.targets), node.value
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                targets, value = [node.target], node.value
-            if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
-                marks |= self.marks_of(value)
-        return marks
+        return set().union(*(self.marks_of(v) for n, v in _assignments(body) if n == "pytestmark"))
 
-    def _check_conflicts(self) -> None:
-        self._walk_tests(self.tree.body, self._pytestmark(self.tree.body))
-
-    def _walk_tests(self, body: Sequence[ast.stmt], inherited: set[str]) -> None:
+    def _check_conflicts(self, body: Sequence[ast.stmt], inherited: set[str]) -> None:
+        """Each test function with the marks of its module and classes (`pytestmark` too)."""
+        inherited = inherited | self._pytestmark(body)
         for node in body:
             if isinstance(node, ast.ClassDef):
-                marks = inherited | self._pytestmark(node.body)
-                for decorator in node.decorator_list:
-                    marks |= self.marks_of(decorator)
-                self._walk_tests(node.body, marks)
+                marks = set().union(inherited, *map(self.marks_of, node.decorator_list))
+                self._check_conflicts(node.body, marks)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if node.name.startswith("test"):
                     self._check_test(node, inherited)
@@ -380,15 +355,16 @@ class _Scanner:
 
     def _param_marks(self, parametrize: ast.Call) -> list[tuple[ast.AST, set[str]]]:
         """Each `pytest.param(..., marks=X)` of a parametrize adds X to its variant."""
-        found: list[tuple[ast.AST, set[str]]] = []
-        for node in ast.walk(parametrize):
-            if isinstance(node, ast.Call) and self.names.mark_name(node.func) is None:
-                func = node.func
-                if isinstance(func, ast.Attribute) and func.attr == "param":
-                    for keyword in node.keywords:
-                        if keyword.arg == "marks":
-                            found.append((node, self.marks_of(keyword.value)))
-        return found
+        return [
+            (node, self.marks_of(keyword.value))
+            for node in ast.walk(parametrize)
+            if isinstance(node, ast.Call)
+            and self.names.mark_name(node.func) is None
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "param"
+            for keyword in node.keywords
+            if keyword.arg == "marks"
+        ]
 
     def _conflict(self, marks: set[str]) -> bool:
         return "cpu" in marks and bool(marks & self.registry.gpu_marks())
@@ -407,43 +383,25 @@ def scan_source(source: str, rel: str, registry: MarkerRegistry) -> list[Problem
     return _Scanner(tree, rel, registry).scan()
 
 
-# --------------------------------------------------------------------------- files
+def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
+    """`given` (pre-commit passes changed files), else every .py under tests/."""
+    if given:
 
+        def test_module(name: str, path: Path) -> bool | str:
+            if not path.is_relative_to(repo):
+                return f"{name}: not inside --repo {repo}"
+            rel = path.relative_to(repo).as_posix()
+            return rel.startswith("tests/") and rel.endswith(".py")
 
-def _walk_python(tests: Path) -> list[Path]:
-    """Every `*.py` entry under tests/, unreadable ones included (they fail the gate)."""
+        return named_files(repo, given, test_module)
+    tests = repo / "tests"
+    if not tests.is_dir():
+        raise UserError(f"--repo: {repo} has no tests/ directory")
     return walk(
         tests,
         lambda name: name.endswith(".py"),
         enter=lambda name: not name.startswith(".") and name != "__pycache__",
     )
-
-
-def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
-    """`given` (pre-commit passes changed files), else every .py under tests/."""
-    if not given:
-        tests = repo / "tests"
-        if not tests.is_dir():
-            raise UserError(f"--repo: {repo} has no tests/ directory")
-        return _walk_python(tests)
-    chosen: list[Path] = []
-    missing: list[str] = []
-    for name in given:
-        found = find(name, repo)
-        if found is None:
-            missing.append(
-                f"{name}: no such file (relative paths: to the current directory or --repo)"
-            )
-            continue
-        try:
-            rel = found.relative_to(repo).as_posix()
-        except ValueError:
-            missing.append(f"{name}: not inside --repo {repo}")
-            continue
-        if rel.startswith("tests/") and rel.endswith(".py"):
-            chosen.append(found)
-    UserError.collect(missing)
-    return chosen
 
 
 def load_registry(repo: Path) -> MarkerRegistry:
@@ -452,15 +410,9 @@ def load_registry(repo: Path) -> MarkerRegistry:
         found = load_markers(repo)
     except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
         raise UserError(*exc.problems, code=BAD_INPUT) from None
-    missing = [
-        tag
-        for tag, present in (
-            ("[ci-level]", found.levels),
-            ("[hardware-platform]", found.platforms),
-            ("[hardware-resource]", found.sku_platforms),
-        )
-        if not present
-    ]
+    tags = {"[ci-level]": found.levels, "[hardware-platform]": found.platforms}
+    tags["[hardware-resource]"] = frozenset(found.sku_platforms)
+    missing = [tag for tag, present in tags.items() if not present]
     if missing:
         raise UserError(
             f"no pytest markers tagged {', '.join(missing)} in {realpath(repo / 'pyproject.toml')} "
@@ -475,11 +427,10 @@ def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> l
     for path in files:
         rel = path.relative_to(repo).as_posix()
         try:
-            source = read_text(path, rel)
+            problems = tuple(scan_source(read_text(path, rel), rel, registry))
         except Unreadable as exc:
-            reports.append(MarksReport(rel, (Problem(UNREADABLE, exc.why),)))
-            continue
-        reports.append(MarksReport(rel, tuple(scan_source(source, rel, registry))))
+            problems = (Problem(UNREADABLE, exc.why),)
+        reports.append(MarksReport(rel, problems))
     return reports
 
 
@@ -496,16 +447,9 @@ def render(reports: Sequence[MarksReport]) -> str:
 def check_marks(
     repo_arg: str, files: Sequence[str] = (), *, from_ref: str = "", to_ref: str = ""
 ) -> None:
-    """Scan the target's tests; print problems on stdout; exit 1 when there are any.
-
-    `files` (what pre-commit passes) or `from_ref`/`to_ref` (a range: its
-    changed files) narrow the scan; default: every .py under tests/.
-    """
+    """Scan the target's tests (`files`, a range's, or all); problems on stdout, exit 1 on any."""
     repo = resolve_repo(repo_arg)
-    if from_ref and files:
-        raise UserError("give files after `--` or --from-ref, not both")
-    if to_ref and not from_ref:
-        raise UserError("--to-ref needs --from-ref")
+    check_choice(files, from_ref, to_ref, "files")
     if from_ref:
         chosen = changed_files(
             repo, from_ref, to_ref, lambda p: p.startswith("tests/") and p.endswith(".py")

@@ -1,25 +1,15 @@
 """`shellcheck-steps`: shellcheck the shell text inside the target's pipeline YAMLs.
 
-Most of vLLM-Omni's CI shell lives in YAML `commands`, where no shellcheck hook
-looks. We rebuild each step's script as its shell receives it (Buildkite's
-`$$` turned back into `$`), state the dialect it runs under in a first line,
-and run shellcheck once over all steps. The dialect matters: shellcheck drops
-e.g. SC2164 (`cd` without `|| exit`) under errexit, and AMD steps run without
-errexit (a failed `cd` lets later lines run in the old directory).
-
-- AMD tier YAMLs (`amd/test-amd-*.yml`): the native runner's bash, `pipefail`
-  on, no errexit -> prologue `set -o pipefail`.
-- Everything else (CUDA, NPU, Intel, bootstrap and release pipelines):
-  Buildkite's job shell `bash -e -c` -> prologue `set -e`.
-Single-`$` references are filled in by `buildkite-agent pipeline upload`, so
-shellcheck sees a same-length literal word there; our own check
-`upload-expansion` flags the ones whose upload-time value is surely not what
-the step meant (a variable the step assigns, a step-level env key, or a
-per-job/per-agent value such as `$PATH` or `$BUILDKITE_PARALLEL_JOB`).
-Findings name the YAML file, the step label, the command (1-based, in YAML
-order) and the line within it. Exit 0 clean, 1 findings or a pipeline file
-that cannot be read or that its consumer refuses (`ci.pipeline.judge`: never
-skipped), 2 bad input or no shellcheck.
+Each step's script is rebuilt as its shell receives it (`$$` back to `$`),
+after a first line stating its dialect, since shellcheck's findings depend on
+it (SC2164 is dropped under errexit): AMD tier YAMLs run in the native
+runner's bash (`set -o pipefail`, no errexit), everything else in Buildkite's
+`bash -e -c` (`set -e`). Single-`$` references are filled in at upload, so
+shellcheck sees a same-length word there; our `upload-expansion` check flags
+those whose upload-time value is surely wrong (assigned by the step, in its
+env, or per-job such as `$PATH`). Findings name file, step, command and line.
+Exit 0 clean, 1 findings or a file its consumer refuses (`ci.pipeline.judge`),
+2 bad input or no shellcheck.
 """
 
 from __future__ import annotations
@@ -31,13 +21,13 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ci import door
 from ci.door import Command, Plan
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.gates.changed import changed_files
-from ci.pipeline.files import given as find
+from ci.gates.changed import changed_files, check_choice, named_files
 from ci.pipeline.stepsource import (
     AMD_RUNNER,
     JOB_SHELL,
@@ -108,6 +98,12 @@ class StepFinding:
     message: str
     source: str
 
+    @classmethod
+    def of(cls, step: ShellStep, where: tuple[int, int, int], *what: str) -> StepFinding:
+        """At (command, line, column) of `step`; `what` is level, code, message and source."""
+        level, code, message, source = what
+        return cls(step.file, step.label, step.group, *where, level, code, message, source)
+
     def render(self) -> str:
         where = f"command {self.command}, line {self.line}, column {self.column}"
         head = f'{self.file}: "{self.label}": {where}: {self.level} {self.code}: {self.message}'
@@ -170,24 +166,13 @@ def upload_expansions(step: ShellStep) -> list[StepFinding]:
                     why = "its value differs between the uploading job and this one"
                 else:
                     continue
-                found.append(
-                    StepFinding(
-                        file=step.file,
-                        label=step.label,
-                        group=step.group,
-                        command=number,
-                        line=offset,
-                        column=column,
-                        level="warning",
-                        code=UPLOAD_CHECK,
-                        message=(
-                            f"${name} is expanded when the pipeline is uploaded (to the "
-                            f"uploader's value, empty if unset), not by the job shell: {why}; "
-                            f"write $${name}"
-                        ),
-                        source=unescape(line),
-                    )
+                message = (
+                    f"${name} is expanded when the pipeline is uploaded (to the uploader's "
+                    f"value, empty if unset), not by the job shell: {why}; write $${name}"
                 )
+                where = (number, offset, column)
+                source = unescape(line)
+                found.append(StepFinding.of(step, where, "warning", UPLOAD_CHECK, message, source))
     return found
 
 
@@ -231,24 +216,11 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
         index, script = entry
         line = int(comment.get("line", 0))
         command, offset = script.locate(line)
-        order = (index, command, offset, int(comment.get("column", 0)))
-        found.append(
-            (
-                order,
-                StepFinding(
-                    file=script.step.file,
-                    label=script.step.label,
-                    group=script.step.group,
-                    command=command,
-                    line=offset,
-                    column=int(comment.get("column", 0)),
-                    level=str(comment.get("level", "")),
-                    code=f"SC{comment.get('code', 0)}",
-                    message=str(comment.get("message", "")),
-                    source=script.source(line),
-                ),
-            )
-        )
+        where = (command, offset, int(comment.get("column", 0)))
+        level, message = str(comment.get("level", "")), str(comment.get("message", ""))
+        code = f"SC{comment.get('code', 0)}"
+        finding = StepFinding.of(script.step, where, level, code, message, script.source(line))
+        found.append(((index, *where), finding))
     return [finding for _, finding in sorted(found, key=lambda pair: pair[0])]
 
 
@@ -300,11 +272,8 @@ def shellcheck_steps(
     level = parse_severity(severity)
     codes = parse_excludes(exclude)
     repo = resolve_repo(repo_arg)
-    if from_ref and files:
-        raise UserError("give YAML files after `--` or --from-ref, not both")
-    if to_ref and not from_ref:
-        raise UserError("--to-ref needs --from-ref")
-    chosen = _yaml_files(repo, files) if files else None
+    check_choice(files, from_ref, to_ref, "YAML files")
+    chosen = named_files(repo, files, _yaml) if files else None
     if from_ref:
         chosen = changed_files(repo, from_ref, to_ref, is_pipeline)
         if not chosen:
@@ -316,24 +285,16 @@ def shellcheck_steps(
     rc = repo / ".shellcheckrc"
     scripts = [script_for(s) for s in steps]
     names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
+    planned = partial(
+        plan, names, severity=level, exclude=codes, rcfile=rc if rc.is_file() else None
+    )
     if dry_run:
-        door.execute(
-            plan(
-                names,
-                severity=level,
-                exclude=codes,
-                rcfile=rc if rc.is_file() else None,
-                cwd="<temporary directory>",
-            ),
-            dry_run=True,
-        )
+        door.execute(planned(cwd="<temporary directory>"), dry_run=True)
         return
     with tempfile.TemporaryDirectory(prefix="shellcheck-steps-") as tmp:
         for name, script in zip(names, scripts, strict=True):
             (Path(tmp) / name).write_text(script.text, encoding="utf-8")
-        command = plan(
-            names, severity=level, exclude=codes, rcfile=rc if rc.is_file() else None, cwd=tmp
-        ).commands[0]
+        command = planned(cwd=tmp).commands[0]
         result = door.run(command, output="capture", quiet=True)
     if result.code == 127:
         raise UserError(INSTALL_HINT)
@@ -351,18 +312,5 @@ def shellcheck_steps(
     sys.stderr.write("\n".join(lines) + "\n")
 
 
-def _yaml_files(repo: Path, given: Sequence[str]) -> list[Path]:
-    chosen: list[Path] = []
-    problems: list[str] = []
-    for name in given:
-        found = find(name, repo)
-        if found is None:
-            problems.append(
-                f"{name}: no such file (relative paths: to the current directory or --repo)"
-            )
-        elif found.suffix not in (".yml", ".yaml"):
-            problems.append(f"{name}: not a YAML file")
-        else:
-            chosen.append(found)
-    UserError.collect(problems)
-    return chosen
+def _yaml(name: str, path: Path) -> bool | str:
+    return path.suffix in (".yml", ".yaml") or f"{name}: not a YAML file"

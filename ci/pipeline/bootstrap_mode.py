@@ -1,19 +1,13 @@
 """Bootstrap mode of the uploader: `if` gates on `bootstrap-upload-steps.yml`.
 
-`image-build*` and `upload-*-pipeline` steps get `if`s built from the PR-label
-and schedule expressions below; an `if` of false drops the step, true removes
-the key, and a skip-all build is never revived by a label.
-
 The CUDA and NPU bootstrap files list an image build and one upload step per
-tier. Which of them may run depends on the skip-ci decision (docs-only builds
-run only scheduled jobs; a CI-YAML-only change runs the levels it touched) and
-on Buildkite's own knowledge at upload time (branch, PR labels, schedule env).
-This module turns the decision into the original's exact `if` strings, built
-from `ci.pipeline.ifexpr` nodes (never string pasting), and injects them by
-step key (the keys are the `upload_key` column of `ci.topology`).
-
-No I/O here: reading the file, asking skip-ci and emitting the result are the
-task layer's (`ci.pipeline.upload.upload_bootstrap_file`).
+tier. Which may run depends on the skip-ci decision (docs-only builds run only
+scheduled jobs; a CI-YAML-only change runs the levels it touched) and on what
+Buildkite knows at upload time (branch, PR labels, schedule env). The gates are
+the original's exact `if` strings, built as `ci.pipeline.ifexpr` trees and
+injected by step key (`ci.topology`'s `upload_key`); an `if` of false drops the
+step, true removes the key, and a skip-all build is never revived by a label.
+Pure: the task layer (`ci.pipeline.upload`) reads the file and emits the result.
 """
 
 from __future__ import annotations
@@ -39,19 +33,12 @@ MAIN: Final = "main"
 IMAGE_KEYS: Final = frozenset(
     {"image-build", "image-build-a2", "image-build-a3", "image-build-a5", "image-build-310p"}
 )
-UPLOAD_KEYS: Final = topology.upload_keys()
-READY_KEY, MERGE_KEY, NIGHTLY_KEY, WEEKLY_KEY = UPLOAD_KEYS
+UPLOAD_KEYS: Final = topology.upload_keys()  # ready, merge, nightly, weekly
 
 
-# --------------------------------------------------------------------------- expressions
-# The named gate expressions. Each reference to another name keeps its
-# own parentheses (`Paren`), so the rendered text is the spec's, character for character.
-
-
-def _p(expr: Expr) -> Paren:
-    """One more pair of parentheses, always (ifexpr.paren would not nest two)."""
-    return Paren(expr)
-
+# The named gate expressions. Each reference to another name keeps its own
+# parentheses (`_p`, always one more pair), so the text is the spec's, character for character.
+_p = Paren
 
 NIGHTLY_MAIN: Final[Expr] = all_of(branch_eq(MAIN), env_eq("NIGHTLY", "1"))
 NIGHTLY_LABEL: Final[Expr] = any_of(
@@ -87,16 +74,8 @@ class Gates:
     weekly: Gate
 
     def by_key(self, image_keys: Iterable[str] = IMAGE_KEYS) -> dict[str, Gate]:
-        found: dict[str, Gate] = {key: self.image for key in image_keys}
-        found.update(
-            {
-                READY_KEY: self.ready,
-                MERGE_KEY: self.merge,
-                NIGHTLY_KEY: self.nightly,
-                WEEKLY_KEY: self.weekly,
-            }
-        )
-        return found
+        levels = zip(UPLOAD_KEYS, (self.ready, self.merge, self.nightly, self.weekly), strict=True)
+        return {**dict.fromkeys(image_keys, self.image), **dict(levels)}
 
 
 def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
@@ -112,34 +91,16 @@ def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
         return Gates(NIGHTLY_MAIN, False, False, NIGHTLY_MAIN, False)
     if not decision.yaml_gated:
         return Gates(True, ready_up, merge_up, NIGHTLY_LABEL, weekly_lbl)
-    l2_on = decision.is_run(platform, "l2")
-    l3_on = cuda and decision.is_run("cuda", "l3")
-    parts: list[Gate] = []
-    if l2_on:
-        parts.append(ready_up)
-    if l3_on:
-        parts.append(merge_up)
-    parts.append(NIGHTLY_LABEL)
-    if cuda:
-        parts.append(weekly_lbl)
+    ready = ready_up if decision.is_run(platform, "l2") else False
+    merge = merge_up if cuda and decision.is_run("cuda", "l3") else False
+    parts = (ready, merge, NIGHTLY_LABEL, weekly_lbl)
     image = any_of(*(_p(p) for p in parts if not isinstance(p, bool)))
-    return Gates(
-        image,
-        ready_up if l2_on else False,
-        merge_up if l3_on else False,
-        NIGHTLY_LABEL,
-        weekly_lbl,
-    )
+    return Gates(image, ready, merge, NIGHTLY_LABEL, weekly_lbl)
 
 
 def gate_value(gate: Gate) -> str | bool:
     """What goes into the step: True/False stay words, anything else gets one more ( )."""
-    if isinstance(gate, bool):
-        return gate
-    return ifexpr.render(_p(gate))
-
-
-# --------------------------------------------------------------------------- platform
+    return gate if isinstance(gate, bool) else ifexpr.render(_p(gate))
 
 
 def detect_platform(path: str | Path) -> BootstrapPlatform:
@@ -152,17 +113,12 @@ def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
     if not value:
         return detect_platform(path)
     chosen = platform_option(value)
-    if chosen is Platform.CUDA:
-        return "cuda"
-    if chosen is Platform.NPU:
-        return "npu"
+    if chosen in (Platform.CUDA, Platform.NPU):
+        return "cuda" if chosen is Platform.CUDA else "npu"
     raise UserError(
         f"--platform: bootstrap-upload-steps.yml exists for cuda and npu, got {value!r}",
         code=BAD_INPUT,
     )
-
-
-# --------------------------------------------------------------------------- walk
 
 
 @dataclass
@@ -181,11 +137,7 @@ class BootstrapRendered:
 
 
 def load_document(text: str, source: str) -> model.Document:
-    """Parse and check the file's shape: a mapping with a `steps` list (the original's messages).
-
-    Through the one YAML loader, so alias bombs and duplicate keys are refused
-    with its own line; text that is not YAML keeps the script's message.
-    """
+    """A mapping with a `steps` list, else the original's messages (the loader's for a bad key)."""
     try:
         document = yamlio.loads(text, source=source)
     except yamlio.InvalidYAML:
@@ -195,14 +147,6 @@ def load_document(text: str, source: str) -> model.Document:
     if not isinstance(document.get("steps"), list):
         raise UserError(f"bootstrap steps YAML must contain steps: list in {source}", code=FAILURE)
     return document
-
-
-def _is_false(value: Any) -> bool:
-    return value is False or value == "false"
-
-
-def _is_true(value: Any) -> bool:
-    return value is True or value == "true"
 
 
 def render_bootstrap(
@@ -222,11 +166,12 @@ def render_bootstrap(
         if key in by_key:
             out.gates[key] = gate_value(by_key[key])
             step = step.replace(**{"if": out.gates[key]})
-        if "if" in step and _is_false(step["if"]):
+        condition = step.get("if")
+        if condition is False or condition == "false":
             out.log.append(f"omit disabled bootstrap step {step.get('key')!r}")
             out.omitted.append(str(step.get("key")))
             return None
-        if "if" in step and _is_true(step["if"]):
+        if condition is True or condition == "true":
             return step.replace(**{"if": model.Step.DELETE})
         return step
 

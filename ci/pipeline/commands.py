@@ -1,17 +1,9 @@
 """A step's `command` / `commands`: a string or a list of strings, and nothing else.
 
-Buildkite's schema allows exactly that. Before this check each consumer read
-the field its own way: `str()` turned `command: {a: b}` into the shell text
-"{'a': 'b'}" (tier, shellcheck-steps), the AMD render uploaded a mapping
-`command:` as a job without test commands, and `commands: 5` ran as `5` or
-raised TypeError (bootstrap, plan). Every consumer now calls `step_commands`
-(or `problems`, to report instead of stop): the uploader and `lint-pipelines`
-list the problem (exit 1), the tier, shellcheck-steps, the AMD bootstrap and
-`plan` stop with it (exit 1: the pipeline file fails validation, as an invalid
-pipeline YAML does).
-
-`command` wins over `commands` when both are set (the AMD template's rule);
-both are checked.
+Buildkite's schema allows exactly that. Every consumer reads the field through
+`step_commands` (or `problems`, to report instead of stop), so none runs a
+mapping or a number as shell text. `command` wins over `commands` when both are
+set (the AMD template's rule); both are checked.
 """
 
 from __future__ import annotations
@@ -23,14 +15,8 @@ from ci.errors import FAILURE, UserError
 from ci.pipeline import model
 
 FIELDS = ("command", "commands")
-_TYPES = (
-    (bool, "a boolean"),
-    (int, "a number"),
-    (float, "a number"),
-    (dict, "a mapping"),
-    (list, "a list"),
-    (str, "a string"),
-)
+# bool before int: a boolean is an int to isinstance.
+_TYPES = ((bool, "a boolean"), ((int, float), "a number"), (dict, "a mapping"), (list, "a list"))
 
 
 def _type(value: Any) -> str:
@@ -46,10 +32,9 @@ def step_name(step: Mapping[str, Any]) -> str:
         None,
     )
     key = step.get("key")
-    shown = [repr(label)] if label is not None else []
-    if isinstance(key, str) and key:
-        shown.append(f"(key {key!r})" if shown else f"with key {key!r}")
-    return " ".join(shown) or "without label or key"
+    if not (isinstance(key, str) and key):
+        return "without label or key" if label is None else repr(label)
+    return f"with key {key!r}" if label is None else f"{label!r} (key {key!r})"
 
 
 def problems(step: Mapping[str, Any], source: str = "") -> list[str]:

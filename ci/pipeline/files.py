@@ -1,23 +1,11 @@
 """Reading and walking a target checkout without tracebacks or hangs.
 
-Every task that reads `--repo` meets what a checkout can hold: symlink loops,
-dangling links, a FIFO or a directory where a file is expected, bytes that are
-not UTF-8. Plain `Path.read_text` blocks forever on a FIFO, and `Path.resolve`
-raises `RuntimeError` on a loop (Python 3.11), so the gates use these instead:
-
-* `read_text(path, source)` - a regular file's text, else one `UserError`
-  line naming `source` and saying why (`symlink loop`, `a FIFO, not a regular
-  file`, `dangling symlink to …`, `not UTF-8 text …`). A FIFO is never
-  waited on: the file is opened non-blocking and checked with `fstat` first.
-  `check_readable(path, source)` is that check alone, for a reader elsewhere.
-* `walk(root, wanted)` - every non-directory entry below `root` whose name
-  `wanted` keeps, sorted; directories are entered, symlinks to directories
-  are not followed (as `os.walk` and `Path.rglob` do), and a link that leads
-  nowhere is listed, so that reading it reports the problem instead of
-  skipping the file.
-* `realpath(path)` - `os.path.realpath`, which never raises on a loop;
-  `exists(path)` - also true for a dangling or looping symlink; `given(name,
-  repo)` - a file named on the command line, found even when unreadable.
+A checkout can hold symlink loops, dangling links, a FIFO or a directory where a
+file is expected, and bytes that are not UTF-8. `Path.read_text` blocks forever
+on a FIFO and `Path.resolve` raises on a loop (Python 3.11), so the tasks read
+through here: every such entry is one `UserError` line naming the file and
+saying why, a FIFO is opened non-blocking and never waited on, and `walk` lists
+an unreadable entry (so that reading it reports the problem) instead of skipping it.
 """
 
 from __future__ import annotations
@@ -45,10 +33,6 @@ class Unreadable(UserError):
     def __init__(self, source: str, why: str, *, code: int = FAILURE, verb: bool = True) -> None:
         super().__init__(f"{source}: {'cannot read: ' if verb else ''}{why}", code=code)
         self.why = why
-
-
-def not_utf8(exc: UnicodeDecodeError) -> str:
-    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
 
 
 def _kind(mode: int) -> str:
@@ -111,7 +95,8 @@ def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Unreadable(source, not_utf8(exc), code=code, verb=False) from None
+        why = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        raise Unreadable(source, why, code=code, verb=False) from None
 
 
 def exists(path: Path) -> bool:
@@ -127,8 +112,7 @@ def realpath(path: Path) -> Path:
 def given(name: str, repo: Path) -> Path | None:
     """A file named on the command line (relative: to the cwd, else `repo`), resolved.
 
-    An entry that cannot be read (a loop, a dangling link, a FIFO) is still
-    found, so that reading it says why; a directory is not a file.
+    An unreadable entry (a loop, a dangling link, a FIFO) is found, so that reading it says why.
     """
     path = Path(name)
     candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
@@ -145,11 +129,8 @@ def walk(
     enter: Callable[[str], bool] = lambda _name: True,
     code: int = FAILURE,
 ) -> list[Path]:
-    """Every non-directory entry below `root` whose name `wanted` keeps, sorted by path.
-
-    `enter(name)` decides whether a subdirectory is walked. A directory that
-    cannot be listed is one error line naming it.
-    """
+    """Every non-directory entry below `root` whose name `wanted` keeps, sorted by path;
+    `enter(name)` decides whether a subdirectory is walked (symlinks to one are not)."""
     found: list[Path] = []
     pending = [root]
     while pending:

@@ -1,14 +1,10 @@
 """Buildkite `if` expressions: parse, build, render and evaluate one small subset.
 
-Bootstrap gates and test-YAML groups use only `build.env("X")`, `build.branch`,
-`build.pull_request.labels includes "x"`, `==`, `!=`, `&&`, `||` and
-parentheses. This module is the one place that reads or writes such strings,
-so the bootstrap (which builds gates), `plan` (which evaluates them) and the
-uploader cannot disagree about what an expression means.
-
-Explicit parentheses are kept as `Paren` nodes, so `render(parse(s))` gives
-back `s` with normalised spacing. Anything outside the subset becomes an
-`Opaque` node: rendered verbatim, evaluated as "unknown" (None).
+Gates use only `build.env("X")`, `build.branch`, `build.pull_request.labels
+includes "x"`, `==`, `!=`, `&&`, `||` and parentheses. This is the one place
+that reads or writes them, so the bootstrap, `plan` and the uploader agree.
+Parentheses stay as `Paren` nodes (`render(parse(s))` is `s`, spacing aside);
+text outside the subset is `Opaque`: rendered verbatim, evaluated as None.
 """
 
 from __future__ import annotations
@@ -79,9 +75,6 @@ class Opaque:
 Expr = Compare | LabelIncludes | And | Or | Paren | Opaque
 
 
-# --------------------------------------------------------------------------- builders
-
-
 def env_eq(name: str, value: str) -> Compare:
     return Compare(Env(name), "==", value)
 
@@ -116,21 +109,16 @@ def paren(inner: Expr) -> Paren:
     return inner if isinstance(inner, Paren) else Paren(inner)
 
 
-# --------------------------------------------------------------------------- render
-
-
 def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _render_subject(subject: Subject) -> str:
-    return f"build.env({_quote(subject.name)})" if isinstance(subject, Env) else "build.branch"
 
 
 def render(expr: Expr) -> str:
     """Buildkite syntax. Parentheses appear where the tree has `Paren`, or where needed."""
     if isinstance(expr, Compare):
-        return f"{_render_subject(expr.subject)} {expr.op} {_quote(expr.value)}"
+        subject = expr.subject
+        name = f"build.env({_quote(subject.name)})" if isinstance(subject, Env) else "build.branch"
+        return f"{name} {expr.op} {_quote(expr.value)}"
     if isinstance(expr, LabelIncludes):
         return f"build.pull_request.labels includes {_quote(expr.label)}"
     if isinstance(expr, Paren):
@@ -148,8 +136,6 @@ def _operand(part: Expr, *, inside: type[And] | type[Or]) -> str:
     return f"({text})" if needs else text
 
 
-# --------------------------------------------------------------------------- parse
-
 _TOKEN = re.compile(
     r"""\s*(?:
         (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
@@ -165,8 +151,7 @@ class _Unsupported(Exception):
 
 
 def _unquote(token: str) -> str:
-    body = token[1:-1]
-    return re.sub(r"\\(.)", r"\1", body)
+    return re.sub(r"\\(.)", r"\1", token[1:-1])
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -193,33 +178,32 @@ class _Parser:
 
     def take(self, kind: str, value: str | None = None) -> str:
         tok = self.peek()
-        if tok is None or tok[0] != kind or (value is not None and tok[1] != value):
-            want = value or kind
+        if tok is None or tok[0] != kind or value not in (None, tok[1]):
             got = "end of expression" if tok is None else repr(tok[1])
-            raise _Unsupported(f"expected {want}, got {got}")
+            raise _Unsupported(f"expected {value or kind}, got {got}")
         self.i += 1
         return tok[1]
 
-    def at(self, kind: str, value: str) -> bool:
-        return self.peek() == (kind, value)
+    def skip(self, op: str) -> bool:
+        """Consume the operator `op` when it comes next."""
+        found = self.peek() == ("op", op)
+        self.i += found
+        return found
 
     def parse_or(self) -> Expr:
         parts = [self.parse_and()]
-        while self.at("op", "||"):
-            self.i += 1
+        while self.skip("||"):
             parts.append(self.parse_and())
         return any_of(*parts)
 
     def parse_and(self) -> Expr:
         parts = [self.parse_atom()]
-        while self.at("op", "&&"):
-            self.i += 1
+        while self.skip("&&"):
             parts.append(self.parse_atom())
         return all_of(*parts)
 
     def parse_atom(self) -> Expr:
-        if self.at("op", "("):
-            self.i += 1
+        if self.skip("("):
             inner = self.parse_or()
             self.take("op", ")")
             return Paren(inner)
@@ -236,11 +220,9 @@ class _Parser:
             subject = Branch()
         else:
             raise _Unsupported(f"{name} is outside the supported subset")
-        tok = self.peek()
-        if tok is None or tok[1] not in ("==", "!="):
+        op: Op = "==" if self.skip("==") else "!="
+        if op == "!=" and not self.skip("!="):
             raise _Unsupported(f"expected == or != after {name}")
-        self.i += 1
-        op: Op = "==" if tok[1] == "==" else "!="
         return Compare(subject, op, _unquote(self.take("str")))
 
 
@@ -254,9 +236,6 @@ def parse(text: str) -> Expr:
     except _Unsupported as exc:
         return Opaque(text.strip(), str(exc))
     return expr
-
-
-# --------------------------------------------------------------------------- evaluate
 
 
 @dataclass(frozen=True)
@@ -286,24 +265,19 @@ def evaluate(expr: Expr, ctx: Context) -> bool | None:
     if isinstance(expr, Opaque):
         return None
     values = [evaluate(p, ctx) for p in expr.parts]
-    if isinstance(expr, And):
-        if False in values:
-            return False
-        return None if None in values else True
-    if True in values:
-        return True
-    return None if None in values else False
+    decisive = isinstance(expr, Or)  # the value one part settles the whole with
+    if decisive in values:
+        return decisive
+    return None if None in values else not decisive
 
 
 def is_evaluable(expr: Expr) -> bool:
     """False when the tree holds any `Opaque` part."""
-    if isinstance(expr, Opaque):
-        return False
     if isinstance(expr, Paren):
         return is_evaluable(expr.inner)
     if isinstance(expr, And | Or):
-        return all(is_evaluable(p) for p in expr.parts)
-    return True
+        return all(map(is_evaluable, expr.parts))
+    return not isinstance(expr, Opaque)
 
 
 def check(text: str, ctx: Context) -> bool | None:

@@ -1,24 +1,18 @@
 """Is this `.buildkite/` file acceptable to the task that consumes it? One answer for every gate.
 
-`lint-pipelines` and `shellcheck-steps` used to accept files their consumers
-reject: an empty AMD suite YAML passed the linter, which the AMD bootstrap
-refuses, and shellcheck-steps skipped a file that is no pipeline at all. Both
-gates now ask `file_problems`, which applies the consumers' own checks:
+`lint-pipelines` and `shellcheck-steps` ask `file_problems`, which applies the
+consumers' own checks, so a gate never passes a file its consumer refuses:
 
-* AMD suite YAMLs (`amd/test-*.yml`): the AMD bootstrap's loader,
-  `ci.amd.combine.load_suite` (a mapping with a `steps` list, a mapping
-  `env`, every entry a mapping);
-* the uploader's test YAMLs (`<dir>/test-*.yml`): the uploader's loader,
-  `ci.pipeline.upload.load_test_yaml` (one mapping document);
-* every other pipeline: what Buildkite's upload (and our uploader) takes, at
-  least one document, each a mapping (with a `steps` list, when it has
-  `steps`) or a list of steps;
+* AMD suite YAMLs (`amd/test-*.yml`): the AMD bootstrap's `ci.amd.combine.load_suite`;
+* the uploader's test YAMLs (`<dir>/test-*.yml`): `ci.pipeline.upload.load_test_yaml`;
+* every other pipeline: what Buildkite's upload takes, at least one document,
+  each a mapping (with a `steps` list, when it has `steps`) or a list of steps;
 * every step, everywhere: `command`/`commands` as `ci.pipeline.commands` wants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,24 +22,13 @@ from ci.errors import UserError
 from ci.pipeline import commands
 from ci.pipeline.upload import load_test_yaml
 
+NOT_A_PIPELINE = "not a pipeline (a mapping with `steps`, or a list of steps)"
+
 
 def is_amd_suite(rel: str) -> bool:
     """`.buildkite/amd/test-*.yml`: data of the AMD bootstrap's template, not an upload YAML."""
     parts = rel.split("/")
     return len(parts) >= 2 and parts[-2] == "amd" and parts[-1].startswith("test-")
-
-
-def amd_suite_problems(path: Path) -> list[str]:
-    """What the AMD bootstrap says when it loads `path` as a suite ([] when it would load it)."""
-    suite = next(
-        (s for s in SUITES if s.file == path.name),
-        Suite(path.stem, path.stem, path.name, "", None),
-    )
-    try:
-        load_suite(path.parent, suite)
-    except UserError as exc:
-        return list(exc.problems)
-    return []
 
 
 def is_uploader_test_yaml(rel: str) -> bool:
@@ -60,13 +43,19 @@ def is_uploader_test_yaml(rel: str) -> bool:
     )
 
 
-def uploader_problems(path: Path) -> list[str]:
-    """What `upload-pipeline` says when it loads `path` ([] when it would load it)."""
+def _refusal(load: Callable[[], object]) -> list[str]:
+    """What a consumer's loader says about the file ([] when it loads it)."""
     try:
-        load_test_yaml(path)
+        load()
     except UserError as exc:
         return list(exc.problems)
     return []
+
+
+def _amd_suite(path: Path) -> Suite:
+    return next(
+        (s for s in SUITES if s.file == path.name), Suite(path.stem, path.stem, path.name, "", None)
+    )
 
 
 def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
@@ -74,26 +63,24 @@ def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
 
     Lines name `rel` (the AMD bootstrap's own lines name the path it read).
     """
-    if is_amd_suite(rel) or is_uploader_test_yaml(rel):
-        found = amd_suite_problems(path) if is_amd_suite(rel) else uploader_problems(path)
-        if found:
-            return found
-    elif not documents:
-        return [f"{rel}: empty, not a pipeline (a mapping with `steps`, or a list of steps)"]
+    if is_amd_suite(rel):
+        found = _refusal(lambda: load_suite(path.parent, _amd_suite(path)))
+    elif is_uploader_test_yaml(rel):
+        found = _refusal(lambda: load_test_yaml(path))
+    else:
+        found = [] if documents else [f"{rel}: empty, {NOT_A_PIPELINE}"]
+    if found:
+        return found
     problems: list[str] = []
     for document in documents:
+        steps = document if isinstance(document, list) else None
         if isinstance(document, Mapping):
             steps = document.get("steps")
             if steps is not None and not isinstance(steps, list):
                 problems.append(f"{rel}: `steps` must be a list, got {type(steps).__name__}")
             steps = steps if isinstance(steps, list) else []
-        elif isinstance(document, list):
-            steps = document
+        if steps is None:
+            problems.append(f"{rel}: {NOT_A_PIPELINE}, got {type(document).__name__}")
         else:
-            problems.append(
-                f"{rel}: not a pipeline (a mapping with `steps`, or a list of steps), "
-                f"got {type(document).__name__}"
-            )
-            continue
-        problems += commands.all_problems(steps, rel)
+            problems += commands.all_problems(steps, rel)
     return problems

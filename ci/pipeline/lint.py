@@ -1,22 +1,14 @@
 """`lint-pipelines`: check every test YAML of a repo, whatever the diff.
 
-The uploader validates lazily: a step that the diff filters out never has its
-key or preset looked up, so a typo surfaces only on the build that finally
-needs the step (the corpus's `diffusion_joy_image_accuracy` shows up only
-when a nightly upload crashes). The linter visits every step of every test
-YAML and reports, all at once:
-
-* every `source_file_dependencies` key exists (and the value is well formed);
-* every `mirror_hardwares` preset exists;
-* every step expands, with MIRROR_HW unset and with `b200`;
-* every expanded pipeline validates against Buildkite's schema.
-
-`if` strings outside the `if` module's subset are listed as notes. Every
-other `.buildkite/` YAML is validated against the schema as it is (AMD test
-YAMLs without their template-only keys), as `check_buildkite.py` did, after
-the check of the task that consumes it (`ci.pipeline.judge`: the AMD
-bootstrap's suite loader, step `command` types). A file that cannot be read
-(a symlink loop, a FIFO) is a problem of its own, never skipped.
+The uploader validates lazily: a step the diff filters out never has its key or
+preset looked up, so a typo surfaces only on the build that needs the step. The
+linter reports, for every step of every test YAML and all at once: unknown or
+malformed `source_file_dependencies` keys, unknown `mirror_hardwares` presets,
+expansion errors (MIRROR_HW unset and `b200`) and schema errors of the expanded
+pipeline; `if` strings outside the `if` module's subset are notes. Every other
+`.buildkite/` YAML must satisfy its consumer (`ci.pipeline.judge`) and the
+schema as it is (AMD test YAMLs without their template-only keys), as
+`check_buildkite.py` did; a file that cannot be read is a problem, never skipped.
 """
 
 from __future__ import annotations
@@ -36,12 +28,9 @@ from ci.pipeline.upload import render_file, repo_relative
 from ci.schema import schema_problems
 from ci.target import resolve_repo
 
-# Test YAMLs the uploader renders (`judge.is_uploader_test_yaml`); AMD's go through
-# the AMD template instead.
-TEST_GLOB = ".buildkite/*/test-*.yml"
+TEST_GLOB = ".buildkite/*/test-*.yml"  # what the uploader renders (outside amd/)
 SELECTORS: tuple[str, ...] = ("", "b200")
-# Every other Buildkite YAML is checked as check_buildkite.py did: as-is, except
-# AMD test YAMLs (template-only keys stripped) and the files it skipped.
+# Files check_buildkite.py skipped.
 SKIP_FILES = (
     ".buildkite/common/ci_mirror_hardwares.yml",
     ".buildkite/common/ci_source_file_dependencies.yml",
@@ -50,30 +39,17 @@ SKIP_FILES = (
 TEMPLATE_KEYS = ("mirror_hardwares", "agent_pool", "grade", "source_file_dependencies")
 
 
-def _buildkite_yamls(repo: Path) -> list[Path]:
-    """Every `*.yml`/`*.yaml` entry under `.buildkite/`, unreadable ones included (safe walk)."""
+def _buildkite_yamls(repo: Path) -> list[tuple[str, Path]]:
+    """(repo-relative path, path) of every `*.y(a)ml` under `.buildkite/`, unreadable ones too."""
     root = repo / ".buildkite"
     if not root.is_dir():
         return []
-    return walk(root, lambda name: name.endswith((".yml", ".yaml")))
-
-
-def _is_test_yaml(repo: Path, path: Path) -> bool:
-    """`.buildkite/<dir>/test-*.yml` (TEST_GLOB), outside the AMD directory."""
-    return is_uploader_test_yaml(path.relative_to(repo).as_posix())
+    found = walk(root, lambda name: name.endswith((".yml", ".yaml")))
+    return [(p.relative_to(repo).as_posix(), p) for p in found]
 
 
 def pipeline_files(repo: Path) -> list[Path]:
-    return [p for p in _buildkite_yamls(repo) if _is_test_yaml(repo, p)]
-
-
-def other_files(repo: Path) -> list[Path]:
-    """The remaining `.buildkite/**/*.y(a)ml` files, validated against the schema as they are."""
-    return [
-        p
-        for p in _buildkite_yamls(repo)
-        if not _is_test_yaml(repo, p) and p.relative_to(repo).as_posix() not in SKIP_FILES
-    ]
+    return [p for rel, p in _buildkite_yamls(repo) if is_uploader_test_yaml(rel)]
 
 
 def _strip(value: Any, keys: tuple[str, ...]) -> Any:
@@ -146,35 +122,23 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
     return report
 
 
-def lint_static(repo: Path, path: Path) -> FileReport:
+def lint_static(relative: str, path: Path) -> FileReport:
     """A pipeline the uploader does not render: its consumer must accept it
-    (`ci.pipeline.judge`: the AMD bootstrap's suite check for AMD test YAMLs),
-    and every YAML document must pass the schema."""
-    relative = path.relative_to(repo).as_posix()
+    (`ci.pipeline.judge`), and every YAML document must pass the schema."""
     report = FileReport(relative, rendered=False)
-    template = is_amd_suite(relative)
-
-    def own(problems: tuple[str, ...] | list[str]) -> list[str]:
-        # lint_repo puts the file in front of each line (the AMD loader's lines, which name
-        # the absolute path, are shown as the bootstrap shows them).
-        return [p.removeprefix(f"{relative}: ") for p in problems]
-
     try:
         documents = yamlio.load_all(path, relative)
+        UserError.collect(file_problems(relative, path, [d for d in documents if d is not None]))
     except UserError as exc:
-        report.problems += own(exc.problems)
-        return report
-    report.problems += own(file_problems(relative, path, [d for d in documents if d is not None]))
-    if report.problems:
+        # lint_repo puts the file in front of each line (the AMD loader's lines, which name
+        # the absolute path, are shown as the bootstrap shows them).
+        report.problems += [p.removeprefix(f"{relative}: ") for p in exc.problems]
         return report
     for index, document in enumerate(d for d in documents if d is not None):
-        if template:
+        if is_amd_suite(relative):
             document = _strip(document, TEMPLATE_KEYS)
-        report.steps += (
-            sum(1 for _ in model.every(model.parse(document).steps or ()))
-            if isinstance(document, dict)
-            else 0
-        )
+        if isinstance(document, dict):
+            report.steps += sum(1 for _ in model.every(model.parse(document).steps or ()))
         where = f"document {index + 1}: " if len(documents) > 1 else ""
         report.problems.extend(
             f"{where}fails the Buildkite schema at {p}" for p in schema_problems(document)
@@ -182,13 +146,16 @@ def lint_static(repo: Path, path: Path) -> FileReport:
     return report
 
 
-def lint(repo: Path, *, others: bool = True) -> list[FileReport]:
+def lint(repo: Path) -> list[FileReport]:
     """One report per pipeline file; the registries are read once for all of them."""
     registries = Registries.for_repo(repo)
-    reports = [lint_file(repo, path, registries) for path in pipeline_files(repo)]
-    if others:
-        reports += [lint_static(repo, path) for path in other_files(repo)]
-    return reports
+    found = _buildkite_yamls(repo)
+    reports = [lint_file(repo, p, registries) for rel, p in found if is_uploader_test_yaml(rel)]
+    return reports + [
+        lint_static(rel, p)
+        for rel, p in found
+        if not is_uploader_test_yaml(rel) and rel not in SKIP_FILES
+    ]
 
 
 def lint_repo(repo_arg: str = "") -> None:

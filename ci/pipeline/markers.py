@@ -1,14 +1,9 @@
 """The pytest marker registry of the target repo: SKUs and card counts.
 
-vLLM-Omni keeps its hardware vocabulary in `pyproject.toml`
-(`[tool.pytest.ini_options].markers`); each description carries tags such as
-`[hardware-resource] [cuda]` (a CUDA SKU) or `[hardware-cards]` (`cards_<n>`).
-`tests/helpers/mark.py` reads the same tags, so the uploader infers presets
-from exactly the markers pytest accepts. Reading needs no import of the
-target's code: we parse the TOML ourselves.
-
-The file is read only when a step needs it (see `Lazy`), and a needed
-registry that is missing or has no tagged markers fails closed, naming the file.
+vLLM-Omni tags its markers in `pyproject.toml` (`[hardware-resource] [cuda]`
+for a CUDA SKU, `[hardware-cards]` for `cards_<n>`), as `tests/helpers/mark.py`
+reads them; we parse the TOML, importing nothing of the target. It is read
+only when a step needs it (`Lazy`) and fails closed, naming the file.
 """
 
 from __future__ import annotations
@@ -63,12 +58,8 @@ class MarkerRegistry:
     @property
     def card_counts(self) -> tuple[int, ...]:
         """`get_supported_card_counts`: n of every `cards_<n>` tagged `[hardware-cards]`."""
-        counts = set()
-        for name in self.tagged("hardware-cards"):
-            match = _CARDS.match(name)
-            if match:
-                counts.add(int(match.group(1)))
-        return tuple(sorted(counts))
+        found = (_CARDS.match(name) for name in self.tagged("hardware-cards"))
+        return tuple(sorted({int(m.group(1)) for m in found if m}))
 
     @cached_property
     def levels(self) -> frozenset[str]:
@@ -109,18 +100,16 @@ def parse_marker_lines(lines: list[Any], source: str) -> MarkerRegistry:
     """`name: description [tag] ...` strings, as pytest's `markers` ini list holds them."""
     markers = []
     for line in lines:
-        if not isinstance(line, str) or not line.strip():
-            continue
-        name, _, description = line.partition(":")
-        tags = frozenset(_TAG.findall(description))
-        markers.append(Marker(name.strip(), _TAG.sub("", description).strip(), tags))
-    registry = MarkerRegistry(source, tuple(markers))
+        if isinstance(line, str) and line.strip():
+            name, _, description = line.partition(":")
+            tags = frozenset(_TAG.findall(description))
+            markers.append(Marker(name.strip(), _TAG.sub("", description).strip(), tags))
     if not any(m.tags & {"hardware-resource", "hardware-cards"} for m in markers):
         raise UserError(
             f"no tagged pytest markers ([hardware-resource] / [hardware-cards]) in {source}",
             code=FAILURE,
         )
-    return registry
+    return MarkerRegistry(source, tuple(markers))
 
 
 def _toml() -> Any:
@@ -174,24 +163,18 @@ class Lazy(Generic[T]):
 
     def __init__(self, load: Callable[[], T]) -> None:
         self._load = load
-        self._value: T | None = None
-        self._error: UserError | None = None
-        self.loaded = False
+        self._done: tuple[T] | UserError | None = None
 
-    @classmethod
-    def of(cls, value: T) -> Lazy[T]:
-        made = cls(lambda: value)
-        made.get()
-        return made
+    @property
+    def loaded(self) -> bool:
+        return isinstance(self._done, tuple)
 
     def get(self) -> T:
-        if self._error is not None:
-            raise self._error
-        if not self.loaded:
+        if self._done is None:
             try:
-                self._value = self._load()
+                self._done = (self._load(),)
             except UserError as exc:
-                self._error = exc
-                raise
-            self.loaded = True
-        return self._value  # type: ignore[return-value]
+                self._done = exc
+        if isinstance(self._done, UserError):
+            raise self._done
+        return self._done[0]

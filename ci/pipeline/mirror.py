@@ -1,13 +1,10 @@
 """`mirror_hardwares`: turn a step's hardware preset into Buildkite fields.
 
-A step names a preset (`mirror_hardwares: l4_1`), or leaves it out and lets
-the pytest `-m` expression say which chip and how many cards it needs. The
-result replaces `mirror_hardwares` with the preset's agents, plugins, image
-and retry. `MIRROR_HW=b200` reroutes the CUDA jobs that can run on B200 and
-drops the rest.
-
-Pure functions: the registries come in through a `Registries` holder, whose
-pytest marker registry is read only when a step needs it.
+A step names a preset (`mirror_hardwares: l4_1`), or the pytest `-m`
+expression says which chip and how many cards it needs; the preset's agents,
+plugins, image and retry replace the key. `MIRROR_HW=b200` reroutes the CUDA
+jobs that can run on B200 and drops the rest. Pure: the registries come in a
+`Registries`, whose marker registry is read only when a step needs it.
 """
 
 from __future__ import annotations
@@ -46,18 +43,13 @@ def parse_mirror_hw(value: str | None) -> str | None:
     return selector
 
 
-# --------------------------------------------------------------------------- -m parsing
-
-
 def command_text(step: Mapping[str, Any]) -> str:
     """`commands` (items joined by newlines, nulls skipped), else `command`."""
-    if "commands" in step:
-        commands = step["commands"]
-        if isinstance(commands, list):
-            return "\n".join(str(c) for c in commands if c is not None)
-        return "" if commands is None else str(commands)
-    command = step.get("command")
-    return "" if command is None else str(command)
+    if "commands" not in step:
+        command = step.get("command")
+        return "" if command is None else str(command)
+    items = step["commands"] if isinstance(step["commands"], list) else [step["commands"]]
+    return "\n".join(str(c) for c in items if c is not None)
 
 
 def m_expressions(text: str) -> list[str]:
@@ -120,9 +112,6 @@ def read_marks(
     return MarkAsk(frozenset(found), cards, bool(positive) or negated)
 
 
-# --------------------------------------------------------------------------- expansion
-
-
 @dataclass
 class Expansion:
     """One leaf's outcome: the step to emit (None = dropped), why, and log lines."""
@@ -135,10 +124,7 @@ class Expansion:
 
 def _chip_of(name: str, chips: Iterable[str]) -> str | None:
     lowered = name.lower()
-    for chip in chips:
-        if lowered == chip or lowered.startswith(chip + "_"):
-            return chip
-    return None
+    return next((c for c in chips if lowered == c or lowered.startswith(c + "_")), None)
 
 
 def compose_preset(
@@ -217,25 +203,16 @@ def _mentions(value: Any, text: str) -> bool:
     return isinstance(value, str) and value == text
 
 
-def needs_hf_export(preset: Mapping[str, Any]) -> bool:
-    """CUDA presets carry the HF secret as VLLM_CI_HF_TOKEN; the job shell restores HF_TOKEN."""
-    return _mentions(preset, HF_SECRET_ENV)
-
-
-def apply_preset(
-    step: Mapping[str, Any], preset: Mapping[str, Any], *, hf_export: bool
-) -> model.Document:
-    """The step without `mirror_hardwares`, overlaid with a copy of the preset."""
+def apply_preset(step: Mapping[str, Any], preset: Mapping[str, Any]) -> model.Document:
+    """The step without `mirror_hardwares`, overlaid with a copy of the preset (its own
+    `retry` wins). CUDA presets carry the HF secret as VLLM_CI_HF_TOKEN: the job's
+    first command then restores HF_TOKEN from it."""
     merged = {k: v for k, v in step.items() if k != FIELD}
     merged.update(plain_copy(dict(preset)))
-    if hf_export:
+    if _mentions(preset, HF_SECRET_ENV):
         commands = merged.get("commands")
-        if isinstance(commands, list):
-            merged["commands"] = [HF_EXPORT, *commands]
-        elif commands is None:
-            merged["commands"] = [HF_EXPORT]
-        else:
-            merged["commands"] = [HF_EXPORT, commands]
+        rest = commands if isinstance(commands, list) else [] if commands is None else [commands]
+        merged["commands"] = [HF_EXPORT, *rest]
     if "retry" in step:
         merged["retry"] = step["retry"]
     return merged
@@ -248,28 +225,26 @@ def _has_pool(step: Mapping[str, Any]) -> bool:
 def expand(step: model.Document, selector: str | None, registries: Registries) -> Expansion:
     """Expand one leaf step's hardware (raises `UserError` with the original's messages)."""
     label = step_label(step)
-    if FIELD not in step:
-        if _has_pool(step):
-            return Expansion(step)
-        expressions = m_expressions(command_text(step))
-        if not expressions:
-            return Expansion(step)
-        markers = registries.markers()
-        presets = registries.presets()
-        skus, counts = markers.cuda_skus, markers.card_counts
-        ask = read_marks(expressions, skus, mirror_chips(skus, presets.names), counts)
-        if ask.empty:
-            return Expansion(step)
-        name, line = compose_preset(label, ask, selector, presets, counts)
-        if name is None:
-            return Expansion(None, dropped="mirror-hw" if selector else "no-chip", log=[line])
-        return Expansion(
-            apply_preset(
-                step, presets.presets[name], hf_export=needs_hf_export(presets.presets[name])
-            ),
-            preset=name,
-            log=[line],
-        )
+    if FIELD in step:
+        return _expand_named(step, label, selector, registries)
+    expressions = [] if _has_pool(step) else m_expressions(command_text(step))
+    if not expressions:
+        return Expansion(step)
+    markers, presets = registries.markers(), registries.presets()
+    skus, counts = markers.cuda_skus, markers.card_counts
+    ask = read_marks(expressions, skus, mirror_chips(skus, presets.names), counts)
+    if ask.empty:
+        return Expansion(step)
+    name, line = compose_preset(label, ask, selector, presets, counts)
+    if name is None:
+        return Expansion(None, dropped="mirror-hw" if selector else "no-chip", log=[line])
+    return Expansion(apply_preset(step, presets.presets[name]), preset=name, log=[line])
+
+
+def _expand_named(
+    step: model.Document, label: str, selector: str | None, registries: Registries
+) -> Expansion:
+    """A step that names its preset: the preset, or dropped when it is another chip's."""
     if _has_pool(step):
         raise _fail(
             f"step {label!r} sets {FIELD} together with agents/plugins/image; use {FIELD} only"
@@ -277,8 +252,7 @@ def expand(step: model.Document, selector: str | None, registries: Registries) -
     name = preset_name(step[FIELD], label)
     presets = registries.presets()
     if selector is not None:
-        markers = registries.markers()
-        chip = _chip_of(name, mirror_chips(markers.cuda_skus, presets.names))
+        chip = _chip_of(name, mirror_chips(registries.markers().cuda_skus, presets.names))
         if chip is not None and chip != selector:
             line = f"skip {label}: preset {name!r} is {chip} hardware; MIRROR_HW={selector!r}"
             return Expansion(None, dropped="mirror-hw", log=[line])
@@ -286,5 +260,4 @@ def expand(step: model.Document, selector: str | None, registries: Registries) -
         raise _fail(
             f"unknown {FIELD} {name!r} in step {label!r}; known: {', '.join(presets.names)}"
         )
-    preset = presets.presets[name]
-    return Expansion(apply_preset(step, preset, hf_export=needs_hf_export(preset)), preset=name)
+    return Expansion(apply_preset(step, presets.presets[name]), preset=name)

@@ -1,8 +1,6 @@
 """Buildkite pipelines as typed values: parsed once, walked one way, emitted one way.
 
-Every task that reads or writes a pipeline (the uploader, the bootstraps, the
-AMD render, `plan`, the gates, the tiers) works on these types instead of
-walking nested dicts by hand:
+Every task that reads or writes a pipeline works on these types:
 
 * `Pipeline`: the document's own keys (`env`, `agents`, …) and its steps;
 * `Group`: a mapping with a `steps` list (Buildkite's group step);
@@ -10,9 +8,8 @@ walking nested dicts by hand:
 * `Shorthand`: an entry that is not a mapping (`- wait`, `- block`), kept as is.
 
 A step keeps the keys it was written with, in their order, so what is emitted
-is what was read except for the changes a task makes (`Step.replace`). The YAML
-boundary (`Document`, plain YAML data) is `parse` on the way in and `emit` on the
-way out.
+is what was read except for a task's changes (`Step.replace`). `parse` and
+`emit` are the YAML boundary (`Document`, plain YAML data).
 """
 
 from __future__ import annotations
@@ -90,18 +87,13 @@ Node: TypeAlias = Step | Group | Shorthand
 
 @dataclass(frozen=True, eq=False)
 class Pipeline:
-    """A pipeline document: its own keys and, when `steps` is a list, its steps.
-
-    `steps` is None when the document has no `steps` list (the raw value, if
-    any, stays in `fields`); `bare` is a document that is only a list of steps.
-    """
+    """A pipeline document: its own keys and its steps (None without a `steps` list)."""
 
     fields: Fields
     steps: tuple[Node, ...] | None
-    bare: bool = False
 
     def with_steps(self, steps: Iterable[Node]) -> Pipeline:
-        return Pipeline(self.fields, tuple(steps), self.bare)
+        return Pipeline(self.fields, tuple(steps))
 
     def leaves(self) -> Iterator[tuple[Step, tuple[Group, ...]]]:
         return leaves(self.steps or ())
@@ -121,7 +113,7 @@ def node(entry: Any) -> Node:
         return Shorthand(entry)
     children = entry.get("steps")
     if isinstance(children, list):
-        return Group(_without_steps(entry), tuple(node(c) for c in children))
+        return Group(_StepsAt(entry), nodes(children))
     return Step(entry)
 
 
@@ -132,7 +124,7 @@ def nodes(entries: Iterable[Any]) -> tuple[Node, ...]:
 def parse(document: Any) -> Pipeline:
     """A parsed YAML document as a `Pipeline` (a mapping, or a bare list of steps)."""
     if isinstance(document, list):
-        return Pipeline({}, nodes(document), bare=True)
+        return Pipeline({}, nodes(document))
     fields = document if isinstance(document, Mapping) else {}
     steps = fields.get("steps")
     if isinstance(steps, list):
@@ -144,8 +136,7 @@ def emit(value: Pipeline) -> Document:
     """The pipeline as plain data for YAML, the schema and the upload (keys in their order)."""
     if value.steps is None:
         return dict(value.fields)
-    steps = emit_nodes(value.steps)
-    return _placed(value.fields, steps)
+    return _placed(value.fields, emit_nodes(value.steps))
 
 
 def emit_nodes(entries: Iterable[Node]) -> list[Any]:
@@ -158,9 +149,6 @@ def emit_node(entry: Node) -> Any:
     if isinstance(entry, Group):
         return _placed(entry.fields, emit_nodes(entry.steps))
     return dict(entry.fields)
-
-
-# --------------------------------------------------------------------------- walking
 
 
 def leaves(
@@ -199,13 +187,9 @@ def prune(
 ) -> tuple[Node, ...]:
     """The tree with each step mapped by `on_step` and empty groups left out.
 
-    `on_step` returns the step to keep (changed or not), several nodes to put
-    in its place, or None to drop it. `on_group` returns the group to enter
-    (its fields may be changed) or None to drop it whole; a group whose
-    children all went is dropped and reported to `on_empty` (kept, with no
-    steps, under `keep_empty`: a rewrite that must not change the tree's shape).
-    Shorthands are kept.
-    """
+    `on_step` returns the step to keep, nodes to put in its place, or None;
+    `on_group` the group to enter, or None to drop it whole. A group left empty
+    goes to `on_empty` (kept, with no steps, under `keep_empty`). Shorthands stay."""
     out: list[Node] = []
     for entry in entries:
         if isinstance(entry, Shorthand):
@@ -235,19 +219,12 @@ def prune(
     return tuple(out)
 
 
-# --------------------------------------------------------------------------- key order
-
-
 class _StepsAt(Document):
     """A document's keys without `steps`, remembering where `steps` stood."""
 
     def __init__(self, fields: Fields) -> None:
         super().__init__((k, v) for k, v in fields.items() if k != "steps")
         self.steps_at = list(fields).index("steps") if "steps" in fields else len(self)
-
-
-def _without_steps(fields: Fields) -> Fields:
-    return _StepsAt(fields)
 
 
 def _placed(fields: Fields, steps: list[Any]) -> Document:

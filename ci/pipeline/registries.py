@@ -1,15 +1,13 @@
 """The uploader's two YAML registries, and the per-run holder of every registry.
 
-`.buildkite/common/ci_source_file_dependencies.yml` maps job keys to path
-prefixes; `.buildkite/common/ci_mirror_hardwares.yml` maps preset names to the
-Buildkite fields they expand to. Both are read at most once per run, only when
-a step needs them, and every problem uses the original's message with exit
-code 1.
+`ci_source_file_dependencies.yml` maps job keys to path prefixes and
+`ci_mirror_hardwares.yml` preset names to Buildkite fields; each is read at
+most once per run, only when a step needs it, with the original's messages (exit 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,11 +112,10 @@ class PresetRegistry:
         table = data.get("mirror_hardwares")
         if not isinstance(table, dict):
             raise _fail(f"mirror_hardwares must be a mapping in {path}")
-        presets = {str(k): v for k, v in table.items() if isinstance(v, dict)}
-        bad = [str(k) for k, v in table.items() if not isinstance(v, dict)]
-        if bad:
-            raise _fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad[0]})")
-        return cls(path, presets)
+        bad = next((str(k) for k, v in table.items() if not isinstance(v, dict)), None)
+        if bad is not None:
+            raise _fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad})")
+        return cls(path, {str(k): v for k, v in table.items()})
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -128,31 +125,25 @@ class PresetRegistry:
 class Registries:
     """Every registry one run may read, each loaded on first use and then reused.
 
-    Tests and `plan` can build one from data with `from_data`; the uploader
-    builds one per run with `for_repo`.
+    The uploader builds one per run with `for_repo`; tests build one from data.
     """
 
     def __init__(
         self,
-        sources: Lazy[SourceRegistry],
-        presets: Lazy[PresetRegistry],
-        markers: Lazy[MarkerRegistry],
+        sources: Callable[[], SourceRegistry],
+        presets: Callable[[], PresetRegistry],
+        markers: Callable[[], MarkerRegistry],
     ) -> None:
-        self._sources = sources
-        self._presets = presets
-        self._markers = markers
+        self._sources, self._presets, self._markers = Lazy(sources), Lazy(presets), Lazy(markers)
 
     @classmethod
     def for_repo(cls, repo: Path) -> Registries:
         root = realpath(repo)
-        src = root / SOURCE_REGISTRY
-        pre = root / PRESET_REGISTRY
+        src, pre = root / SOURCE_REGISTRY, root / PRESET_REGISTRY
         return cls(
-            Lazy(
-                lambda: SourceRegistry.parse(_read_yaml(src, "source_file_dependencies"), str(src))
-            ),
-            Lazy(lambda: PresetRegistry.parse(_read_yaml(pre, "mirror_hardwares"), str(pre))),
-            Lazy(lambda: load_markers(root)),
+            lambda: SourceRegistry.parse(_read_yaml(src, "source_file_dependencies"), str(src)),
+            lambda: PresetRegistry.parse(_read_yaml(pre, "mirror_hardwares"), str(pre)),
+            lambda: load_markers(root),
         )
 
     @classmethod
@@ -164,25 +155,19 @@ class Registries:
         markers: MarkerRegistry | None = None,
         where: str = "<data>",
     ) -> Registries:
-        def missing(what: str) -> Any:
-            raise _fail(f"missing CI {what} registry: {where}")
+        def given(value: Any, what: str) -> Any:
+            if value is None:
+                raise _fail(f"missing {what} registry: {where}")
+            return value
 
         return cls(
-            Lazy(
-                lambda: (
-                    SourceRegistry.parse({"source_file_dependencies": sources}, where)
-                    if sources is not None
-                    else missing("source_file_dependencies")
-                )
+            lambda: SourceRegistry.parse(
+                {"source_file_dependencies": given(sources, "CI source_file_dependencies")}, where
             ),
-            Lazy(
-                lambda: (
-                    PresetRegistry.parse({"mirror_hardwares": presets}, where)
-                    if presets is not None
-                    else missing("mirror_hardwares")
-                )
+            lambda: PresetRegistry.parse(
+                {"mirror_hardwares": given(presets, "CI mirror_hardwares")}, where
             ),
-            Lazy(lambda: markers if markers is not None else missing_markers(where)),
+            lambda: given(markers, "pytest marker"),
         )
 
     def sources(self) -> SourceRegistry:
@@ -197,7 +182,3 @@ class Registries:
     @property
     def markers_loaded(self) -> bool:
         return self._markers.loaded
-
-
-def missing_markers(where: str) -> MarkerRegistry:
-    raise _fail(f"missing pytest marker registry: {where}")

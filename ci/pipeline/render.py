@@ -1,16 +1,11 @@
 """Test-pipeline mode of the uploader as one pure function.
 
-In order: parse, check MIRROR_HW, keep only the E2E groups under the e2e scope,
-the fallback bypass, then the source filter and the hardware expansion per step.
-
-`render_test_pipeline` takes the parsed YAML, the scope and the changed paths,
-and returns the pipeline to upload together with what it kept, what it dropped
-and why. No git, no files, no upload: the task layer (`ci.pipeline.upload`)
-feeds it, `lint-pipelines` runs it over every file, and `plan` reads its
-`kept`/`dropped` lists, so all three agree by construction.
-
-Unlike the original, which stopped at the first problem, every problem is
-collected and reported at once (one `error:` line each, exit 1).
+`render_test_pipeline` checks MIRROR_HW, keeps only the E2E groups under the
+e2e scope, applies the fallback bypass, then the source filter and the hardware
+expansion per step, and returns the pipeline with what it kept, what it dropped
+and why. No git, files or upload: `upload-pipeline`, `lint-pipelines` and `plan`
+all call it, so they agree by construction. Every problem is collected (one
+`error:` line each, exit 1), where the original stopped at the first.
 """
 
 from __future__ import annotations
@@ -118,23 +113,24 @@ class _Walk:
         """The prefixes of every step and group that has them (the bypass rule reads these)."""
         return [p for p in map(self.resolve, model.every(entries)) if p is not None]
 
+    def drop(self, entry: model.Node, outer: tuple[model.Group, ...], why: DropReason) -> None:
+        label = step_label(entry.value if isinstance(entry, model.Shorthand) else entry.fields)
+        self.out.dropped.append(Dropped(label, _path(outer), why))
+
     def _filtered(self, entry: model.Step | model.Group, outer: tuple[model.Group, ...]) -> bool:
         """True when the entry is dropped: its registry key failed, or the diff misses it."""
-        label, path = step_label(entry.fields), _path(outer)
         prefixes = self.resolve(entry)
         if id(entry) in self.failed:
-            self.out.dropped.append(Dropped(label, path, "error"))
+            self.drop(entry, outer, "error")
             return True
-        if (
-            self.changed is not None
-            and prefixes is not None
-            and not sourcefilter.matches(prefixes, self.changed)
-        ):
-            shown = ", ".join(prefixes)
-            self.out.log.append(f"skip {label!r} (no changes under [{shown}])")
-            self.out.dropped.append(Dropped(label, path, "source-filter", shown))
-            return True
-        return False
+        if self.changed is None or prefixes is None:
+            return False
+        if sourcefilter.matches(prefixes, self.changed):
+            return False
+        label, shown = step_label(entry.fields), ", ".join(prefixes)
+        self.out.log.append(f"skip {label!r} (no changes under [{shown}])")
+        self.out.dropped.append(Dropped(label, _path(outer), "source-filter", shown))
+        return True
 
     def group(self, entry: model.Group, outer: tuple[model.Group, ...]) -> model.Group | None:
         if self._filtered(entry, outer):
@@ -142,27 +138,23 @@ class _Walk:
         return entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
 
     def empty(self, entry: model.Group, outer: tuple[model.Group, ...]) -> None:
-        label = step_label(entry.fields)
-        self.out.log.append(f"omit empty group {label!r}")
-        self.out.dropped.append(Dropped(label, _path(outer), "empty-group"))
+        self.out.log.append(f"omit empty group {step_label(entry.fields)!r}")
+        self.drop(entry, outer, "empty-group")
 
     def step(self, entry: model.Step, outer: tuple[model.Group, ...]) -> model.Step | None:
         if self._filtered(entry, outer):
             return None
         label, path = step_label(entry.fields), _path(outer)
-        wrong = commands.problems(entry.fields, self.source)  # a mapping or a number is no command
-        if wrong:
-            self.out.problems.extend(wrong)
-            self.out.dropped.append(Dropped(label, path, "error"))
-            return None
         if sourcefilter.FIELD in entry:
             entry = entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
         body = dict(entry.fields) if not isinstance(entry.fields, dict) else entry.fields
         try:
+            # a mapping or a number is no command
+            UserError.collect(commands.problems(entry.fields, self.source), code=FAILURE)
             done = mirror.expand(body, self.selector, self.registries)
         except UserError as exc:
             self.out.problems.extend(exc.problems)
-            self.out.dropped.append(Dropped(label, path, "error"))
+            self.drop(entry, outer, "error")
             return None
         self.out.log.extend(done.log)
         if done.step is None:
@@ -189,12 +181,8 @@ def render_test_pipeline(
 ) -> Rendered:
     """Filter and expand one test YAML; problems are collected in `Rendered.problems`.
 
-    `changed` is the diff (repo-relative paths, None = unknown); it is used only
-    for `scope="diff"`. `mirror_hw` is the raw MIRROR_HW value (validated here,
-    before any step). `pipeline_path` is the file's repo-relative POSIX path:
-    when no step matches the diff, a change to this file (or under a
-    `source_filter_fallback` prefix) keeps every job.
-    """
+    `changed` (None: unknown) filters only under `scope="diff"`; when no step
+    matches it, a change to `pipeline_path` or a fallback prefix keeps every job."""
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     selector = mirror.parse_mirror_hw(mirror_hw)
@@ -204,19 +192,18 @@ def render_test_pipeline(
         return out
     steps = tree.steps
     filter_by = list(changed) if scope == "diff" and changed is not None else None
+    walk = _Walk(registries, selector, filter_by, out, source)
     if scope == "e2e":
         chosen = tuple(s for s in steps if _is_e2e(s))
         for s in steps:
             if s not in chosen:
-                label = step_label(s.value if isinstance(s, model.Shorthand) else s.fields)
-                out.dropped.append(Dropped(label, (), "e2e-scope"))
+                walk.drop(s, (), "e2e-scope")
         out.log.append(
             f"keep {len(chosen)} group(s) matching {E2E_GROUP!r}"
             if chosen
             else f"no group matching {E2E_GROUP!r} found"
         )
         steps = chosen
-    walk = _Walk(registries, selector, filter_by, out, source)
     if filter_by is not None:
         try:
             bypass = sourcefilter.bypass(

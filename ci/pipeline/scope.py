@@ -1,9 +1,7 @@
 """Which part of a test pipeline an upload keeps: `diff`, `all`, `e2e` or `auto`.
 
-`--all` and `--e2e` are aliases of `--scope all` / `--scope e2e` (the original
-uploader's flags). `auto` lets the task make the choice the bootstrap YAMLs'
-inline shell made (`EXTRA="--all"` on a scheduled nightly, ...); each test
-file's rule is the `auto` column of the platform-by-tier table (`ci.topology`).
+`--all`/`--e2e` are the original's aliases of `--scope all`/`e2e`; `auto`
+makes the choice the bootstrap YAMLs' shell made, by the `auto` column of `ci.topology`.
 """
 
 from __future__ import annotations
@@ -32,11 +30,7 @@ def choose(scope: str = "", all_: bool = False, e2e: bool = False) -> str:
 
 
 def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
-    """The scope this file gets: `all`/`e2e` on `main` under its schedule env, else `diff`.
-
-    Inputs: the repo-relative pipeline path, the build branch, and the env
-    (NIGHTLY, WEEKLY, NON_CRITICAL); files without a rule are always diff-aware.
-    """
+    """The scope this file gets: `all`/`e2e` on `main` under its schedule env, else `diff`."""
     rule = topology.auto_rules().get(PurePosixPath(pipeline_path).as_posix())
     if rule is None or branch != "main":
         return "diff"

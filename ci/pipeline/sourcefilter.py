@@ -1,8 +1,7 @@
 """`source_file_dependencies`: which steps a diff keeps.
 
-Pure functions over a list of changed paths: the task layer asks the shared
-diff resolver (`ci.diff`) for that list, so `plan`, the bootstrap and the
-uploader filter the same way without running git here.
+Pure functions over the changed paths the diff resolver (`ci.diff`) gives, so
+`plan`, the bootstrap and the uploader filter alike.
 """
 
 from __future__ import annotations
@@ -20,11 +19,8 @@ KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 def step_label(step: Any) -> str:
     """The name used in messages: `group`, else `label`, else `<step>`."""
-    if isinstance(step, dict):
-        for key in ("group", "label"):
-            if step.get(key):
-                return str(step[key])
-    return "<step>"
+    found = (step[k] for k in ("group", "label") if step.get(k)) if isinstance(step, dict) else ()
+    return str(next(iter(found), "<step>"))
 
 
 def _fail(message: str) -> UserError:
@@ -40,12 +36,10 @@ def _keys(
             f"({label!r})"
         )
     registry = sources()
-    out: dict[str, None] = {}
     for key in keys:
         if key not in registry.keys:
             raise _fail(f"unknown {FIELD} {key!r} in step {label!r}; {_suggest(key, registry)}")
-        out.update(dict.fromkeys(registry.keys[key]))
-    return tuple(out)
+    return tuple(dict.fromkeys(p for key in keys for p in registry.keys[key]))
 
 
 def _suggest(key: str, registry: SourceRegistry) -> str:
@@ -64,10 +58,8 @@ def _suggest(key: str, registry: SourceRegistry) -> str:
 def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, ...] | None:
     """The step's path prefixes, or None when it has no `source_file_dependencies`.
 
-    A key-shaped string (`^[a-z][a-z0-9_]*$`) is a registry key, any other
-    string one inline prefix; a list is all keys or all prefixes (an empty
-    list is "no prefixes": the step never matches a diff).
-    """
+    A key-shaped string is a registry key, any other one inline prefix; a list
+    is all keys or all prefixes (empty: the step never matches a diff)."""
     if not isinstance(step, dict) or step.get(FIELD) is None:
         return None
     value = step[FIELD]
@@ -103,21 +95,14 @@ def bypass(
     pipeline_path: str | None,
     sources: Callable[[], SourceRegistry],
 ) -> str | None:
-    """The changed path that switches filtering off for this upload, or None.
+    """The changed path that switches filtering off, or None.
 
-    Only when no gated step matches the diff: then a change to the pipeline
-    file itself, or under a `source_filter_fallback` prefix, keeps every job.
-    `gated` holds the prefixes of every step that has any (groups included).
-    """
+    Only when no gated step matches: a change to the pipeline file itself, or
+    under a `source_filter_fallback` prefix, keeps every job."""
     prefix_lists = list(gated)
-    if not changed or not prefix_lists:
-        return None
-    if any(matches(prefixes, changed) for prefixes in prefix_lists):
+    if not changed or not prefix_lists or any(matches(p, changed) for p in prefix_lists):
         return None
     if pipeline_path is not None and pipeline_path in changed:
         return pipeline_path
     fallback = sources().fallback()
-    for path in changed:
-        if any(path_matches(p, path) for p in fallback):
-            return path
-    return None
+    return next((path for path in changed if any(path_matches(p, path) for p in fallback)), None)

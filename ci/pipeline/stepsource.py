@@ -1,10 +1,8 @@
 """The command steps of a target's Buildkite YAMLs, as the shell text they run.
 
-For everything that needs "which shell text does each step run": the
-shellcheck gate and the local tier sessions. It yields one `ShellStep` per
-command step (groups flattened, `wait`/`block`/`trigger` skipped),
-with the pipeline-level `env` merged under the step's own, in the order both
-Buildkite and the AMD template apply them.
+For the shellcheck gate and the local tiers: one `ShellStep` per command step
+(groups flattened, `wait`/`block`/`trigger` skipped), with the pipeline's `env`
+under the step's own, as Buildkite and the AMD template apply them.
 """
 
 from __future__ import annotations
@@ -100,11 +98,7 @@ _UPLOAD = re.compile(
 
 
 def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
-    """Buildkite's upload-time pass: `$$` -> `$`; each reference -> `resolve(name, token)`.
-
-    The single place that knows the escape. Unset variables become "" at a real
-    upload; callers choose (keep the token, a placeholder, a value).
-    """
+    """Buildkite's upload-time pass: `$$` -> `$`; each reference -> `resolve(name, token)`."""
 
     def replace(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
@@ -128,8 +122,8 @@ def upload_refs_at(line: str) -> list[tuple[str, int]]:
     for match in _UPLOAD.finditer(line):
         if match.group(0) == "$$":
             shift += 1
-            continue
-        found.append((match.group("braced") or match.group("bare"), match.start() - shift + 1))
+        else:
+            found.append((match.group("braced") or match.group("bare"), match.start() - shift + 1))
     return found
 
 
@@ -150,9 +144,8 @@ def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
 
 
 def _env(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    items = value.items() if isinstance(value, Mapping) else ()
+    return {str(k): "" if v is None else str(v) for k, v in items}
 
 
 def _label(step: Mapping[str, Any], position: int) -> str:
@@ -200,16 +193,13 @@ def _depends(entry: Mapping[str, Any]) -> tuple[Dependency, ...]:
 
 def is_pipeline(rel: str) -> bool:
     """A repo-relative path of a pipeline YAML (under .buildkite/, not a registry)."""
-    below = rel[len(".buildkite/") :] if rel.startswith(".buildkite/") else None
-    return below is not None and below.endswith((".yml", ".yaml")) and below not in NOT_PIPELINES
+    below = rel.removeprefix(".buildkite/")
+    return below != rel and below.endswith((".yml", ".yaml")) and below not in NOT_PIPELINES
 
 
 def pipeline_files(repo: Path) -> list[Path]:
-    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted.
-
-    Entries that are not readable files (a symlink loop, a FIFO) are listed too:
-    reading them reports the problem, where skipping them passed the gate.
-    """
+    """Every pipeline YAML under `<repo>/.buildkite/` (registries excluded), sorted; unreadable
+    entries too (a symlink loop, a FIFO), so that reading them reports the problem."""
     root = repo / ".buildkite"
     if not root.is_dir():
         raise UserError(f"--repo: {repo} has no .buildkite/ directory")
@@ -223,11 +213,8 @@ def load_documents(path: Path, source: str) -> list[Any]:
 
 
 def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellStep]:
-    """The command steps of `files` (default: every pipeline under .buildkite/).
-
-    Every file is read and judged as its consumer would (`ci.pipeline.judge`);
-    the problems of all of them are reported at once (exit 1).
-    """
+    """The command steps of `files` (default: every pipeline), each file judged as its
+    consumer would (`ci.pipeline.judge`); all problems at once (exit 1)."""
     steps: list[ShellStep] = []
     problems: list[str] = []
     for path in pipeline_files(repo) if files is None else files:

@@ -1,12 +1,11 @@
 """`upload-pipeline`: render one pipeline file and print or upload it.
 
-The task layer of the uploader: it finds the repo and the file, asks the
-shared diff resolver (`ci.diff`) for the changed paths, hands everything to
-the pure renderer (`ci.pipeline.render`), validates the result against
-Buildkite's schema and only then prints it, or pipes it to
-`buildkite-agent pipeline upload` through the door. A
-`bootstrap-upload-steps.yml` goes the same way, with the skip-ci decision
-(`ci.skipci`) and the gates of `ci.pipeline.bootstrap_mode` instead.
+The task layer of the uploader: it finds the repo and the file, asks the diff
+resolver (`ci.diff`) for the changed paths, hands everything to the pure
+renderer (`ci.pipeline.render`), validates the result against Buildkite's
+schema, and only then prints it or pipes it to `buildkite-agent pipeline
+upload`. A `bootstrap-upload-steps.yml` gets the skip-ci decision and the gates
+of `ci.pipeline.bootstrap_mode` instead.
 """
 
 from __future__ import annotations
@@ -49,18 +48,21 @@ def log(message: str) -> None:
     door.note(LOG_PREFIX + message)
 
 
+def _invalid(path: Path, *whys: str) -> UserError:
+    """The spec's `invalid pipeline YAML: <path>`, once per reason given (in parentheses)."""
+    head = f"invalid pipeline YAML: {path}"
+    return UserError(*([f"{head} ({why})" for why in whys] or [head]), code=FAILURE)
+
+
 def pipeline_file(repo: Path, given: str) -> Path:
     """Relative paths are resolved against the repo root, not the cwd."""
-    path = Path(given).expanduser()
-    path = path if path.is_absolute() else repo / path
-    path = Path(os.path.abspath(path))
+    path = Path(os.path.abspath(repo / Path(given).expanduser()))
     if not files.exists(path) or path.is_dir():
         raise UserError(f"upload_pipeline: missing pipeline file: {path}", code=FAILURE)
     try:  # there, but a loop or a FIFO: say so now (a FIFO would block every reader)
         files.check_readable(path, str(path))
     except files.Unreadable as exc:
-        why = f"cannot read: {exc.why}"
-        raise UserError(f"invalid pipeline YAML: {path} ({why})", code=FAILURE) from None
+        raise _invalid(path, f"cannot read: {exc.why}") from None
     return path
 
 
@@ -91,31 +93,21 @@ def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
 def load_test_yaml(path: Path) -> model.Document:
     """The uploader's reading of a test YAML: one mapping document, else one error per problem.
 
-    Unreadable, not UTF-8 or invalid: the spec's `invalid pipeline YAML: <path>`,
-    then why (e.g. a second `---` document), which it never said. The gates ask
-    this too (`ci.pipeline.judge`), so they refuse what the upload refuses.
+    Each says why (e.g. a second `---` document), which the spec's message never
+    did. The gates ask this too (`ci.pipeline.judge`), so they refuse what the upload refuses.
     """
     try:
         data = files.read_bytes(path, str(path))  # a FIFO or a loop is an error, never a hang
     except files.Unreadable as exc:
-        why = f"cannot read: {exc.why}"
-        raise UserError(f"invalid pipeline YAML: {path} ({why})", code=FAILURE) from None
+        raise _invalid(path, f"cannot read: {exc.why}") from None
     try:
-        text = data.decode("utf-8")
+        document: Any = yamlio.loads(data.decode("utf-8"), source=str(path))
     except UnicodeDecodeError as exc:
-        raise UserError(f"invalid pipeline YAML: {path} ({exc})", code=FAILURE) from None
-    try:
-        document: Any = yamlio.loads(text, source=str(path))
+        raise _invalid(path, str(exc)) from None
     except UserError as exc:
-        raise UserError(
-            *(
-                f"invalid pipeline YAML: {path} ({p.removeprefix(f'{path}: ')})"
-                for p in exc.problems
-            ),
-            code=FAILURE,
-        ) from None
+        raise _invalid(path, *(p.removeprefix(f"{path}: ") for p in exc.problems)) from None
     if not isinstance(document, dict):
-        raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
+        raise _invalid(path)
     return document
 
 
@@ -142,12 +134,8 @@ def render_file(
 
 @dataclass(frozen=True)
 class UploadInputs:
-    """What one test-pipeline upload depends on: read once, from the build or from `plan`.
-
-    `branch` and `schedule` (NIGHTLY, WEEKLY, NON_CRITICAL as "1") decide
-    `--scope auto`; `changed` is the diff's paths (None: unknown, no filter);
-    `mirror_hw` is the MIRROR_HW value as given.
-    """
+    """What one test-pipeline upload depends on: `branch` and `schedule` decide
+    `--scope auto`; `changed` gives the diff (None: unknown, no filter)."""
 
     branch: str
     schedule: Mapping[str, str]
@@ -171,20 +159,12 @@ def render_upload(
     inputs: UploadInputs,
     registries: Registries | None = None,
 ) -> PipelineUpload:
-    """The one way a test YAML is rendered for upload: `upload-pipeline` and `plan` both call it.
-
-    The diff is asked for only when the scope is `diff`.
-    """
+    """A test YAML rendered for upload (`upload-pipeline`, `plan`); the diff only under `diff`."""
     relative = repo_relative(repo, path) or str(path)
     scope = scopes.resolve(requested, relative, inputs.branch, inputs.schedule)
     changed = inputs.changed() if scope == "diff" else None
     rendered = render_file(
-        repo,
-        path,
-        scope=scope,
-        changed=changed,
-        mirror_hw=inputs.mirror_hw,
-        registries=registries,
+        repo, path, scope=scope, changed=changed, mirror_hw=inputs.mirror_hw, registries=registries
     )
     return PipelineUpload(relative, scope, rendered)
 
@@ -194,16 +174,9 @@ def annotate_command(pipeline: str, problems: tuple[str, ...]) -> door.Command:
         [f"**upload-pipeline failed for `{pipeline}`** (nothing was uploaded):", ""]
         + [f"- {p}" for p in problems]
     )
+    argv = ("buildkite-agent", "annotate", "--style", "error", "--context")
     return door.Command(
-        (
-            "buildkite-agent",
-            "annotate",
-            "--style",
-            "error",
-            "--context",
-            f"upload-pipeline-{pipeline}",
-            body,
-        ),
+        (*argv, f"upload-pipeline-{pipeline}", body),
         description="annotate the build with the upload errors",
     )
 
@@ -227,15 +200,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     relative = repo_relative(repo, path) or str(path)
     if path.name == BOOTSTRAP_FILE:
         # Bootstrap mode is chosen by file name; `--all`/`--e2e` are ignored.
-        upload_bootstrap_file(
-            repo,
-            path,
-            platform=options.platform,
-            scope=options.scope,
-            upload=options.upload,
-            dry_run=options.dry_run,
-            env=source,
-        )
+        upload_bootstrap_file(repo, path, options, source)
         return
     if options.platform:
         # The original loader's guard: a platform means a bootstrap file.
@@ -251,14 +216,13 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     mirror_hw = source.get("MIRROR_HW", "")
     # A bad MIRROR_HW fails even a pipeline without GPU steps, before any git work.
     parse_mirror_hw(mirror_hw)
-    requested = options.scope
     inputs = UploadInputs(
-        branch=resolve_branch(repo, env=source) if requested == "auto" else "",
+        branch=resolve_branch(repo, env=source) if options.scope == "auto" else "",
         schedule=source,
         changed=lambda: changed_paths(repo, source),
         mirror_hw=mirror_hw,
     )
-    made = render_upload(repo, path, requested, inputs)
+    made = render_upload(repo, path, options.scope, inputs)
     rendered = made.rendered
     for line in rendered.log:
         log(line)
@@ -268,28 +232,21 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
 
 
 def upload_bootstrap_file(
-    repo: Path,
-    path: Path,
-    *,
-    platform: str = "",
-    scope: str = "diff",
-    upload: bool = False,
-    dry_run: bool = False,
-    env: Mapping[str, str],
+    repo: Path, path: Path, options: UploadOptions, env: Mapping[str, str]
 ) -> None:
     """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
     resolve_build(repo, env)  # inside Buildkite, no BUILDKITE_COMMIT: exit 2 before any work
     relative = repo_relative(repo, path) or str(path)
-    chosen = parse_bootstrap_platform(platform, relative)
-    if scope != "diff":
-        log(f"--scope {scope} is ignored for {path.name} (bootstrap mode)")
+    chosen = parse_bootstrap_platform(options.platform, relative)
+    if options.scope != "diff":
+        log(f"--scope {options.scope} is ignored for {path.name} (bootstrap mode)")
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = load_document(text, str(path))
     decision = skipci.decision(repo, env=env)
     rendered = render_bootstrap(document, decision, chosen)
     for line in rendered.log:
         log(line)
-    emit(rendered.pipeline, relative, upload=upload, dry_run=dry_run, log=log)
+    emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
 
 
 def emit(
@@ -300,11 +257,8 @@ def emit(
     dry_run: bool,
     log: Callable[[str], None] = log,
 ) -> None:
-    """Validate against Buildkite's schema, then upload, or print (stdout: the YAML alone).
-
-    The one way out for every pipeline we produce: test mode, bootstrap mode
-    and `bootstrap --platform cuda|npu|xpu`.
-    """
+    """Validate against Buildkite's schema, then upload, or print (stdout: the YAML alone):
+    the one way out for every pipeline we produce."""
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
     plan = door.Plan((upload_command(text),))
