@@ -1,29 +1,19 @@
 """Ask the registry a ROCm/CUDA build talks to whether it answers, before the build.
 
-Why: a registry that accepts connections but never answers made `build-image`
-hang with no output and no end, and meanwhile dockerd's `--cache-from` lookup
-stalled every BuildKit build of the engine. One `GET /v2/` with a short
-timeout, before any command runs, turns that into one line and an exit.
+A registry that accepts connections but never answers made `build-image`
+hang with no output, and stalled dockerd's `--cache-from` lookup for every
+build of the engine. One `GET /v2/` with a short timeout turns that into one
+line and an exit 1 (the machine's state, not the input: amd-build's retry may
+find it back). `VLLM_OMNI_CI_REGISTRY_PROBE=0` skips the check.
 
-Which registry: the one of the image ref when the build pushes (its cache
-ref lives there too); under `--no-push` the cache ref's only when it is on
-this machine (`on_this_machine`, the only case a `--no-push` build
-reads it); otherwise none, and nothing is asked. `--dry-run` asks nothing
-either: its plan says, as a `# note:`, what a run would ask.
+Asked: the image ref's registry when the build pushes; under `--no-push` the
+cache ref's only when it is on this machine; `--dry-run` asks nothing. Any HTTP
+status, or a TLS handshake failing on the certificate, is an answer; a
+timeout, a refused connection or an unresolved name is not.
 
-Any HTTP status (200, 401 from a registry that wants a login, 404...) is an
-answer; so is a TLS handshake that fails on the certificate (something
-answered; docker may trust what we do not). No answer within `TIMEOUT`, a
-refused connection or a name that does not resolve is not, and stops the
-build: exit 1, like the build's own push failure would have, since it is the
-machine's state, not the input, and a retry (amd-build retries exit 1 once)
-may find the registry back. `VLLM_OMNI_CI_REGISTRY_PROBE=0` skips the check
-(say, a dockerd whose proxy reaches a registry this process cannot).
-
-Docker's rules for the address: the first component of a repository is a
-registry host when it has a `.` or a `:` or is `localhost`, else the image is
-on Docker Hub (`registry-1.docker.io`); a registry on loopback is spoken to
-over plain HTTP (docker treats 127.0.0.0/8 as insecure), any other over HTTPS.
+Docker's rules: the first component of a repository is a registry host when it
+has a `.` or `:` or is `localhost`, else the image is on Docker Hub; a loopback
+registry is spoken to over plain HTTP, any other over HTTPS.
 """
 
 from __future__ import annotations
@@ -59,11 +49,6 @@ def host_of(repository: str) -> str:
     return DOCKER_HUB
 
 
-def url_of(host: str) -> str:
-    scheme = "http" if on_this_machine(f"{host}/x") else "https"
-    return f"{scheme}://{host}/v2/"
-
-
 @dataclass(frozen=True)
 class Target:
     """A registry the build will talk to, and what for (for the messages)."""
@@ -73,7 +58,8 @@ class Target:
 
     @property
     def url(self) -> str:
-        return url_of(self.host)
+        scheme = "http" if on_this_machine(f"{self.host}/x") else "https"
+        return f"{scheme}://{self.host}/v2/"
 
 
 def target(image_ref: str, cache_ref: str, push: bool) -> Target | None:
