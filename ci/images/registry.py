@@ -83,33 +83,27 @@ def plan_note(found: Target | None) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Answer:
-    ok: bool
-    said: str  # "HTTP 200", "no answer within 5s", "connection refused"...
-
-
-def ask(url: str, timeout: float = TIMEOUT) -> Answer:
-    """One GET; never follows a redirect (a 3xx is an answer too)."""
+def ask(url: str, timeout: float = TIMEOUT) -> tuple[bool, str]:
+    """One GET (a redirect is an answer too): (answered, what it said, e.g. "HTTP 401")."""
     request = urllib.request.Request(url, headers={"User-Agent": "vllm-omni-ci registry probe"})
     try:
         with webclient.send(request, timeout=timeout) as response:
-            return Answer(True, f"HTTP {response.status}")
+            return (True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
-        return Answer(True, f"HTTP {exc.code}")
+        return (True, f"HTTP {exc.code}")
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, ssl.SSLCertVerificationError):
-            return Answer(True, f"TLS: {reason.verify_message or reason}")
+            return (True, f"TLS: {reason.verify_message or reason}")
         if isinstance(reason, TimeoutError):
-            return Answer(False, f"no answer within {timeout:g}s")
+            return (False, f"no answer within {timeout:g}s")
         if isinstance(reason, OSError) and reason.strerror:
-            return Answer(False, reason.strerror.lower())
-        return Answer(False, str(reason))
+            return (False, reason.strerror.lower())
+        return (False, str(reason))
     except TimeoutError:
-        return Answer(False, f"no answer within {timeout:g}s")
+        return (False, f"no answer within {timeout:g}s")
     except (OSError, ValueError) as exc:
-        return Answer(False, str(exc) or type(exc).__name__)
+        return (False, str(exc) or type(exc).__name__)
 
 
 def check(found: Target | None, registry_from: str) -> None:
@@ -123,14 +117,12 @@ def check(found: Target | None, registry_from: str) -> None:
     if os.environ.get(SKIP_ENV) == "0":
         door.note(f"registry probe: skipped ({SKIP_ENV}=0); the build {found.why}: {found.host}")
         return
-    answer = ask(found.url)
-    if answer.ok:
-        door.note(
-            f"registry {found.host} answers ({found.url}: {answer.said}); the build {found.why}"
-        )
+    answered, said = ask(found.url)
+    if answered:
+        door.note(f"registry {found.host} answers ({found.url}: {said}); the build {found.why}")
         return
     raise UserError(
-        f"registry {found.host} does not answer ({found.url}: {answer.said}); the build "
+        f"registry {found.host} does not answer ({found.url}: {said}); the build "
         f"{found.why}, and would hang or fail: start it (the sandbox's registry: "
         f"`vllm-omni-ci sandbox up`) or name another with {registry_from} "
         f"({SKIP_ENV}=0 skips this check)",

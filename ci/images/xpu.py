@@ -137,9 +137,6 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     )
 
 
-# --------------------------------------------------------------------------- planning (pure)
-
-
 def output_args(name: str, compression: str, export: bool) -> tuple[str, ...]:
     """The script's `--output` (export=True), or a plain `-t` for engines that cannot export."""
     if not export:
@@ -246,9 +243,6 @@ def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
     )
 
 
-# --------------------------------------------------------------------------- engine lookups
-
-
 def _last_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1] if text else type(exc).__name__
@@ -309,9 +303,6 @@ def engine_can_export(client: DockerClient) -> bool:
     return any(
         "containerd.snapshotter" in str(value) for _key, value in info.get("DriverStatus") or []
     )
-
-
-# --------------------------------------------------------------------------- running
 
 
 def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[BaseTier, str]:

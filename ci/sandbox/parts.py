@@ -111,9 +111,6 @@ def _started(part: str, installed: str, started: str) -> PartOutcome:
     return PartOutcome(part, STARTED, started)
 
 
-# --------------------------------------------------------------------------- engine
-
-
 def engine_facts(docker: str) -> tuple[str | None, bool, str]:
     """(server version or None, whether it has the containerd image store, why no answer)."""
     if not Path(docker).exists() and not shutil.which(docker):
@@ -204,9 +201,6 @@ def up_engine(ctx: PartContext, check: PartStatus) -> PartOutcome:
     return _started("engine", installed, started)
 
 
-# --------------------------------------------------------------------------- buildx
-
-
 def check_buildx(ctx: PartContext) -> PartStatus:
     if shutil.which("docker") is None:
         # The tasks run `docker` from PATH; the prefix's client is not on it.
@@ -254,9 +248,6 @@ def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
     return PartOutcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
 
 
-# --------------------------------------------------------------------------- registry
-
-
 def check_registry(ctx: PartContext) -> PartStatus:
     if registry_answers(REGISTRY):
         return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
@@ -294,9 +285,6 @@ def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
     service = _start(ctx, "registry", serve, what, lambda: registry_answers(REGISTRY), 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
     return _started("registry", installed, started)
-
-
-# --------------------------------------------------------------------------- base image
 
 
 def check_base_image(ctx: PartContext) -> PartStatus:
@@ -365,9 +353,6 @@ def up_base_image(ctx: PartContext, check: PartStatus) -> PartOutcome:
     how = "the local image pushed" if local else debootstrap(ctx, docker)
     _run(door.Command((docker, "push", "-q", BASE_IMAGE)), "docker push")
     return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
-
-
-# --------------------------------------------------------------------------- builder
 
 
 def builder_name(docker: str = "docker") -> str:
