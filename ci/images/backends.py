@@ -7,30 +7,28 @@
 - **engine**: `DOCKER_BUILDKIT=1 docker build` on a client that can do it
   without the buildx plugin (what `doctor` finds). The engine cannot export a
   registry cache, so the image carries an *inline* cache
-  (`BUILDKIT_INLINE_CACHE=1`) and is pushed a second time under the cache ref.
-  Trade-off: an inline cache is mode=min, only the final image's layers, so
-  steps of stages that end up outside the target image are not cached.
+  (`BUILDKIT_INLINE_CACHE=1`, mode=min: only the final image's layers) and is
+  pushed a second time under the cache ref.
 
-Planning is pure (`buildx_steps`, `engine_steps`): plain door commands whose
-policy says what the old scripts' conditionals did (create the builder only
-when inspecting it fails; an engine cache push that may fail), so `run_steps`
-is `door.execute` and the dry-run prints exactly what runs.
+Planning is pure: plain door commands whose policy says what the scripts'
+conditionals did, so running is `door.execute` and the dry-run prints exactly
+what runs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ci import doctor, door
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 from ci.images import deadline, refs, registry
 from ci.images.cachekey import CacheKey
-from ci.images.registry import on_this_machine
+from ci.images.registry import Target, on_this_machine
 
 if TYPE_CHECKING:
     from ci.doctor import Report
@@ -39,61 +37,22 @@ AUTO, BUILDX, ENGINE = "auto", "buildx", "engine"
 BUILDERS = (AUTO, BUILDX, ENGINE)
 DOCKER = "docker"
 
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_DOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
-_PATH = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-
-
-def repository_problem(value: str, source: str) -> str | None:
-    """Why `value` cannot be the repository part of an image ref, or None.
-
-    As docker parses it: the first component is a registry host only if it has
-    a '.' or ':' or is `localhost`; everything else is a lowercase path.
-    """
-    host, _, path = value.partition("/")
-    if not (path and ("." in host or ":" in host or host == "localhost")):
-        host, path = "", value
-    if (not host or _DOMAIN.fullmatch(host)) and _PATH.fullmatch(path) and len(value) <= 255:
-        return None
-    return (
-        f"{source}: {value!r} is not a valid image repository "
-        "(expected [host[:port]/]path, lowercase path components, no tag or digest)"
-    )
-
-
-def tag_problem(value: str, source: str) -> str | None:
-    """Why `value` cannot be an image tag, or None."""
-    if _TAG.fullmatch(value):
-        return None
-    return (
-        f"{source}: {value!r} is not a valid image tag "
-        "(allowed: letters, digits, '_', '.', '-'; not starting with '.' or '-'; at most 128)"
-    )
-
-
-def reference_problem(value: str, source: str) -> str | None:
-    """Why `value` cannot be an image reference `[host[:port]/]path[:tag]`, or None."""
-    name, tag = value, None
-    if value.rfind(":") > value.rfind("/"):
-        name, _, tag = value.rpartition(":")
-    if repository_problem(name, source) is None and (tag is None or _TAG.fullmatch(tag)):
-        return None
-    return (
-        f"{source}: {value!r} is not a valid image reference "
-        "(expected [host[:port]/]path[:tag], lowercase path components)"
-    )
-
 
 def parse_builder(value: str) -> str:
     key = value.strip().lower()
     if key not in BUILDERS:
         raise UserError(
-            f"--builder: unknown value {value!r}: allowed values are auto, buildx, engine",
-            code=BAD_INPUT,
+            f"--builder: unknown value {value!r}: allowed values are auto, buildx, engine"
         )
     return key
+
+
+@dataclass(frozen=True)
+class Builder:
+    """The buildx builder instance (docker-container driver) a platform uses."""
+
+    name: str
+    bootstrap: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,9 +80,7 @@ class KeyedBuild:
     @property
     def buildx_builder(self) -> Builder:
         """The platform's builder, or the one named by --buildx-builder (same bootstrap rule)."""
-        if not self.builder_name:
-            return self.builder
-        return Builder(self.builder_name, bootstrap=self.builder.bootstrap)
+        return Builder(self.builder_name or self.builder.name, self.builder.bootstrap)
 
     @property
     def image_ref(self) -> str:
@@ -149,10 +106,9 @@ class KeyedBuild:
         )
 
     def steps(self) -> tuple[door.Command, ...]:
-        spec, docker = self.spec(), self.docker
         if self.backend == BUILDX:
-            return buildx_steps(spec, self.buildx_builder, docker)
-        return engine_steps(spec, docker)
+            return buildx_steps(self.spec(), self.buildx_builder, self.docker)
+        return engine_steps(self.spec(), self.docker)
 
     def backend_facts(self) -> tuple[tuple[str, str], ...]:
         return (
@@ -162,8 +118,7 @@ class KeyedBuild:
             ("note", registry.plan_note(self.registry_target())),
         )
 
-    def registry_target(self) -> Any:
-        """The registry this build talks to (`ci.images.registry.Target`), or None."""
+    def registry_target(self) -> Target | None:
         spec = self.spec()
         return registry.target(spec.image_ref, spec.cache_ref, spec.push)
 
@@ -172,8 +127,12 @@ class KeyedBuild:
         registry.check(self.registry_target(), self.registry_from)
 
     def execute(self) -> None:
-        """Log the key's inputs and the backend, then run the steps (after any login)."""
-        log_choice(self.key, self.backend, self.buildx_builder, self.docker)
+        """Log the key's inputs and the backend for whoever reads the job log, then run."""
+        door.note(
+            f"cache key {self.key.key} over {len(self.key.inputs)} inputs: "
+            + ", ".join(self.key.inputs)
+        )
+        door.note(f"backend: {describe(self.backend, self.buildx_builder)} with {self.docker}")
         run_steps(self.steps())
 
 
@@ -181,9 +140,8 @@ class KeyedBuild:
 class BuildSpec:
     """What to build, in the old script's terms; each backend turns it into argv.
 
-    The field order of the buildx argv follows the scripts' `docker buildx build`
-    lines: push, pull, progress, target, build args, cache-from,
-    cache-to, file, tag, context.
+    The buildx argv follows the scripts' `docker buildx build` lines: push,
+    pull, progress, target, build args, cache-from, cache-to, file, tag, context.
     """
 
     repo: str
@@ -200,34 +158,21 @@ class BuildSpec:
 
     @property
     def reads_remote(self) -> bool:
-        """Whether the build may ask a registry: always when it pushes, else only a local one.
-
-        A `--no-push` build is a local build: it must not reach Docker Hub or ECR,
-        so it neither pulls its base again (`--pull`) nor reads a cache ref that
-        is not on this machine. A loopback registry (the sandbox's) is still read.
-        """
+        """A `--no-push` build is local: it must not reach Docker Hub or ECR, so it
+        neither pulls its base again nor reads a cache ref off this machine
+        (a loopback registry, the sandbox's, is still read)."""
         return self.push or on_this_machine(self.cache_ref)
 
     @property
     def pulls(self) -> bool:
         return self.pull and self.push
 
-
-@dataclass(frozen=True)
-class Builder:
-    """The buildx builder instance (docker-container driver) a platform uses."""
-
-    name: str
-    bootstrap: bool = False
-
-
-def _common_flags(spec: BuildSpec) -> list[str]:
-    flags = ["--progress=plain"]
-    if spec.target:
-        flags += ["--target", spec.target]
-    for name, value in spec.build_args:
-        flags += ["--build-arg", f"{name}={value}"]
-    return flags
+    def common_flags(self) -> list[str]:
+        flags = ["--pull"] if self.pulls else []
+        flags += ["--progress=plain", *(["--target", self.target] if self.target else [])]
+        for name, value in self.build_args:
+            flags += ["--build-arg", f"{name}={value}"]
+        return flags
 
 
 def buildx_steps(
@@ -238,48 +183,32 @@ def buildx_steps(
     A create that fails because another job created the same builder meanwhile
     is not an error: inspecting again then succeeds.
     """
+    command = functools.partial(door.Command, cwd=spec.repo)
     on = ("--builder", builder.name)
-    cwd = spec.repo
     inspect = (docker, "buildx", "inspect", *on)
+    create = (docker, "buildx", "create", *on, "--name", builder.name)
     steps = [
-        door.Command(
+        command(
             inspect,
             description=f"inspect builder {builder.name} (create it if missing)",
-            cwd=cwd,
             tolerate="",
             output="null",
         ),
-        door.Command(
-            (
-                docker,
-                "buildx",
-                "create",
-                *on,
-                "--name",
-                builder.name,
-                "--driver",
-                "docker-container",
-            ),
+        command(
+            (*create, "--driver", "docker-container"),
             description=f"create builder {builder.name}",
-            cwd=cwd,
             only_after_failure=True,
-            forgive_if=door.Command(
-                inspect,
-                description="the builder was created concurrently by another job; using it",
-                cwd=cwd,
+            forgive_if=command(
+                inspect, description="the builder was created concurrently by another job; using it"
             ),
         ),
     ]
     if builder.bootstrap:
         steps.append(
-            door.Command(
-                (*inspect, "--bootstrap"), description=f"bootstrap builder {builder.name}", cwd=cwd
-            )
+            command((*inspect, "--bootstrap"), description=f"bootstrap builder {builder.name}")
         )
     argv = [docker, "buildx", "build", *on, "--push" if spec.push else "--load"]
-    if spec.pulls:
-        argv.append("--pull")
-    argv += _common_flags(spec)
+    argv += spec.common_flags()
     if spec.reads_remote:
         argv += ["--cache-from", f"type=registry,ref={spec.cache_ref}"]
     if spec.push:
@@ -287,46 +216,40 @@ def buildx_steps(
         argv += ["--cache-to", f"type=registry,ref={spec.cache_ref},{options}"]
     argv += ["--file", spec.dockerfile, spec.tag_flag, spec.image_ref, spec.context]
     what = "build and push" if spec.push else "build and load (no push)"
-    steps.append(door.Command(tuple(argv), description=f"{what} {spec.image_ref}", cwd=cwd))
+    steps.append(command(tuple(argv), description=f"{what} {spec.image_ref}"))
     return tuple(steps)
 
 
 def engine_steps(spec: BuildSpec, docker: str = DOCKER) -> tuple[door.Command, ...]:
     """One BuildKit build with an inline cache, tagged as image and cache ref; push both."""
-    argv = [docker, "build"]
-    if spec.pulls:
-        argv.append("--pull")
-    argv += _common_flags(spec)
-    argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    command = functools.partial(door.Command, cwd=spec.repo)
+    argv = [docker, "build", *spec.common_flags(), "--build-arg", "BUILDKIT_INLINE_CACHE=1"]
     if spec.reads_remote:
         argv += ["--cache-from", spec.cache_ref]
     argv += ["--file", spec.dockerfile, spec.tag_flag, spec.image_ref]
     if spec.push:
         argv += [spec.tag_flag, spec.cache_ref]
-    argv.append(spec.context)
     what = "build with inline cache" if spec.push else "build locally (no push)"
-    build = door.Command(
-        tuple(argv),
+    build = command(
+        (*argv, spec.context),
         description=f"{what} {spec.image_ref}",
         env={"DOCKER_BUILDKIT": "1"},
-        cwd=spec.repo,
     )
     if not spec.push:
         return (build,)
-    image = door.Command(
-        (docker, "push", spec.image_ref), description=f"push {spec.image_ref}", cwd=spec.repo
-    )
     # The buildx plan's `ignore-error=true` (ROCm): the cache push may fail, the image is out.
     optional = "ignore-error=true" in spec.cache_to_options
-    cache = door.Command(
-        (docker, "push", spec.cache_ref),
-        description=f"push {spec.cache_ref}",
-        cwd=spec.repo,
-        tolerate="warning: cache export failed (exit {code}); the image is pushed"
-        if optional
-        else None,
+    return (
+        build,
+        command((docker, "push", spec.image_ref), description=f"push {spec.image_ref}"),
+        command(
+            (docker, "push", spec.cache_ref),
+            description=f"push {spec.cache_ref}",
+            tolerate="warning: cache export failed (exit {code}); the image is pushed"
+            if optional
+            else None,
+        ),
     )
-    return build, image, cache
 
 
 def describe(kind: str, builder: Builder) -> str:
@@ -336,21 +259,13 @@ def describe(kind: str, builder: Builder) -> str:
     return "engine (DOCKER_BUILDKIT=1 docker build; inline cache, mode=min)"
 
 
-def log_choice(key: CacheKey, kind: str, builder: Builder, docker: str) -> None:
-    """Stderr: what the key covered and which backend runs, for whoever reads the job log."""
-    door.note(f"cache key {key.key} over {len(key.inputs)} inputs: {', '.join(key.inputs)}")
-    door.note(f"backend: {describe(kind, builder)} with {docker}")
-
-
 def choose(requested: str, docker: str, *, dry_run: bool = False) -> tuple[str, str, str]:
     """(backend, docker client, note), for the run and its dry-run alike.
 
     Both ask the clients the same read-only questions (doctor's probes, no
-    engine needed), so `--dry-run` shows the backend and client the run would
-    use on this machine. The client is written `docker` when it is the one
-    `docker` on PATH runs, as in the scripts' command lines. Where the run
-    would stop for want of a client, the dry-run still prints the production
-    plan (`auto` is buildx), and the note says why the run would stop.
+    engine needed), so `--dry-run` shows what the run would use here. Where the
+    run would stop for want of a client, the dry-run still prints the
+    production plan (`auto` is buildx), and the note says why the run would stop.
     """
     try:
         backend, client = _choose(requested, docker)
@@ -369,18 +284,15 @@ def _choose(requested: str, docker: str) -> tuple[str, str]:
     if requested == BUILDX:
         raise UserError(
             f"--builder buildx: `docker buildx` does not work with {report.chosen or 'any client'}"
-            " (use --builder engine or auto)",
-            code=BAD_INPUT,
+            " (use --builder engine or auto)"
         )
     return ENGINE, as_typed(engine_client(report, docker, "a working `docker buildx` or "))
 
 
 def as_typed(client: str) -> str:
-    """`docker` when PATH's `docker` is this client, else its path."""
+    """`docker` when PATH's `docker` is this client (as the scripts wrote it), else its path."""
     found = shutil.which(DOCKER)
-    if found and os.path.realpath(found) == os.path.realpath(client):
-        return DOCKER
-    return client
+    return DOCKER if found and os.path.realpath(found) == os.path.realpath(client) else client
 
 
 def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
@@ -398,8 +310,7 @@ def engine_client(report: Report, docker: str, alternatives: str = "") -> str:
         found = ", ".join(c.path for c in report.clients) or "none on PATH"
         raise UserError(
             f"no usable backend: no docker client with {alternatives}"
-            f"`DOCKER_BUILDKIT=1 docker build` (clients: {found}; see `vllm-omni-ci doctor`)",
-            code=BAD_INPUT,
+            f"`DOCKER_BUILDKIT=1 docker build` (clients: {found}; see `vllm-omni-ci doctor`)"
         )
     return client
 

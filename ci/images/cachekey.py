@@ -1,10 +1,9 @@
 """Dependency-cache keys of the ROCm and CUDA CI images, each its old bash recipe.
 
-The key names the registry ref BuildKit imports its cache from, so it must stay
-byte-identical to the old bash recipes: any change makes every agent's cache
-cold once. Unlike bash, these functions fail loudly: a missing `requirements/`,
-an unreadable input or an unhashable path is an input error, never a silently
-different key.
+The key names the registry ref BuildKit imports its cache from, so it stays
+byte-identical to the bash recipes (any change makes every agent's cache cold
+once). Unlike bash, a missing `requirements/`, an unreadable input or an
+unhashable path is an input error, never a silently different key.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 
 ROCM_FIXED = (
     "docker/Dockerfile.rocm",
@@ -39,11 +38,6 @@ class CacheKey:
     inputs: tuple[str, ...]
 
 
-def _byte_order(paths: Iterable[str]) -> list[str]:
-    """`LC_ALL=C sort`: raw bytes of the whole path, independent of the locale."""
-    return sorted(paths, key=os.fsencode)
-
-
 def _requirements(repo: Path, *, symlinks: bool, dotfiles: bool) -> list[str]:
     """Depth-1 `*.txt` entries of requirements/, as `requirements/<name>`.
 
@@ -53,21 +47,20 @@ def _requirements(repo: Path, *, symlinks: bool, dotfiles: bool) -> list[str]:
     """
     folder = repo / REQUIREMENTS
     if not folder.is_dir():
-        raise UserError(f"cache-key input does not exist: {REQUIREMENTS}/", code=BAD_INPUT)
+        raise UserError(f"cache-key input does not exist: {REQUIREMENTS}/")
     try:
         names = os.listdir(folder)
     except OSError as exc:
         raise UserError(
-            f"cache-key input is not readable: {REQUIREMENTS}/: {exc.strerror}", code=BAD_INPUT
+            f"cache-key input is not readable: {REQUIREMENTS}/: {exc.strerror}"
         ) from None
     found = []
     for name in names:
-        if not fnmatchcase(name, "*.txt") or (name.startswith(".") and not dotfiles):
-            continue
-        mode = os.lstat(folder / name).st_mode
-        if stat.S_ISREG(mode) or (symlinks and stat.S_ISLNK(mode)):
-            found.append(f"{REQUIREMENTS}/{name}")
-    return _byte_order(found)
+        if fnmatchcase(name, "*.txt") and (dotfiles or not name.startswith(".")):
+            mode = os.lstat(folder / name).st_mode
+            if stat.S_ISREG(mode) or (symlinks and stat.S_ISLNK(mode)):
+                found.append(f"{REQUIREMENTS}/{name}")
+    return sorted(found, key=os.fsencode)  # `LC_ALL=C sort`: raw bytes, whatever the locale
 
 
 def _check(repo: Path, paths: Iterable[str]) -> None:
@@ -75,26 +68,22 @@ def _check(repo: Path, paths: Iterable[str]) -> None:
     problems = []
     for rel in paths:
         if "\\" in rel or "\n" in rel:
-            problems.append(
-                f"cache-key input path contains a backslash or newline "
-                f"(sha256sum would escape it): {rel!r}"
-            )
+            why = f"path contains a backslash or newline (sha256sum would escape it): {rel!r}"
+        elif not (repo / rel).is_file():  # follows symlinks, like `[ -f ]`
+            why = f"does not exist: {rel}"
+        elif not os.access(repo / rel, os.R_OK):
+            why = f"is not readable: {rel}"
+        else:
             continue
-        full = repo / rel
-        if not full.is_file():  # follows symlinks, like `[ -f ]`
-            problems.append(f"cache-key input does not exist: {rel}")
-        elif not os.access(full, os.R_OK):
-            problems.append(f"cache-key input is not readable: {rel}")
-    UserError.collect(problems, code=BAD_INPUT)
+        problems.append(f"cache-key input {why}")
+    UserError.collect(problems)
 
 
 def _read(repo: Path, rel: str) -> bytes:
     try:
         return (repo / rel).read_bytes()
     except OSError as exc:  # raced with _check, or access() disagreed with open()
-        raise UserError(
-            f"cache-key input is not readable: {rel}: {exc.strerror}", code=BAD_INPUT
-        ) from None
+        raise UserError(f"cache-key input is not readable: {rel}: {exc.strerror}") from None
 
 
 def rocm_inputs(repo: Path) -> tuple[str, ...]:

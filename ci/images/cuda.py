@@ -1,16 +1,14 @@
 """`build-image --platform cuda`: the CUDA CI image of `.buildkite/cuda/scripts/build-ci-image.sh`.
 
-The script's contract, kept. Same backends as ROCm (ci/images/backends.py)
-with the script's own flags: builder `vllm-omni-builder` without bootstrap, no
-`--pull`, no `--target`, `-t`, and a cache export without `ignore-error`. The
-key is the script's recipe with the requirements glob in C byte order
-(docs/differences.md).
+Same backends as ROCm (backends.py) with the script's own flags: builder
+`vllm-omni-builder` without bootstrap, no `--pull`, no `--target`, `-t`, and a
+cache export without `ignore-error`. The key is the script's recipe with the
+requirements glob in C byte order (docs/differences.md).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,24 +20,20 @@ from ci.images.resolve import prepare_keyed
 DEFAULT_REGISTRY = refs.CUDA_REGISTRY
 ECR_PUBLIC = "public.ecr.aws"
 ECR_REGION = "us-east-1"
-DOCKERFILE = "docker/Dockerfile.ci"
-BUILDER = backends.Builder("vllm-omni-builder", bootstrap=False)
 
 
 def login_registry(registry: str) -> str | None:
     """ECR Public namespace to log in to (`public.ecr.aws/<alias>`), or None for other hosts."""
     parts = registry.split("/")
-    if parts[0] == ECR_PUBLIC and len(parts) >= 3:
-        return "/".join(parts[:2])
-    return None
+    return "/".join(parts[:2]) if parts[0] == ECR_PUBLIC and len(parts) >= 3 else None
 
 
 @dataclass(frozen=True, kw_only=True)
 class CudaBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
 
-    builder = BUILDER
-    dockerfile = DOCKERFILE
+    builder = backends.Builder("vllm-omni-builder", bootstrap=False)
+    dockerfile = "docker/Dockerfile.ci"
 
     @property
     def cache_tag(self) -> str:
@@ -56,8 +50,7 @@ class CudaBuild(backends.KeyedBuild):
         """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.
 
         The password travels from the first command's captured stdout to the
-        second's stdin (the door's `secret_output` and `stdin_from_previous`):
-        it is never in argv, and masked in every line printed once it is known.
+        second's stdin: never in argv, and masked in every line once known.
         """
         namespace = login_registry(self.registry)
         if namespace is None or not self.push:
@@ -92,10 +85,8 @@ class CudaBuild(backends.KeyedBuild):
 
 
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> CudaBuild:
-    """Resolve and check every input; all problems are reported at once, before any command.
-
-    The script's registry is a constant: `--registry` may change it, no env var does.
-    """
+    """Resolve and check every input before any command; the registry is the script's
+    constant, which `--registry` may change and no env var does."""
     return prepare_keyed(
         CudaBuild,
         options,
@@ -112,9 +103,7 @@ def build(options: BuildOptions) -> None:
         door.execute(job.plan(), dry_run=True)
         return
     job.probe()  # before the login too: `docker login` to a silent registry hangs as well
-    sys.stdout.write(f"BUILDKITE_COMMIT: {job.commit}\n")
-    sys.stdout.flush()
+    print(f"BUILDKITE_COMMIT: {job.commit}", flush=True)
     backends.run_steps(job.login() or ())
-    sys.stdout.write(f"Cache key: {job.cache_tag}\nBuilding image tag: {job.image_ref}\n")
-    sys.stdout.flush()
+    print(f"Cache key: {job.cache_tag}\nBuilding image tag: {job.image_ref}", flush=True)
     job.execute()

@@ -1,11 +1,9 @@
 """`build-image --timeout`: one deadline for the whole build, every command under it.
 
-`start` sets it (no `--timeout`: no deadline, as before); `step` is `door.run`
-with the command's timeout cut to the time left, so the door ends the
-command's whole process tree at the deadline (TERM, then KILL after its
-grace) and the build stops with the door's 124 (or 137 when KILL was needed),
-saying which command the time ran out in. A command's own shorter timeout
-keeps its own meaning.
+`step` is `door.run` with the command's timeout cut to the time left, so the
+door ends the command's whole process tree at the deadline and the build stops
+with the door's 124 (137 when KILL was needed), saying which command the time
+ran out in. A command's own shorter timeout keeps its meaning.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import time
 
 from ci import door
 from ci.durations import parse_duration
-from ci.errors import BAD_INPUT, Stop, UserError
+from ci.errors import Stop, UserError
 
 _deadline: float | None = None
 _given = ""
@@ -25,12 +23,9 @@ def parse(text: str) -> float | None:
     """Seconds of `--timeout` ("" = none); bad or non-positive values exit 2."""
     if not text:
         return None
-    try:
-        seconds = parse_duration(text, name="--timeout")
-    except UserError as exc:
-        raise UserError(*exc.problems, code=BAD_INPUT) from None
+    seconds = parse_duration(text, name="--timeout")
     if seconds <= 0:
-        raise UserError(f"--timeout: {text!r} must be longer than 0", code=BAD_INPUT)
+        raise UserError(f"--timeout: {text!r} must be longer than 0")
     return seconds
 
 
@@ -42,16 +37,12 @@ def start(text: str) -> None:
     _given = text
 
 
-def left() -> float | None:
-    return None if _deadline is None else max(_deadline - time.monotonic(), 0.001)
-
-
 def _expired() -> bool:
     return _deadline is not None and time.monotonic() >= _deadline - 0.05
 
 
 def bounded(cmd: door.Command) -> door.Command:
-    remaining = left()
+    remaining = None if _deadline is None else max(_deadline - time.monotonic(), 0.001)
     if remaining is None or (cmd.timeout is not None and cmd.timeout <= remaining):
         return cmd
     return dataclasses.replace(cmd, timeout=remaining)

@@ -1,35 +1,30 @@
 """NPU CI images: `buildctl build` against the shared remote buildkitd (mTLS).
 
 Replaces `.buildkite/npu/scripts/build-npu-image.sh`. The buildctl argv is
-the script's, flag for flag; what changed is around it: the tag and device
-suffix come from one variant row, inputs are checked before anything runs,
-and buildctl is downloaded only when asked (`--install-buildctl`).
-
-The planner (`plan`) is pure; `build` resolves inputs, checks them, and runs
-the plan through the door. A dry-run needs neither buildctl nor the TLS files.
+the script's, flag for flag; around it, the tag and device suffix come from
+one variant row, inputs are checked before anything runs, and buildctl is
+downloaded only when asked (`--install-buildctl`). The plan is pure; a
+dry-run needs neither buildctl nor the TLS files.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ci import door
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 from ci.images import deadline, refs, variants
 from ci.images.options import BuildOptions
 from ci.images.resolve import gather
 from ci.images.variants import NpuVariant
 from ci.target import resolve_commit, resolve_repo
 
-DEFAULT_IMAGE_NAME = variants.IMAGE_NAME
-DEFAULT_IMAGE_REGISTRY = variants.IMAGE_REGISTRY
-DEFAULT_BUILDKITD_ADDR = variants.BUILDKITD_ADDR
 DEFAULT_TLS_DIR = "/home/user/.docker"
 DEFAULT_DOCKER_CONFIG = "/home/user/.docker/config.json"
 TLS_FILES = (("ca.pem", "--tlscacert"), ("cert.pem", "--tlscert"), ("key.pem", "--tlskey"))
@@ -45,12 +40,7 @@ INSTALL_DIR_ENV = "VLLM_OMNI_CI_BUILDCTL_DIR"
 # pipeline opts in through the image step's env (kept by the bootstrap), not a flag.
 INSTALL_ENV = "VLLM_OMNI_CI_INSTALL_BUILDCTL"
 _ARCHES = {"aarch64": "arm64", "arm64": "arm64", "x86_64": "amd64", "amd64": "amd64"}
-
-_DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REGISTRY_RE = re.compile(rf"{_DOMAIN}(?::[0-9]+)?(?:/{_COMPONENT})*")
-_NAME_RE = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
-_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_REGISTRY_RE = re.compile(rf"{refs.HOST.pattern}(?:/{refs.PATH.pattern})?")
 _ADDR_RE = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
 
 
@@ -58,9 +48,9 @@ _ADDR_RE = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
 class NpuSettings:
     """Where the image goes and how buildctl reaches buildkitd (the script's env)."""
 
-    image_name: str = DEFAULT_IMAGE_NAME
-    image_registry: str = DEFAULT_IMAGE_REGISTRY
-    buildkitd_addr: str = DEFAULT_BUILDKITD_ADDR
+    image_name: str = variants.IMAGE_NAME
+    image_registry: str = variants.IMAGE_REGISTRY
+    buildkitd_addr: str = variants.BUILDKITD_ADDR
     tls_dir: str = DEFAULT_TLS_DIR
     docker_config: str = DEFAULT_DOCKER_CONFIG
 
@@ -68,20 +58,15 @@ class NpuSettings:
     def resolve(cls, options: BuildOptions, env: Mapping[str, str]) -> NpuSettings:
         """Flags first, then the script's env vars (unset or empty = default)."""
         return cls(
-            image_name=env.get("IMAGE_NAME") or DEFAULT_IMAGE_NAME,
-            image_registry=options.registry or env.get("IMAGE_REGISTRY") or DEFAULT_IMAGE_REGISTRY,
-            buildkitd_addr=env.get("BUILDKITD_ADDR") or DEFAULT_BUILDKITD_ADDR,
+            image_name=env.get("IMAGE_NAME") or variants.IMAGE_NAME,
+            image_registry=options.registry or env.get("IMAGE_REGISTRY") or variants.IMAGE_REGISTRY,
+            buildkitd_addr=env.get("BUILDKITD_ADDR") or variants.BUILDKITD_ADDR,
             tls_dir=options.tls_dir or DEFAULT_TLS_DIR,
             docker_config=options.docker_config or DEFAULT_DOCKER_CONFIG,
         )
 
     def tls_file(self, name: str) -> str:
         return str(PurePosixPath(self.tls_dir) / name)
-
-    @property
-    def docker_config_dir(self) -> str:
-        """DOCKER_CONFIG: buildctl reads push credentials from this directory."""
-        return str(PurePosixPath(self.docker_config).parent)
 
 
 @dataclass(frozen=True)
@@ -97,42 +82,32 @@ class NpuBuild:
 
     @property
     def image_ref(self) -> str:
-        return refs.image_ref(
-            f"{self.settings.image_registry}/{self.settings.image_name}", self.tag
-        )
+        s = self.settings
+        return refs.image_ref(f"{s.image_registry}/{s.image_name}", self.tag)
 
 
 def problems(build: NpuBuild) -> list[str]:
     """Everything wrong with the inputs, without touching the machine beyond the repo."""
-    found = []
-    s = build.settings
-    if not _REGISTRY_RE.fullmatch(s.image_registry):
-        found.append(f"IMAGE_REGISTRY: {s.image_registry!r} is not a registry (host[:port][/path])")
-    if not _NAME_RE.fullmatch(s.image_name):
-        found.append(f"IMAGE_NAME: {s.image_name!r} is not an image name (lowercase path)")
-    if not _TAG_RE.fullmatch(build.tag):
-        found.append(
-            f"--tag: {build.tag!r} is not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-], max 128)"
-        )
-    if not _ADDR_RE.fullmatch(s.buildkitd_addr):
-        found.append(
-            f"BUILDKITD_ADDR: {s.buildkitd_addr!r} is not an address (e.g. tcp://host:1234)"
-        )
-    dockerfile = Path(build.repo) / "docker" / build.dockerfile
-    if not build.dockerfile or not dockerfile.is_file():
-        found.append(
-            f"--dockerfile: {build.dockerfile!r} is not a file in {Path(build.repo) / 'docker'}"
-        )
+    s, docker = build.settings, Path(build.repo) / "docker"
+    checks = (
+        (_REGISTRY_RE, s.image_registry, "IMAGE_REGISTRY", "a registry (host[:port][/path])"),
+        (refs.PATH, s.image_name, "IMAGE_NAME", "an image name (lowercase path)"),
+        (refs.TAG, build.tag, "--tag", "an image tag ([A-Za-z0-9_][A-Za-z0-9_.-], max 128)"),
+        (_ADDR_RE, s.buildkitd_addr, "BUILDKITD_ADDR", "an address (e.g. tcp://host:1234)"),
+    )
+    found = [f"{src}: {v!r} is not {what}" for rx, v, src, what in checks if not rx.fullmatch(v)]
+    if not build.dockerfile or not (docker / build.dockerfile).is_file():
+        found.append(f"--dockerfile: {build.dockerfile!r} is not a file in {docker}")
     return found
 
 
 def missing_credentials(settings: NpuSettings) -> list[str]:
     """TLS and docker-config files that do not exist (checked by name only, never read)."""
-    found = []
-    for name, _flag in TLS_FILES:
-        path = settings.tls_file(name)
-        if not os.path.isfile(path):
-            found.append(f"--tls-dir: {path} does not exist (buildkitd mTLS file)")
+    found = [
+        f"--tls-dir: {path} does not exist (buildkitd mTLS file)"
+        for path in (settings.tls_file(name) for name, _flag in TLS_FILES)
+        if not os.path.isfile(path)
+    ]
     if not os.path.isfile(settings.docker_config):
         found.append(f"--docker-config: {settings.docker_config} does not exist (push credentials)")
     return found
@@ -141,29 +116,17 @@ def missing_credentials(settings: NpuSettings) -> list[str]:
 def buildctl_argv(build: NpuBuild, buildctl: str = "buildctl") -> tuple[str, ...]:
     """The script's buildctl command line, flag for flag."""
     s = build.settings
-    argv = [buildctl, f"--addr={s.buildkitd_addr}"]
-    argv += [f"{flag}={s.tls_file(name)}" for name, flag in TLS_FILES]
-    argv += [
-        "build",
-        "--frontend",
-        "dockerfile.v0",
-        "--local",
-        "context=.",
-        "--local",
-        "dockerfile=./docker",
-        "--opt",
-        f"filename={build.dockerfile}",
-    ]
-    for key, value in build.variant.build_args():
-        argv += ["--opt", f"build-arg:{key}={value}"]
-    argv += [
-        "--secret",
-        f"id=dockerconfig,src={s.docker_config}",
-        "--output",
+    return (
+        buildctl,
+        f"--addr={s.buildkitd_addr}",
+        *(f"{flag}={s.tls_file(name)}" for name, flag in TLS_FILES),
+        *("build", "--frontend", "dockerfile.v0", "--local", "context=.", "--local"),
+        *("dockerfile=./docker", "--opt", f"filename={build.dockerfile}"),
+        *(w for k, v in build.variant.build_args() for w in ("--opt", f"build-arg:{k}={v}")),
+        *("--secret", f"id=dockerconfig,src={s.docker_config}", "--output"),
         f"type=image,name={build.image_ref},push={'true' if build.push else 'false'}",
         "--progress=plain",
-    ]
-    return tuple(argv)
+    )
 
 
 def download_arch(machine: str) -> str:
@@ -171,8 +134,7 @@ def download_arch(machine: str) -> str:
     if arch is None:
         raise UserError(
             f"--install-buildctl: no buildctl download for machine {machine!r} "
-            f"(known: {', '.join(sorted(_ARCHES))})",
-            code=BAD_INPUT,
+            f"(known: {', '.join(sorted(_ARCHES))})"
         )
     return arch
 
@@ -183,11 +145,10 @@ def download_url(arch: str) -> str:
 
 def install_commands(arch: str, install_dir: str) -> tuple[door.Command, ...]:
     """The script's download of buildctl, step by step."""
-    url = download_url(arch)
     return (
         door.Command(("mkdir", "-p", EXTRACT_TO), description=f"create {EXTRACT_TO}"),
         door.Command(
-            ("wget", "-q", url, "-O", DOWNLOAD_TO),
+            ("wget", "-q", download_url(arch), "-O", DOWNLOAD_TO),
             description=f"download BuildKit {BUILDKIT_VERSION} ({arch}) to {DOWNLOAD_TO}",
         ),
         door.Command(
@@ -208,18 +169,18 @@ def plan(
     buildctl: str = "buildctl",
     extra_facts: tuple[tuple[str, str], ...] = (),
 ) -> door.Plan:
-    s = build.settings
     command = door.Command(
         buildctl_argv(build, buildctl),
         description=f"build and push NPU image {build.variant.name}: {build.image_ref}",
-        env={"DOCKER_CONFIG": s.docker_config_dir},
+        # buildctl reads the push credentials from DOCKER_CONFIG, a directory.
+        env={"DOCKER_CONFIG": str(PurePosixPath(build.settings.docker_config).parent)},
         cwd=build.repo,
     )
     facts = (
         ("variant", build.variant.name),
         ("image", build.image_ref),
         ("dockerfile", build.dockerfile),
-        ("buildkitd", s.buildkitd_addr),
+        ("buildkitd", build.settings.buildkitd_addr),
         *extra_facts,
     )
     return door.Plan(commands=(*install, command), facts=facts, title="NPU CI image (buildctl)")
@@ -231,22 +192,22 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
     row = gather(found, lambda: variants.variant(options.variant))
     repo = gather(found, lambda: resolve_repo(options.repo or None))
     if repo is None:  # nothing else can be checked without the checkout
-        UserError.collect(found, code=BAD_INPUT)
+        UserError.collect(found)
     assert repo is not None
     commit = options.commit
     if not options.tag:
-        commit = gather(found, lambda: resolve_commit(repo, commit, env, code=BAD_INPUT)) or ""
+        commit = gather(found, lambda: resolve_commit(repo, commit, env)) or ""
     # After a bad --variant or commit, the other inputs are still checked (a2, placeholder).
-    row_or_default = row or variants.variant("")
+    row = row or variants.variant("")
     build = NpuBuild(
-        variant=row_or_default,
-        tag=options.tag or row_or_default.image_tag(commit or "commit"),
-        dockerfile=options.dockerfile or row_or_default.dockerfile,
+        variant=row,
+        tag=options.tag or row.image_tag(commit or "commit"),
+        dockerfile=options.dockerfile or row.dockerfile,
         repo=str(repo),
         settings=NpuSettings.resolve(options, env),
         push=options.push,
     )
-    UserError.collect([*found, *problems(build)], code=BAD_INPUT)
+    UserError.collect([*found, *problems(build)])
     return build
 
 
@@ -257,20 +218,15 @@ def build(options: BuildOptions) -> None:
     install_dir = os.path.abspath(env.get(INSTALL_DIR_ENV) or DEFAULT_INSTALL_DIR)
     wanted = options.install_buildctl or env.get(INSTALL_ENV) == "1"
     install: tuple[door.Command, ...] = ()
-    buildctl = "buildctl"
-    url = ""
+    buildctl, url = "buildctl", ""
     facts: tuple[tuple[str, str], ...] = ()
     if found is None and wanted:
-        import platform
-
         arch = download_arch(platform.machine())
-        url = download_url(arch)
-        install = install_commands(arch, install_dir)
+        url, install = download_url(arch), install_commands(arch, install_dir)
         buildctl = os.path.join(install_dir, "buildctl")
         facts = (("buildctl", f"not on PATH; --install-buildctl downloads {url}"),)
     elif found is None:
         facts = (("buildctl", "not on PATH: a real run stops (pass --install-buildctl)"),)
-
     if options.dry_run:
         door.execute(plan(job, install=install, buildctl=buildctl, extra_facts=facts), dry_run=True)
         return
@@ -282,7 +238,7 @@ def build(options: BuildOptions) -> None:
             "buildctl: not found on PATH; install BuildKit's buildctl, or pass --install-buildctl "
             f"(or set {INSTALL_ENV}=1) to download {BUILDKIT_VERSION} into {install_dir}",
         )
-    UserError.collect(problems_found, code=BAD_INPUT)
+    UserError.collect(problems_found)
 
     door.note("--- Building and pushing NPU Test Image")
     door.note(f"Image: {job.image_ref}")
@@ -297,4 +253,4 @@ def build(options: BuildOptions) -> None:
     if code != 0:
         raise door.CommandFailed(code, f"error: NPU image build failed (exit {code})")
     door.note("--- Image pushed successfully")
-    sys.stdout.write(job.image_ref + "\n")
+    print(job.image_ref)

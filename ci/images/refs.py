@@ -1,4 +1,4 @@
-"""Which image `build-image --platform P` gives a commit: one place for every platform.
+"""Which image `build-image --platform P` gives a commit, and what an image reference may be.
 
 An image reference is `<repository>:<tag>`. The repository is per platform
 (ROCm's may be moved by ROCM_CI_IMAGE_REGISTRY, NPU's by IMAGE_REGISTRY and
@@ -9,6 +9,7 @@ tier that runs an image and the build that made it cannot disagree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -20,9 +21,56 @@ ROCM_REGISTRY: Final = "rocm/vllm-omni"
 CUDA_REGISTRY: Final = "public.ecr.aws/q9t5s3a7/vllm-ci-test-repo"
 XPU_REPOSITORY: Final = "xpu/vllm-omni-ci"
 
+# Docker's grammar: a host[:port], lowercase path components, a tag of at most 128.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
+PATH = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
 
 def image_ref(repository: str, tag: str) -> str:
     return f"{repository}:{tag}"
+
+
+def repository_problem(value: str, source: str) -> str | None:
+    """Why `value` cannot be the repository part of an image ref, or None.
+
+    As docker parses it: the first component is a registry host only if it has
+    a '.' or ':' or is `localhost`; everything else is a lowercase path.
+    """
+    host, _, path = value.partition("/")
+    if not (path and ("." in host or ":" in host or host == "localhost")):
+        host, path = "", value
+    if (not host or HOST.fullmatch(host)) and PATH.fullmatch(path) and len(value) <= 255:
+        return None
+    return (
+        f"{source}: {value!r} is not a valid image repository "
+        "(expected [host[:port]/]path, lowercase path components, no tag or digest)"
+    )
+
+
+def tag_problem(value: str, source: str) -> str | None:
+    """Why `value` cannot be an image tag, or None."""
+    if TAG.fullmatch(value):
+        return None
+    return (
+        f"{source}: {value!r} is not a valid image tag "
+        "(allowed: letters, digits, '_', '.', '-'; not starting with '.' or '-'; at most 128)"
+    )
+
+
+def reference_problem(value: str, source: str) -> str | None:
+    """Why `value` cannot be an image reference `[host[:port]/]path[:tag]`, or None."""
+    name, tag = value, None
+    if value.rfind(":") > value.rfind("/"):
+        name, _, tag = value.rpartition(":")
+    if repository_problem(name, source) is None and (tag is None or TAG.fullmatch(tag)):
+        return None
+    return (
+        f"{source}: {value!r} is not a valid image reference "
+        "(expected [host[:port]/]path[:tag], lowercase path components)"
+    )
 
 
 def ci_image(platform: Platform, commit: str, environ: Mapping[str, str], preset: str = "") -> str:
@@ -33,8 +81,7 @@ def ci_image(platform: Platform, commit: str, environ: Mapping[str, str], preset
         return image_ref(CUDA_REGISTRY, commit)
     if platform is Platform.XPU:
         return image_ref(XPU_REPOSITORY, commit)
-    row = next((v for v in variants.VARIANTS if preset in v.presets), None)
-    row = row or variants.variant(variants.DEFAULT_VARIANT)
+    row = next((v for v in variants.VARIANTS if preset in v.presets), None) or variants.variant("")
     registry = environ.get("IMAGE_REGISTRY") or variants.IMAGE_REGISTRY
     name = environ.get("IMAGE_NAME") or variants.IMAGE_NAME
     return row.image(commit, registry, name)

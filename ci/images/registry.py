@@ -1,29 +1,19 @@
 """Ask the registry a ROCm/CUDA build talks to whether it answers, before the build.
 
-Why: a registry that accepts connections but never answers made `build-image`
-hang with no output and no end, and meanwhile dockerd's `--cache-from` lookup
-stalled every BuildKit build of the engine. One `GET /v2/` with a short
-timeout, before any command runs, turns that into one line and an exit.
+A registry that accepts connections but never answers made `build-image`
+hang with no output, and stalled dockerd's `--cache-from` lookup for every
+build of the engine. One `GET /v2/` with a short timeout turns that into one
+line and an exit 1 (the machine's state, not the input: amd-build's retry may
+find it back). `VLLM_OMNI_CI_REGISTRY_PROBE=0` skips the check.
 
-Which registry: the one of the image ref when the build pushes (its cache
-ref lives there too); under `--no-push` the cache ref's only when it is on
-this machine (`on_this_machine`, the only case a `--no-push` build
-reads it); otherwise none, and nothing is asked. `--dry-run` asks nothing
-either: its plan says, as a `# note:`, what a run would ask.
+Asked: the image ref's registry when the build pushes; under `--no-push` the
+cache ref's only when it is on this machine; `--dry-run` asks nothing. Any HTTP
+status, or a TLS handshake failing on the certificate, is an answer; a
+timeout, a refused connection or an unresolved name is not.
 
-Any HTTP status (200, 401 from a registry that wants a login, 404...) is an
-answer; so is a TLS handshake that fails on the certificate (something
-answered; docker may trust what we do not). No answer within `TIMEOUT`, a
-refused connection or a name that does not resolve is not, and stops the
-build: exit 1, like the build's own push failure would have, since it is the
-machine's state, not the input, and a retry (amd-build retries exit 1 once)
-may find the registry back. `VLLM_OMNI_CI_REGISTRY_PROBE=0` skips the check
-(say, a dockerd whose proxy reaches a registry this process cannot).
-
-Docker's rules for the address: the first component of a repository is a
-registry host when it has a `.` or a `:` or is `localhost`, else the image is
-on Docker Hub (`registry-1.docker.io`); a registry on loopback is spoken to
-over plain HTTP (docker treats 127.0.0.0/8 as insecure), any other over HTTPS.
+Docker's rules: the first component of a repository is a registry host when it
+has a `.` or `:` or is `localhost`, else the image is on Docker Hub; a loopback
+registry is spoken to over plain HTTP, any other over HTTPS.
 """
 
 from __future__ import annotations
@@ -59,11 +49,6 @@ def host_of(repository: str) -> str:
     return DOCKER_HUB
 
 
-def url_of(host: str) -> str:
-    scheme = "http" if on_this_machine(f"{host}/x") else "https"
-    return f"{scheme}://{host}/v2/"
-
-
 @dataclass(frozen=True)
 class Target:
     """A registry the build will talk to, and what for (for the messages)."""
@@ -73,7 +58,8 @@ class Target:
 
     @property
     def url(self) -> str:
-        return url_of(self.host)
+        scheme = "http" if on_this_machine(f"{self.host}/x") else "https"
+        return f"{scheme}://{self.host}/v2/"
 
 
 def target(image_ref: str, cache_ref: str, push: bool) -> Target | None:
@@ -97,33 +83,27 @@ def plan_note(found: Target | None) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Answer:
-    ok: bool
-    said: str  # "HTTP 200", "no answer within 5s", "connection refused"...
-
-
-def ask(url: str, timeout: float = TIMEOUT) -> Answer:
-    """One GET; never follows a redirect (a 3xx is an answer too)."""
+def ask(url: str, timeout: float = TIMEOUT) -> tuple[bool, str]:
+    """One GET (a redirect is an answer too): (answered, what it said, e.g. "HTTP 401")."""
     request = urllib.request.Request(url, headers={"User-Agent": "vllm-omni-ci registry probe"})
     try:
         with webclient.send(request, timeout=timeout) as response:
-            return Answer(True, f"HTTP {response.status}")
+            return (True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
-        return Answer(True, f"HTTP {exc.code}")
+        return (True, f"HTTP {exc.code}")
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, ssl.SSLCertVerificationError):
-            return Answer(True, f"TLS: {reason.verify_message or reason}")
+            return (True, f"TLS: {reason.verify_message or reason}")
         if isinstance(reason, TimeoutError):
-            return Answer(False, f"no answer within {timeout:g}s")
+            return (False, f"no answer within {timeout:g}s")
         if isinstance(reason, OSError) and reason.strerror:
-            return Answer(False, reason.strerror.lower())
-        return Answer(False, str(reason))
+            return (False, reason.strerror.lower())
+        return (False, str(reason))
     except TimeoutError:
-        return Answer(False, f"no answer within {timeout:g}s")
+        return (False, f"no answer within {timeout:g}s")
     except (OSError, ValueError) as exc:
-        return Answer(False, str(exc) or type(exc).__name__)
+        return (False, str(exc) or type(exc).__name__)
 
 
 def check(found: Target | None, registry_from: str) -> None:
@@ -137,14 +117,12 @@ def check(found: Target | None, registry_from: str) -> None:
     if os.environ.get(SKIP_ENV) == "0":
         door.note(f"registry probe: skipped ({SKIP_ENV}=0); the build {found.why}: {found.host}")
         return
-    answer = ask(found.url)
-    if answer.ok:
-        door.note(
-            f"registry {found.host} answers ({found.url}: {answer.said}); the build {found.why}"
-        )
+    answered, said = ask(found.url)
+    if answered:
+        door.note(f"registry {found.host} answers ({found.url}: {said}); the build {found.why}")
         return
     raise UserError(
-        f"registry {found.host} does not answer ({found.url}: {answer.said}); the build "
+        f"registry {found.host} does not answer ({found.url}: {said}); the build "
         f"{found.why}, and would hang or fail: start it (the sandbox's registry: "
         f"`vllm-omni-ci sandbox up`) or name another with {registry_from} "
         f"({SKIP_ENV}=0 skips this check)",

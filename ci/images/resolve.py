@@ -1,4 +1,4 @@
-"""Input resolution shared by the ROCm and CUDA builds: flag, then env, then default.
+"""Input resolution shared by the image builds: flag, then env, then default.
 
 Every resolver appends its problems to one list, so that a user sees every
 input error of a run at once (one `error:` line each) before any command runs.
@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ci.errors import BAD_INPUT, UserError
-from ci.images import backends
-from ci.images.backends import tag_problem
+from ci.errors import UserError
+from ci.images import backends, refs
 from ci.images.cachekey import CacheKey
 from ci.images.options import BuildOptions
 from ci.target import resolve_commit, resolve_repo
@@ -24,7 +23,6 @@ K = TypeVar("K", bound=backends.KeyedBuild)
 # engine's `docker`-driver builder where the docker-container driver's image cannot
 # be pulled); the inspect -> create sequence stays, so a missing one is still created.
 BUILDX_BUILDER_ENV = "VLLM_OMNI_CI_BUILDX_BUILDER"
-COMMIT_MESSAGE = "BUILDKITE_COMMIT is not set"  # the scripts' text, without "ERROR: "
 
 
 def setting(
@@ -54,22 +52,12 @@ def commit_and_repo(
     repo = gather(problems, lambda: resolve_repo(options.repo or None))
     if repo is None:
         return None, None
-    commit = gather(
-        problems,
-        lambda: resolve_commit(
-            repo, options.commit or None, env, code=BAD_INPUT, message=COMMIT_MESSAGE
-        ),
-    )
+    commit = gather(problems, lambda: resolve_commit(repo, options.commit or None, env))
     if commit is not None:
-        if options.commit:
-            source = "--commit"
-        elif env.get("BUILDKITE_COMMIT"):
-            source = "BUILDKITE_COMMIT"
-        else:
+        source = "--commit" if options.commit else "BUILDKITE_COMMIT"
+        if not options.commit and not env.get("BUILDKITE_COMMIT"):
             source = "git HEAD"
-        problem = tag_problem(commit, source)
-        if problem:
-            problems.append(problem)
+        problems += filter(None, [refs.tag_problem(commit, source)])
     return repo, commit
 
 
@@ -87,9 +75,8 @@ def prepare_keyed(
     """Resolve and check a content-keyed build (ROCm, CUDA); every problem at once, exit 2.
 
     `registry_env` is the script's registry variable (None: the script had a
-    constant); `key_of` computes the cache key from the checkout; `extra` are
-    the platform's own fields, already resolved, and `problems` what the
-    platform found wrong with them.
+    constant); `extra` are the platform's own fields, already resolved, and
+    `problems` what the platform found wrong with them.
     """
     platform_problems = list(problems)
     problems = options.misplaced()
@@ -105,17 +92,12 @@ def prepare_keyed(
     if builder_name and options.builder == backends.ENGINE:
         problems.append(f"{builder_from}: applies to --builder buildx or auto only")
     registry, registry_from = setting(
-        options.registry,
-        "--registry",
-        env if registry_env else {},
-        registry_env or "",
-        default_registry,
+        options.registry, "--registry", env, registry_env or "", default_registry
     )
-    problems += filter(None, [backends.repository_problem(registry, registry_from)])
+    problems += filter(None, [refs.repository_problem(registry, registry_from)])
     repo, commit = commit_and_repo(options, env, problems)
     key = gather(problems, lambda: key_of(repo)) if repo is not None else None
-    problems += platform_problems
-    UserError.collect(problems, code=BAD_INPUT)
+    UserError.collect([*problems, *platform_problems])
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker, note = backends.choose(requested, options.docker, dry_run=options.dry_run)
     return cls(

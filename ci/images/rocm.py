@@ -1,16 +1,13 @@
 """`build-image --platform rocm`: replaces `.buildkite/amd/scripts/build-ci-image.sh`.
 
-The script's contract, kept. The key (cachekey.rocm_key) selects the
-registry cache ref; the image is `<registry>:<commit>`, target `test`. The
-differences from the script (exit 2 for input errors, `--builder` instead of
-`docker buildx use`, an engine backend, failing on an unhashable input) are in
+The key (cachekey.rocm_key) selects the registry cache ref; the image is
+`<registry>:<commit>`, target `test`. The differences from the script are in
 docs/differences.md.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,21 +17,16 @@ from ci.images import backends, cachekey, refs
 from ci.images.options import BuildOptions
 from ci.images.resolve import prepare_keyed, setting
 
-REGISTRY_ENV = refs.ROCM_REGISTRY_ENV
-DEFAULT_REGISTRY = refs.ROCM_REGISTRY
 ARCH_ENV = "PYTORCH_ROCM_ARCH"
 DEFAULT_ARCH = "gfx942"
-DOCKERFILE = "docker/Dockerfile.rocm"
-TARGET = "test"
-BUILDER = backends.Builder("vllm-omni-rocm-builder", bootstrap=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RocmBuild(backends.KeyedBuild):
     """Everything the plan depends on; `plan()` is a pure function of it."""
 
-    builder = BUILDER
-    dockerfile = DOCKERFILE
+    builder = backends.Builder("vllm-omni-rocm-builder", bootstrap=True)
+    dockerfile = "docker/Dockerfile.rocm"
     arch: str
 
     @property
@@ -43,7 +35,7 @@ class RocmBuild(backends.KeyedBuild):
 
     def spec(self) -> backends.BuildSpec:
         return self.build_spec(
-            target=TARGET,
+            target="test",
             build_args=(("ARG_PYTORCH_ROCM_ARCH", self.arch),),
             pull=True,
             cache_to_options=("mode=max", "compression=zstd", "ignore-error=true"),
@@ -69,8 +61,8 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Rocm
         RocmBuild,
         options,
         source,
-        registry_env=REGISTRY_ENV,
-        default_registry=DEFAULT_REGISTRY,
+        registry_env=refs.ROCM_REGISTRY_ENV,
+        default_registry=refs.ROCM_REGISTRY,
         key_of=lambda repo: cachekey.rocm_key(repo, arch),
         problems=filter(None, [arch_problem(arch, arch_from)]),
         arch=arch,
@@ -80,17 +72,16 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Rocm
 def arch_problem(arch: str, source: str) -> str | None:
     """Why `arch` cannot be PYTORCH_ROCM_ARCH, or None.
 
-    It is used verbatim (the cache key hashes its bytes, the build arg passes
-    it), `;` lists included (`gfx90a;gfx942`); whitespace and control
-    characters (a newline from a here-doc, a stray space) would change the key
-    and the build arg without anyone seeing it, so they are an input error.
+    It is used verbatim (the key hashes its bytes, the build arg passes it),
+    `;` lists included; whitespace and control characters would change both
+    without anyone seeing it, so they are an input error.
     """
     bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
     if not bad:
         return None
-    shown = ", ".join(repr(c) for c in bad)
     return (
-        f"{source}: {arch!r} has whitespace or a control character ({shown}); give the "
+        f"{source}: {arch!r} has whitespace or a control character "
+        f"({', '.join(repr(c) for c in bad)}); give the "
         "targets without spaces, separated by ';' (e.g. gfx90a;gfx942)"
     )
 
@@ -101,6 +92,5 @@ def build(options: BuildOptions) -> None:
         door.execute(job.plan(), dry_run=True)
         return
     job.probe()
-    sys.stdout.write(f"ROCm dependency cache: {job.cache_ref}\nROCm CI image: {job.image_ref}\n")
-    sys.stdout.flush()
+    print(f"ROCm dependency cache: {job.cache_ref}\nROCm CI image: {job.image_ref}", flush=True)
     job.execute()

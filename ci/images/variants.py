@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 
 DOCKERFILE = "Dockerfile.npu.ci"
 DEVICE_SUFFIX_ARG = "VLLM_ASCEND_DEVICE_SUFFIX"
@@ -41,7 +41,6 @@ class NpuVariant:
     label: str  # how step labels name it
     tag_suffix: str  # appended to the commit in the image tag
     device_suffix: str  # VLLM_ASCEND_DEVICE_SUFFIX build arg ("" = not passed)
-    test_queue: str  # where the tests that use this image run
     presets: tuple[str, ...]  # hardware presets whose image is this variant's
     dockerfile: str = DOCKERFILE
 
@@ -69,16 +68,10 @@ class NpuVariant:
 
 
 VARIANTS: tuple[NpuVariant, ...] = (
-    NpuVariant("a2", "A2", "", "", "ascend-a2b3", ("a2b3_npu_1", "a2b3_npu_4", "a2b3_npu_8")),
-    NpuVariant(
-        "a3", "A3", "-a3", "-a3", "ascend-a3", ("a3_npu_2", "a3_npu_4", "a3_npu_8", "a3_npu_16")
-    ),
-    NpuVariant(
-        "a5", "A5", "-a5", "-a5", "ascend-a5", ("a5_npu_2", "a5_npu_4", "a5_npu_8", "a5_npu_16")
-    ),
-    NpuVariant(
-        "310p", "310P", "-310p", "-310p", "ascend-310p", ("310p_npu_1", "310p_npu_2", "310p_npu_4")
-    ),
+    NpuVariant("a2", "A2", "", "", ("a2b3_npu_1", "a2b3_npu_4", "a2b3_npu_8")),
+    NpuVariant("a3", "A3", "-a3", "-a3", ("a3_npu_2", "a3_npu_4", "a3_npu_8", "a3_npu_16")),
+    NpuVariant("a5", "A5", "-a5", "-a5", ("a5_npu_2", "a5_npu_4", "a5_npu_8", "a5_npu_16")),
+    NpuVariant("310p", "310P", "-310p", "-310p", ("310p_npu_1", "310p_npu_2", "310p_npu_4")),
 )
 
 ALLOWED = ", ".join(v.name for v in VARIANTS)
@@ -87,10 +80,7 @@ ALLOWED = ", ".join(v.name for v in VARIANTS)
 def variant(name: str) -> NpuVariant:
     """The row for `--variant NAME` (empty means the default, a2)."""
     key = (name or DEFAULT_VARIANT).strip().lower()
-    for row in VARIANTS:
-        if row.name == key:
-            return row
-    raise UserError(
-        f"--variant: unknown NPU variant {name!r}: allowed values are {ALLOWED}",
-        code=BAD_INPUT,
-    )
+    row = next((row for row in VARIANTS if row.name == key), None)
+    if row is None:
+        raise UserError(f"--variant: unknown NPU variant {name!r}: allowed values are {ALLOWED}")
+    return row

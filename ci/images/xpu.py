@@ -8,29 +8,27 @@ is found in the script's priority order, one *tier* after another:
 3. `VLLM_BASE` (default `xpu/vllm-omni-ci-base:<version>`) exists locally;
 4. clone vLLM at the tag and build its `vllm-openai` target as `VLLM_BASE` (~30 min).
 
-What changed around the script: an engine that cannot answer an image lookup
-is an error (the script read an empty `docker images -q` as "missing" and
-started the 30-minute source build); the winning tier is logged with its
-reason; and when the engine cannot export with `--output type=image` (the
-classic image store, e.g. Docker 20.10), the build is a plain `docker build -t`.
+Unlike the script, an engine that cannot answer an image lookup is an error
+(an empty `docker images -q` used to start the 30-minute source build); the
+winning tier is logged with its reason; and an engine that cannot export with
+`--output type=image` (the classic image store) builds with `docker build -t`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ci import doctor, door, door_docker
-from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.errors import FAILURE, Stop, UserError
 from ci.images import backends, deadline, refs
-from ci.images.backends import reference_problem, repository_problem, tag_problem
 from ci.images.options import BuildOptions
 from ci.images.resolve import gather
 from ci.target import resolve_commit, resolve_repo
@@ -40,12 +38,11 @@ if TYPE_CHECKING:
 
 DEFAULT_UPSTREAM = "vllm/vllm-openai-xpu"
 LOCAL_BASE_REPO = "xpu/vllm-omni-ci-base"
-IMAGE_REPO = refs.XPU_REPOSITORY
 VLLM_GIT_URL = "https://github.com/vllm-project/vllm"
-SOURCE_TARGET = "vllm-openai"
 DOCKERFILE = "docker/Dockerfile.xpu"
 DEFAULT_COMPRESSION = "zstd"
 COMPRESSIONS = ("zstd", "gzip", "estargz", "uncompressed")  # BuildKit's exporter accepts these
+SOURCE_DIR = "<tmp>/vllm"  # the clone's temporary folder, as a plan shows it
 
 
 class BaseTier(enum.IntEnum):
@@ -57,12 +54,12 @@ class BaseTier(enum.IntEnum):
     SOURCE = 4
 
     def describe(self) -> str:
-        return {
-            BaseTier.PULLED: "pulled the upstream image",
-            BaseTier.LOCAL_UPSTREAM: "local copy of the upstream image",
-            BaseTier.LOCAL_BASE: "VLLM_BASE found locally",
-            BaseTier.SOURCE: "VLLM_BASE built from vLLM source",
-        }[self]
+        return (
+            "pulled the upstream image",
+            "local copy of the upstream image",
+            "VLLM_BASE found locally",
+            "VLLM_BASE built from vLLM source",
+        )[self - 1]
 
 
 @dataclass(frozen=True)
@@ -88,14 +85,10 @@ class XpuBuild:
 
     @property
     def image(self) -> str:
-        return refs.image_ref(IMAGE_REPO, self.commit)
+        return refs.image_ref(refs.XPU_REPOSITORY, self.commit)
 
     def base_for(self, tier: BaseTier) -> str:
-        return (
-            self.upstream
-            if tier in (BaseTier.PULLED, BaseTier.LOCAL_UPSTREAM)
-            else self.fallback_base
-        )
+        return self.upstream if tier <= BaseTier.LOCAL_UPSTREAM else self.fallback_base
 
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
@@ -110,7 +103,7 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
         commit = gather(
             problems,
             lambda: resolve_commit(
-                repo, options.commit, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
+                repo, options.commit, env, message="BUILDKITE_COMMIT must be set"
             ),
         )
         if not (repo / DOCKERFILE).is_file():
@@ -121,17 +114,17 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     problems += filter(
         None,
         [
-            tag_problem(version, "VLLM_VERSION") if version else None,
-            tag_problem(commit, "--commit") if commit else None,
-            repository_problem(upstream_repo, "--upstream-repo"),
-            reference_problem(vllm_base, "VLLM_BASE") if vllm_base else None,
-            None
-            if compression in COMPRESSIONS
-            else f"EXPORT_COMPRESSION: {compression!r}: allowed values are "
-            + ", ".join(COMPRESSIONS),
+            version and refs.tag_problem(version, "VLLM_VERSION"),
+            commit and refs.tag_problem(commit, "--commit"),
+            refs.repository_problem(upstream_repo, "--upstream-repo"),
+            vllm_base and refs.reference_problem(vllm_base, "VLLM_BASE"),
         ],
     )
-    UserError.collect(problems, code=BAD_INPUT)
+    if compression not in COMPRESSIONS:
+        problems.append(
+            f"EXPORT_COMPRESSION: {compression!r}: allowed values are {', '.join(COMPRESSIONS)}"
+        )
+    UserError.collect(problems)
     assert repo is not None and commit is not None
     return XpuBuild(
         repo=str(repo),
@@ -142,9 +135,6 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
         compression=compression,
         docker=options.docker or "docker",
     )
-
-
-# --------------------------------------------------------------------------- planning (pure)
 
 
 def output_args(name: str, compression: str, export: bool) -> tuple[str, ...]:
@@ -176,14 +166,8 @@ def clone_command(build: XpuBuild, dest: str) -> door.Command:
 def source_build_command(build: XpuBuild, src: str, export: bool) -> door.Command:
     return door.Command(
         (
-            build.docker,
-            "build",
-            *output_args(build.fallback_base, build.compression, export),
-            "--target",
-            SOURCE_TARGET,
-            "-f",
-            f"{src}/{DOCKERFILE}",
-            src,
+            *(build.docker, "build", *output_args(build.fallback_base, build.compression, export)),
+            *("--target", "vllm-openai", "-f", f"{src}/{DOCKERFILE}", src),
         ),
         description=f"build {build.fallback_base} from vLLM {build.vllm_version} source (tier 4)",
         env={"DOCKER_BUILDKIT": "1"},
@@ -193,16 +177,9 @@ def source_build_command(build: XpuBuild, src: str, export: bool) -> door.Comman
 def image_build_command(build: XpuBuild, base: str, export: bool) -> door.Command:
     return door.Command(
         (
-            build.docker,
-            "build",
-            *output_args(build.image, build.compression, export),
-            "--build-arg",
-            f"VLLM_BASE={base}",
-            "--build-arg",
-            f"VLLM_VERSION={build.vllm_version}",
-            "-f",
-            DOCKERFILE,
-            ".",
+            *(build.docker, "build", *output_args(build.image, build.compression, export)),
+            *("--build-arg", f"VLLM_BASE={base}"),
+            *("--build-arg", f"VLLM_VERSION={build.vllm_version}", "-f", DOCKERFILE, "."),
         ),
         description=f"build {build.image} on {base}",
         env={"DOCKER_BUILDKIT": "1"},
@@ -210,28 +187,25 @@ def image_build_command(build: XpuBuild, base: str, export: bool) -> door.Comman
     )
 
 
-def export_fact(export: bool) -> tuple[str, str]:
-    if export:
-        return ("export", "--output type=image (the engine can export)")
-    return ("export", "plain docker build -t (the engine cannot do --output type=image)")
-
-
 def tier_plan(build: XpuBuild, tier: BaseTier, reason: str, export: bool) -> door.Plan:
     """What runs once the tier is known (dry-run with an engine, and the log)."""
-    commands: list[door.Command] = []
-    if tier == BaseTier.PULLED:
-        commands.append(pull_command(build))
-    src = "<tmp>/vllm"
+    commands = [pull_command(build)] if tier == BaseTier.PULLED else []
     if tier == BaseTier.SOURCE:
-        commands += [clone_command(build, src), source_build_command(build, src, export)]
+        commands += [
+            clone_command(build, SOURCE_DIR),
+            source_build_command(build, SOURCE_DIR, export),
+        ]
     commands.append(image_build_command(build, build.base_for(tier), export))
+    how = "--output type=image (the engine can export)"
+    if not export:
+        how = "plain docker build -t (the engine cannot do --output type=image)"
     return door.Plan(
         commands=tuple(commands),
         facts=(
             ("tier", f"{int(tier)}: {tier.describe()} ({reason})"),
             ("base", build.base_for(tier)),
             ("image", build.image),
-            export_fact(export),
+            ("export", how),
         ),
         title="XPU CI image",
     )
@@ -243,21 +217,21 @@ def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
     The builds show the script's `--output type=image` (what an engine with
     the containerd image store runs); the `export` fact says when `-t` replaces it.
     """
-    src = "<tmp>/vllm"
+    up, base = build.upstream, build.fallback_base
     return door.Plan(
         commands=(
             pull_command(build),
-            clone_command(build, src),
-            source_build_command(build, src, export=True),
-            image_build_command(build, build.upstream, export=True),
+            clone_command(build, SOURCE_DIR),
+            source_build_command(build, SOURCE_DIR, export=True),
+            image_build_command(build, up, export=True),
         ),
         facts=(
             ("engine", why),
-            ("tier 1", f"pull {build.upstream}; on success the base is {build.upstream}"),
-            ("tier 2", f"else a local copy of {build.upstream}"),
-            ("tier 3", f"else {build.fallback_base} if it exists locally"),
-            ("tier 4", f"else clone vLLM {build.vllm_version} and build {build.fallback_base}"),
-            ("base", f"{build.upstream} (tiers 1-2) or {build.fallback_base} (tiers 3-4)"),
+            ("tier 1", f"pull {up}; on success the base is {up}"),
+            ("tier 2", f"else a local copy of {up}"),
+            ("tier 3", f"else {base} if it exists locally"),
+            ("tier 4", f"else clone vLLM {build.vllm_version} and build {base}"),
+            ("base", f"{up} (tiers 1-2) or {base} (tiers 3-4)"),
             ("image", build.image),
             (
                 "export",
@@ -269,15 +243,16 @@ def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
     )
 
 
-# --------------------------------------------------------------------------- engine lookups
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
 
 
 class EngineError(Stop):
     """The engine could not answer a lookup: never read as "image missing"."""
 
     def __init__(self, what: str, exc: BaseException) -> None:
-        detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        super().__init__(FAILURE, f"error: docker engine query failed ({what}): {detail}")
+        super().__init__(FAILURE, f"error: docker engine query failed ({what}): {_last_line(exc)}")
 
 
 def engine_client() -> DockerClient:
@@ -303,30 +278,20 @@ def image_exists(client: DockerClient, ref: str) -> bool:
     return True
 
 
-def remote_exists(client: DockerClient, ref: str) -> tuple[bool, str]:
-    """Read-only registry check (no pull) for the dry-run: (available, reason)."""
-    try:
-        door_docker.ask(
-            f"ask the registry for {ref} (no pull)", lambda: client.images.get_registry_data(ref)
-        )
-    except Exception as exc:
-        text = str(exc).strip().splitlines()
-        return False, text[-1] if text else type(exc).__name__
-    return True, "the registry has it"
-
-
 def predict_tier(build: XpuBuild, client: DockerClient) -> tuple[BaseTier, str]:
-    """The tier a real run would pick, from read-only lookups only."""
-    remote, why = remote_exists(client, build.upstream)
-    if remote:
-        return BaseTier.PULLED, f"{build.upstream}: {why}"
-    if image_exists(client, build.upstream):
-        return BaseTier.LOCAL_UPSTREAM, f"{build.upstream} not pullable ({why}), local copy present"
-    if image_exists(client, build.fallback_base):
-        return BaseTier.LOCAL_BASE, f"{build.upstream} unavailable, {build.fallback_base} present"
-    return BaseTier.SOURCE, (
-        f"{build.upstream} not pullable ({why}) nor local; {build.fallback_base} not local"
-    )
+    """The tier a real run would pick, from read-only lookups only (the registry: no pull)."""
+    up, base = build.upstream, build.fallback_base
+    try:
+        ask = f"ask the registry for {up} (no pull)"
+        door_docker.ask(ask, lambda: client.images.get_registry_data(up))
+        return BaseTier.PULLED, f"{up}: the registry has it"
+    except Exception as exc:
+        why = _last_line(exc)
+    if image_exists(client, up):
+        return BaseTier.LOCAL_UPSTREAM, f"{up} not pullable ({why}), local copy present"
+    if image_exists(client, base):
+        return BaseTier.LOCAL_BASE, f"{up} unavailable, {base} present"
+    return BaseTier.SOURCE, f"{up} not pullable ({why}) nor local; {base} not local"
 
 
 def engine_can_export(client: DockerClient) -> bool:
@@ -335,41 +300,28 @@ def engine_can_export(client: DockerClient) -> bool:
         info = door_docker.ask("engine info (its image store)", client.info)
     except Exception as exc:
         raise EngineError("info", exc) from None
-    status = info.get("DriverStatus") or []
-    return any("containerd.snapshotter" in str(value) for _key, value in status)
-
-
-# --------------------------------------------------------------------------- running
-
-
-class Lookup:
-    """Image lookups through the docker SDK, connected on first use (tier 1 needs none)."""
-
-    def __init__(self) -> None:
-        self._client: DockerClient | None = None
-
-    def __call__(self, ref: str) -> bool:
-        if self._client is None:
-            self._client = engine_client()
-        return image_exists(self._client, ref)
+    return any(
+        "containerd.snapshotter" in str(value) for _key, value in info.get("DriverStatus") or []
+    )
 
 
 def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[BaseTier, str]:
     """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
+    up, base = build.upstream, build.fallback_base
     # Streamed, not captured: the upstream image is ~37 GB and the log should show progress.
     pulled = deadline.step(pull_command(build))
     if pulled.ok:
-        return BaseTier.PULLED, f"docker pull {build.upstream} succeeded"
+        return BaseTier.PULLED, f"docker pull {up} succeeded"
     reason = f"docker pull exit {pulled.code}, its error is in the log above"
-    door.note(f"pull of {build.upstream} failed ({reason})")
-    if exists(build.upstream):
-        door.note(f"WARNING: could not pull {build.upstream}; using local copy")
+    door.note(f"pull of {up} failed ({reason})")
+    if exists(up):
+        door.note(f"WARNING: could not pull {up}; using local copy")
         return BaseTier.LOCAL_UPSTREAM, f"pull failed ({reason}); local copy present"
-    door.note(f"WARNING: {build.upstream} unavailable remotely and locally")
-    if exists(build.fallback_base):
-        return BaseTier.LOCAL_BASE, f"{build.upstream} unavailable; {build.fallback_base} present"
-    door.note(f"WARNING: building {build.fallback_base} from vLLM {build.vllm_version} source")
-    return BaseTier.SOURCE, f"neither {build.upstream} nor {build.fallback_base} is available"
+    door.note(f"WARNING: {up} unavailable remotely and locally")
+    if exists(base):
+        return BaseTier.LOCAL_BASE, f"{up} unavailable; {base} present"
+    door.note(f"WARNING: building {base} from vLLM {build.vllm_version} source")
+    return BaseTier.SOURCE, f"neither {up} nor {base} is available"
 
 
 def build_from_source(build: XpuBuild, export: bool) -> None:
@@ -382,12 +334,6 @@ def build_from_source(build: XpuBuild, export: bool) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def choose_client(options: BuildOptions) -> tuple[str, bool]:
-    """(docker client that can build with BuildKit, whether the engine exports type=image)."""
-    report = doctor.probe(options.docker or None, engine=True)
-    return backends.engine_client(report, options.docker), report.output_image
-
-
 def no_engine_reason(exc: BaseException) -> str:
     """One readable line: where the engine was looked for and the OS-level reason."""
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -397,8 +343,7 @@ def no_engine_reason(exc: BaseException) -> str:
             return f"no engine answers at {host} ({cause.strerror})"
         args = [a for a in getattr(cause, "args", ()) if isinstance(a, BaseException)]
         cause = args[-1] if args else (cause.__cause__ or cause.__context__)
-    text = str(exc).strip().splitlines()
-    return f"no engine answers at {host} ({text[-1] if text else type(exc).__name__})"
+    return f"no engine answers at {host} ({_last_line(exc)})"
 
 
 def dry_run(build: XpuBuild, client_path: str = "") -> None:
@@ -424,10 +369,12 @@ def build(options: BuildOptions) -> None:
     if options.dry_run:
         dry_run(job, options.docker)
         return
-    docker_path, export = choose_client(options)
-    job = dataclasses.replace(job, docker=docker_path)
+    report = doctor.probe(options.docker or None, engine=True)
+    job = dataclasses.replace(job, docker=backends.engine_client(report, options.docker))
+    export = report.output_image
     with door.buildkite_group(f"XPU base image for vLLM {job.vllm_version}"):
-        tier, reason = resolve_base(job, Lookup())
+        client = functools.cache(engine_client)  # connected on first use: tier 1 needs none
+        tier, reason = resolve_base(job, lambda ref: image_exists(client(), ref))
         door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
         door.note(f"why: {reason}")
         if tier == BaseTier.SOURCE:
@@ -439,5 +386,4 @@ def build(options: BuildOptions) -> None:
         )
     with door.buildkite_group(f"XPU CI image {job.image}"):
         deadline.step(image_build_command(job, job.base_for(tier), export), check=True)
-    sys.stdout.write(job.image + "\n")
-    sys.stdout.flush()
+    print(job.image, flush=True)

@@ -4,19 +4,15 @@ Replaces `.buildkite/release/scripts/cleanup-nightly-builds.sh`, with its
 rules: log in, page through the name-filtered tag list, keep only names that
 start with `nightly-` (Hub's filter is a substring match), sort newest first,
 keep N, delete the rest one by one with a pause, and exit 1 if any delete
-failed. Fixed on the way (docs/differences.md): a listing error exits 1
-instead of looking like "no tags", timestamps are compared as datetimes, and
-no credential is ever printed.
-
-The selection (`matching`, `newest_first`, `split`) is pure; `cleanup` talks
-to the Hub.
+failed. Unlike the script (docs/differences.md), a listing error exits 1,
+timestamps are compared as datetimes, and no credential is ever printed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ci import door
-from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.errors import FAILURE, Stop, UserError
 from ci.redact import Redactor
 from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, check_url
 
@@ -43,17 +39,11 @@ class Tag:
 
 
 def parse_keep(value: str) -> int:
-    """`--keep` as a number; a word that is not one is an input error (exit 2), not a traceback.
-
-    Why a string: Invoke converts `int` options itself and lets a bad value
-    escape as a ValueError.
-    """
+    """`--keep` as a number (Invoke would let a bad `int` escape as a ValueError): exit 2."""
     try:
         return int(value.strip())
     except ValueError:
-        raise UserError(
-            f"--keep: {value!r} is not a positive number of tags to keep", code=BAD_INPUT
-        ) from None
+        raise UserError(f"--keep: {value!r} is not a positive number of tags to keep") from None
 
 
 def parse_time(value: object) -> datetime | None:
@@ -73,14 +63,12 @@ def parse_time(value: object) -> datetime | None:
 
 def matching(results: Iterable[Any], prefix: str = TAG_PREFIX) -> list[Tag]:
     """The results whose name starts with the prefix (the client-side filter)."""
-    found = []
-    for item in results:
-        if not isinstance(item, dict):
-            continue
-        name = item.get("name")
-        if isinstance(name, str) and name.startswith(prefix):
-            found.append(Tag(name, parse_time(item.get("last_updated"))))
-    return found
+    items = [item for item in results if isinstance(item, dict)]
+    return [
+        Tag(item["name"], parse_time(item.get("last_updated")))
+        for item in items
+        if isinstance(item.get("name"), str) and item["name"].startswith(prefix)
+    ]
 
 
 def newest_first(tags: Iterable[Tag]) -> list[Tag]:
@@ -92,9 +80,7 @@ def newest_first(tags: Iterable[Tag]) -> list[Tag]:
     by_name = sorted(tags, key=lambda t: t.name, reverse=True)
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     return sorted(
-        by_name,
-        key=lambda t: (t.last_updated is None, t.last_updated or epoch),
-        reverse=True,
+        by_name, key=lambda t: (t.last_updated is None, t.last_updated or epoch), reverse=True
     )
 
 
@@ -153,15 +139,13 @@ def cleanup(
     env: Mapping[str, str] | None = None,
 ) -> None:
     source = os.environ if env is None else env
-    problems = []
     reason = check_url(hub_url)
-    if reason:
-        problems.append(f"--hub-url: {hub_url!r} {reason}")
+    problems = [f"--hub-url: {hub_url!r} {reason}"] if reason else []
     if keep < 1:
         problems.append(f"--keep: {keep} is not a positive number of tags to keep")
     if delete_interval < 0:
         problems.append("--delete-interval: must not be negative")
-    UserError.collect(problems, code=BAD_INPUT)
+    UserError.collect(problems)
 
     token = source.get("DOCKERHUB_TOKEN", "")
     username = source.get("DOCKERHUB_USERNAME", "")
@@ -189,7 +173,7 @@ def cleanup(
     if dry_run:
         for tag in doomed:
             log(f"(dry-run) Would delete tag: {tag.name}")
-        sys.stdout.write("".join(f"{t.name}\n" for t in doomed))
+        print("".join(f"{t.name}\n" for t in doomed), end="")
         return
 
     log("Deleting old tags...")
@@ -197,8 +181,7 @@ def cleanup(
     for tag in doomed:
         log(f"Deleting tag: {tag.name}")
         if delete(hub, tag.name, log):
-            sys.stdout.write(f"{tag.name}\n")
-            sys.stdout.flush()
+            print(tag.name, flush=True)
         else:
             failures += 1
         time.sleep(delete_interval)
@@ -238,8 +221,6 @@ def _detail(body: bytes) -> str:
     """`.detail` of a JSON body, else the raw body, else a placeholder (the script's rule)."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
-        import json
-
         found = json.loads(text)
     except ValueError:
         found = None

@@ -1,11 +1,10 @@
 """A small Docker Hub API client: login, one page of tags, delete a tag.
 
-Why not curl through the door: the bearer token would have to travel in an
-argv or a header file, both visible to other processes or left on disk.
-urllib keeps it in memory. Every request has a timeout, JSON bodies come from
-a serializer, and redirects are refused so the Authorization header never
-follows one to another host. Calls other than DELETE are retried on 429/5xx.
-Nothing here ever puts a credential in an exception message or a repr.
+Not curl through the door: the bearer token would travel in an argv or a
+header file, visible to other processes or left on disk; urllib keeps it in
+memory. Every request has a timeout, and redirects are refused so the
+Authorization header never follows one to another host. No credential is
+ever put in an exception message or a repr.
 """
 
 from __future__ import annotations
@@ -78,11 +77,8 @@ class HubClient:
         return f"{full}?{urllib.parse.urlencode(query)}" if query else full
 
     def request(self, method: str, url: str, payload: object = None) -> Response:
-        """One call, retried on 429/5xx and connection errors unless it is a DELETE.
-
-        A DELETE is not repeated: a retry after a lost answer would report a
-        404 for a tag that was in fact deleted.
-        """
+        """One call, retried on 429/5xx and connection errors; a DELETE is never repeated
+        (a retry after a lost answer would report a 404 for a tag in fact deleted)."""
         attempts = 1 if method == "DELETE" else self.attempts
         for attempt in range(1, attempts + 1):
             try:
@@ -123,12 +119,10 @@ class HubClient:
         """POST /v2/users/login; keeps the bearer token for later requests."""
         url = self.url("/v2/users/login")
         resp = self.request("POST", url, {"username": username, "password": password})
-        token = None
-        if resp.ok:
-            try:
-                token = resp.json().get("token")
-            except (ValueError, AttributeError):
-                token = None
+        try:
+            token = resp.json().get("token") if resp.ok else None
+        except (ValueError, AttributeError):
+            token = None
         if not isinstance(token, str) or not token or token == "null":
             raise HubError(f"POST {url}: HTTP {resp.status}, no token", status=resp.status)
         self._bearer = token

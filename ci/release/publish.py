@@ -10,13 +10,13 @@ door's step policy, so the dry-run prints the plan that runs.
 from __future__ import annotations
 
 import os
-import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ci import door
-from ci.errors import BAD_INPUT, FAILURE, UserError
+from ci.errors import FAILURE, UserError
+from ci.images.refs import TAG
 
 DOCKERHUB_REPO = "vllm/vllm-omni"
 ECR_REGISTRY = "public.ecr.aws/q9t5s3a7"
@@ -26,7 +26,7 @@ MODES = ("release", "nightly")
 DEFAULT_MODE = "release"
 ARCHES = ("x86_64", "aarch64")
 VERSION_PLACEHOLDER = "<release-version>"
-_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+TAG_CHARS = " (allowed: letters, digits, '_', '.', '-'; at most 128 with its prefix)"
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,9 @@ class Publication:
 
     def published(self) -> tuple[str, ...]:
         """Every Docker Hub ref this run writes, in the order it writes them."""
-        refs = []
-        for tag in self.primary_tags:
-            refs += [f"{DOCKERHUB_REPO}:{tag}-{arch}" for arch in ARCHES]
-            refs.append(f"{DOCKERHUB_REPO}:{tag}")
-        refs += [f"{DOCKERHUB_REPO}:{tag}" for tag in self.extra_tags]
-        return tuple(refs)
+        per_tag = ([f"{tag}-{arch}" for arch in ARCHES] + [tag] for tag in self.primary_tags)
+        tags = [*(t for group in per_tag for t in group), *self.extra_tags]
+        return tuple(f"{DOCKERHUB_REPO}:{tag}" for tag in tags)
 
 
 def parse_mode(mode: str) -> str:
@@ -56,42 +53,36 @@ def parse_mode(mode: str) -> str:
     if value not in MODES:
         raise UserError(
             f"--mode: unknown mode {mode!r}: allowed values are release, nightly "
-            "(usage: release.publish-images [--mode release|nightly])",
-            code=BAD_INPUT,
+            "(usage: release.publish-images [--mode release|nightly])"
         )
     return value
-
-
-TAG_CHARS = " (allowed: letters, digits, '_', '.', '-'; at most 128 with its prefix)"
 
 
 def publication(mode: str, commit: str, version: str) -> Publication:
     """The tags of the script's `case "$MODE"` (version: release mode only)."""
     problems = []
-    if not _TAG_RE.fullmatch(f"nightly-{commit}") or not commit:
+    if not TAG.fullmatch(f"nightly-{commit}") or not commit:
         problems.append(f"--commit: {commit!r} cannot be part of an image tag{TAG_CHARS}")
-    if (
-        mode == "release"
-        and version != VERSION_PLACEHOLDER
-        and not _TAG_RE.fullmatch(f"v{version}")
-    ):
+    if mode == "release" and version != VERSION_PLACEHOLDER and not TAG.fullmatch(f"v{version}"):
         problems.append(f"release-version: {version!r} cannot be part of an image tag{TAG_CHARS}")
-    UserError.collect(problems, code=BAD_INPUT)
+    UserError.collect(problems)
     if mode == "release":
         return Publication(mode, commit, ("latest", f"v{version}"))
     return Publication(mode, commit, ("nightly",), (f"nightly-{commit}",))
 
 
-def _docker(*args: str, description: str = "") -> door.Command:
-    return door.Command(("docker", *args), description=description)
+def _docker(*args: str, description: str, **policy: Any) -> door.Command:
+    return door.Command(("docker", *args), description=description, **policy)
 
 
 def _manifest(tag: str, arch_base: str) -> tuple[door.Command, ...]:
     ref = f"{DOCKERHUB_REPO}:{tag}"
     parts = [f"{DOCKERHUB_REPO}:{arch_base}-{arch}" for arch in ARCHES]
     return (
-        door.Command(
-            ("docker", "manifest", "rm", ref),
+        _docker(
+            "manifest",
+            "rm",
+            ref,
             description=f"drop the local manifest list {ref}",
             tolerate="(ignored: exit {code})",  # `docker manifest rm … || true`
         ),
@@ -108,8 +99,8 @@ def steps(pub: Publication) -> tuple[door.Command, ...]:
             description="get the ECR login password",
             secret_output=True,
         ),
-        door.Command(
-            ("docker", "login", "--username", "AWS", "--password-stdin", ECR_REGISTRY),
+        _docker(
+            *("login", "--username", "AWS", "--password-stdin", ECR_REGISTRY),
             description="log in to ECR",
             stdin="",
             stdin_secret=True,
@@ -174,7 +165,7 @@ def publish(
     mode = parse_mode(mode)
     commit = commit or source.get("BUILDKITE_COMMIT", "")
     if not commit:
-        raise UserError("BUILDKITE_COMMIT is not set (or pass --commit)", code=BAD_INPUT)
+        raise UserError("BUILDKITE_COMMIT is not set (or pass --commit)")
     facts: tuple[tuple[str, str], ...] = ()
     if mode == "release" and dry_run and not version:
         version = VERSION_PLACEHOLDER
@@ -197,4 +188,4 @@ def publish(
     door.execute(the_plan, check=True)
     door.note("")
     door.note(f"Successfully published {pub.mode} images")
-    sys.stdout.write("".join(ref + "\n" for ref in pub.published()))
+    print(*pub.published(), sep="\n")

@@ -38,9 +38,8 @@ def mirror(sources: Iterable[Path] = SOURCES) -> str:
         except OSError:
             continue
         for found in re.findall(r"(?m)^\s*(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+)", text):
-            uri = str(found).rstrip("/")
-            if uri.startswith(("http://", "https://")) and "security" not in uri:
-                return uri
+            if found.startswith(("http://", "https://")) and "security" not in found:
+                return str(found).rstrip("/")
     return DEFAULT_MIRROR
 
 
@@ -110,11 +109,10 @@ def candidate(layout: Layout, pin: Pin) -> str:
 
 def install(layout: Layout, pins: Iterable[Pin]) -> list[tuple[str, str]]:
     """Download and unpack each pin into the prefix; return (package, version) installed."""
-    wanted = list(pins)
     update(layout)
     layout.debs.mkdir(parents=True, exist_ok=True)
     layout.prefix.mkdir(parents=True, exist_ok=True)
-    versions = [(pin.package, candidate(layout, pin)) for pin in wanted]
+    versions = [(pin.package, candidate(layout, pin)) for pin in pins]
     _checked(
         door.Command(
             ("apt-get", *apt_options(layout), "download", *(f"{p}={v}" for p, v in versions)),
@@ -148,8 +146,7 @@ def installed(layout: Layout) -> dict[str, str]:
 
 
 def record(layout: Layout, versions: Iterable[tuple[str, str]]) -> None:
-    data = installed(layout)
-    data.update(dict(versions))
+    data = {**installed(layout), **dict(versions)}
     layout.installed.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 

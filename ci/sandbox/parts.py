@@ -21,16 +21,9 @@ from pathlib import Path
 from ci import door
 from ci.errors import UserError
 from ci.sandbox import debs, pins
-from ci.sandbox.layout import (
-    BASE_IMAGE,
-    REGISTRY,
-    SOCKET,
-    Layout,
-    plugin_dir,
-)
-from ci.sandbox.registryapi import in_registry
+from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, plugin_dir
+from ci.sandbox.registryapi import in_registry, registry_answers
 from ci.sandbox.registryapi import manifest_digest as manifest_digest
-from ci.sandbox.registryapi import registry_answers as answers
 from ci.sandbox.state import State
 
 REUSED, STARTED, INSTALLED = "reused", "started", "installed"
@@ -66,22 +59,7 @@ class PartContext:
 
     def docker(self) -> str:
         """The client the sandbox drives: `docker` on PATH, else the prefix's."""
-        found = shutil.which("docker")
-        if found:
-            return found
-        return str(self.layout.bin("docker"))
-
-
-def _wait(what: str, ready: Callable[[], bool], limit: float, service: door.Service | None) -> None:
-    """Poll `ready` for at most `limit` seconds; fail at once if `service` exits first."""
-    deadline = time.monotonic() + limit
-    while not ready():
-        if service is not None and not door.alive(service):
-            raise UserError(f"{what} exited before answering; {_log_tail(service.log)}")
-        if time.monotonic() >= deadline:
-            log = _log_tail(service.log) if service else "no log"
-            raise UserError(f"{what} did not answer within {limit:g}s; {log}")
-        time.sleep(0.5)
+        return shutil.which("docker") or str(self.layout.bin("docker"))
 
 
 def _log_tail(path: str) -> str:
@@ -109,11 +87,20 @@ def _start(
     ready: Callable[[], bool],
     limit: float,
 ) -> door.Service:
-    """Spawn a service, record it for `down` before waiting, and wait until it answers."""
+    """Spawn a service, record it for `down` before waiting, and wait until it answers.
+
+    Polled for at most `limit` seconds; a service that exits first fails at once.
+    """
     ctx.layout.run.mkdir(parents=True, exist_ok=True)
     service = door.spawn(cmd, str(ctx.layout.run / f"{cmd.argv[0].rsplit('/', 1)[-1]}.log"))
     ctx.state.services[part] = service
-    _wait(what, ready, limit, service)
+    deadline = time.monotonic() + limit
+    while not ready():
+        if not door.alive(service):
+            raise UserError(f"{what} exited before answering; {_log_tail(service.log)}")
+        if time.monotonic() >= deadline:
+            raise UserError(f"{what} did not answer within {limit:g}s; {_log_tail(service.log)}")
+        time.sleep(0.5)
     return service
 
 
@@ -124,61 +111,50 @@ def _started(part: str, installed: str, started: str) -> PartOutcome:
     return PartOutcome(part, STARTED, started)
 
 
-# --------------------------------------------------------------------------- engine
-
-
-@dataclass(frozen=True)
-class EngineFacts:
-    version: str | None
-    containerd_store: bool
-    error: str
-
-
-def engine_facts(docker: str) -> EngineFacts:
+def engine_facts(docker: str) -> tuple[str | None, bool, str]:
+    """(server version or None, whether it has the containerd image store, why no answer)."""
     if not Path(docker).exists() and not shutil.which(docker):
-        return EngineFacts(None, False, "no docker client")
+        return None, False, "no docker client"
     info = door.capture([docker, "info", "--format", "{{json .}}"], timeout=30)
     try:
         data = json.loads(info.stdout) if info.stdout.strip() else {}
     except json.JSONDecodeError:
         data = {}
-    version = data.get("ServerVersion") if isinstance(data, dict) else None
-    if not version:
-        errors = data.get("ServerErrors") if isinstance(data, dict) else None
-        text = "; ".join(errors) if errors else (info.stderr.strip().splitlines() or ["no answer"])
-        return EngineFacts(None, False, text if isinstance(text, str) else text[-1])
-    status = data.get("DriverStatus") or []
-    store = any(CONTAINERD_STORE in str(pair) for pair in status)
-    return EngineFacts(str(version), store, "")
+    data = data if isinstance(data, dict) else {}
+    if not data.get("ServerVersion"):
+        errors = data.get("ServerErrors")
+        lines = info.stderr.strip().splitlines() or ["no answer"]
+        return None, False, "; ".join(errors) if errors else lines[-1]
+    store = any(CONTAINERD_STORE in str(pair) for pair in data.get("DriverStatus") or [])
+    return str(data["ServerVersion"]), store, ""
 
 
 def check_engine(ctx: PartContext) -> PartStatus:
-    facts = engine_facts(ctx.docker())
-    if facts.version and facts.containerd_store:
-        return PartStatus("engine", True, f"Docker {facts.version} with the containerd image store")
-    if facts.version:
+    version, store, error = engine_facts(ctx.docker())
+    if version and store:
+        return PartStatus("engine", True, f"Docker {version} with the containerd image store")
+    if version:
         return PartStatus(
             "engine",
             False,
-            f"Docker {facts.version} answers at {SOCKET} without the containerd image store",
+            f"Docker {version} answers at {SOCKET} without the containerd image store",
             'set {"features": {"containerd-snapshotter": true}} in its daemon.json and restart'
             f" it, or stop it so that `{UP}` starts its own",
         )
-    return PartStatus("engine", False, f"no engine answers ({facts.error})", f"run `{UP}`")
+    return PartStatus("engine", False, f"no engine answers ({error})", f"run `{UP}`")
 
 
 def daemon_config(layout: Layout) -> dict[str, object]:
     """dockerd's settings: the containerd image store, and every path inside the sandbox."""
-    # Without iptables on the host, dockerd must not try to program it (containers
-    # still get a bridge; the builds and tests need no outbound network).
-    with_iptables = shutil.which("iptables") is not None
     return {
         "features": {"containerd-snapshotter": True},
         "data-root": str(layout.docker_data),
         "exec-root": str(layout.run / "docker"),
         "pidfile": str(layout.run / "dockerd.pid"),
         "hosts": [f"unix://{SOCKET}"],
-        "iptables": with_iptables,
+        # Without iptables on the host, dockerd must not try to program it (containers
+        # still get a bridge; the builds and tests need no outbound network).
+        "iptables": shutil.which("iptables") is not None,
         "ip6tables": False,
     }
 
@@ -204,11 +180,8 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
     door.note(f"removed {pidfile}: pid {pid} is no running dockerd")
 
 
-def up_engine(ctx: PartContext) -> PartOutcome:
-    check = check_engine(ctx)
-    if check.ok:
-        return PartOutcome("engine", REUSED, check.detail)
-    if engine_facts(ctx.docker()).version:  # an engine we did not start, and cannot use
+def up_engine(ctx: PartContext, check: PartStatus) -> PartOutcome:
+    if engine_facts(ctx.docker())[0]:  # an engine we did not start, and cannot use
         raise UserError(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
         raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
@@ -228,14 +201,6 @@ def up_engine(ctx: PartContext) -> PartOutcome:
     return _started("engine", installed, started)
 
 
-# --------------------------------------------------------------------------- buildx
-
-
-def buildx_version(docker: str) -> str | None:
-    result = door.capture([docker, "buildx", "version"], timeout=30)
-    return result.stdout.strip() if result.ok and result.stdout.strip() else None
-
-
 def check_buildx(ctx: PartContext) -> PartStatus:
     if shutil.which("docker") is None:
         # The tasks run `docker` from PATH; the prefix's client is not on it.
@@ -247,9 +212,9 @@ def check_buildx(ctx: PartContext) -> PartStatus:
             f"put the sandbox's client on PATH: export PATH={folder}:$PATH, then `{UP}`",
         )
     docker = ctx.docker()
-    version = buildx_version(docker) if Path(docker).exists() else None
-    if version:
-        return PartStatus("buildx", True, f"{version} (with {docker})")
+    version = door.capture([docker, "buildx", "version"], timeout=30)
+    if version.ok and version.stdout.strip():
+        return PartStatus("buildx", True, f"{version.stdout.strip()} (with {docker})")
     return PartStatus(
         "buildx",
         False,
@@ -258,10 +223,7 @@ def check_buildx(ctx: PartContext) -> PartStatus:
     )
 
 
-def up_buildx(ctx: PartContext) -> PartOutcome:
-    check = check_buildx(ctx)
-    if check.ok:
-        return PartOutcome("buildx", REUSED, check.detail)
+def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
     layout = ctx.layout
@@ -286,15 +248,8 @@ def up_buildx(ctx: PartContext) -> PartOutcome:
     return PartOutcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
 
 
-# --------------------------------------------------------------------------- registry
-
-
-def registry_answers() -> bool:
-    return answers(REGISTRY)
-
-
 def check_registry(ctx: PartContext) -> PartStatus:
-    if registry_answers():
+    if registry_answers(REGISTRY):
         return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
     return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
@@ -311,30 +266,25 @@ def registry_config(layout: Layout) -> str:
     )
 
 
-def up_registry(ctx: PartContext) -> PartOutcome:
-    check = check_registry(ctx)
-    if check.ok:
-        return PartOutcome("registry", REUSED, check.detail)
+def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
     layout = ctx.layout
     installed = ""
     program = shutil.which("docker-registry")
     if program is None:
         installed = _ensure(layout, pins.REGISTRY)
         program = str(layout.bin("docker-registry"))
-    layout.run.mkdir(parents=True, exist_ok=True)
     layout.registry_data.mkdir(parents=True, exist_ok=True)
     config = layout.run / "registry.yml"
+    layout.run.mkdir(parents=True, exist_ok=True)
     config.write_text(registry_config(layout))
     serve = door.Command(
         (program, "serve", str(config)),
         description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
     )
-    service = _start(ctx, "registry", serve, f"the registry at {REGISTRY}", registry_answers, 30)
+    what = f"the registry at {REGISTRY}"
+    service = _start(ctx, "registry", serve, what, lambda: registry_answers(REGISTRY), 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
     return _started("registry", installed, started)
-
-
-# --------------------------------------------------------------------------- base image
 
 
 def check_base_image(ctx: PartContext) -> PartStatus:
@@ -346,10 +296,6 @@ def check_base_image(ctx: PartContext) -> PartStatus:
         f"{BASE_IMAGE} is not in the registry",
         f"run `{UP}` (pushes the local image, or builds it with debootstrap)",
     )
-
-
-def _local(docker: str) -> bool:
-    return door.capture([docker, "image", "inspect", BASE_IMAGE]).ok
 
 
 def _run(cmd: door.Command, what: str, log: Path | None = None) -> None:
@@ -372,32 +318,23 @@ def debootstrap(ctx: PartContext, docker: str) -> str:
         installed += "; " if installed else ""
         program = str(layout.bin("debootstrap"))
         env["DEBOOTSTRAP_DIR"] = str(layout.prefix / "usr/share/debootstrap")
-    rootfs = layout.root / "rootfs.tmp"
-    tarball = layout.root / "rootfs.tar"
+    rootfs, tarball = layout.root / "rootfs.tmp", layout.root / "rootfs.tar"
     shutil.rmtree(rootfs, ignore_errors=True)
     uri = debs.mirror()
     layout.run.mkdir(parents=True, exist_ok=True)
+    include = f"--include={BOOTSTRAP_INCLUDE}"
     try:
         _run(
             door.Command(
-                (
-                    program,
-                    "--variant=minbase",
-                    f"--include={BOOTSTRAP_INCLUDE}",
-                    "bookworm",
-                    str(rootfs),
-                    uri,
-                ),
+                (program, "--variant=minbase", include, "bookworm", str(rootfs), uri),
                 description=f"debootstrap bookworm from {uri}",
                 env=env,
             ),
             "debootstrap",
             layout.run / "debootstrap.log",
         )
-        _run(
-            door.Command(("tar", "-C", str(rootfs), "-cf", str(tarball), ".")),
-            "tar of the root file system",
-        )
+        tar = ("tar", "-C", str(rootfs), "-cf", str(tarball), ".")
+        _run(door.Command(tar), "tar of the root file system")
         _run(door.Command((docker, "import", str(tarball), BASE_IMAGE)), "docker import")
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
@@ -405,10 +342,10 @@ def debootstrap(ctx: PartContext, docker: str) -> str:
     return f"{installed}built with debootstrap from {uri}"
 
 
-def up_base_image(ctx: PartContext) -> PartOutcome:
+def up_base_image(ctx: PartContext, check: PartStatus) -> PartOutcome:
     docker = ctx.docker()
-    local = _local(docker)
-    if in_registry():
+    local = door.capture([docker, "image", "inspect", BASE_IMAGE]).ok
+    if check.ok:
         if local:
             return PartOutcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
         _run(door.Command((docker, "pull", "-q", BASE_IMAGE)), "docker pull")
@@ -416,9 +353,6 @@ def up_base_image(ctx: PartContext) -> PartOutcome:
     how = "the local image pushed" if local else debootstrap(ctx, docker)
     _run(door.Command((docker, "push", "-q", BASE_IMAGE)), "docker push")
     return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
-
-
-# --------------------------------------------------------------------------- builder
 
 
 def builder_name(docker: str = "docker") -> str:
@@ -433,15 +367,13 @@ def builder_name(docker: str = "docker") -> str:
 
 
 def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[str, str]:
+    """The builder's first `Driver:` and `Status:` lines ({} when it cannot be inspected)."""
     argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
     result = door.capture(argv, timeout=120)
-    if not result.ok:
-        return {}
     fields: dict[str, str] = {}
-    for line in result.stdout.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() in ("Driver", "Status") and key.strip() not in fields:
-            fields[key.strip()] = value.strip()
+    for key, sep, value in (line.partition(":") for line in result.stdout.splitlines()):
+        if result.ok and sep and key.strip() in ("Driver", "Status"):
+            fields.setdefault(key.strip(), value.strip())
     return fields
 
 
@@ -457,13 +389,9 @@ def check_builder(ctx: PartContext) -> PartStatus:
     return PartStatus("builder", False, f"{name}: {found}", f"run `{UP}`")
 
 
-def up_builder(ctx: PartContext) -> PartOutcome:
-    check = check_builder(ctx)
-    if check.ok:
-        return PartOutcome("builder", REUSED, check.detail)
-    docker = ctx.docker()
-    name = builder_name(docker)
-    fields = inspect_builder(docker, name, bootstrap=True)
+def up_builder(ctx: PartContext, check: PartStatus) -> PartOutcome:
+    name = builder_name(ctx.docker())
+    fields = inspect_builder(ctx.docker(), name, bootstrap=True)
     if fields.get("Status") != "running":
         raise UserError(f"builder: {name} does not start: {check.detail}")
     return PartOutcome("builder", STARTED, f"{name} (driver {fields.get('Driver', '?')}, running)")
@@ -471,16 +399,25 @@ def up_builder(ctx: PartContext) -> PartOutcome:
 
 @dataclass(frozen=True)
 class Part:
+    """`up` reuses the part when its check is ok, unless `up` itself decides (`always_up`)."""
+
     name: str
     check: Callable[[PartContext], PartStatus]
-    up: Callable[[PartContext], PartOutcome]
+    up: Callable[[PartContext, PartStatus], PartOutcome]
     service: bool = False  # a process `up` may start and `down` stops
+    always_up: bool = False
+
+    def bring_up(self, ctx: PartContext) -> PartOutcome:
+        check = self.check(ctx)
+        if check.ok and not self.always_up:
+            return PartOutcome(self.name, REUSED, check.detail)
+        return self.up(ctx, check)
 
 
 PARTS = (
     Part("engine", check_engine, up_engine, service=True),
     Part("buildx", check_buildx, up_buildx),
     Part("registry", check_registry, up_registry, service=True),
-    Part("base image", check_base_image, up_base_image),
+    Part("base image", check_base_image, up_base_image, always_up=True),
     Part("builder", check_builder, up_builder),
 )

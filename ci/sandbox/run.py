@@ -6,6 +6,7 @@ that `up` runs are echoed on stderr like every other task's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -16,7 +17,7 @@ from ci import door
 from ci.errors import FAILURE, Stop, UserError
 from ci.sandbox import state as states
 from ci.sandbox.layout import Layout, default_root
-from ci.sandbox.parts import PARTS, PartContext, PartStatus
+from ci.sandbox.parts import PARTS, PartContext
 
 ACTIONS = ("up", "status", "down")
 
@@ -39,7 +40,7 @@ def up(root: str = "") -> None:
     _say(f"sandbox: {ctx.layout.root}")
     for part in PARTS:
         try:
-            outcome = part.up(ctx)
+            outcome = part.bring_up(ctx)
         except UserError as exc:
             raise UserError(*exc.problems, code=FAILURE) from None
         finally:
@@ -48,29 +49,20 @@ def up(root: str = "") -> None:
     _say(f"sandbox up: {len(PARTS)} parts ready in {time.monotonic() - began:.1f}s")
 
 
-def checks(root: str = "") -> tuple[Layout, list[PartStatus]]:
-    ctx = _context(root)
-    return ctx.layout, [part.check(ctx) for part in PARTS]
-
-
 def status(root: str = "", *, as_json: bool = False) -> None:
     """Each part ok or missing, with its fix; exit 1 when one is missing."""
-    layout, found = checks(root)
+    ctx = _context(root)
+    found = [part.check(ctx) for part in PARTS]
+    ok, root_text = all(c.ok for c in found), str(ctx.layout.root)
     if as_json:
-        data = {
-            "root": str(layout.root),
-            "ok": all(c.ok for c in found),
-            "parts": [
-                {"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in found
-            ],
-        }
-        _say(json.dumps(data, indent=2))
+        parts = [dataclasses.asdict(c) for c in found]
+        _say(json.dumps({"root": root_text, "ok": ok, "parts": parts}, indent=2))
     else:
-        _say(f"sandbox: {layout.root}")
+        _say(f"sandbox: {root_text}")
         for c in found:
-            line = f"{c.name}: {'ok' if c.ok else 'missing'}: {c.detail}"
-            _say(line + (f" (fix: {c.fix})" if c.fix and not c.ok else ""))
-    if not all(c.ok for c in found):
+            fix = f" (fix: {c.fix})" if c.fix and not c.ok else ""
+            _say(f"{c.name}: {'ok' if c.ok else 'missing'}: {c.detail}{fix}")
+    if not ok:
         raise Stop(FAILURE)
 
 
@@ -81,9 +73,9 @@ def down(root: str = "", *, purge: bool = False) -> None:
     (the prefix), so the machine is as before `up` but for the data folders.
     """
     ctx = _context(root)
-    services = [p.name for p in PARTS if p.service]
+    layout = ctx.layout
     stopped_engine = False
-    for name in reversed(services):
+    for name in reversed([p.name for p in PARTS if p.service]):
         service = ctx.state.services.pop(name, None)
         if service is None:
             _say(f"{name}: not started by sandbox up: left as it is")
@@ -97,7 +89,7 @@ def down(root: str = "", *, purge: bool = False) -> None:
         _say(f"{name}: stopped (pid {service.pid}{', killed after 30s' if killed else ''})")
     # dockerd leaves its network namespace mounted in its exec root; unmount what is
     # left under the sandbox, so that `rm -rf` of the root works after `down`.
-    for mount in leftover_mounts(ctx.layout.root) if stopped_engine else []:
+    for mount in leftover_mounts(layout.root) if stopped_engine else []:
         door.run(door.Command(("umount", mount), description=f"unmount {mount}"), output="null")
     if purge:
         for link in ctx.state.links:
@@ -106,15 +98,14 @@ def down(root: str = "", *, purge: bool = False) -> None:
                 path.unlink()
                 _say(f"removed {path}")
         ctx.state.links = []
-        layout = ctx.layout
         for folder in (layout.prefix, layout.debs, layout.apt):
             if folder.exists():
                 shutil.rmtree(folder)
                 _say(f"removed {folder}")
         layout.installed.unlink(missing_ok=True)
-    if ctx.layout.root.exists():
-        states.save(ctx.layout, ctx.state)
-    kept = f"{ctx.layout.docker_data} and {ctx.layout.registry_data}"
+    if layout.root.exists():
+        states.save(layout, ctx.state)
+    kept = f"{layout.docker_data} and {layout.registry_data}"
     _say(f"sandbox down: images and registry data kept in {kept}")
 
 
@@ -124,9 +115,9 @@ def leftover_mounts(root: Path, table: Path = Path("/proc/mounts")) -> list[str]
         lines = table.read_text().splitlines()
     except OSError:
         return []
-    inside = [ln.split()[1] for ln in lines if len(ln.split()) > 1]
     prefix = str(root.resolve()) + "/"
-    return sorted((m for m in inside if m.startswith(prefix)), key=len, reverse=True)
+    inside = [f[1] for f in map(str.split, lines) if len(f) > 1 and f[1].startswith(prefix)]
+    return sorted(inside, key=len, reverse=True)
 
 
 def parse_action(value: str) -> str:
