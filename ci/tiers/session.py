@@ -1,16 +1,12 @@
 """`vllm-omni-ci tier NAME [options]`, also behind `nox -s ready|merge|nightly|weekly -- [options]`.
 
-The one entry point both share (CI pods have no nox); the options are the `tier` task's.
-
-The session: parse the options; pick the platforms (given, or every platform
-whose tier source exists and whose CI image is present locally); read the
-steps from the target repo; with `--list` print them (and the CPU rule) and
-stop; otherwise check every input (images present, an engine that answers)
-before writing anything, make the run's results folder (`results_place`), run
-the jobs, and report (table, JUnit, Buildkite annotation). Exit status: 0, or
-1 when a blocking step failed or the engine cannot be reached; input errors
-(a results folder that cannot be written included) exit 2. A log or JUnit that
-cannot be written is a warning: the steps' exit statuses decide.
+The one entry point both share (CI pods have no nox). The platforms are the
+given one, or every platform with a tier source and a local CI image. `--list`
+prints the steps and stops; else every input is checked (images, an engine that
+answers) before anything is written, then the jobs run into the run's results
+folder and are reported (table, JUnit, annotation). Exit 0; 1 when a blocking
+step failed or the engine cannot be reached; 2 for input errors (an unwritable
+results folder included). A log or JUnit not written is only a warning.
 """
 
 from __future__ import annotations
@@ -185,19 +181,15 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
             lines.append(f"     group: {step.group}")
         lines.append(f"     hardware: {step.hardware or step.platform.value} — {runs}")
         lines.append(f"     grade: {step.grade_text}")
-        for condition in step.conditions:
-            lines.append(f"     if: {condition}")
+        lines.extend(f"     if: {condition}" for condition in step.conditions)
         inside = [d for d in step.depends_on if d.key in keys]
         if inside:
             shown = ", ".join(
                 d.key + (" (failure allowed)" if d.allow_failure else "") for d in inside
             )
             lines.append(f"     depends on: {shown}")
-        extra = []
-        if step.parallelism > 1:
-            extra.append(f"parallelism {step.parallelism}")
-        if step.timeout_minutes:
-            extra.append(f"timeout {step.timeout_minutes}m")
+        extra = [f"parallelism {step.parallelism}"] if step.parallelism > 1 else []
+        extra += [f"timeout {step.timeout_minutes}m"] if step.timeout_minutes else []
         if extra:
             lines.append(f"     {', '.join(extra)}")
         if step.prologue:
@@ -275,10 +267,7 @@ def _annotate(markdown: str, style: str, tier: Tier) -> None:
 
 
 def run(name: str, **given: Any) -> int:
-    """The whole session (`given`: the `tier` task's options); its exit status.
-
-    UserError and Stop propagate.
-    """
+    """The whole session (`given`: the `tier` task's options); its exit status."""
     try:
         tier = parse_tier(name)
     except UserError as exc:
@@ -461,21 +450,15 @@ def _run_live(
     from rich.live import Live
 
     console = Console(stderr=True)
-    pending = [
-        execute.JobResult(j, execute.JobOutcome.PENDING)
-        if j.runs
-        else execute.JobResult(j, execute.JobOutcome.SKIPPED, note=j.reason)
-        for j in jobs
-    ]
 
-    def view(results: Sequence[execute.JobResult]) -> RenderableType:
+    def view(results: Sequence[JobResult]) -> RenderableType:
         return report.table(results, title, width=console.width, folder=folder)
 
-    with Live(view(pending), console=console, refresh_per_second=4) as live:
-
-        def progress(results: Sequence[execute.JobResult]) -> None:
-            live.update(view(results))
-
+    with Live(view(execute.initial_results(jobs)), console=console, refresh_per_second=4) as live:
         return execute.run_jobs(
-            jobs, docker=docker, stream=False, keep_going=keep_going, progress=progress
+            jobs,
+            docker=docker,
+            stream=False,
+            keep_going=keep_going,
+            progress=lambda results: live.update(view(results)),
         )
