@@ -1,17 +1,12 @@
 """`step [OPTIONS] -- COMMAND...`: one tested wrapper for what test YAMLs do in inline bash.
 
 It replaces `timeout --kill-after`, the `$BUILDKITE_PARALLEL_JOB` shard idioms,
-copying artifacts into the checkout, `tee … | tail` summaries and the
-`ps`/awk leak check. The command's argv is kept intact and never goes through a
-shell (except `--summary-tail`, which tees through bash into `ci.runner.teelog`).
-The command's exit code is passed through; a leak on a passing command gives 1.
-
-Every file `step` writes (the log, the summary, `process-cleanup.txt`) has the
-environment's secrets masked, as its stderr lines do; a file that cannot be
-written (a full disk) is one warning, never the step's exit code. When the
-command ends, whatever it left running is ended (TERM, then KILL), and said;
-a signal to `step` meanwhile cuts the leak check's settling short, not that
-cleanup (then exit 128+N; a second signal ends `step` at once).
+copying artifacts into the checkout, `tee … | tail` summaries and the `ps`/awk
+leak check. The argv never goes through a shell (`--summary-tail` pipes it
+through bash into `ci.runner.teelog`); its exit code is passed through, and a
+leak on a passing command gives 1. Files `step` writes have secrets masked; one
+that cannot be written is a warning, never the exit code. What the command left
+running is ended afterwards; a signal meanwhile cuts only the leak check short.
 """
 
 from __future__ import annotations
@@ -26,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import door
 from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.proctree import become_subreaper
 from ci.redact import Redactor
 from ci.runner import leaks, run_reporting
-from ci.runner.guard import interrupted, signals_deferred
+from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
 from ci.runner.teelog import BOOTSTRAP, package_parent
 
@@ -203,23 +197,17 @@ def plan_step(
     problems: list[str] = []
     if not argv:
         problems.append("no command: put it after `--` (vllm-omni-ci step [OPTIONS] -- COMMAND...)")
-    timeout = kill_after = settle = None
-    for attr, name in (("timeout", "--timeout"), ("kill_after", "--kill-after")):
-        value = getattr(options, attr)
-        if value:
-            try:
-                seconds = parse_duration(value, name=name)
-            except UserError as exc:
-                problems.extend(exc.problems)
-                continue
-            if attr == "timeout":
-                timeout = seconds
-            else:
-                kill_after = seconds
-    try:
-        settle = parse_duration(options.leak_settle or "0", name="--leak-settle")
-    except UserError as exc:
-        problems.extend(exc.problems)
+
+    def duration(value: str, name: str) -> float | None:
+        try:
+            return parse_duration(value, name=name) if value else None
+        except UserError as exc:
+            problems.extend(exc.problems)
+            return None
+
+    timeout = duration(options.timeout, "--timeout")
+    kill_after = duration(options.kill_after, "--kill-after")
+    settle = duration(options.leak_settle or "0", "--leak-settle")
     if options.summary_tail < 0:
         problems.append(f"--summary-tail: {options.summary_tail} must be 0 or more")
     if options.summary_tail and not options.artifact_dir:
@@ -336,6 +324,7 @@ def _copy(plan: StepPlan) -> None:
 
 
 def _finish(plan: StepPlan) -> None:
+    """The summary (the log's last lines) and the artifacts' copy, whatever happened."""
     if plan.summary and plan.log:
         write_artifact(plan.summary, "".join(_tail(plan.log, plan.summary_tail)))
     _copy(plan)
@@ -360,34 +349,19 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
 
 
 def execute(plan: StepPlan) -> int:
-    """Run the plan; the command's exit code, or 1 for a leak after a passing command.
-
-    Whatever the command leaves running is ended afterwards, also after a
-    signal to us (exit 128+N then) or a write error.
-    """
+    """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
     _make_dirs(plan)
     # Orphans of the command must be re-parented to us, where the check sees them.
     become_subreaper()
-    stopped: door.Interrupted | None = None
-    code = 0
-    with signals_deferred() as received:
-        ours = leaks.snapshot("tree")  # not the command's: never ended
+
+    def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
-        try:
-            if not received:
-                code = run_reporting(plan.command).code
-                if plan.leak_check:
-                    code = _leak_check(plan, before, code, stop=lambda: bool(received))
-        except door.Interrupted as exc:  # a signal while the command ran: its tree is ended
-            stopped = exc
-        finally:
-            leaks.end_and_list_leftovers(ours, "step", "command")
-            _finish(plan)
-    if stopped is not None:
-        raise stopped
-    if received:
-        raise interrupted(received[0])
-    return code
+        code = run_reporting(plan.command).code
+        if plan.leak_check:
+            code = _leak_check(plan, before, code, stop=lambda: bool(received))
+        return code
+
+    return run_then_end_leftovers(run, "step", "command", after=lambda: _finish(plan))
 
 
 def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False) -> None:
