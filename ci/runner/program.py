@@ -73,6 +73,26 @@ class Section:
         return f"echo {shlex.quote('--- ' + self.title)}"
 
 
+_CACHE_DIRS = """\
+__omni_ci_sanitize() {
+    local LC_ALL=C.UTF-8
+    local raw="$1"
+    printf '%s' "${raw//[^A-Za-z0-9_.-]/_}"
+}
+__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"
+__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"
+__omni_ci_cache_root={root}
+export TMPDIR="${__omni_ci_cache_root}/tmp"
+export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"
+export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"
+export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"
+export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"
+export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"
+mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\
+    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}"
+"""
+
+
 @dataclass(frozen=True)
 class CacheDirs:
     """Per-job caches under `<prefix><job id>`, always overwritten; HF_HOME stays shared.
@@ -85,26 +105,7 @@ class CacheDirs:
 
     def render(self) -> str:
         root = f"{shlex.quote(self.prefix)}" + '"${__omni_ci_job}"'
-        return "\n".join(
-            [
-                "__omni_ci_sanitize() {",
-                "    local LC_ALL=C.UTF-8",
-                '    local raw="$1"',
-                "    printf '%s' \"${raw//[^A-Za-z0-9_.-]/_}\"",
-                "}",
-                '__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"',
-                '__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"',
-                f"__omni_ci_cache_root={root}",
-                'export TMPDIR="${__omni_ci_cache_root}/tmp"',
-                'export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"',
-                'export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"',
-                'export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"',
-                'export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"',
-                'export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"',
-                'mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\',
-                '    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}"',
-            ]
-        )
+        return _CACHE_DIRS.replace("{root}", root).rstrip("\n")
 
 
 _HF_MOUNT_CHECK = """\
@@ -191,14 +192,11 @@ class Semantics:
     """What a platform's job shell does around the commands."""
 
     platform: str
-    # Assigned when unset or empty, then exported (in this order).
-    defaults: tuple[tuple[str, str], ...] = ()
-    # Always exported with this value, overriding the job's environment.
-    forced: tuple[tuple[str, str], ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()  # set when unset or empty, then exported
+    forced: tuple[tuple[str, str], ...] = ()  # exported, over the job's environment
     preflight: tuple[PreflightCheck, ...] = ()
     mode: Mode = Mode.RUN_ALL
-    # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0.
-    allow_no_tests: bool = False
+    allow_no_tests: bool = False  # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0
 
 
 # The ERR trap keeps the first failure, but a real failure replaces pytest's 5;
@@ -234,11 +232,8 @@ _ASSIGNMENT = re.compile(
 
 
 def shown_commands(text: str, secrets: Iterable[str] = ()) -> str:
-    """The command text as logged: secret values and secret-named assignments masked.
-
-    `export HF_TOKEN="hf_…"` shows as `export HF_TOKEN=[REDACTED]`; references
-    such as `HF_TOKEN="$VLLM_CI_HF_TOKEN"` stay readable.
-    """
+    """The command text as logged: secret values and secret-named assignments masked
+    (`export HF_TOKEN=[REDACTED]`; a reference like `HF_TOKEN="$VLLM_CI_HF_TOKEN"` stays)."""
 
     def mask(match: re.Match[str]) -> str:
         value = match.group("value").strip("\"'")

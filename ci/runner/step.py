@@ -75,20 +75,18 @@ class StepPlan:
     leak_settle: float = 5.0
 
     def render(self) -> str:
-        lines = ["# plan: step", f"$ {shlex.join(self.command.argv)}"]
-        if self.command.timeout is not None:
-            lines.append(
-                f"# timeout: {self.command.timeout:g}s, then KILL after {self.command.grace:g}s"
-            )
-        if self.artifact_dir:
-            lines.append(f"# artifact dir: {self.artifact_dir}")
-        if self.copy_to:
-            lines.append(f"# copy artifacts to: {self.copy_to}")
-        if self.summary:
-            lines.append(f"# log: {self.log}; last {self.summary_tail} lines to {self.summary}")
-        if self.leak_check:
-            lines.append(f"# leak check: scope {self.leak_scope}, settle {self.leak_settle:g}s")
-        return "\n".join(lines) + "\n"
+        timeout, grace = self.command.timeout, self.command.grace
+        lines = [
+            "# plan: step",
+            f"$ {shlex.join(self.command.argv)}",
+            timeout is not None and f"# timeout: {timeout:g}s, then KILL after {grace:g}s",
+            self.artifact_dir and f"# artifact dir: {self.artifact_dir}",
+            self.copy_to and f"# copy artifacts to: {self.copy_to}",
+            self.summary and f"# log: {self.log}; last {self.summary_tail} lines to {self.summary}",
+            self.leak_check
+            and f"# leak check: scope {self.leak_scope}, settle {self.leak_settle:g}s",
+        ]
+        return "".join(f"{line}\n" for line in lines if line)
 
 
 def _int(text: str, what: str, problems: list[str]) -> int | None:
@@ -140,8 +138,7 @@ def shard_args(
         if any(w.startswith(SHARD_FLAGS) for w in argv):
             return []
         shard = "auto"
-    index: int | None = None
-    count: int | None = None
+    index = count = None
     if shard and shard != "auto":
         left, sep, right = shard.partition("/")
         if not sep:
@@ -165,19 +162,14 @@ def shard_args(
         return []
     if shard_list:
         entries = [e.strip() for e in shard_list.split(",")]
-        if any(not e for e in entries):
+        last = len(entries) - 1
+        if not all(entries):
             problems.append(f"--shard-list: empty entry in {shard_list!r}")
-            return []
-        if count is not None and count != len(entries):
-            problems.append(
-                f"--shard-list has {len(entries)} entries but the step has {count} shards"
-            )
-        if not 0 <= index < len(entries):
-            problems.append(
-                f"shard index {index} is out of range for --shard-list (0..{len(entries) - 1})"
-            )
-            return []
-        return [entries[index]]
+        elif count is not None and count != len(entries):
+            problems.append(f"--shard-list has {last + 1} entries but the step has {count} shards")
+        if all(entries) and not 0 <= index <= last:
+            problems.append(f"shard index {index} is out of range for --shard-list (0..{last})")
+        return [entries[index]] if all(entries) and 0 <= index <= last else []
     if count is None:
         return []
     if count < 1:
@@ -343,7 +335,7 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
     if found and code == 0:
         note("step: exit 1: the command passed, but it left processes behind")
         return 1
-    if code != 0:
+    if code:
         note(f"step: exit {code}: the command's own status")
     return code
 
@@ -369,7 +361,5 @@ def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False
     if dry_run:
         sys.stdout.write(Redactor.for_env()(plan.render()))
         sys.stdout.flush()
-        return
-    code = execute(plan)
-    if code != 0:
+    elif code := execute(plan):
         raise Stop(code)

@@ -138,11 +138,8 @@ def image_present(docker: str, ref: str) -> bool:
 
 
 def engine_answers(docker: str) -> None:
-    """Raise (exit 1) when the Docker engine behind `docker` cannot be reached.
-
-    `docker image inspect` fails alike for a missing image and for an engine
-    that is down; `docker version` tells them apart (it fails only for the latter).
-    """
+    """Raise (exit 1) when the engine cannot be reached: `docker image inspect` fails alike
+    for a missing image and an engine that is down, `docker version` only for the latter."""
     probe = door.run(
         door.Command((docker, "version", "--format", "{{.Server.Version}}"), timeout=60),
         output="capture",
@@ -153,8 +150,7 @@ def engine_answers(docker: str) -> None:
     said = " ".join((probe.stderr or probe.stdout).split()) or f"exit {probe.code}"
     if probe.timed_out:
         said = "no answer within 60s"
-    host = os.environ.get("DOCKER_HOST")
-    where = f" at DOCKER_HOST={host}" if host else ""
+    where = f" at DOCKER_HOST={host}" if (host := os.environ.get("DOCKER_HOST")) else ""
     raise UserError(
         f"the Docker engine{where} cannot be reached ({said}); start it "
         "(`vllm-omni-ci sandbox up`, or start Docker), or use --native",
@@ -279,15 +275,14 @@ def run(name: str, **given: Any) -> int:
         docker = named_docker() or docker  # a bad $VLLM_OMNI_CI_DOCKER is named, not "no image"
     environ = dict(os.environ)
     platforms = _platforms(args, tier, repo, docker, environ)
-    steps: list[TierStep] = []
-    for platform in platforms:
-        steps.extend(load_tier(repo, tier, platform))
+    steps = [s for platform in platforms for s in load_tier(repo, tier, platform)]
     if args.list:
-        for platform in platforms:
-            sys.stdout.write(f"# {tier} tier for {platform}: {source_of(repo, tier, platform)}\n")
         width = min(shutil.get_terminal_size().columns, 100)
-        sys.stdout.write("".join(f"{line}\n" for line in wrap(RULE, width, "# ", hang="")))
-        sys.stdout.write(listing(steps, args.step))
+        sys.stdout.write(
+            "".join(f"# {tier} tier for {p}: {source_of(repo, tier, p)}\n" for p in platforms)
+            + "".join(f"{line}\n" for line in wrap(RULE, width, "# ", hang=""))
+            + listing(steps, args.step)
+        )
         sys.stdout.flush()
         return 0
 
@@ -393,8 +388,7 @@ class Place:
 def results_place(given: str, tier: Tier, platforms: Sequence[Platform]) -> Place:
     """--results DIR as given; else build/tiers/<tier>-<platforms>/<time>-<pid>/ (cwd-relative).
 
-    The run id (local time to the second, then our pid) also names the run's
-    containers, so two runs on one machine never share a folder or a container.
+    The run id also names the run's containers: two runs never share either.
     """
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     if given:
@@ -404,10 +398,9 @@ def results_place(given: str, tier: Tier, platforms: Sequence[Platform]) -> Plac
 
 
 def make_results(place: Place, platforms: Sequence[Platform]) -> list[str]:
-    """Create the run's folders; one `error:` line (exit 2) when they cannot be written.
+    """Create the run's folders (an `error:` line, exit 2, when it cannot); the warnings.
 
-    Returns the warnings: the `latest` link is a convenience, so failing to
-    point it at this run (atomically: a new link renamed over the old) is one.
+    The `latest` link (a new link renamed over the old) is a convenience: failing is a warning.
     """
     for folder in (place.folder, *(place.folder / p.value for p in platforms)):
         try:
