@@ -120,10 +120,8 @@ def shard_args(
 ) -> list[str]:
     """The words to append for this shard (empty when not sharding).
 
-    In a parallel step (`BUILDKITE_PARALLEL_JOB_COUNT` set) sharding is the
-    default for a pytest command, as the YAMLs' `--num-shards=$$BUILDKITE_PARALLEL_JOB_COUNT`
-    idiom did; a command that already names its shard is left alone, any other
-    command gets the flags only with an explicit `--shard`, and `--shard none` opts out.
+    In a parallel step a pytest command is sharded by default (the YAMLs' idiom),
+    unless it names its shard; other commands only with `--shard`; `none` opts out.
     """
     if shard == "none":
         if shard_list:

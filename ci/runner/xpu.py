@@ -178,12 +178,8 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
 
 
 class Engine:
-    """The docker SDK client for kill and cleanup, connected on first use.
-
-    Connecting and the cleanup's removes are quiet: the cleanup runs on every
-    ending, an error's included, whose line must stay the first on stderr; the
-    plan names the cleanup, and a remove that fails is a warning.
-    """
+    """The docker SDK client for kill and cleanup, connected on first use, quietly: the
+    cleanup runs on every ending, and an error's line must stay the first on stderr."""
 
     def __init__(self) -> None:
         self._client: DockerClient | None = None

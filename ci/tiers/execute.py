@@ -154,12 +154,10 @@ def initial_results(jobs: Sequence[Job]) -> list[JobResult]:
 def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
     """Why `job` must wait for good ("" when every `depends_on` inside the tier is met).
 
-    As on Buildkite: a dependency is met when all jobs of that step (or of
-    every step in that group) passed or soft-failed; a failed one is met only
-    with `allow_failure` / `allow_dependency_failure`. Keys the tier does not
-    define (`amd-build`, `upload-*-pipeline`) are its build steps: the local
-    image stands for them. Jobs run in file order, so a dependency that did
-    not run here (needs hardware, `if` false, later in the file) is unmet.
+    As on Buildkite: met when every job of that step (or group) passed or
+    soft-failed, or failed with `allow_failure`. Keys the tier does not define
+    (`amd-build`, `upload-*-pipeline`) are build steps the local image stands
+    for. A dependency that did not run here, or comes later in the file, is unmet.
     """
     for dependency in job.step.depends_on:
         members = [

@@ -76,13 +76,8 @@ def source_of(repo: Path, tier: Tier, platform: Platform) -> str:
 
 
 def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context:
-    """What Buildkite would know evaluating the tier's `if`s for this local run.
-
-    The build of a PR that carries the tier's label: `build.pull_request.labels`
-    holds that label, `build.env(...)` reads the local environment (so
-    `NIGHTLY=1`, `WEEKLY=1`, `NON_CRITICAL=1` open the groups gated on them, as
-    on a scheduled build), and `build.branch` is BUILDKITE_BRANCH, else git's.
-    """
+    """The `if`s' context: a PR build carrying the tier's label, `build.env(...)` the local
+    environment (`NIGHTLY=1` opens what it gates), the branch BUILDKITE_BRANCH, else git's."""
     try:
         branch = resolve_branch(repo, env=environ)
     except UserError:

@@ -1,11 +1,8 @@
 """What a tier run reports: the summary table, one JUnit XML file, the Buildkite annotation.
 
-The table (step, shard, result, exit code, duration, log file) is a rich table
-in a terminal, kept live while jobs run, and plain lines in CI. The JUnit file
-has one testcase per step and shard: a blocking failure is a `<failure>`, a
-soft failure a `<failure type="soft_fail">` (Buildkite's soft_fail shows it
-but does not fail the build), and a step that did not run is `<skipped>` with
-its reason ("needs mi300_2").
+The table is live in a terminal and plain lines in CI. JUnit has a testcase per
+step and shard: a `<failure>`, a `<failure type="soft_fail">` (shown, not failing
+the build, as Buildkite does), or `<skipped>` with its reason ("needs mi300_2").
 """
 
 from __future__ import annotations
@@ -75,11 +72,8 @@ def table(
 ) -> RenderableType:
     """The live summary for a terminal of `width` columns (`ci.tiers.terminal`'s rules).
 
-    The title and the results folder wrap between words above the table; the
-    `[platform]` prefix goes when one platform runs (the title names it),
-    `:emoji:` shortcodes are dropped, logs are shown relative to `folder`, and
-    columns empty on every row (no shard, nothing finished yet) are left out.
-    Every cell keeps its words whole; when that cannot fit, each job is a line.
+    With one platform the title names it and rows drop `[platform]`; logs are
+    relative to `folder`; when whole words cannot fit a table, each job is a line.
     """
     from rich.console import Group
     from rich.table import Table

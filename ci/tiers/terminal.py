@@ -68,11 +68,8 @@ def informative(
     always: Sequence[str] = (),
     constant: bool = True,
 ) -> Columns:
-    """Drop columns empty on every row; with `constant`, also those equal on every row.
-
-    A constant column is dropped only when there are two rows or more (one
-    row is always "the same"); `always` names columns that are never dropped.
-    """
+    """Drop columns empty on every row; with `constant`, also those equal on two rows or
+    more; never those named in `always`."""
     keep: list[int] = []
     same: list[tuple[str, str]] = []
     for index, header in enumerate(headers):
@@ -89,9 +86,8 @@ def informative(
 def widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[int] | None:
     """Column widths (without padding) that keep every word whole in `width` columns.
 
-    Each column gets at least its longest word and at most its longest line;
-    the room left after the minimums goes to the columns that want more, the
-    most to those that want the most. None when the minimums do not fit.
+    Each column gets its longest word to its longest line, the spare room going
+    first to those that want the most; None when the minimums do not fit.
     """
     count = len(headers)
     if not count:
