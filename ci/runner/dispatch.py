@@ -15,8 +15,6 @@ from ci.platforms import Platform, platform_option
 from ci.runner.native import run_tests as run_native
 from ci.runner.xpu import run_tests as run_xpu
 
-ALLOWED = "rocm (alias amd), npu, xpu (alias intel)"
-
 
 def run_tests(
     platform: str,
@@ -38,6 +36,7 @@ def run_tests(
             os.environ, timeout=timeout, prune=prune, positional=tuple(positional), dry_run=dry_run
         )
     else:
+        allowed = "rocm (alias amd), npu, xpu (alias intel)"
         raise UserError(
-            f"--platform: run-tests does not support {chosen}: allowed values are {ALLOWED}"
+            f"--platform: run-tests does not support {chosen}: allowed values are {allowed}"
         )

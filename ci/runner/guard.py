@@ -1,14 +1,11 @@
 """Signals while a runner cleans up: recorded, acted on once the cleanup is done.
 
-Between commands, SIGTERM/SIGINT/SIGHUP raise `door.Interrupted` wherever the
-task happens to be (`door.install_interrupt_handlers`). A runner that must end
-what its command left behind cannot be cut short there: a TERM during the leak
-check's settling would leave the leaked processes running. Inside
-`signals_deferred()` the signal is only recorded; the runner looks at the list,
-finishes its cleanup, then ends with 128+N (`interrupted`); a second signal
-ends it at once (the cleanup is then cut short). While a command
-runs, `door.run` still installs its own handlers (forwarding to the command's
-tree), and puts these back afterwards.
+Between commands a SIGTERM/SIGINT/SIGHUP raises `door.Interrupted` wherever the
+task is (`door.install_interrupt_handlers`). A runner ending what its command
+left behind must not be cut short so (the leftovers would keep running): inside
+`signals_deferred()` a signal is only recorded, and the runner ends with 128+N
+after its cleanup; a second signal ends it at once. While a command runs,
+`door.run` forwards signals to its tree and puts these handlers back afterwards.
 """
 
 from __future__ import annotations
@@ -16,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 from ci.door import FORWARDED_SIGNALS, Interrupted
+from ci.runner import leaks
 
 
 @contextlib.contextmanager
@@ -46,3 +44,27 @@ def signals_deferred() -> Iterator[list[int]]:
 def interrupted(signum: int) -> Exception:
     """The exception that ends the task as a signal to us does: exit 128+N (143, 130, 129)."""
     return Interrupted(128 + signum, f"interrupted by signal {signum}")
+
+
+def run_then_end_leftovers(
+    run: Callable[[list[int]], int], who: str, what: str, after: Callable[[], None] = lambda: None
+) -> int:
+    """`run(received)`'s exit code, and then what it left running is ended and listed, and
+    `after()` runs, also after a signal (which then ends us with 128+N)."""
+    stopped: Interrupted | None = None
+    code = 0
+    with signals_deferred() as received:
+        ours = leaks.snapshot("tree")  # not the command's: never ended
+        try:
+            if not received:
+                code = run(received)
+        except Interrupted as exc:  # a signal while the command ran: its tree is ended
+            stopped = exc
+        finally:
+            leaks.end_and_list_leftovers(ours, who, what)
+            after()
+    if stopped is not None:
+        raise stopped
+    if received:
+        raise interrupted(received[0])
+    return code

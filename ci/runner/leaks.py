@@ -1,11 +1,10 @@
 """Process-leak check: which processes exist after a command that did not before.
 
-Why identity = pid + start time: a recycled pid must not hide a leak.
-Zombies count (nobody reaped them). Entries named `ps` are ignored, as in
-the original awk, and so is our own process. Scope `tree` looks at our
-descendants only (we are a child subreaper, so orphans of the command are
-re-parented to us and stay visible); scope `all` looks at every visible
-process, as the original did inside a pod's PID namespace.
+Identity is pid + start time, so a recycled pid cannot hide a leak. Zombies
+count (nobody reaped them); `ps` entries (as in the original awk) and our own
+process do not. Scope `tree` is our descendants (as a child subreaper we get
+the command's orphans); scope `all` every visible process, as the original saw
+in a pod's PID namespace.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ if TYPE_CHECKING:
     import psutil
 
 SCOPES = ("tree", "all")
-# The original's verdict lines, verbatim in process-cleanup.txt; on stderr
-# each line of the check starts with PREFIX, so that a PASS is not read as the
-# step's own verdict.
+# The original's verdict lines, verbatim in process-cleanup.txt; on stderr each
+# starts with PREFIX, so that a PASS is not read as the step's own verdict.
 PASS_LINE = "status=PASS leaked_processes=0"
 FAIL_LINE = "status=FAIL leaked_processes_detected=1"
 PREFIX = "leak check: "
@@ -76,21 +74,13 @@ def snapshot(scope: str = "tree") -> list[Proc]:
     import psutil
 
     me = os.getpid()
-    if scope == "tree":
-        try:
-            procs = psutil.Process(me).children(recursive=True)
-        except psutil.Error:
-            procs = []
-    else:
+    procs: list[psutil.Process] = []
+    if scope != "tree":
         procs = list(psutil.process_iter())
-    found: list[Proc] = []
-    for proc in procs:
-        if proc.pid == me:
-            continue
-        described = describe(proc)
-        if described is not None:
-            found.append(described)
-    return found
+    else:
+        with contextlib.suppress(psutil.Error):
+            procs = psutil.Process(me).children(recursive=True)
+    return [d for d in map(describe, procs) if d is not None and d.pid != me]
 
 
 def describe(proc: psutil.Process) -> Proc | None:
@@ -147,28 +137,21 @@ def settle(
         time.sleep(0.2)
 
 
-def end_leftovers(keep: Iterable[Proc], grace: float = LEFTOVER_GRACE) -> list[Proc]:
-    """End what the commands left running: our descendants not in `keep` (pid + start time).
+def end_and_list_leftovers(keep: Iterable[Proc], who: str, what: str) -> None:
+    """End our descendants not in `keep`, then one stderr line per process ended.
 
-    TERM, then KILL after `grace`, repeated until a look finds nothing left
-    (`ci.proctree.end_leftovers`); returns the processes ended, as first seen.
+    TERM, then KILL after LEFTOVER_GRACE, repeated until a look finds nothing
+    left (`ci.proctree.end_leftovers`); each is listed as first seen.
     """
     from ci import proctree
 
     ended: list[Proc] = []
 
-    def seen(proc: psutil.Process) -> None:
-        described = describe(proc)
-        if described is not None:
+    def seen(proc: psutil.Process) -> None:  # described before it is signalled
+        if (described := describe(proc)) is not None:
             ended.append(described)
 
-    proctree.end_leftovers({p.identity for p in keep}, grace, seen=seen)
-    return ended
-
-
-def end_and_list_leftovers(keep: Iterable[Proc], who: str, what: str) -> None:
-    """`end_leftovers`, then one stderr line per process ended (`who: ended N … the WHAT left`)."""
-    ended = end_leftovers(keep)
+    proctree.end_leftovers({p.identity for p in keep}, LEFTOVER_GRACE, seen=seen)
     if ended:
         door.note(f"{who}: ended {len(ended)} process(es) the {what} left running:")
         for proc in ended:

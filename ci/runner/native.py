@@ -10,6 +10,7 @@ this module only resolves the command text and runs the rendered program.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -17,8 +18,7 @@ from ci import door
 from ci.errors import Stop
 from ci.platforms import Platform
 from ci.redact import Redactor, secrets_from_env
-from ci.runner import leaks
-from ci.runner.guard import interrupted, signals_deferred
+from ci.runner.guard import run_then_end_leftovers
 from ci.runner.program import (
     CacheDirs,
     DockerDisabled,
@@ -69,19 +69,10 @@ NPU = Semantics(
 
 SEMANTICS: dict[Platform, Semantics] = {Platform.ROCM: ROCM, Platform.NPU: NPU}
 
-# For `--help` and the docs: what the ROCm program overwrites whatever the job set.
-ROCM_OVERWRITES = (
-    "PYTORCH_ROCM_ARCH (forced empty), TMPDIR, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, "
-    "VLLM_CACHE_ROOT, XDG_CACHE_HOME, HF_DATASETS_CACHE (per-job dirs under "
-    "/tmp/vllm-omni-native-<job id>)"
-)
-
 
 def command_text(environ: Mapping[str, str], positional: Sequence[str]) -> str:
     """TEST_COMMANDS wins; else the positional words joined by single spaces (`"$*"`).
-
-    The old singular TEST_COMMAND is ignored, as in the original.
-    """
+    The singular TEST_COMMAND is ignored, as in the original."""
     return environ.get("TEST_COMMANDS") or " ".join(positional)
 
 
@@ -89,42 +80,25 @@ def program_for(
     platform: Platform, environ: Mapping[str, str], positional: Sequence[str] = ()
 ) -> str:
     """The program `run-tests --platform <platform>` runs for this environment."""
-    return render_program(
-        SEMANTICS[platform],
-        command_text(environ, positional),
-        secrets=secrets_from_env(environ),
-    )
+    text = command_text(environ, positional)
+    return render_program(SEMANTICS[platform], text, secrets=secrets_from_env(environ))
 
 
 def run_tests(platform: Platform, positional: Sequence[str], *, dry_run: bool = False) -> None:
     """Run the rendered program with bash; end with its exit status (128+N for signal N).
 
-    What the program leaves running when it ends is ended (TERM, then KILL)
-    and listed on stderr; the exit status stays the program's.
+    What it leaves running is ended (TERM, then KILL) and listed; the status stays its own.
     """
-    import os
-
     program = program_for(platform, os.environ, positional)
     if dry_run:
         sys.stdout.write(Redactor.for_env()(program))
         sys.stdout.flush()
         return
-    stopped: door.Interrupted | None = None
-    code = 0
-    with _program_argv(program) as argv, signals_deferred() as received:
-        ours = leaks.snapshot("tree")  # not the job's: never ended
-        try:
-            if not received:
-                command = door.Command(argv, description=f"run-tests ({platform})")
-                code = door.run(command, quiet=True).code
-        except door.Interrupted as exc:  # a signal while the job ran: its tree is ended
-            stopped = exc
-        finally:
-            leaks.end_and_list_leftovers(ours, "run-tests", "job")
-    if stopped is not None:
-        raise stopped
-    if received:
-        raise interrupted(received[0])
+    with _program_argv(program) as argv:
+        command = door.Command(argv, description=f"run-tests ({platform})")
+        code = run_then_end_leftovers(
+            lambda _: door.run(command, quiet=True).code, "run-tests", "job"
+        )
     if code != 0:
         raise Stop(code)
 

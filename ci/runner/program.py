@@ -1,24 +1,13 @@
 """Render the whole bash program a test job runs: the runner's pure core.
 
-Why a program and not Python logic: the same text must run on a CI agent
-(`bash -c PROGRAM`) and inside any test image (`docker run IMAGE bash -c
-PROGRAM`) where vllm-omni-ci is not installed. Only bash is needed inside (plus
-python3 when the torch GPU check is part of the pre-flight), so tier sessions
-and the XPU runner can ship the exact program the native runner runs.
-
-The program, in order:
-
-1. `set -euo pipefail` and the command text as one quoted literal;
-2. env defaults (assign when unset *or empty*), forced values, explicit exports;
-3. pre-flight checks (each a `PreflightCheck` value that renders a bash fragment);
-4. `Commands:` followed by the command text, with secret values masked;
-5. the commands, in a child bash with the semantics' `Mode`;
-6. the final exit mapping (`VLLM_CI_ALLOW_NO_TESTS=1` turns a final 5 into 0
-   when the semantics allow it).
-
-Everything the program decides at run time (job id, env defaults, GPU count,
-mount) is read from the environment it runs in, so one rendered text fits any
-job. Use `render_program`; the `PreflightCheck` values below are its building blocks.
+A program, not Python: the same text runs on a CI agent (`bash -c PROGRAM`) and
+in any test image (`docker run IMAGE bash -c PROGRAM`) without vllm-omni-ci, so
+the tiers and the XPU runner ship exactly what the native runner runs. In order:
+`set -euo pipefail` and the command text as one quoted literal; env defaults
+(when unset *or empty*), forced values, exports; the pre-flight checks; the
+`Commands:` line (secrets masked); the commands in a child bash run by `Mode`;
+the exit mapping. What it decides at run time (job id, GPU count, mount) is read
+from the environment it runs in, so one rendered text fits any job.
 """
 
 from __future__ import annotations
@@ -52,34 +41,26 @@ class PreflightCheck(Protocol):
     def render(self) -> str: ...
 
 
+def _refuse(test: str, message: str) -> str:
+    """bash: when `test` holds, say `message` on stderr and exit 1."""
+    return f"if [[ {test} ]]; then\n    echo {shlex.quote(message)} >&2\n    exit 1\nfi"
+
+
 @dataclass(frozen=True)
 class DockerDisabled:
     """MI300 jobs run natively in the pod: refuse unless VLLM_CI_DOCKER_DISABLED is exactly 1."""
 
-    message: str = "Error: MI300 CI must run natively with Docker disabled."
-
     def render(self) -> str:
-        return (
-            'if [[ "${VLLM_CI_DOCKER_DISABLED:-0}" != "1" ]]; then\n'
-            f"    echo {shlex.quote(self.message)} >&2\n"
-            "    exit 1\n"
-            "fi"
-        )
+        test = '"${VLLM_CI_DOCKER_DISABLED:-0}" != "1"'
+        return _refuse(test, "Error: MI300 CI must run natively with Docker disabled.")
 
 
 @dataclass(frozen=True)
 class RequireCommands:
     """An empty command text is an error (exit 1), not a silent success."""
 
-    message: str = "Error: No test commands provided."
-
     def render(self) -> str:
-        return (
-            f'if [[ -z "${{{COMMANDS_VAR}}}" ]]; then\n'
-            f"    echo {shlex.quote(self.message)} >&2\n"
-            "    exit 1\n"
-            "fi"
-        )
+        return _refuse(f'-z "${{{COMMANDS_VAR}}}"', "Error: No test commands provided.")
 
 
 @dataclass(frozen=True)
@@ -92,40 +73,39 @@ class Section:
         return f"echo {shlex.quote('--- ' + self.title)}"
 
 
+_CACHE_DIRS = """\
+__omni_ci_sanitize() {
+    local LC_ALL=C.UTF-8
+    local raw="$1"
+    printf '%s' "${raw//[^A-Za-z0-9_.-]/_}"
+}
+__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"
+__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"
+__omni_ci_cache_root={root}
+export TMPDIR="${__omni_ci_cache_root}/tmp"
+export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"
+export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"
+export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"
+export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"
+export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"
+mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\
+    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}"
+"""
+
+
 @dataclass(frozen=True)
 class CacheDirs:
-    """Per-job caches under `<prefix><sanitised job id>`; HF_HOME stays shared.
+    """Per-job caches under `<prefix><job id>`, always overwritten; HF_HOME stays shared.
 
-    The job id is BUILDKITE_JOB_ID, else BUILDKITE_PARALLEL_JOB, else `local`;
-    every character outside [A-Za-z0-9_.-] becomes one `_`, per code point (the
-    substitution runs under C.UTF-8, so `üñí` gives `___` in any locale).
-    These six variables are always overwritten.
+    The job id is BUILDKITE_JOB_ID, else BUILDKITE_PARALLEL_JOB, else `local`, with
+    one `_` per code point outside [A-Za-z0-9_.-] (under C.UTF-8, in any locale).
     """
 
     prefix: str = "/tmp/vllm-omni-native-"
 
     def render(self) -> str:
         root = f"{shlex.quote(self.prefix)}" + '"${__omni_ci_job}"'
-        return "\n".join(
-            [
-                "__omni_ci_sanitize() {",
-                "    local LC_ALL=C.UTF-8",
-                '    local raw="$1"',
-                "    printf '%s' \"${raw//[^A-Za-z0-9_.-]/_}\"",
-                "}",
-                '__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"',
-                '__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"',
-                f"__omni_ci_cache_root={root}",
-                'export TMPDIR="${__omni_ci_cache_root}/tmp"',
-                'export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"',
-                'export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"',
-                'export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"',
-                'export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"',
-                'export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"',
-                'mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\',
-                '    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}"',
-            ]
-        )
+        return _CACHE_DIRS.replace("{root}", root).rstrip("\n")
 
 
 _HF_MOUNT_CHECK = """\
@@ -180,9 +160,7 @@ _GPU_COUNT_CHECK = (
 class GpuCount:
     """VLLM_CI_EXPECTED_GPU_COUNT is a non-negative integer (unset or empty: 1), else exit 1.
 
-    An input check, so the ROCm program runs it before anything has a side
-    effect (the cache folders, HF_HOME); `RocmGpus` repeats it for programs
-    that use it alone.
+    An input check, run before anything with a side effect; `RocmGpus` repeats it.
     """
 
     def render(self) -> str:
@@ -193,9 +171,8 @@ class GpuCount:
 class RocmGpus:
     """`rocminfo`, then torch: a ROCm build, available, exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs.
 
-    The count defaults to 1 (unset or empty); anything but a non-negative
-    integer is a one-line error, exit 1. A count of 0 is the no-GPU pre-flight
-    (CPU-only steps, local runs): rocminfo and torch are skipped.
+    The count is checked as `GpuCount` does; 0 is the no-GPU pre-flight (CPU-only
+    steps, local runs): rocminfo and torch are skipped.
     """
 
     def render(self) -> str:
@@ -215,20 +192,11 @@ class Semantics:
     """What a platform's job shell does around the commands."""
 
     platform: str
-    # Assigned when unset or empty, then exported (in this order).
-    defaults: tuple[tuple[str, str], ...] = ()
-    # Always exported with this value, overriding the job's environment.
-    forced: tuple[tuple[str, str], ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()  # set when unset or empty, then exported
+    forced: tuple[tuple[str, str], ...] = ()  # exported, over the job's environment
     preflight: tuple[PreflightCheck, ...] = ()
     mode: Mode = Mode.RUN_ALL
-    # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0.
-    allow_no_tests: bool = False
-
-
-def _check_names(pairs: Iterable[tuple[str, str]]) -> None:
-    bad = [name for name, _ in pairs if not _NAME.match(name)]
-    if bad:
-        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
+    allow_no_tests: bool = False  # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0
 
 
 # The ERR trap keeps the first failure, but a real failure replaces pytest's 5;
@@ -264,11 +232,8 @@ _ASSIGNMENT = re.compile(
 
 
 def shown_commands(text: str, secrets: Iterable[str] = ()) -> str:
-    """The command text as logged: secret values and secret-named assignments masked.
-
-    `export HF_TOKEN="hf_…"` shows as `export HF_TOKEN=[REDACTED]`; references
-    such as `HF_TOKEN="$VLLM_CI_HF_TOKEN"` stay readable.
-    """
+    """The command text as logged: secret values and secret-named assignments masked
+    (`export HF_TOKEN=[REDACTED]`; a reference like `HF_TOKEN="$VLLM_CI_HF_TOKEN"` stays)."""
 
     def mask(match: re.Match[str]) -> str:
         value = match.group("value").strip("\"'")
@@ -277,6 +242,13 @@ def shown_commands(text: str, secrets: Iterable[str] = ()) -> str:
         return match.group(0)
 
     return _ASSIGNMENT.sub(mask, Redactor(secrets)(text))
+
+
+_NO_TESTS = """\
+if [[ ${__omni_ci_exit} -eq 5 && "${VLLM_CI_ALLOW_NO_TESTS:-0}" == "1" ]]; then
+    echo 'Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success.'
+    exit 0
+fi"""
 
 
 def render_program(
@@ -289,23 +261,17 @@ def render_program(
 ) -> str:
     """The complete bash program for one job; a pure function of its arguments.
 
-    - `semantics`: the platform's defaults, forced values, pre-flight, `Mode`
-      and no-tests rule (see `ci.runner.native.ROCM` / `NPU`).
-    - `commands`: the command text, or lines joined with newlines. It is
-      embedded as one quoted literal and `eval`ed (RUN_ALL) or run with
-      `bash -e -c` (FAIL_FAST) by a child bash.
-    - `env`: extra variables exported after the defaults (values quoted).
-    - `preflight`: replaces `semantics.preflight` when given.
-    - `secrets`: values masked in the `Commands:` log line.
-
-    Run it with `bash -c PROGRAM` (or `docker run IMAGE bash -c PROGRAM`); its
-    exit status is the job's. One argv string may not exceed 128 KiB on Linux
-    and the program holds the command text twice: above ~100 kB, write it to a
-    file and run `bash FILE` (what `ci.runner.native.run_tests` does).
+    `commands` (text, or lines) is `eval`ed (RUN_ALL) or run with `bash -e -c`
+    (FAIL_FAST) by a child bash; `env` is exported after the defaults;
+    `preflight` replaces the semantics' own; `secrets` are masked in the
+    `Commands:` line. The program holds the text twice and one argv string may
+    not exceed 128 KiB: a long one runs as `bash FILE` (`ci.runner.native`).
     """
     text = commands if isinstance(commands, str) else "\n".join(commands)
     exports = tuple((env or {}).items())
-    _check_names((*semantics.defaults, *semantics.forced, *exports))
+    bad = [n for n, _ in (*semantics.defaults, *semantics.forced, *exports) if not _NAME.match(n)]
+    if bad:
+        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
     checks = semantics.preflight if preflight is None else tuple(preflight)
 
     out = [
@@ -317,26 +283,14 @@ def render_program(
         f"{COMMANDS_VAR}={shlex.quote(text)}",
     ]
     for name, value in semantics.defaults:
-        out.append(f'[[ -n "${{{name}:-}}" ]] || {name}={shlex.quote(value)}')
-        out.append(f"export {name}")
-    for name, value in (*semantics.forced, *exports):
-        out.append(f"export {name}={shlex.quote(value)}")
-    out.extend(check.render() for check in checks)
-    out.append(f"printf '%s\\n' {shlex.quote('Commands:' + shown_commands(text, secrets))}")
-    out.append(f"if {_child(semantics.mode)}; then")
-    out.append("    exit 0")
-    out.append("else")
-    out.append("    __omni_ci_exit=$?")
-    out.append("fi")
+        out += [f'[[ -n "${{{name}:-}}" ]] || {name}={shlex.quote(value)}', f"export {name}"]
+    out += [f"export {name}={shlex.quote(value)}" for name, value in (*semantics.forced, *exports)]
+    out += [check.render() for check in checks]
+    out += [
+        f"printf '%s\\n' {shlex.quote('Commands:' + shown_commands(text, secrets))}",
+        f"if {_child(semantics.mode)}; then\n    exit 0\nelse\n    __omni_ci_exit=$?\nfi",
+    ]
     if semantics.allow_no_tests:
-        message = (
-            "Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success."
-        )
-        out.append(
-            'if [[ ${__omni_ci_exit} -eq 5 && "${VLLM_CI_ALLOW_NO_TESTS:-0}" == "1" ]]; then'
-        )
-        out.append(f"    echo {shlex.quote(message)}")
-        out.append("    exit 0")
-        out.append("fi")
+        out.append(_NO_TESTS)
     out.append('exit "${__omni_ci_exit}"')
     return "\n".join(out) + "\n"

@@ -1,17 +1,12 @@
 """`step [OPTIONS] -- COMMAND...`: one tested wrapper for what test YAMLs do in inline bash.
 
 It replaces `timeout --kill-after`, the `$BUILDKITE_PARALLEL_JOB` shard idioms,
-copying artifacts into the checkout, `tee … | tail` summaries and the
-`ps`/awk leak check. The command's argv is kept intact and never goes through a
-shell (except `--summary-tail`, which tees through bash into `ci.runner.teelog`).
-The command's exit code is passed through; a leak on a passing command gives 1.
-
-Every file `step` writes (the log, the summary, `process-cleanup.txt`) has the
-environment's secrets masked, as its stderr lines do; a file that cannot be
-written (a full disk) is one warning, never the step's exit code. When the
-command ends, whatever it left running is ended (TERM, then KILL), and said;
-a signal to `step` meanwhile cuts the leak check's settling short, not that
-cleanup (then exit 128+N; a second signal ends `step` at once).
+copying artifacts into the checkout, `tee … | tail` summaries and the `ps`/awk
+leak check. The argv never goes through a shell (`--summary-tail` pipes it
+through bash into `ci.runner.teelog`); its exit code is passed through, and a
+leak on a passing command gives 1. Files `step` writes have secrets masked; one
+that cannot be written is a warning, never the exit code. What the command left
+running is ended afterwards; a signal meanwhile cuts only the leak check short.
 """
 
 from __future__ import annotations
@@ -26,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import door
 from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.proctree import become_subreaper
 from ci.redact import Redactor
 from ci.runner import leaks, run_reporting
-from ci.runner.guard import interrupted, signals_deferred
+from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
 from ci.runner.teelog import BOOTSTRAP, package_parent
 
@@ -81,20 +75,18 @@ class StepPlan:
     leak_settle: float = 5.0
 
     def render(self) -> str:
-        lines = ["# plan: step", f"$ {shlex.join(self.command.argv)}"]
-        if self.command.timeout is not None:
-            lines.append(
-                f"# timeout: {self.command.timeout:g}s, then KILL after {self.command.grace:g}s"
-            )
-        if self.artifact_dir:
-            lines.append(f"# artifact dir: {self.artifact_dir}")
-        if self.copy_to:
-            lines.append(f"# copy artifacts to: {self.copy_to}")
-        if self.summary:
-            lines.append(f"# log: {self.log}; last {self.summary_tail} lines to {self.summary}")
-        if self.leak_check:
-            lines.append(f"# leak check: scope {self.leak_scope}, settle {self.leak_settle:g}s")
-        return "\n".join(lines) + "\n"
+        timeout, grace = self.command.timeout, self.command.grace
+        lines = [
+            "# plan: step",
+            f"$ {shlex.join(self.command.argv)}",
+            timeout is not None and f"# timeout: {timeout:g}s, then KILL after {grace:g}s",
+            self.artifact_dir and f"# artifact dir: {self.artifact_dir}",
+            self.copy_to and f"# copy artifacts to: {self.copy_to}",
+            self.summary and f"# log: {self.log}; last {self.summary_tail} lines to {self.summary}",
+            self.leak_check
+            and f"# leak check: scope {self.leak_scope}, settle {self.leak_settle:g}s",
+        ]
+        return "".join(f"{line}\n" for line in lines if line)
 
 
 def _int(text: str, what: str, problems: list[str]) -> int | None:
@@ -128,10 +120,8 @@ def shard_args(
 ) -> list[str]:
     """The words to append for this shard (empty when not sharding).
 
-    In a parallel step (`BUILDKITE_PARALLEL_JOB_COUNT` set) sharding is the
-    default for a pytest command, as the YAMLs' `--num-shards=$$BUILDKITE_PARALLEL_JOB_COUNT`
-    idiom did; a command that already names its shard is left alone, any other
-    command gets the flags only with an explicit `--shard`, and `--shard none` opts out.
+    In a parallel step a pytest command is sharded by default (the YAMLs' idiom),
+    unless it names its shard; other commands only with `--shard`; `none` opts out.
     """
     if shard == "none":
         if shard_list:
@@ -146,8 +136,7 @@ def shard_args(
         if any(w.startswith(SHARD_FLAGS) for w in argv):
             return []
         shard = "auto"
-    index: int | None = None
-    count: int | None = None
+    index = count = None
     if shard and shard != "auto":
         left, sep, right = shard.partition("/")
         if not sep:
@@ -171,19 +160,14 @@ def shard_args(
         return []
     if shard_list:
         entries = [e.strip() for e in shard_list.split(",")]
-        if any(not e for e in entries):
+        last = len(entries) - 1
+        if not all(entries):
             problems.append(f"--shard-list: empty entry in {shard_list!r}")
-            return []
-        if count is not None and count != len(entries):
-            problems.append(
-                f"--shard-list has {len(entries)} entries but the step has {count} shards"
-            )
-        if not 0 <= index < len(entries):
-            problems.append(
-                f"shard index {index} is out of range for --shard-list (0..{len(entries) - 1})"
-            )
-            return []
-        return [entries[index]]
+        elif count is not None and count != len(entries):
+            problems.append(f"--shard-list has {last + 1} entries but the step has {count} shards")
+        if all(entries) and not 0 <= index <= last:
+            problems.append(f"shard index {index} is out of range for --shard-list (0..{last})")
+        return [entries[index]] if all(entries) and 0 <= index <= last else []
     if count is None:
         return []
     if count < 1:
@@ -203,23 +187,17 @@ def plan_step(
     problems: list[str] = []
     if not argv:
         problems.append("no command: put it after `--` (vllm-omni-ci step [OPTIONS] -- COMMAND...)")
-    timeout = kill_after = settle = None
-    for attr, name in (("timeout", "--timeout"), ("kill_after", "--kill-after")):
-        value = getattr(options, attr)
-        if value:
-            try:
-                seconds = parse_duration(value, name=name)
-            except UserError as exc:
-                problems.extend(exc.problems)
-                continue
-            if attr == "timeout":
-                timeout = seconds
-            else:
-                kill_after = seconds
-    try:
-        settle = parse_duration(options.leak_settle or "0", name="--leak-settle")
-    except UserError as exc:
-        problems.extend(exc.problems)
+
+    def duration(value: str, name: str) -> float | None:
+        try:
+            return parse_duration(value, name=name) if value else None
+        except UserError as exc:
+            problems.extend(exc.problems)
+            return None
+
+    timeout = duration(options.timeout, "--timeout")
+    kill_after = duration(options.kill_after, "--kill-after")
+    settle = duration(options.leak_settle or "0", "--leak-settle")
     if options.summary_tail < 0:
         problems.append(f"--summary-tail: {options.summary_tail} must be 0 or more")
     if options.summary_tail and not options.artifact_dir:
@@ -336,6 +314,7 @@ def _copy(plan: StepPlan) -> None:
 
 
 def _finish(plan: StepPlan) -> None:
+    """The summary (the log's last lines) and the artifacts' copy, whatever happened."""
     if plan.summary and plan.log:
         write_artifact(plan.summary, "".join(_tail(plan.log, plan.summary_tail)))
     _copy(plan)
@@ -354,40 +333,25 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
     if found and code == 0:
         note("step: exit 1: the command passed, but it left processes behind")
         return 1
-    if code != 0:
+    if code:
         note(f"step: exit {code}: the command's own status")
     return code
 
 
 def execute(plan: StepPlan) -> int:
-    """Run the plan; the command's exit code, or 1 for a leak after a passing command.
-
-    Whatever the command leaves running is ended afterwards, also after a
-    signal to us (exit 128+N then) or a write error.
-    """
+    """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
     _make_dirs(plan)
     # Orphans of the command must be re-parented to us, where the check sees them.
     become_subreaper()
-    stopped: door.Interrupted | None = None
-    code = 0
-    with signals_deferred() as received:
-        ours = leaks.snapshot("tree")  # not the command's: never ended
+
+    def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
-        try:
-            if not received:
-                code = run_reporting(plan.command).code
-                if plan.leak_check:
-                    code = _leak_check(plan, before, code, stop=lambda: bool(received))
-        except door.Interrupted as exc:  # a signal while the command ran: its tree is ended
-            stopped = exc
-        finally:
-            leaks.end_and_list_leftovers(ours, "step", "command")
-            _finish(plan)
-    if stopped is not None:
-        raise stopped
-    if received:
-        raise interrupted(received[0])
-    return code
+        code = run_reporting(plan.command).code
+        if plan.leak_check:
+            code = _leak_check(plan, before, code, stop=lambda: bool(received))
+        return code
+
+    return run_then_end_leftovers(run, "step", "command", after=lambda: _finish(plan))
 
 
 def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False) -> None:
@@ -395,7 +359,5 @@ def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False
     if dry_run:
         sys.stdout.write(Redactor.for_env()(plan.render()))
         sys.stdout.flush()
-        return
-    code = execute(plan)
-    if code != 0:
+    elif code := execute(plan):
         raise Stop(code)

@@ -1,14 +1,16 @@
-"""The tee of `step --summary-tail`: the command's output to the job log and to a file, masked.
+"""The tee of `step --summary-tail` and of every tier job: the output to a log file, masked.
 
-It runs at the end of the command's pipeline (`"$@" 2>&1 | tee-program LOG`,
-see `ci.runner.step`), as `tee` did, with two differences:
+It ends the command's pipeline (`"$@" 2>&1 | python -c BOOTSTRAP PARENT LOG [MODE STATUS]`)
+as `tee` did, with these differences:
 
-- every secret of the environment is masked (`Redactor.for_env`) in what it
-  streams and in what it writes, line by line (a line ends at `\\n` or `\\r`), so a
-  secret is never cut in two by a read;
-- a file it cannot write (a full disk) costs one warning on stderr and the
-  file; the stream goes on, and the pipeline's status stays the command's
-  (`exit ${PIPESTATUS[0]}`), where `tee`'s own failure replaced it under pipefail.
+- every secret of the environment (`Redactor.for_env`) is masked in LOG, line by
+  line (a line ends at `\\n` or `\\r`), so a read never cuts a secret in two.
+  `step` masks its stream too; a tier job's stream (our stderr, the CI log,
+  which Buildkite redacts itself) passes as it comes, and MODE `log` drops it;
+- a LOG that cannot be written (a full disk) stops the copy to LOG, never the
+  stream, and the pipeline's status stays the command's (`exit ${PIPESTATUS[0]}`),
+  where `tee`'s own failure replaced it under pipefail. `step` warns on stderr;
+  a tier job's STATUS file (off the results disk) says `ok` or `error: <reason>`.
 
 It ignores SIGTERM, SIGINT and SIGHUP and ends when its input does (when the
 command's whole tree has closed the pipe), so the output written while the
@@ -17,6 +19,7 @@ tree is being ended still reaches the log. KILL still ends it with the tree.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -40,12 +43,11 @@ def _cut(buffer: bytes) -> int:
 
 
 class _Sink:
-    """One output; a failed write says so once on stderr and stops writing there."""
+    """One output; its first failure is kept (said on stderr with `warn`), then it is closed."""
 
     def __init__(self, fd: int | None, name: str, warn: bool) -> None:
-        self.fd = fd
-        self.name = name
-        self.warn = warn
+        self.fd, self.name, self.warn = fd, name, warn
+        self.problem = ""
 
     def write(self, data: bytes) -> None:
         while data and self.fd is not None:
@@ -54,44 +56,51 @@ class _Sink:
             except OSError as exc:
                 self.fail(exc)
 
-    def fail(self, exc: OSError) -> None:
+    def fail(self, exc: OSError, verb: str = "write") -> None:
+        self.problem = self.problem or f"cannot {verb} {self.name}: {exc.strerror or exc}"
         if self.warn:
             _warn(f"step: could not write {self.name}: {exc.strerror}; the output still streams")
         if self.fd is not None and self.fd > 2:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd = None
+
+    def close(self) -> None:
+        if self.fd is not None:
             try:
                 os.close(self.fd)
-            except OSError:
-                pass
-        self.fd = None
+            except OSError as exc:  # a delayed write error (NFS, quota) shows at close
+                self.fd = None
+                self.fail(exc)
 
 
 def _warn(message: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sys.stderr.write(Redactor.for_env()(message) + "\n")
         sys.stderr.flush()
-    except OSError:
-        pass
 
 
 def main(argv: Sequence[str]) -> int:
-    """`teelog LOG`: copy stdin to stdout and LOG; always 0 (the command's status decides)."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    """`LOG` (step) or `LOG MODE(tee|log) STATUS` (a tier job); always 0."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    tier = len(argv) == 3
     redact = Redactor.for_env()
-    log_path = argv[0]
-    stream = _Sink(sys.stdout.fileno(), "the job log", warn=False)
+    stream = _Sink(sys.stdout.fileno() if not tier or argv[1] == "tee" else None, "", warn=False)
     try:
-        log = _Sink(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), log_path, True)
+        log = _Sink(
+            os.open(argv[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), argv[0], not tier
+        )
     except OSError as exc:
-        log = _Sink(None, log_path, True)
-        log.fail(exc)
+        log = _Sink(None, argv[0], not tier)
+        log.fail(exc, "open")
 
     def emit(chunk: bytes) -> None:
         text = chunk.decode("utf-8", errors="surrogateescape")
         masked = redact(text).encode("utf-8", errors="surrogateescape")
-        stream.write(masked)
         log.write(masked)
+        if not tier:
+            stream.write(masked)
 
     buffer = b""
     while True:
@@ -103,6 +112,8 @@ def main(argv: Sequence[str]) -> int:
             data = b""
         if not data:
             break
+        if tier:
+            stream.write(data)
         buffer += data
         cut = _cut(buffer)
         if cut:
@@ -110,17 +121,15 @@ def main(argv: Sequence[str]) -> int:
             buffer = buffer[cut:]
     if buffer:
         emit(buffer)
-    if log.fd is not None:
-        try:
-            os.close(log.fd)
-        except OSError as exc:  # a delayed write error (NFS, quota) shows at close
-            log.fd = None
-            log.fail(exc)
+    log.close()
+    if tier and argv[2]:
+        with contextlib.suppress(OSError), open(argv[2], "w", encoding="utf-8") as fh:
+            fh.write(f"error: {log.problem}\n" if log.problem else "ok\n")
     return 0
 
 
-# What bash runs: put our package first (ahead of a `ci/` in the command's working
-# directory), then the tee. argv: the package's parent directory, the log.
+# What runs the tee: our package first on sys.path (ahead of a `ci/` in the command's
+# working directory, and under `python -I`), then `main`. argv: the package's parent, LOG, ...
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from ci.runner.teelog import main; sys.exit(main(sys.argv[2:]))"

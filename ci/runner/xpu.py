@@ -1,26 +1,18 @@
 """`run-tests --platform xpu`: the XPU job's tests in a container of the CI image.
 
 Replaces the test half of `.buildkite/intel/scripts/run-xpu-test.sh`: `docker
-run` of `xpu/vllm-omni-ci:<commit>` with the script's devices, mounts,
-pass-through env and name, running the command
-table of `ci.runner.xpu_commands` through the shared program renderer with
-`bash -e` semantics (stop at the first failure).
-
-What changed around the script, and why (docs/differences.md):
-- devices are passed only when they exist on the host (a missing /dev/dri made
-  `docker run` fail with 125 before any test);
-- the timeout kills the container, not only the docker client, which the
-  script's `timeout` left running until its EXIT trap;
-- the container (and the image, as before) are removed on success, failure,
-  timeout and SIGTERM, each step independent of the others;
-- `docker system prune -f` on the shared host is opt-in (`--prune`).
-
-`plan_run` is pure; `execute` runs it (docker CLI through the door for the
-run, the docker SDK for the kill and the cleanup).
+run` of `xpu/vllm-omni-ci:<commit>` with the script's devices, mounts, env and
+name, running the command table of `ci.runner.xpu_commands` under `bash -e`.
+Changed (docs/differences.md): devices are passed only when present (a missing
+/dev/dri made `docker run` exit 125); the timeout kills the container, not only
+the client; container and image are removed on every ending, each removal on
+its own; `docker system prune -f` on the shared host is opt-in (`--prune`).
+The run goes through the door's docker CLI, the kill and cleanup through the SDK.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import string
@@ -87,16 +79,19 @@ def container_name(commit: str, suffix: str | None = None) -> str:
 
 def hf_cache_dir(env: Mapping[str, str]) -> str:
     """HF_CACHE, else `<real home>/.cache/huggingface`."""
-    given = env.get("HF_CACHE", "")
-    if given:
-        return given
-    return str(Path(os.path.realpath(os.path.expanduser("~"))) / ".cache" / "huggingface")
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    return env.get("HF_CACHE", "") or str(home / ".cache" / "huggingface")
+
+
+def _wanted(dev_root: str) -> tuple[str, str]:
+    """The host devices the script passed: dri, and dri/by-path (mounted)."""
+    return f"{dev_root}/dri", f"{dev_root}/dri/by-path"
 
 
 def present_devices(
     dev_root: str, exists: Callable[[str], bool] = os.path.exists
 ) -> tuple[str, ...]:
-    return tuple(p for p in (f"{dev_root}/dri", f"{dev_root}/dri/by-path") if exists(p))
+    return tuple(p for p in _wanted(dev_root) if exists(p))
 
 
 def program() -> str:
@@ -106,7 +101,7 @@ def program() -> str:
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
     """The script's `docker run`, flag for flag, minus absent devices, plus `--pull=never`."""
-    dri, by_path = f"{spec.dev_root}/dri", f"{spec.dev_root}/dri/by-path"
+    dri, by_path = _wanted(spec.dev_root)
     # Never pull: a missing local image would otherwise be fetched from Docker Hub's
     # `xpu/` namespace, which we do not own, and be given HF_TOKEN.
     argv: list[str] = [spec.docker, "run", "--pull=never"]
@@ -119,8 +114,7 @@ def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
     argv += ["--security-opt", "seccomp=unconfined", "--entrypoint="]
     for name in PASSTHROUGH:
         argv += ["-e", name]
-    argv += ["--name", spec.container, spec.image, "bash", "-c", spec.program]
-    return tuple(argv)
+    return (*argv, "--name", spec.container, spec.image, "bash", "-c", spec.program)
 
 
 def run_command(spec: XpuRunSpec) -> door.Command:
@@ -145,8 +139,7 @@ def plan_run(spec: XpuRunSpec) -> door.Plan:
     if spec.prune:
         commands.append(prune_command(spec))
         cleanup += ", docker system prune -f"
-    wanted = (f"{spec.dev_root}/dri", f"{spec.dev_root}/dri/by-path")
-    missing = [p for p in wanted if p not in spec.devices]
+    missing = [p for p in _wanted(spec.dev_root) if p not in spec.devices]
     return door.Plan(
         commands=tuple(commands),
         facts=(
@@ -185,12 +178,8 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
 
 
 class Engine:
-    """The docker SDK client for kill and cleanup, connected on first use.
-
-    Connecting and the cleanup's removes are quiet: the cleanup runs on every
-    ending, an error's included, whose line must stay the first on stderr; the
-    plan names the cleanup, and a remove that fails is a warning.
-    """
+    """The docker SDK client for kill and cleanup, connected on first use, quietly: the
+    cleanup runs on every ending, and an error's line must stay the first on stderr."""
 
     def __init__(self) -> None:
         self._client: DockerClient | None = None
@@ -210,25 +199,18 @@ class Engine:
             f"kill container {name}", lambda: containers.get(name).kill(), quiet=again
         )
 
-    def remove_container(self, name: str) -> None:
+    def remove(self, kind: str, name: str) -> None:
+        """Remove a `container` or an `image`, quietly; one already gone is fine."""
         import docker
 
-        containers = self.client().containers
-        try:
-            remove = lambda: containers.get(name).remove(force=True)  # noqa: E731
-            door_docker.change(f"remove container {name}", remove, quiet=True)
-        except docker.errors.NotFound:
-            pass
-
-    def remove_image(self, ref: str) -> None:
-        import docker
-
-        images = self.client().images
-        try:
-            remove = lambda: images.remove(ref, force=True)  # noqa: E731
-            door_docker.change(f"remove image {ref}", remove, quiet=True)
-        except docker.errors.ImageNotFound:
-            pass
+        client = self.client()
+        action: Callable[[], object] = (
+            (lambda: client.containers.get(name).remove(force=True))
+            if kind == "container"
+            else (lambda: client.images.remove(name, force=True))
+        )
+        with contextlib.suppress(docker.errors.NotFound):  # ImageNotFound is one too
+            door_docker.change(f"remove {kind} {name}", action, quiet=True)
 
 
 def _kill_at_deadline(
@@ -252,8 +234,8 @@ def _kill_at_deadline(
 def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
     """Each step runs whatever happened before it; failures are logged, never raised."""
     steps: list[tuple[str, Callable[[], object]]] = [
-        (f"remove container {spec.container}", lambda: engine.remove_container(spec.container)),
-        (f"remove image {spec.image}", lambda: engine.remove_image(spec.image)),
+        (f"remove container {spec.container}", lambda: engine.remove("container", spec.container)),
+        (f"remove image {spec.image}", lambda: engine.remove("image", spec.image)),
     ]
     if spec.prune:
         steps.append(("docker system prune -f", lambda: door.run(prune_command(spec))))

@@ -1,13 +1,11 @@
 """Run a tier's jobs one after another and record what happened to each.
 
 Each job's output goes to its own log file (and to stderr when streaming, as
-in CI), through the log writer (`ci.tiers.logsink`): the job's exit status
-alone decides its outcome; a log the writer could not write in full is the
-result's `log_problem`, a warning. A container is removed after its job
-whatever happened, timeouts and interrupts included: the timeout ends the
-docker client's process tree, and `docker rm -f` ends the container itself.
-Without `--keep-going`, a failing blocking job stops the run; soft failures
-never do.
+in CI) through the tee (`ci.runner.teelog`): the job's exit status alone
+decides its outcome; a log not written in full is a warning (`log_problem`).
+A container is removed after its job whatever happened (`docker rm -f`), as
+the timeout ends only the docker client's tree. Without `--keep-going`, a
+failing blocking job stops the run; soft failures never do.
 """
 
 from __future__ import annotations
@@ -42,14 +40,6 @@ class JobResult:
     note: str = ""
     log_problem: str = ""  # why the job's log is not complete ("" = it is)
 
-    @property
-    def detail(self) -> str:
-        if self.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
-            return self.note
-        if self.timed_out:
-            return f"timed out after {self.job.step.timeout_minutes}m"
-        return self.note
-
 
 Progress = Callable[[Sequence[JobResult]], None]
 
@@ -60,27 +50,16 @@ def outcome_of(job: Job, code: int) -> JobOutcome:
     return JobOutcome.SOFT if job.step.soft_fail.covers(code) else JobOutcome.FAILED
 
 
-def _remove(job: Job, docker: str) -> None:
-    if job.container:
-        door.run(
-            door.Command((docker, "rm", "-f", job.container), description="remove container"),
-            output="null",
-            quiet=True,
-        )
-
-
 def run_job(job: Job, docker: str, stream: bool) -> JobResult:
     assert job.command is not None and job.log is not None
     with contextlib.suppress(OSError):  # the log writer says what it could not write
         job.log.parent.mkdir(parents=True, exist_ok=True)
-    where = f"container {job.image}" if job.container else "natively"
-    title = job.title
     if stream:
-        with door.buildkite_group(f"{title} — {where}"):
+        where = f"container {job.image}" if job.container else "natively"
+        with door.buildkite_group(f"{job.title} — {where}"):
             door.note(f"log: {job.log}")
     started = time.monotonic()
-    used = [0] * len(job.step.retries)
-    retried = 0
+    used = [0] * len(job.step.retries)  # attempts taken per retry rule
     while True:
         if job.status is not None:
             with contextlib.suppress(OSError):
@@ -88,22 +67,21 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
         try:
             result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
         finally:
-            _remove(job, docker)
+            if job.container:
+                remove = door.Command(
+                    (docker, "rm", "-f", job.container), description="remove container"
+                )
+                door.run(remove, output="null", quiet=True)
+        retries = job.step.retries
         rule = next(
-            (
-                i
-                for i, r in enumerate(job.step.retries)
-                if r.matches(result.code) and used[i] < r.limit
-            ),
-            None,
+            (i for i, r in enumerate(retries) if r.matches(result.code) and used[i] < r.limit), None
         )
         if rule is None:
             break
         used[rule] += 1
-        retried += 1
-        door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {retried + 1}")
+        door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {sum(used) + 1}")
     seconds = time.monotonic() - started
-    note = f"retried {retried}x" if retried else ""
+    note = f"retried {sum(used)}x" if any(used) else ""
     problem = log_problem(job, result.timed_out)
     if problem and stream:
         door.note(f"warning: {job.title}: {problem}")
@@ -142,12 +120,7 @@ def run_jobs(
     progress: Progress | None = None,
 ) -> list[JobResult]:
     """Run every runnable job in order; the results keep the jobs' order."""
-    results = [
-        JobResult(j, JobOutcome.PENDING)
-        if j.runs
-        else JobResult(j, JobOutcome.SKIPPED, note=j.reason)
-        for j in jobs
-    ]
+    results = initial_results(jobs)
     stopped = ""
     for i, job in enumerate(jobs):
         if not job.runs:
@@ -170,15 +143,21 @@ def run_jobs(
     return results
 
 
+def initial_results(jobs: Sequence[Job]) -> list[JobResult]:
+    """Before the run: a job that runs here is pending, any other skipped with its reason."""
+    return [
+        JobResult(j, JobOutcome.PENDING if j.runs else JobOutcome.SKIPPED, note=j.reason)
+        for j in jobs
+    ]
+
+
 def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
     """Why `job` must wait for good ("" when every `depends_on` inside the tier is met).
 
-    As on Buildkite: a dependency is met when all jobs of that step (or of
-    every step in that group) passed or soft-failed; a failed one is met only
-    with `allow_failure` / `allow_dependency_failure`. Keys the tier does not
-    define (`amd-build`, `upload-*-pipeline`) are its build steps: the local
-    image stands for them. Jobs run in file order, so a dependency that did
-    not run here (needs hardware, `if` false, later in the file) is unmet.
+    As on Buildkite: met when every job of that step (or group) passed or
+    soft-failed, or failed with `allow_failure`. Keys the tier does not define
+    (`amd-build`, `upload-*-pipeline`) are build steps the local image stands
+    for. A dependency that did not run here, or comes later in the file, is unmet.
     """
     for dependency in job.step.depends_on:
         members = [

@@ -5,13 +5,10 @@
 - npu: `.buildkite/npu/test-npu-<tier>.yml` (same);
 - xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
 
-A pair without a source is `no <tier> tier for <platform>` (exit 2). Steps are
-walked by the shared step source (`ci.pipeline.stepsource`), so this module adds
-only what a tier run needs: shards, timeout, soft-fail, hardware, CPU rule, and
-the `if`s evaluated as for a PR carrying the tier's label (`local_context`).
-
-The step types (`Tier`, `TierStep`) live in `ci.tiers.step`, shared with
-`ci.tiers.xpu`, and are re-exported here.
+A pair without a source is `no <tier> tier for <platform>` (exit 2). The shared
+step source (`ci.pipeline.stepsource`) walks the steps; this module adds what a
+tier run needs: shards, timeout, soft-fail, hardware, the CPU rule, and the `if`s
+evaluated as for a PR carrying the tier's label. `Tier`/`TierStep` are re-exported.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ci import topology
 from ci.errors import UserError
@@ -34,10 +31,6 @@ from ci.tiers.rules import amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
 from ci.tiers.step import Tier as Tier
 from ci.tiers.step import TierStep as TierStep
 from ci.tiers.xpu import XPU_SOURCE, xpu_steps
-
-if TYPE_CHECKING:
-    from ci.pipeline.ifexpr import Context
-
 
 TIER_FILES = topology.TIER_PATTERNS
 XPU_TIERS = (Tier.READY,)
@@ -79,20 +72,12 @@ def has_tier(repo: Path, tier: Tier, platform: Platform) -> bool:
 
 
 def source_of(repo: Path, tier: Tier, platform: Platform) -> str:
-    if platform is Platform.XPU:
-        return XPU_SOURCE
-    pattern = TIER_FILES[platform]
-    return pattern.format(tier=tier.value)
+    return XPU_SOURCE if platform is Platform.XPU else TIER_FILES[platform].format(tier=tier.value)
 
 
 def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context:
-    """What Buildkite would know evaluating the tier's `if`s for this local run.
-
-    The build of a PR that carries the tier's label: `build.pull_request.labels`
-    holds that label, `build.env(...)` reads the local environment (so
-    `NIGHTLY=1`, `WEEKLY=1`, `NON_CRITICAL=1` open the groups gated on them, as
-    on a scheduled build), and `build.branch` is BUILDKITE_BRANCH, else git's.
-    """
+    """The `if`s' context: a PR build carrying the tier's label, `build.env(...)` the local
+    environment (`NIGHTLY=1` opens what it gates), the branch BUILDKITE_BRANCH, else git's."""
     try:
         branch = resolve_branch(repo, env=environ)
     except UserError:
@@ -115,9 +100,8 @@ def _int(value: Any) -> int | None:
 
 
 def _env(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    items = value.items() if isinstance(value, Mapping) else ()
+    return {str(k): "" if v is None else str(v) for k, v in items}
 
 
 class _Hardware:
@@ -125,7 +109,6 @@ class _Hardware:
 
     def __init__(self, repo: Path, environ: Mapping[str, str]) -> None:
         self.registries = Registries.for_repo(repo)
-        self.environ = environ
         self._selector: str | None = None
         self._selector_error = ""
         try:
@@ -177,12 +160,8 @@ def _yaml_steps(
             dropped = ""
             prologue: tuple[str, ...] = ()
             if platform is Platform.ROCM:
-                pool = str(raw.get("agent_pool") or AMD_DEFAULT_POOL)
-                need, soft, grade = (
-                    pool,
-                    amd_soft_fail(raw.get("grade")),
-                    str(raw.get("grade") or ""),
-                )
+                need = str(raw.get("agent_pool") or AMD_DEFAULT_POOL)
+                soft, grade = amd_soft_fail(raw.get("grade")), str(raw.get("grade") or "")
                 mirrors = raw.get("mirror_hardwares") or []
                 if AMD_MIRROR not in (mirrors if isinstance(mirrors, list) else [mirrors]):
                     dropped = f"not mirrored to {AMD_MIRROR}"

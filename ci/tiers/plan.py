@@ -1,17 +1,16 @@
 """Steps → jobs: one per parallelism shard, each a ready-to-run command (pure).
 
-Every job runs the native runner's rendered program (`ci.runner.program`):
-rocm with the MI300 runner's semantics on the AMD template's TEST_COMMANDS
-(`ci.amd.render`), cuda/npu/xpu with Buildkite's `bash -e` job shell. In
-container mode the program runs in the platform's CI image with the repo
-mounted at the platform's working directory; `--native` runs it here, in the
-repo. What the machine offers (devices, image, commit) comes in as `Host`, so
-the plan is a pure function of the steps, the options and the host.
+Every job runs the runner's rendered program (`ci.runner.program`): rocm with
+the MI300 semantics on the AMD template's TEST_COMMANDS (`ci.amd.render`),
+cuda/npu/xpu under Buildkite's `bash -e` job shell; in the platform's CI image
+with the repo mounted at its working directory, or here with `--native`. What
+the machine offers comes in as `Host`, so the plan is a pure function.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
 from ci.runner.native import NPU, ROCM
 from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
+from ci.runner.teelog import BOOTSTRAP, package_parent
 from ci.tiers.model import AMD_DEFAULT_POOL, TierStep
 from ci.tiers.terminal import strip_emoji
 
@@ -48,17 +48,16 @@ WORKDIRS = {
     Platform.NPU: "/workspace",
     Platform.XPU: "/workspace/vllm-omni",
 }
-# Wraps every job: its output goes through the log writer (`ci.tiers.logsink`):
-# to the log file, redacted, and to our stderr too when streaming. The job
-# never writes the results disk itself, and the wrapper exits with the job's
-# own status, whatever became of the log (a full or read-only disk).
+# Wraps every job: its output goes through the tee (`ci.runner.teelog`) to the log
+# file, redacted, and to our stderr too when streaming. The job never writes the
+# results disk itself, and the wrapper exits with the job's own status.
 _WRAP = (
-    "log=$1; mode=$2; status=$3; python=$4; sink=$5; shift 5; "
-    '"$@" 2>&1 | "$python" -I "$sink" "$log" "$mode" "$status"; exit "${PIPESTATUS[0]}"'
+    "log=$1; mode=$2; status=$3; python=$4; parent=$5; shift 5; "
+    f'"$@" 2>&1 | "$python" -I -c {shlex.quote(BOOTSTRAP)} "$parent" "$log" "$mode" "$status"; '
+    'exit "${PIPESTATUS[0]}"'
 )
-# `bash -c _WRAP tier-job LOG MODE STATUS PYTHON SINK`, then the job's own argv.
+# `bash -c _WRAP tier-job LOG MODE STATUS PYTHON PARENT`, then the job's own argv.
 WRAPPER_WORDS = 9
-LOG_SINK = Path(__file__).with_name("logsink.py")
 
 
 @dataclass(frozen=True)
@@ -74,10 +73,8 @@ class Host:
     environ: Mapping[str, str] = field(default_factory=dict)
     docker: str = "docker"
     run_id: str = "local"
-    # Where the log writers say whether each log was written in full: outside
-    # the results folder, whose disk may be the one that is full.
-    scratch: Path | None = None
-    python: str = sys.executable  # runs the log writer (`ci.tiers.logsink`)
+    scratch: Path | None = None  # the tees' STATUS files, off the results disk (maybe full)
+    python: str = sys.executable  # runs the log writer (`ci.runner.teelog`)
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ class Job:
     container: str = ""
     log: Path | None = None
     command: Command | None = None
-    status: Path | None = None  # the log writer's verdict on `log` (see `ci.tiers.logsink`)
+    status: Path | None = None  # the log writer's verdict on `log` (see `ci.runner.teelog`)
 
     @property
     def runs(self) -> bool:
@@ -186,62 +183,52 @@ def image_for(step: TierStep, host: Host, options: Options) -> str:
 
 
 def _docker_argv(
-    job_env: Mapping[str, str],
-    program: str,
-    *,
-    step: TierStep,
-    host: Host,
-    options: Options,
-    image: str,
-    container: str,
-    workdir: str,
+    step: TierStep, host: Host, options: Options, env: Mapping[str, str], program: str, *where: str
 ) -> tuple[str, ...]:
+    """`docker run` of the program; `where`: the image, the container's name, the workdir."""
+    image, container, workdir = where
     labels = [f"{CONTAINER_LABEL}={step.tier}", f"{CONTAINER_LABEL}.run={host.run_id}"]
-    labels += list(options.labels)
     argv = [host.docker, "run", "--rm", "--name", container]
-    for label in labels:
+    for label in (*labels, *options.labels):
         argv += ["--label", label]
     argv += ["--entrypoint", "bash", "-v", f"{host.repo}:{workdir}", "-w", workdir]
-    argv += list(host.devices.get(step.platform, ()))
-    for name in job_env:  # values travel in the client's environment, never in argv
+    argv += host.devices.get(step.platform, ())
+    for name in env:  # values travel in the client's environment, never in argv
         argv += ["-e", name]
-    argv += [image, "-c", program]
-    return tuple(argv)
+    return (*argv, image, "-c", program)
 
 
 def plan_step(step: TierStep, position: int, host: Host, options: Options) -> list[Job]:
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
-    devices = bool(host.devices.get(step.platform))
     reason = step.skip_reason
     if not reason and not step.runs_on_cpu and not options.force:
         reason = step.need
+    workdir = str(host.repo) if options.native else WORKDIRS[step.platform]
+    context = {
+        **host.environ,
+        "BUILDKITE_COMMIT": host.commit,
+        "BUILDKITE_BUILD_CHECKOUT_PATH": workdir,
+    }
+    # CPU-runnable steps, and forced steps on a machine without the devices,
+    # get the no-GPU pre-flight; forced steps with devices present check them.
+    rocm = step.platform is Platform.ROCM
+    forced = options.force and not step.runs_on_cpu and bool(host.devices.get(step.platform))
+    gpus = (gpu_count(step.hardware, step.label) if rocm else 1) if forced else 0
     jobs: list[Job] = []
     for shard in shards:
         name = shard_label(step.label, shard, step.parallelism)
         if reason:
             jobs.append(Job(step, position, name, shard, reason=reason))
             continue
-        workdir = str(host.repo) if options.native else WORKDIRS[step.platform]
-        context = {
-            **host.environ,
-            "BUILDKITE_COMMIT": host.commit,
-            "BUILDKITE_BUILD_CHECKOUT_PATH": workdir,
-        }
-        # CPU-runnable steps, and forced steps on a machine without the devices,
-        # get the no-GPU pre-flight; forced steps with devices present check them.
-        wanted = gpu_count(step.hardware, step.label) if step.platform is Platform.ROCM else 1
-        gpus = wanted if (options.force and not step.runs_on_cpu and devices) else 0
-        if step.platform is Platform.ROCM:
-            env, program = rocm_job(step, workdir, context, gpus)
-        else:
-            env, program = shell_job(step, context, gpus)
-        if options.native and "HF_HOME" in env and step.platform is Platform.ROCM:
+        env, program = (
+            rocm_job(step, workdir, context, gpus) if rocm else shell_job(step, context, gpus)
+        )
+        if options.native and "HF_HOME" in env and rocm:
             env["HF_HOME"] = host.environ.get("HF_HOME") or str(
                 Path(host.environ.get("HOME", "/tmp")) / ".cache" / "huggingface"
             )
-        env["BUILDKITE_BUILD_CHECKOUT_PATH"] = workdir
-        env["BUILDKITE_COMMIT"] = host.commit
+        env |= {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": host.commit}
         env["BUILDKITE_LABEL"] = name
         if step.key:
             env["BUILDKITE_STEP_KEY"] = step.key
@@ -251,43 +238,22 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
         suffix = "" if shard is None else f"-shard{shard + 1}"
         log = host.results / step.platform.value / f"{position:02d}-{_slug(step.label)}{suffix}.log"
         image = container = ""
-        if options.native:
-            inner: tuple[str, ...] = ("bash", "-c", program)
-            cwd: str | None = str(host.repo)
-        else:
+        inner: tuple[str, ...] = ("bash", "-c", program)
+        if not options.native:
             image = image_for(step, host, options)
             container = f"vllm-omni-ci-tier-{step.tier}-{step.platform}-{host.run_id}-{position}"
             container += suffix
-            inner = _docker_argv(
-                env,
-                program,
-                step=step,
-                host=host,
-                options=options,
-                image=image,
-                container=container,
-                workdir=workdir,
-            )
-            cwd = None
-        status = None
-        if host.scratch is not None:
-            status = host.scratch / f"{step.platform.value}-{position:02d}{suffix}.status"
-        wrapped = (
-            "bash",
-            "-c",
-            _WRAP,
-            "tier-job",
-            str(log),
-            "tee" if options.stream else "log",
-            str(status or ""),
-            host.python,
-            str(LOG_SINK),
+            inner = _docker_argv(step, host, options, env, program, image, container, workdir)
+        status = (
+            host.scratch and host.scratch / f"{step.platform.value}-{position:02d}{suffix}.status"
         )
+        mode = "tee" if options.stream else "log"
+        wrapped = ("bash", "-c", _WRAP, "tier-job", str(log), mode, str(status or ""))
         command = Command(
-            (*wrapped, *inner),
+            (*wrapped, host.python, package_parent(), *inner),
             description=name,
             env=env,
-            cwd=cwd,
+            cwd=str(host.repo) if options.native else None,
             timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
         )
         jobs.append(
@@ -296,13 +262,14 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
                 position,
                 name,
                 shard,
-                env=env,
-                program=program,
-                image=image,
-                container=container,
-                log=log,
-                command=command,
-                status=status,
+                "",
+                env,
+                program,
+                image,
+                container,
+                log,
+                command,
+                status,
             )
         )
     return jobs

@@ -1,11 +1,8 @@
 """What a tier run reports: the summary table, one JUnit XML file, the Buildkite annotation.
 
-The table (step, shard, result, exit code, duration, log file) is a rich table
-in a terminal, kept live while jobs run, and plain lines in CI. The JUnit file
-has one testcase per step and shard: a blocking failure is a `<failure>`, a
-soft failure a `<failure type="soft_fail">` (Buildkite's soft_fail shows it
-but does not fail the build), and a step that did not run is `<skipped>` with
-its reason ("needs mi300_2").
+The table is live in a terminal and plain lines in CI. JUnit has a testcase per
+step and shard: a `<failure>`, a `<failure type="soft_fail">` (shown, not failing
+the build, as Buildkite does), or `<skipped>` with its reason ("needs mi300_2").
 """
 
 from __future__ import annotations
@@ -45,20 +42,15 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
     """One summary line: result shows soft failures and skip reasons in words."""
     job = result.job
     label = f"[{job.step.platform}] {job.name}"
-    if result.outcome is JobOutcome.SKIPPED or result.outcome is JobOutcome.NOT_RUN:
-        shown = result.note or result.outcome.value
-    elif result.outcome is JobOutcome.SOFT:
-        shown = "soft failure"
-    else:
-        shown = result.outcome.value
-    if result.note and result.outcome in (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT):
-        shown += f" ({result.note})"
+    ran = result.outcome in (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
+    shown = result.outcome.value
+    if result.note:
+        shown = f"{shown} ({result.note})" if ran else result.note
     if result.timed_out:
         shown += f" (timed out after {job.step.timeout_minutes}m)"
     if result.log_problem:
         shown += " (log incomplete)"
     code = "" if result.code is None else str(result.code)
-    ran = result.outcome in (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
     duration = f"{result.seconds:.1f}s" if ran else ""
     log = shown_path(job.log) if ran else ""
     return label, job.shard_text, shown, code, duration, log
@@ -70,12 +62,7 @@ def plain_lines(results: Sequence[JobResult]) -> list[str]:
     for result in results:
         _label, _shard, shown, code, duration, log = row(result)
         parts = [f"{shown:<14}", f"[{result.job.step.platform}] {result.job.title}"]
-        if code:
-            parts.append(f"exit {code}")
-        if duration:
-            parts.append(duration)
-        if log:
-            parts.append(log)
+        parts += [p for p in (code and f"exit {code}", duration, log) if p]
         lines.append("  ".join(parts))
     return lines
 
@@ -85,11 +72,8 @@ def table(
 ) -> RenderableType:
     """The live summary for a terminal of `width` columns (`ci.tiers.terminal`'s rules).
 
-    The title and the results folder wrap between words above the table; the
-    `[platform]` prefix goes when one platform runs (the title names it),
-    `:emoji:` shortcodes are dropped, logs are shown relative to `folder`, and
-    columns empty on every row (no shard, nothing finished yet) are left out.
-    Every cell keeps its words whole; when that cannot fit, each job is a line.
+    With one platform the title names it and rows drop `[platform]`; logs are
+    relative to `folder`; when whole words cannot fit a table, each job is a line.
     """
     from rich.console import Group
     from rich.table import Table
@@ -139,7 +123,7 @@ def table(
 
 
 def verdict(results: Sequence[JobResult]) -> str:
-    counts = {o: sum(1 for r in results if r.outcome is o) for o in JobOutcome}
+    counts = {o: sum(r.outcome is o for r in results) for o in JobOutcome}
     parts = [
         f"{counts[JobOutcome.PASSED]} passed",
         f"{counts[JobOutcome.FAILED]} failed",
@@ -177,8 +161,7 @@ def _tail(path: Path | None, limit: int = 200) -> str:
     if path is None or not path.is_file():
         return ""
     with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.readlines()
-    return "".join(lines[-limit:])
+        return "".join(fh.readlines()[-limit:])
 
 
 def junit(results: Sequence[JobResult], suite: str) -> Any:
@@ -190,8 +173,7 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name=suite)
-    platforms = list(dict.fromkeys(r.job.step.platform for r in results))
-    for platform in platforms:
+    for platform in dict.fromkeys(r.job.step.platform for r in results):
         mine = [r for r in results if r.job.step.platform is platform]
         node = ET.SubElement(
             root,
@@ -206,34 +188,27 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
         for result in mine:
             job = result.job
             redact = Redactor.for_env(job.env)
-            name = job.title
             group = re.sub(r":[a-z0-9_+-]+:", "", job.step.group).strip()
             case = ET.SubElement(
                 node,
                 "testcase",
                 classname=f"{job.step.tier}.{platform}.{group or job.step.source}",
-                name=name,
+                name=job.title,
                 time=f"{result.seconds:.3f}",
                 file=job.step.source,
             )
-            if result.outcome is JobOutcome.FAILED:
-                failure = ET.SubElement(
-                    case, "failure", type="failure", message=f"exit {result.code}"
-                )
-                failure.text = redact(_tail(job.log))
-            elif result.outcome is JobOutcome.SOFT:
-                failure = ET.SubElement(
-                    case,
-                    "failure",
-                    type="soft_fail",
-                    message=f"soft failure: exit {result.code} ({job.step.grade_text})",
-                )
+            if result.outcome in (JobOutcome.FAILED, JobOutcome.SOFT):
+                soft = result.outcome is JobOutcome.SOFT
+                message = f"exit {result.code}"
+                if soft:
+                    message = f"soft failure: {message} ({job.step.grade_text})"
+                kind = "soft_fail" if soft else "failure"
+                failure = ET.SubElement(case, "failure", type=kind, message=message)
                 failure.text = redact(_tail(job.log))
             elif result.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
                 ET.SubElement(case, "skipped", message=redact(result.note or result.outcome.value))
             if job.log is not None and job.runs:
-                out = ET.SubElement(case, "system-out")
-                out.text = f"log: {job.log}"
+                ET.SubElement(case, "system-out").text = f"log: {job.log}"
     ET.indent(root)
     return ET.ElementTree(root)
 

@@ -31,18 +31,13 @@ RULE = (
 
 def marker_expressions(commands: Iterable[str]) -> list[str]:
     """Every pytest `-m EXPR` in the commands (`python -m module` switches removed)."""
-    text = "\n".join(commands)
-    return m_expressions(_PYTHON_MODULE.sub(" ", text))
-
-
-def positive_cpu(expression: str) -> bool:
-    """True if `cpu` occurs as a whole word that is not directly negated."""
-    return any(polarities(expression, "cpu"))
+    return m_expressions(_PYTHON_MODULE.sub(" ", "\n".join(commands)))
 
 
 def cpu_runnable(commands: Iterable[str]) -> bool:
+    """Every `-m` has `cpu` as a whole word not directly negated (and there is one)."""
     expressions = marker_expressions(commands)
-    return bool(expressions) and all(positive_cpu(e) for e in expressions)
+    return bool(expressions) and all(any(polarities(e, "cpu")) for e in expressions)
 
 
 @dataclass(frozen=True)
@@ -60,11 +55,9 @@ class SoftFail:
         return not self.every and not self.statuses
 
     def describe(self) -> str:
-        if self.every:
-            return "soft_fail"
-        if self.statuses:
-            return "soft_fail on exit " + ", ".join(str(s) for s in sorted(self.statuses))
-        return "blocking"
+        if self.statuses and not self.every:
+            return "soft_fail on exit " + ", ".join(map(str, sorted(self.statuses)))
+        return "soft_fail" if self.every else "blocking"
 
 
 def soft_fail_of(value: Any) -> SoftFail:
@@ -111,9 +104,8 @@ def retries_of(value: Any) -> tuple[Retry, ...]:
     automatic = value.get("automatic") if isinstance(value, Mapping) else None
     if automatic is True:
         return (Retry(None, 2),)
-    rules = automatic if isinstance(automatic, list) else [automatic]
     found = []
-    for rule in rules:
+    for rule in automatic if isinstance(automatic, list) else [automatic]:
         if not isinstance(rule, Mapping) or "exit_status" not in rule:
             continue
         raw_status, raw_limit = rule.get("exit_status"), rule.get("limit", 2)

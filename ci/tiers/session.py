@@ -1,16 +1,12 @@
 """`vllm-omni-ci tier NAME [options]`, also behind `nox -s ready|merge|nightly|weekly -- [options]`.
 
-The one entry point both share (CI pods have no nox); the options are the `tier` task's.
-
-The session: parse the options; pick the platforms (given, or every platform
-whose tier source exists and whose CI image is present locally); read the
-steps from the target repo; with `--list` print them (and the CPU rule) and
-stop; otherwise check every input (images present, an engine that answers)
-before writing anything, make the run's results folder (`results_place`), run
-the jobs, and report (table, JUnit, Buildkite annotation). Exit status: 0, or
-1 when a blocking step failed or the engine cannot be reached; input errors
-(a results folder that cannot be written included) exit 2. A log or JUnit that
-cannot be written is a warning: the steps' exit statuses decide.
+The one entry point both share (CI pods have no nox). The platforms are the
+given one, or every platform with a tier source and a local CI image. `--list`
+prints the steps and stops; else every input is checked (images, an engine that
+answers) before anything is written, then the jobs run into the run's results
+folder and are reported (table, JUnit, annotation). Exit 0; 1 when a blocking
+step failed or the engine cannot be reached; 2 for input errors (an unwritable
+results folder included). A log or JUnit not written is only a warning.
 """
 
 from __future__ import annotations
@@ -142,11 +138,8 @@ def image_present(docker: str, ref: str) -> bool:
 
 
 def engine_answers(docker: str) -> None:
-    """Raise (exit 1) when the Docker engine behind `docker` cannot be reached.
-
-    `docker image inspect` fails alike for a missing image and for an engine
-    that is down; `docker version` tells them apart (it fails only for the latter).
-    """
+    """Raise (exit 1) when the engine cannot be reached: `docker image inspect` fails alike
+    for a missing image and an engine that is down, `docker version` only for the latter."""
     probe = door.run(
         door.Command((docker, "version", "--format", "{{.Server.Version}}"), timeout=60),
         output="capture",
@@ -157,8 +150,7 @@ def engine_answers(docker: str) -> None:
     said = " ".join((probe.stderr or probe.stdout).split()) or f"exit {probe.code}"
     if probe.timed_out:
         said = "no answer within 60s"
-    host = os.environ.get("DOCKER_HOST")
-    where = f" at DOCKER_HOST={host}" if host else ""
+    where = f" at DOCKER_HOST={host}" if (host := os.environ.get("DOCKER_HOST")) else ""
     raise UserError(
         f"the Docker engine{where} cannot be reached ({said}); start it "
         "(`vllm-omni-ci sandbox up`, or start Docker), or use --native",
@@ -185,19 +177,15 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
             lines.append(f"     group: {step.group}")
         lines.append(f"     hardware: {step.hardware or step.platform.value} — {runs}")
         lines.append(f"     grade: {step.grade_text}")
-        for condition in step.conditions:
-            lines.append(f"     if: {condition}")
+        lines.extend(f"     if: {condition}" for condition in step.conditions)
         inside = [d for d in step.depends_on if d.key in keys]
         if inside:
             shown = ", ".join(
                 d.key + (" (failure allowed)" if d.allow_failure else "") for d in inside
             )
             lines.append(f"     depends on: {shown}")
-        extra = []
-        if step.parallelism > 1:
-            extra.append(f"parallelism {step.parallelism}")
-        if step.timeout_minutes:
-            extra.append(f"timeout {step.timeout_minutes}m")
+        extra = [f"parallelism {step.parallelism}"] if step.parallelism > 1 else []
+        extra += [f"timeout {step.timeout_minutes}m"] if step.timeout_minutes else []
         if extra:
             lines.append(f"     {', '.join(extra)}")
         if step.prologue:
@@ -275,10 +263,7 @@ def _annotate(markdown: str, style: str, tier: Tier) -> None:
 
 
 def run(name: str, **given: Any) -> int:
-    """The whole session (`given`: the `tier` task's options); its exit status.
-
-    UserError and Stop propagate.
-    """
+    """The whole session (`given`: the `tier` task's options); its exit status."""
     try:
         tier = parse_tier(name)
     except UserError as exc:
@@ -290,15 +275,14 @@ def run(name: str, **given: Any) -> int:
         docker = named_docker() or docker  # a bad $VLLM_OMNI_CI_DOCKER is named, not "no image"
     environ = dict(os.environ)
     platforms = _platforms(args, tier, repo, docker, environ)
-    steps: list[TierStep] = []
-    for platform in platforms:
-        steps.extend(load_tier(repo, tier, platform))
+    steps = [s for platform in platforms for s in load_tier(repo, tier, platform)]
     if args.list:
-        for platform in platforms:
-            sys.stdout.write(f"# {tier} tier for {platform}: {source_of(repo, tier, platform)}\n")
         width = min(shutil.get_terminal_size().columns, 100)
-        sys.stdout.write("".join(f"{line}\n" for line in wrap(RULE, width, "# ", hang="")))
-        sys.stdout.write(listing(steps, args.step))
+        sys.stdout.write(
+            "".join(f"# {tier} tier for {p}: {source_of(repo, tier, p)}\n" for p in platforms)
+            + "".join(f"{line}\n" for line in wrap(RULE, width, "# ", hang=""))
+            + listing(steps, args.step)
+        )
         sys.stdout.flush()
         return 0
 
@@ -404,8 +388,7 @@ class Place:
 def results_place(given: str, tier: Tier, platforms: Sequence[Platform]) -> Place:
     """--results DIR as given; else build/tiers/<tier>-<platforms>/<time>-<pid>/ (cwd-relative).
 
-    The run id (local time to the second, then our pid) also names the run's
-    containers, so two runs on one machine never share a folder or a container.
+    The run id also names the run's containers: two runs never share either.
     """
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     if given:
@@ -415,10 +398,9 @@ def results_place(given: str, tier: Tier, platforms: Sequence[Platform]) -> Plac
 
 
 def make_results(place: Place, platforms: Sequence[Platform]) -> list[str]:
-    """Create the run's folders; one `error:` line (exit 2) when they cannot be written.
+    """Create the run's folders (an `error:` line, exit 2, when it cannot); the warnings.
 
-    Returns the warnings: the `latest` link is a convenience, so failing to
-    point it at this run (atomically: a new link renamed over the old) is one.
+    The `latest` link (a new link renamed over the old) is a convenience: failing is a warning.
     """
     for folder in (place.folder, *(place.folder / p.value for p in platforms)):
         try:
@@ -461,21 +443,15 @@ def _run_live(
     from rich.live import Live
 
     console = Console(stderr=True)
-    pending = [
-        execute.JobResult(j, execute.JobOutcome.PENDING)
-        if j.runs
-        else execute.JobResult(j, execute.JobOutcome.SKIPPED, note=j.reason)
-        for j in jobs
-    ]
 
-    def view(results: Sequence[execute.JobResult]) -> RenderableType:
+    def view(results: Sequence[JobResult]) -> RenderableType:
         return report.table(results, title, width=console.width, folder=folder)
 
-    with Live(view(pending), console=console, refresh_per_second=4) as live:
-
-        def progress(results: Sequence[execute.JobResult]) -> None:
-            live.update(view(results))
-
+    with Live(view(execute.initial_results(jobs)), console=console, refresh_per_second=4) as live:
         return execute.run_jobs(
-            jobs, docker=docker, stream=False, keep_going=keep_going, progress=progress
+            jobs,
+            docker=docker,
+            stream=False,
+            keep_going=keep_going,
+            progress=lambda results: live.update(view(results)),
         )

@@ -1,10 +1,5 @@
-"""The two types every tier is made of: `Tier` and `TierStep`.
-
-Its own module so that the step sources can share them without importing
-each other: `ci.tiers.model` (which re-exports both) builds steps from the
-tier YAMLs and asks `ci.tiers.xpu` for the XPU tier, whose steps are
-`TierStep`s of a `Tier` too.
-"""
+"""The two types every tier is made of, `Tier` and `TierStep`, shared by the step
+sources (`ci.tiers.model` for the YAMLs, `ci.tiers.xpu`) without a cycle."""
 
 from __future__ import annotations
 
@@ -50,9 +45,7 @@ class TierStep:
     @property
     def shell_commands(self) -> tuple[str, ...]:
         """The commands as the job shell receives them after upload (`$$` -> `$`)."""
-        if not self.yaml_escaped:
-            return self.commands
-        return tuple(unescape(c) for c in self.commands)
+        return tuple(map(unescape, self.commands)) if self.yaml_escaped else self.commands
 
     @property
     def job_commands(self) -> tuple[str, ...]:
@@ -66,8 +59,7 @@ class TierStep:
     @property
     def grade_text(self) -> str:
         if self.grade or self.platform is Platform.ROCM:
-            shown = self.grade or "no grade"
-            return f"{shown} ({'blocking' if self.blocking else 'soft_fail'})"
+            return f"{self.grade or 'no grade'} ({'blocking' if self.blocking else 'soft_fail'})"
         return self.soft_fail.describe()
 
     @property

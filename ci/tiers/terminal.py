@@ -1,18 +1,10 @@
 """Text for a terminal: words kept whole, `:emoji:` shortcodes dropped, tables that fit.
 
-Shared by the tier table (`ci.tiers.report`) and the plan table
-(`ci.plan.output`), and used only when the output is a terminal: logs, pipes
-and files keep their text as it is.
-
-- Lines wrap between words, never inside one (a name, a queue or a path
-  longer than the line is left whole for the terminal to show).
-- Buildkite renders `:rocm:`-style shortcodes as pictures; a terminal would
-  show the bare code, so shortcodes that stand alone as a word are dropped.
-- A table gets column widths that keep every word of every cell whole, and
-  columns that say nothing (empty on every row, or the same on every row) are
-  left out, their one value said once beside the table. When even the
-  narrowest whole-word layout is wider than the terminal, the caller prints
-  lines instead (`fit` returns None).
+For the tier table (`ci.tiers.report`) and the plan table (`ci.plan.output`),
+only when the output is a terminal. Lines wrap between words (a longer word stays
+whole); Buildkite's `:rocm:` shortcodes, pictures there, are dropped when they
+stand alone; table columns keep every word whole, and columns that say nothing
+are left out. When no whole-word layout fits, the caller prints lines instead.
 """
 
 from __future__ import annotations
@@ -33,10 +25,8 @@ def strip_emoji(text: str) -> str:
 
 
 def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
-    """`text` as lines of at most `width` columns, broken only between words.
-
-    Continuation lines get `indent + hang`; a word longer than the line stays whole.
-    """
+    """`text` as lines of at most `width` columns, broken only between words (`indent + hang`
+    before continuation lines)."""
     if width <= len(indent) + 1:
         return [indent + text.strip()]
     wrapper = textwrap.TextWrapper(
@@ -78,22 +68,17 @@ def informative(
     always: Sequence[str] = (),
     constant: bool = True,
 ) -> Columns:
-    """Drop columns empty on every row; with `constant`, also those equal on every row.
-
-    A constant column is dropped only when there are two rows or more (one
-    row is always "the same"); `always` names columns that are never dropped.
-    """
+    """Drop columns empty on every row; with `constant`, also those equal on two rows or
+    more; never those named in `always`."""
     keep: list[int] = []
     same: list[tuple[str, str]] = []
     for index, header in enumerate(headers):
         values = {row[index] for row in rows}
         if header in always or not rows:
             keep.append(index)
-        elif values == {""}:
-            continue
-        elif constant and len(rows) > 1 and len(values) == 1:
+        elif constant and len(rows) > 1 and len(values) == 1 and values != {""}:
             same.append((header, next(iter(values))))
-        else:
+        elif values != {""}:
             keep.append(index)
     return Columns(tuple(keep), tuple(same))
 
@@ -101,9 +86,8 @@ def informative(
 def widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[int] | None:
     """Column widths (without padding) that keep every word whole in `width` columns.
 
-    Each column gets at least its longest word and at most its longest line;
-    the room left after the minimums goes to the columns that want more, the
-    most to those that want the most. None when the minimums do not fit.
+    Each column gets its longest word to its longest line, the spare room going
+    first to those that want the most; None when the minimums do not fit.
     """
     count = len(headers)
     if not count:
