@@ -67,9 +67,6 @@ def _title(platform: PlatformPlan) -> str:
     return f"{platform.platform}: {platform.status.upper()} — {platform.reason}"
 
 
-# --------------------------------------------------------------------------- table
-
-
 def _pipeline_line(pipeline: PlannedPipeline) -> str:
     head = f"{pipeline.name} ({pipeline.file or '-'})"
     if pipeline.scope:
@@ -245,9 +242,6 @@ def _terminal_table(
         console.print(table)
     if shown.same:
         say("every job: " + ", ".join(f"{h} {v}" for h, v in shown.same), style="dim", indent="  ")
-
-
-# --------------------------------------------------------------------------- markdown
 
 
 def _cell(text: str) -> str:
