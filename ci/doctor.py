@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ci import door
@@ -158,27 +158,19 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     chosen = pick_docker(clients, docker)
     if chosen and chosen not in [c.path for c in clients]:
         clients.append(probe_client(chosen))
-    version = driver = error = None
-    output_image = False
-    if chosen and engine:
-        version, driver, error = _engine(chosen)
-        builder = next(
-            (c.path for c in clients if c.path == chosen and c.buildkit_without_buildx),
-            next((c.path for c in clients if c.buildkit_without_buildx), None),
-        )
-        if version and builder:
-            output_image = _output_image(builder)
-    return Report(
+    version, driver, error = _engine(chosen) if chosen and engine else (None, None, None)
+    report = Report(
         clients=tuple(clients),
         chosen=chosen,
         engine_version=version,
         storage_driver=driver,
         engine_error=error if chosen else "no docker client on PATH",
-        output_image=output_image,
         buildctl=shutil.which("buildctl"),
         registry=registry_answers(),
         shellcheck=_shellcheck(),
     )
+    builder = report.buildkit_client()
+    return replace(report, output_image=bool(version and builder and _output_image(builder)))
 
 
 UP = "vllm-omni-ci sandbox up"

@@ -97,18 +97,15 @@ class Command:
 
     def policy(self, number: int) -> str:
         """The step's policy in words (` [only if step 1 failed]`), "" for the plain one."""
-        words = []
-        if self.only_after_failure:
-            words.append(f"only if step {number - 1} failed")
-        if self.stdin_from_previous:
-            words.append(f"stdin: step {number - 1}'s output")
-        if self.secret_output:
-            words.append("its output is a secret, not shown")
-        if self.tolerate is not None:
-            words.append("a failure is tolerated")
-        if self.forgive_if is not None:
-            words.append(f"a failure is forgiven if `{self.forgive_if.line()}` then succeeds")
-        return f" [{'; '.join(words)}]" if words else ""
+        check = self.forgive_if
+        words = [
+            f"only if step {number - 1} failed" * self.only_after_failure,
+            f"stdin: step {number - 1}'s output" * self.stdin_from_previous,
+            "its output is a secret, not shown" * self.secret_output,
+            "a failure is tolerated" * (self.tolerate is not None),
+            f"a failure is forgiven if `{check.line()}` then succeeds" if check else "",
+        ]
+        return f" [{'; '.join(filter(None, words))}]" if any(words) else ""
 
 
 def _quote(word: str) -> str:
