@@ -1,9 +1,8 @@
 """Arguments after `--`, with their quoting intact.
 
-Invoke joins everything after `--` into one string (`Context.remainder`), so
-`-m 'a and b'` would come back as three words. The shell already split argv
-correctly; we take it straight from `sys.argv`, which is the same list under
-`inv` and under `vllm-omni-ci`.
+Invoke joins them into one string (`Context.remainder`), so `-m 'a and b'`
+would come back as three words; `sys.argv` has them split right, under `inv`
+and `vllm-omni-ci` alike.
 """
 
 from __future__ import annotations

@@ -1,26 +1,22 @@
 """`bootstrap --platform cuda|npu|xpu`: the first job of the CUDA, NPU and Intel pipelines.
 
-CUDA and NPU (CUDA's file has the image build and the ready, merge, nightly and
-weekly uploads; NPU's four image builds and the ready and nightly uploads):
-the platform's `bootstrap-upload-steps.yml` gets the bootstrap-mode gates
-(`ci.pipeline.bootstrap_mode`), and its steps are rewritten so that no inline
-shell is left: each upload step runs
-`vllm-omni-ci upload-pipeline <test YAML> --upload --scope auto` (the task
-makes the choice the `EXTRA="--all"` shell made), the CUDA image step runs
-`vllm-omni-ci build-image --platform cuda`, and the NPU image steps are
-generated from the variant table (`ci.images.variants`), one per variant.
+CUDA and NPU: the platform's `bootstrap-upload-steps.yml` gets the bootstrap-mode
+gates (`ci.pipeline.bootstrap_mode`) and loses its inline shell: each upload
+step runs `vllm-omni-ci upload-pipeline <test YAML> --upload --scope auto`,
+the CUDA image step `vllm-omni-ci build-image --platform cuda`, and the NPU
+image steps come from the variant table (`ci.images.variants`), one each.
 
-XPU: gate with skip-ci (`intel l2`, on main too; no PR labels), then upload
+XPU: gate with skip-ci (`intel l2`, on main too), then upload
 `intel/pipeline-intel.yml` with its test step running `build-image` and
 `run-tests` for xpu instead of `run-xpu-test.sh`.
 
-Every pipeline is checked against Buildkite's schema before it leaves;
-`--dry-run` prints it (the YAML alone on stdout) and uploads nothing.
+Every pipeline passes Buildkite's schema before it leaves; `--dry-run` prints it.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import re
 import shlex
@@ -57,11 +53,7 @@ _UPLOADER = re.compile(r"(?:upload_pipeline\.py|vllm-omni-ci\s+upload-pipeline)\
 _DROPPED_NPU_ENV: Final = ("VLLM_IMAGE_TAG",)
 
 
-def log(message: str) -> None:
-    door.note(message)
-
-
-# --------------------------------------------------------------------------- step rewriting
+log = door.note
 
 
 def _with_commands(step: model.Step, commands: list[str]) -> model.Step:
@@ -85,7 +77,7 @@ def uploaded_pipeline(step: model.Step) -> str:
             words = shlex.split(match.group("args"), comments=True)
         except ValueError:
             words = match.group("args").split()
-        found += [w for w in words if not w.startswith(("-", "$")) and w not in ("auto",)]
+        found += [w for w in words if not w.startswith(("-", "$")) and w != "auto"]
     paths = [w for w in found if w.endswith((".yml", ".yaml"))]
     if len(paths) != 1:
         raise UserError(
@@ -127,14 +119,13 @@ def _image_depends(value: Any, templates: Mapping[str, model.Step], generated: l
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list):
         return value
-    image = [isinstance(n, str) and n in templates for n in names]
-    if not any(image):
+    if not any(isinstance(n, str) and n in templates for n in names):
         return value
+    expanded = (generated if isinstance(n, str) and n in templates else [n] for n in names)
     out: list[Any] = []
-    for name, is_image in zip(names, image, strict=True):
-        for new in generated if is_image else [name]:
-            if new not in out:
-                out.append(new)
+    for new in itertools.chain.from_iterable(expanded):
+        if new not in out:
+            out.append(new)
     return out
 
 
@@ -165,9 +156,6 @@ def rewrite_steps(
     return rewritten, frozenset(keys) if generated else frozenset(templates)
 
 
-# --------------------------------------------------------------------------- CUDA / NPU
-
-
 @dataclass(frozen=True)
 class UploadStep:
     """One upload step of a bootstrap file: the test YAML it uploads, and its gate."""
@@ -180,12 +168,8 @@ class UploadStep:
 
 @dataclass(frozen=True)
 class BootstrapPlan:
-    """What a CUDA or NPU bootstrap uploads, and what each of its upload steps would upload.
-
-    `rendered` is the gated bootstrap pipeline the bootstrap job uploads;
-    `uploads` lists every upload step of the file, the omitted ones included,
-    so `plan` reports each from this one value instead of redoing the rewrite.
-    """
+    """What a CUDA or NPU bootstrap uploads (`rendered`), and each of its upload steps,
+    omitted ones included (`plan` reports them from this one value)."""
 
     file: str
     rendered: bootstrap_mode.BootstrapRendered
@@ -231,9 +215,6 @@ def plan_pipeline(
     return rendered.pipeline
 
 
-# --------------------------------------------------------------------------- XPU
-
-
 def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> model.Pipeline:
     """`pipeline-intel.yml` with the test step running vllm-omni-ci instead of the script."""
     tree = document if isinstance(document, model.Pipeline) else model.parse(document)
@@ -275,9 +256,6 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
     return rewrite_intel(document, str(path)), None
-
-
-# --------------------------------------------------------------------------- entry
 
 
 def run(

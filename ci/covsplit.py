@@ -1,11 +1,9 @@
 """`cov-split`: one model's E2E tests, once per entry mode, each with its own coverage report.
 
-Replaces `.buildkite/common/scripts/run_cov_split.sh`. Per-mode reports keep
-offline and online attribution apart (vllm-project/vllm-omni#5332). Coverage
-runs only on the scheduled weekly sweep; every other run is the plain combined
-pytest the job had before coverage existed, with pytest's status passed
-through exactly (5 included). The two shapes have different exit rules on
-purpose, as in the script: see `run`.
+Replaces `run_cov_split.sh`. Per-mode reports keep offline and online
+attribution apart (vllm-project/vllm-omni#5332). Coverage runs only on the
+weekly sweep; every other run is the plain combined pytest, its status passed
+through exactly (5 included). The two shapes' exit rules differ on purpose (`execute`).
 """
 
 from __future__ import annotations
@@ -38,11 +36,8 @@ class Request:
 
 
 def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> None:
-    """The script's two checks, in its order, with its messages (exit 2), and the id's form.
-
-    The id becomes part of file names that are written and removed in the
-    working directory: `../../x;y` would reach outside it.
-    """
+    """The script's two checks, in its order and words (exit 2), and the id's form (it names
+    files written and removed in the working directory: `../../x;y` would reach out)."""
     if not model_id:
         raise UserError(f"{SCRIPT}: missing --model-id", code=BAD_INPUT)
     if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
@@ -60,9 +55,6 @@ def coverage_gate(env: Mapping[str, str]) -> bool:
 
 def report_name(model_id: str, mode: str, suffix: str) -> str:
     return f"coverage-{model_id}-{mode}-{suffix}.xml"
-
-
-# --------------------------------------------------------------------------- plans
 
 
 @dataclass(frozen=True)
@@ -85,36 +77,26 @@ class CovPlan:
     upload: door.Command | None = None
 
     def plan(self) -> door.Plan:
+        title = f"cov-split {self.request.model_id}"
         if self.combined is not None:
-            return door.Plan(
-                commands=(self.combined,),
-                facts=(("coverage", "off (needs WEEKLY=1 and BUILDKITE_BRANCH=main)"),),
-                title=f"cov-split {self.request.model_id}",
-            )
-        commands: list[door.Command] = [self.clean] if self.clean else []
-        for half in self.halves:
-            commands += [half.pytest, half.gzip]
-        if self.upload:
-            commands.append(self.upload)
-        return door.Plan(
-            commands=tuple(commands),
-            facts=(
-                ("coverage", "on (WEEKLY=1 on main)"),
-                ("exit", "1 if any half, gzip or the upload fails, else 0"),
-            ),
-            title=f"cov-split {self.request.model_id}",
+            off = ("coverage", "off (needs WEEKLY=1 and BUILDKITE_BRANCH=main)")
+            return door.Plan((self.combined,), (off,), title)
+        halves = (c for half in self.halves for c in (half.pytest, half.gzip))
+        commands = tuple(c for c in (self.clean, *halves, self.upload) if c is not None)
+        facts = (
+            ("coverage", "on (WEEKLY=1 on main)"),
+            ("exit", "1 if any half, gzip or the upload fails, else 0"),
         )
+        return door.Plan(commands, facts, title)
 
 
 def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
     """Pure: the commands of the script for this request and environment."""
-    model = request.model_id
-    args = request.pytest_args
+    model, args = request.model_id, request.pytest_args
     if not coverage_gate(env):
         paths = (*request.offline, *request.online)
         combined = door.Command(
-            ("pytest", "-s", "-v", *paths, *args),
-            description=f"pytest (no coverage): {model}",
+            ("pytest", "-s", "-v", *paths, *args), description=f"pytest (no coverage): {model}"
         )
         return CovPlan(request=request, combined=combined)
 
@@ -128,29 +110,14 @@ def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
         description=f"remove stale coverage reports of {model}",
     )
     halves = []
-    for mode in MODES:
-        paths = request.paths(mode)
-        if not paths:
-            continue
-        report = report_name(model, mode, suffix)
-        halves.append(
-            Half(
-                mode=mode,
-                pytest=door.Command(
-                    (
-                        "pytest",
-                        "-s",
-                        "-v",
-                        *paths,
-                        *args,
-                        "--cov=vllm_omni",
-                        f"--cov-report=xml:{report}",
-                    ),
-                    description=f"coverage: {model} {mode}",
-                ),
-                gzip=door.Command(("gzip", "-9", "-f", report), description=f"compress {report}"),
+    for mode, report in zip(MODES, reports, strict=True):
+        if paths := request.paths(mode):
+            cov = ("--cov=vllm_omni", f"--cov-report=xml:{report}")
+            pytest = door.Command(
+                ("pytest", "-s", "-v", *paths, *args, *cov), description=f"coverage: {model} {mode}"
             )
-        )
+            gzip = door.Command(("gzip", "-9", "-f", report), description=f"compress {report}")
+            halves.append(Half(mode, pytest, gzip))
     upload = door.Command(
         ("buildkite-agent", "artifact", "upload", f"coverage-{model}-*-{suffix}.xml.gz"),
         description=f"upload coverage reports of {model}",
@@ -158,15 +125,9 @@ def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
     return CovPlan(request=request, clean=clean, halves=tuple(halves), upload=upload)
 
 
-# --------------------------------------------------------------------------- run
-
-
 def execute(plan: CovPlan) -> int:
-    """Run the plan with the script's exit rules and return the task's exit code.
-
-    Without coverage: pytest's exact status. With coverage: every half runs
-    even after another failed, the upload always runs, and any failure is 1.
-    """
+    """Run the plan under the script's exit rules: without coverage, pytest's exact status;
+    with it, every half and the upload run whatever failed before, and any failure is 1."""
     if plan.combined is not None:
         return run_reporting(plan.combined).code
     status = 0
@@ -195,6 +156,5 @@ def run(request: Request, env: Mapping[str, str], *, dry_run: bool = False) -> N
     if dry_run:
         door.execute(plan.plan(), dry_run=True)
         return
-    code = execute(plan)
-    if code:
+    if code := execute(plan):
         raise Stop(code)

@@ -1,30 +1,21 @@
 """The one diff resolver: which files a build changed, and against what.
 
-The original CI computed diffs in three places with three rules:
-skip-ci, the AMD critical-file scan and the uploader. Every task now asks this
-module, so a build sees one answer. Resolution follows the original skip-ci's:
+Every task asks here, so a build sees one answer (the original had three rules):
 
-* no explicit range: the build decides (`ci.target.resolve_build`: the
-  Buildkite env, or outside Buildkite the local rule, which makes a checkout
-  on a branch other than `main` a PR against `main`, and one on `main` a push
-  to `main`). A PR build diffs `origin/<base>...<commit>` (fetching the base
-  once when it is missing, then falling back to a local `<base>`); a `main`
-  build diffs `<commit>^..<commit>`; anything else has no range, and callers
-  run normal CI. Inside Buildkite a missing `BUILDKITE_COMMIT` is an input
-  error (exit 2); outside it, it is `HEAD`.
-* an explicit base and/or head (what `plan` passes): a PR build over
-  `<base>...<head>`; `head=WORKTREE` diffs the merge-base against the working
-  tree and adds untracked files, so uncommitted work counts.
+* no explicit range: the build decides (`ci.target.resolve_build`). A PR diffs
+  `origin/<base>...<commit>` (fetching a missing base once, then a local
+  `<base>`), a `main` build `<commit>^..<commit>`; anything else has no range
+  and callers run normal CI;
+* an explicit base and/or head (`plan`): `<base>...<head>`; `head=WORKTREE`
+  diffs the merge-base against the working tree, untracked files included.
 
-Paths are relative to `repo` even when `repo` is a subfolder of a larger git
-repository (changes outside it are not listed). git runs through the door
-(`ci.target.git`: no git on PATH is `error: git: not found`, exit 127), and
-each resolution is cached per process: the AMD bootstrap gates two suites and
-uploads, and all of them share one diff.
+Paths are relative to `repo`, even a subfolder of a larger repository. Each
+resolution is cached per process, so every gate of one bootstrap shares it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 from collections.abc import Mapping, Sequence
@@ -80,12 +71,9 @@ def _git(repo: Path, *args: str) -> door.Result:
 class Diff:
     """The changed files of one build, and how they were found.
 
-    `paths` is None when no range could be resolved, or git failed: callers
-    must then run normal CI, never treat it as "no change".
-    `range` is the git revision range used (None without one); `reason` says
-    in one line which rule chose it. `patch(path)` and `new_text(path)` give
-    the per-file details skip-ci needs, and are what `ci.skipci.Changes` asks
-    for, so a `Diff` with a range can be passed to `skipci.decide` directly.
+    `paths` is None when no range resolved or git failed: run normal CI, never
+    read it as "no change". `reason` says which rule chose `range`; `patch` and
+    `new_text` are the per-file details `ci.skipci.Changes` asks for.
     """
 
     repo: Path
@@ -99,12 +87,8 @@ class Diff:
     revs: tuple[str, ...] = ()
     # WORKTREE only: paths git does not track yet (listed in `paths` too).
     untracked: tuple[str, ...] = ()
-    _patches: dict[str, str | None] = field(
-        default_factory=dict, compare=False, repr=False, hash=False
-    )
-    _texts: dict[str, str | None] = field(
-        default_factory=dict, compare=False, repr=False, hash=False
-    )
+    _patches: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    _texts: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def known(self) -> bool:
@@ -112,11 +96,8 @@ class Diff:
         return self.paths is not None
 
     def patch(self, path: str) -> str | None:
-        """The unified diff of one changed file (`git diff <range> -- <path>`).
-
-        None when git fails. The first call fetches the patches of every
-        changed `.py` file under `tests/` in one git call (they are what
-        skip-ci reads), later calls are answered from that batch.
+        """The unified diff of one changed file (`git diff <range> -- <path>`), None when git
+        fails. The first call fetches every changed test file's (what skip-ci reads) at once.
         """
         if self.range is None:
             return None
@@ -135,17 +116,12 @@ class Diff:
             self._texts[path] = self._read_new(path)
         return self._texts[path]
 
-    # ------------------------------------------------------------------ internals
-
     def _fetch_patches(self, paths: list[str]) -> dict[str, str | None]:
         plain = [p for p in paths if not any(ch in p for ch in _AWKWARD)]
-        found: dict[str, str | None] = {}
-        if plain:
-            found.update(self._patch_batch(plain))
+        found = self._patch_batch(plain) if plain else {}
         for path in paths:
             if path not in plain:
-                found.update(self._patch_batch([path]))
-        for path in paths:
+                found |= self._patch_batch([path])
             if path in self.untracked:
                 found[path] = self._untracked_patch(path)
         return found
@@ -199,7 +175,6 @@ class Diff:
 
 def _split_patches(text: str, paths: Sequence[str]) -> dict[str, str | None]:
     """Cut a multi-file `git diff` into one patch per requested path."""
-    out: dict[str, str | None] = dict.fromkeys(paths, "")
     headers = {f"diff --git a/{p} b/{p}": p for p in paths}
     current: str | None = None
     chunks: dict[str, list[str]] = {p: [] for p in paths}
@@ -208,12 +183,8 @@ def _split_patches(text: str, paths: Sequence[str]) -> dict[str, str | None]:
             current = headers.get(line.rstrip("\n"))
         if current is not None:
             chunks[current].append(line)
-    for path, lines in chunks.items():
-        out[path] = "".join(lines)
-    return out
+    return {path: "".join(lines) for path, lines in chunks.items()}
 
-
-# --------------------------------------------------------------------------- resolution
 
 _CACHE: dict[tuple[object, ...], Diff] = {}
 
@@ -232,24 +203,17 @@ def resolve_diff(
 ) -> Diff:
     """The changed files of `repo`, resolved once per process and shared.
 
-    `base=None, head=None`: the range comes from git and the Buildkite env
-    (the build's rule above). Otherwise an explicit PR-style range: `base` (default: the
-    PR base branch, `origin/<BUILDKITE_PULL_REQUEST_BASE_BRANCH or main>`, else
-    a local branch of that name) against `head` (default `HEAD`; `WORKTREE`
-    for uncommitted work). A bad explicit revision is a `UserError`; in env
-    mode every failure degrades to `paths=None` ("run normal CI").
+    No `base`/`head`: the build's rule (module docstring). Otherwise `base` (default
+    `default_base`) against `head` (default `HEAD`; `WORKTREE`). A bad explicit
+    revision is a `UserError`; in env mode every failure is `paths=None`.
     """
     source = os.environ if env is None else env
     root = Path(repo).expanduser().resolve()
     key = (str(root), base, head, tuple(source.get(k, "") for k in ENV_KEYS))
-    found = _CACHE.get(key)
-    if found is None:
-        if base is None and head is None:
-            found = _from_env(root, source)
-        else:
-            found = _explicit(root, base, head, source)
-        _CACHE[key] = found
-    return found
+    if key not in _CACHE:
+        explicit = base is not None or head is not None
+        _CACHE[key] = _explicit(root, base, head, source) if explicit else _from_env(root, source)
+    return _CACHE[key]
 
 
 def _verify(repo: Path, rev: str) -> bool:
@@ -300,15 +264,11 @@ def _pr_base_ref(repo: Path, branch: str, *, fetch: bool) -> str | None:
         )
         if _verify(repo, remote):
             return remote
-    if _verify(repo, branch):
-        return branch
-    return None
+    return branch if _verify(repo, branch) else None
 
 
 def _from_env(repo: Path, env: Mapping[str, str]) -> Diff:
     build = resolve_build(repo, env)
-    # Outside Buildkite an empty BUILDKITE_COMMIT is HEAD: the original's
-    # `origin/main...` meant that too; inside Buildkite it is an error.
     commit = build.commit
     if build.kind == "pr":
         branch = build.base_branch
@@ -337,8 +297,7 @@ def main_build_base(repo: Path, commit: str) -> str | None:
 
 def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:
     """`origin/<PR base or main>`, else the local branch: what `plan` compares with."""
-    source = os.environ if env is None else env
-    branch = pr_base_branch(source)
+    branch = pr_base_branch(os.environ if env is None else env)
     ref = _pr_base_ref(repo, branch, fetch=False)
     if ref is None:
         raise UserError(
@@ -361,17 +320,11 @@ def _explicit(
         merge_base = _git(repo, "merge-base", base_ref, "HEAD")
         if not merge_base.ok:
             raise UserError(f"base revision {base_ref!r} shares no history with HEAD in {repo}")
-        point = merge_base.stdout.strip()
-        shown = f"{base_ref}...(worktree)"
-        diff = _finish(
-            repo,
-            "worktree",
-            (point,),
-            shown,
-            f"worktree against merge-base with {base_ref}",
-            base=base_ref,
+        reason = f"worktree against merge-base with {base_ref}"
+        point = (merge_base.stdout.strip(),)
+        return _with_untracked(
+            _finish(repo, "worktree", point, f"{base_ref}...(worktree)", reason, base=base_ref)
         )
-        return _with_untracked(diff)
     head_ref = head or "HEAD"
     shown = f"{base_ref}...{head_ref}"
     return _finish(
@@ -388,16 +341,6 @@ def _with_untracked(diff: Diff) -> Diff:
     extra = [p for p in result.stdout.split("\0") if p.strip() and p not in diff.paths]
     if not extra:
         return diff
-    paths = tuple(sorted((*diff.paths, *extra)))
     _log(f"{len(extra)} untracked file(s) added")
-    return Diff(
-        diff.repo,
-        paths,
-        diff.range,
-        diff.reason,
-        diff.kind,
-        diff.base,
-        diff.head,
-        diff.revs,
-        tuple(extra),
-    )
+    paths = tuple(sorted((*diff.paths, *extra)))
+    return dataclasses.replace(diff, paths=paths, untracked=tuple(extra))

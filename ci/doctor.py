@@ -1,9 +1,8 @@
 """What this machine can do, so that tasks pick backends from facts, not guesses.
 
-Several docker clients can sit on PATH (a new client without buildx before the
-distribution's 20.10 one, here). Only some of them can run a BuildKit build
-without the buildx plugin, and the engine may or may not support
-`--output type=image`. Image builds call `probe()` and choose from the report.
+Several docker clients can sit on PATH, only some can run a BuildKit build
+without the buildx plugin, and the engine may not support `--output
+type=image`. Image builds call `probe()` and choose from the report.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ci import door
@@ -72,38 +71,27 @@ class Report:
 
 def docker_clients(path_env: str | None = None) -> list[str]:
     """Every `docker` on PATH, in PATH order, plus the Debian one; no duplicates."""
-    found: list[str] = []
-    for entry in (path_env if path_env is not None else os.environ.get("PATH", "")).split(
-        os.pathsep
-    ):
-        candidate = Path(entry or ".") / "docker"
+    found: dict[Path, str] = {}  # the real file -> its first name
+    entries = (path_env if path_env is not None else os.environ.get("PATH", "")).split(os.pathsep)
+    for candidate in (Path(entry or ".") / "docker" for entry in entries):
         if candidate.is_file() and os.access(candidate, os.X_OK):
-            real = str(candidate.resolve())
-            if real not in [str(Path(f).resolve()) for f in found]:
-                found.append(str(candidate))
-    if Path(DEBIAN_DOCKER).is_file() and str(Path(DEBIAN_DOCKER).resolve()) not in [
-        str(Path(f).resolve()) for f in found
-    ]:
-        found.append(DEBIAN_DOCKER)
-    return found
+            found.setdefault(candidate.resolve(), str(candidate))
+    if Path(DEBIAN_DOCKER).is_file():
+        found.setdefault(Path(DEBIAN_DOCKER).resolve(), DEBIAN_DOCKER)
+    return list(found.values())
 
 
 def probe_client(path: str) -> Client:
     version = door.capture([path, "version", "--format", "{{.Client.Version}}"])
-    text = version.stdout.strip() if version.stdout.strip() else None
-    if text is None:
-        plain = door.capture([path, "--version"])
-        text = plain.stdout.strip() or None
+    text = version.stdout.strip() or door.capture([path, "--version"]).stdout.strip() or None
     bk = door.capture([path, "build", "--help"], env={"DOCKER_BUILDKIT": "1"})
     bx = door.capture([path, "buildx", "version"])
     return Client(path=path, version=text, buildkit_without_buildx=bk.ok, buildx=bx.ok)
 
 
 def named_docker(explicit: str | None = None) -> str | None:
-    """The client the user named (`--docker`, then $VLLM_OMNI_CI_DOCKER), checked; else None.
-
-    Checked before anything is probed, so a typo stops the task without running a client.
-    """
+    """The client the user named (`--docker`, then $VLLM_OMNI_CI_DOCKER), checked before
+    anything is probed (a typo stops the task without running a client); else None."""
     wanted = explicit or os.environ.get(DOCKER_ENV)
     if not wanted:
         return None
@@ -119,13 +107,8 @@ def named_docker(explicit: str | None = None) -> str | None:
 
 def pick_docker(clients: list[Client], explicit: str | None = None) -> str | None:
     """`--docker`, then $VLLM_OMNI_CI_DOCKER, then the first client that can build with BuildKit."""
-    named = named_docker(explicit)
-    if named:
-        return named
-    for client in clients:
-        if client.buildx or client.buildkit_without_buildx:
-            return client.path
-    return clients[0].path if clients else None
+    able = (c.path for c in clients if c.buildx or c.buildkit_without_buildx)
+    return named_docker(explicit) or next(able, clients[0].path if clients else None)
 
 
 def _engine(docker: str) -> tuple[str | None, str | None, str | None]:
@@ -175,27 +158,19 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     chosen = pick_docker(clients, docker)
     if chosen and chosen not in [c.path for c in clients]:
         clients.append(probe_client(chosen))
-    version = driver = error = None
-    output_image = False
-    if chosen and engine:
-        version, driver, error = _engine(chosen)
-        builder = next(
-            (c.path for c in clients if c.path == chosen and c.buildkit_without_buildx),
-            next((c.path for c in clients if c.buildkit_without_buildx), None),
-        )
-        if version and builder:
-            output_image = _output_image(builder)
-    return Report(
+    version, driver, error = _engine(chosen) if chosen and engine else (None, None, None)
+    report = Report(
         clients=tuple(clients),
         chosen=chosen,
         engine_version=version,
         storage_driver=driver,
         engine_error=error if chosen else "no docker client on PATH",
-        output_image=output_image,
         buildctl=shutil.which("buildctl"),
         registry=registry_answers(),
         shellcheck=_shellcheck(),
     )
+    builder = report.buildkit_client()
+    return replace(report, output_image=bool(version and builder and _output_image(builder)))
 
 
 UP = "vllm-omni-ci sandbox up"
@@ -214,51 +189,36 @@ class DoctorFinding:
 def judge(report: Report, base_image: bool, builder: str = "auto") -> list[DoctorFinding]:
     """What the tasks need on this machine, each checked against the report.
 
-    `builder` is the backend the user means to build with: `buildx` needs a
-    working `docker buildx`; `auto` and `engine` need a client that can build
-    with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1 docker build`).
+    `builder="buildx"` needs a working `docker buildx`; `auto` and `engine` need a
+    client that can build with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1`).
     """
-    findings = [
+    up = f"run `{UP}`"
+    if builder == "buildx":
+        build = DoctorFinding(
+            "buildx",
+            report.buildx,
+            f"`docker buildx` does not work with {report.chosen or 'any client'}",
+            f"{up} (links the pinned buildx plugin), or use --builder engine",
+        )
+    else:
+        build = DoctorFinding(
+            "buildkit",
+            report.buildx or report.buildkit_client() is not None,
+            "no docker client can build with BuildKit (neither buildx nor"
+            " DOCKER_BUILDKIT=1 docker build)",
+            up,
+        )
+    return [
         DoctorFinding(
             "engine",
             report.engine,
             f"no engine answers ({report.engine_error})",
-            f"run `{UP}`, or start dockerd",
+            f"{up}, or start dockerd",
         ),
-        DoctorFinding(
-            "registry",
-            report.registry,
-            f"nothing answers at http://{REGISTRY}/v2/",
-            f"run `{UP}`",
-        ),
-        DoctorFinding(
-            "base image",
-            base_image,
-            f"{BASE_IMAGE} is not in the registry",
-            f"run `{UP}`",
-        ),
+        DoctorFinding("registry", report.registry, f"nothing answers at http://{REGISTRY}/v2/", up),
+        DoctorFinding("base image", base_image, f"{BASE_IMAGE} is not in the registry", up),
+        build,
     ]
-    if builder == "buildx":
-        findings.append(
-            DoctorFinding(
-                "buildx",
-                report.buildx,
-                f"`docker buildx` does not work with {report.chosen or 'any client'}",
-                f"run `{UP}` (links the pinned buildx plugin), or use --builder engine",
-            )
-        )
-    else:
-        able = report.buildx or report.buildkit_client() is not None
-        findings.append(
-            DoctorFinding(
-                "buildkit",
-                able,
-                "no docker client can build with BuildKit (neither buildx nor"
-                " DOCKER_BUILDKIT=1 docker build)",
-                f"run `{UP}`",
-            )
-        )
-    return findings
 
 
 def base_image_in_registry() -> bool:
@@ -271,7 +231,6 @@ def render_findings(findings: list[DoctorFinding]) -> str:
 
 
 def render(report: Report) -> str:
-
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
 

@@ -1,12 +1,9 @@
 """The one door to the outside: every external program starts here.
 
-Why one module: echoing, secret redaction, timeouts that reach the whole
-process tree, signal forwarding and exit-code mapping are easy to get subtly
-wrong, so they are written and tested once. Tasks describe *what* to run as
-`Command` values grouped in a `Plan` (plain data, comparable in tests) and hand
-them to `run`, or a whole plan to `execute`: the one path that runs a plan, so
-that what `--dry-run` prints is the very value that runs, its conditional
-steps included.
+Echoing, secret redaction, timeouts over the whole process tree, signal
+forwarding and exit-code mapping are easy to get subtly wrong, so they live
+once. Tasks describe what to run as `Command`s in a `Plan` (plain data) and
+hand them to `run` or `execute`, so what `--dry-run` prints is what runs.
 """
 
 from __future__ import annotations
@@ -71,18 +68,16 @@ class Command:
     def line(self, redact: Redactor | None = None) -> str:
         """The command as a copy-pasteable shell line: `(cd DIR && K=V argv) < /dev/null`.
 
-        Every word is shell-quoted, after its secrets are masked (`redact`, by
-        default this command's own): masking the quoted line instead would miss
-        a secret that quoting split (`'pa'"'"'ss'`). Text fed on stdin is not
-        inlined (it may be a secret, or a whole pipeline): a trailing shell
-        comment says it is there, so the line still pastes into a shell as it is.
+        Words are masked before quoting (quoting can split a secret). Stdin is
+        never inlined (a secret, or a whole pipeline): a shell comment says so.
         """
         mask = redact or self.redactor()
-        words = [
-            *(f"{k}={_quote(mask(v))}" for k, v in self.env.items()),
-            *(_quote(mask(word)) for word in self.argv),
-        ]
-        text = " ".join(words)
+        text = " ".join(
+            [
+                *(f"{k}={_quote(mask(v))}" for k, v in self.env.items()),
+                *(_quote(mask(word)) for word in self.argv),
+            ]
+        )
         if self.cwd:
             text = f"(cd {_quote(mask(self.cwd))} && {text})"
         if self.stdin_secret:
@@ -94,8 +89,7 @@ class Command:
         return text
 
     def all_secrets(self) -> tuple[str, ...]:
-        extra = (self.stdin,) if self.stdin_secret and self.stdin else ()
-        return (*self.secrets, *extra)
+        return (*self.secrets, *((self.stdin,) if self.stdin_secret and self.stdin else ()))
 
     def redactor(self) -> Redactor:
         """Masks this command's secrets: marked, secret stdin, env's, os.environ's, remembered."""
@@ -103,18 +97,15 @@ class Command:
 
     def policy(self, number: int) -> str:
         """The step's policy in words (` [only if step 1 failed]`), "" for the plain one."""
-        words = []
-        if self.only_after_failure:
-            words.append(f"only if step {number - 1} failed")
-        if self.stdin_from_previous:
-            words.append(f"stdin: step {number - 1}'s output")
-        if self.secret_output:
-            words.append("its output is a secret, not shown")
-        if self.tolerate is not None:
-            words.append("a failure is tolerated")
-        if self.forgive_if is not None:
-            words.append(f"a failure is forgiven if `{self.forgive_if.line()}` then succeeds")
-        return f" [{'; '.join(words)}]" if words else ""
+        check = self.forgive_if
+        words = [
+            f"only if step {number - 1} failed" * self.only_after_failure,
+            f"stdin: step {number - 1}'s output" * self.stdin_from_previous,
+            "its output is a secret, not shown" * self.secret_output,
+            "a failure is tolerated" * (self.tolerate is not None),
+            f"a failure is forgiven if `{check.line()}` then succeeds" if check else "",
+        ]
+        return f" [{'; '.join(filter(None, words))}]" if any(words) else ""
 
 
 def _quote(word: str) -> str:
@@ -173,9 +164,6 @@ class Interrupted(Stop):
     """We received SIGTERM/SIGINT/SIGHUP; the child tree is gone, exit 128+N (143/130/129)."""
 
 
-# --------------------------------------------------------------------------- echo
-
-
 def _in_buildkite() -> bool:
     return os.environ.get("BUILDKITE") == "true"
 
@@ -198,12 +186,8 @@ def echo(cmd: Command, redact: Redactor) -> None:
 
 def note(message: str, *, redact: Redactor | None = None) -> None:
     """A log line for humans: stderr, redacted."""
-    redactor = redact or Redactor.for_env()
-    sys.stderr.write(redactor(message) + "\n")
+    sys.stderr.write((redact or Redactor.for_env())(message) + "\n")
     sys.stderr.flush()
-
-
-# --------------------------------------------------------------------------- signals
 
 
 # Buildkite cancels with TERM, a terminal with INT, a lost agent session with HUP.
@@ -211,10 +195,7 @@ FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class _SignalWatch:
-    """Turns SIGTERM/SIGINT/SIGHUP into a flag the wait loop checks.
-
-    Only installable from the main thread; elsewhere we simply don't forward.
-    """
+    """Turns SIGTERM/SIGINT/SIGHUP into a flag the wait loop checks (main thread only)."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -239,57 +220,43 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def install_interrupt_handlers() -> None:
-    """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129.
+    """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129 (main thread).
 
-    While a command runs, `run` swaps in handlers that forward the signal to the
-    command's tree first; afterwards these come back. Main thread only.
+    While a command runs, `run` forwards the signal to its tree first instead.
     """
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, _raise_interrupted)
 
 
-# --------------------------------------------------------------------------- run
-
-
 def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
     """The program to start, or bash's verdict: 127 not found, 126 found but not runnable."""
-    if os.sep in argv0:
-        if os.access(argv0, os.X_OK) and not os.path.isdir(argv0):
-            return argv0, 0, ""
-        if os.path.exists(argv0):
-            return None, 126, f"error: cannot execute {argv0}: permission denied"
-        return None, 127, f"error: command not found: {argv0}"
-    found = shutil.which(argv0, path=env.get("PATH", os.defpath))
-    if found is None:
-        return None, 127, f"error: command not found: {argv0}"
-    return found, 0, ""
+    if os.sep not in argv0:
+        found = shutil.which(argv0, path=env.get("PATH", os.defpath))
+    elif os.access(argv0, os.X_OK) and not os.path.isdir(argv0):
+        found = argv0
+    elif os.path.exists(argv0):
+        return None, 126, f"error: cannot execute {argv0}: permission denied"
+    else:
+        found = None
+    return (found, 0, "") if found else (None, 127, f"error: command not found: {argv0}")
 
 
 def _stream(target: Output, stdin_given: bool) -> tuple[int, int | None, int | None]:
-    out: int | None
-    err: int | None
-    if target == "capture":
-        out, err = subprocess.PIPE, subprocess.PIPE
-    elif target == "stdout":
-        out, err = None, None
-    elif target == "null":
-        out, err = subprocess.DEVNULL, subprocess.DEVNULL
-    else:  # child stdout joins our stderr: our stdout is for the task's result only
-        out, err = sys.stderr.fileno(), None
-    stdin = subprocess.PIPE if stdin_given else subprocess.DEVNULL
-    return stdin, out, err
+    # "stderr": the child's stdout joins our stderr, our stdout is the task's result only.
+    out, err = {
+        "capture": (subprocess.PIPE, subprocess.PIPE),
+        "stdout": (None, None),
+        "null": (subprocess.DEVNULL, subprocess.DEVNULL),
+    }.get(target, (sys.stderr.fileno(), None))
+    return subprocess.PIPE if stdin_given else subprocess.DEVNULL, out, err
 
 
 class _Relay:
-    """Copies a child's output stream to one of ours, with every secret masked.
-
-    Only used when there is a secret to mask (else the child writes to our
-    stream directly). The child writes to a pipe, or to a pseudo-terminal when
-    our stream is a terminal, so that it still sees one (colours, line
-    buffering) as it did when it wrote to our stream itself. Once the child has
-    exited, `finish` waits until what it wrote is copied; a process it left
-    running may write on, and is still copied, masked, while we live.
+    """Copies a child's output stream to one of ours, every secret masked (only when
+    there is one to mask). The child writes to a pseudo-terminal when our stream is
+    a terminal, so it still sees one (colours, line buffering); `finish` waits until
+    what it wrote is copied, and a process it left running is still copied while we live.
     """
 
     def __init__(self, target_fd: int, redact: Redactor) -> None:
@@ -389,11 +356,10 @@ def run(
     check: bool = False,
     quiet: bool = False,
 ) -> Result:
-    """Run one command and return its exit status (and output when captured).
+    """Run one command; its exit status (and output when captured).
 
-    `output`: "stderr" (default) streams the child's stdout to our stderr, since
-    our stdout carries only the task's result; "stdout" lets the child write the
-    result itself; "capture" collects both streams; "null" discards them.
+    `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
+    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
     """
     from ci import proctree
 
@@ -410,8 +376,7 @@ def run(
     stdin, out, err = _stream(output, cmd.stdin is not None)
     relays = _relays(output, redact)
     if relays:
-        out = relays[0].child_fd
-        err = relays[-1].child_fd
+        out, err = relays[0].child_fd, relays[-1].child_fd
     # Before the child exists: an orphan made in its first instant (`(setsid x &)`)
     # must re-parent to us, not to init, or no sweep can ever find it.
     proctree.become_subreaper()
@@ -444,10 +409,9 @@ def run(
             for relay in relays:
                 relay.finish()
 
-    stdout_text, stderr_text = captured
     if watch.received is not None:
         raise Interrupted(128 + watch.received, f"interrupted by signal {watch.received}")
-    result = Result(code, stdout_text, stderr_text, timed_out)
+    result = Result(code, *captured, timed_out)
     if timed_out and not quiet:
         note(f"timeout: {cmd.line(redact)} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
     if check and code != 0:
@@ -459,8 +423,9 @@ def failed(cmd: Command, result: Result, redact: Redactor | None = None) -> Comm
     """The error that ends a task on a failed command: its line, its exit, what it said."""
     mask = redact or cmd.redactor()
     detail = f": {result.stderr.strip()}" if result.stderr.strip() else ""
-    line = f"error: {cmd.line(mask)} failed with exit {result.code}{detail}"
-    return CommandFailed(result.code, mask(line))
+    return CommandFailed(
+        result.code, mask(f"error: {cmd.line(mask)} failed with exit {result.code}{detail}")
+    )
 
 
 def _wait(
@@ -472,10 +437,11 @@ def _wait(
 ) -> tuple[int, tuple[str, str], bool]:
     """Wait for the child, enforcing the timeout and forwarding signals."""
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
-    readers: list[threading.Thread] = []
-    if output == "capture":
-        for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
-            readers.append(_drain(stream, chunks[name]))
+    readers = (
+        [_drain(proc.stdout, chunks["out"]), _drain(proc.stderr, chunks["err"])]
+        if output == "capture"
+        else []
+    )
     if cmd.stdin is not None and proc.stdin is not None:
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(cmd.stdin.encode())
@@ -537,12 +503,10 @@ def execute(
 ) -> int:
     """Run the plan's steps in order, each under its policy (`Command.tolerate` and on).
 
-    The first failure that is neither tolerated nor forgiven ends the plan:
-    its exit code is returned, or raised as `CommandFailed` with `check`.
-    `dry_run` starts nothing and prints the plan instead: on stdout as the
-    task's result, or, with `log_dry_run` (a task whose stdout is another
-    result, a pipeline), as `(dry-run) not run: …` lines on stderr (through
-    `log`, a task's own prefixed logger, when given).
+    The first failure neither tolerated nor forgiven ends the plan: its exit code
+    is returned (raised as `CommandFailed` with `check`). `dry_run` prints the plan
+    instead: on stdout, or with `log_dry_run` (stdout is another result) as
+    `(dry-run) not run: …` lines through `log` (default: stderr).
     """
     if dry_run:
         if log_dry_run:
@@ -557,8 +521,9 @@ def execute(
         if cmd.only_after_failure and (previous is None or previous.ok):
             continue  # what it stands in for did not fail: the plan goes on as it was
         if cmd.stdin_from_previous:
-            piped = previous.stdout if previous else ""
-            cmd = dataclasses.replace(cmd, stdin=piped, stdin_secret=True)
+            cmd = dataclasses.replace(
+                cmd, stdin=previous.stdout if previous else "", stdin_secret=True
+            )
         piping = cmd.secret_output or any(
             c.stdin_from_previous for c in plan.commands[i + 1 : i + 2]
         )
@@ -596,12 +561,8 @@ class Service:
 
 
 def spawn(cmd: Command, log: str) -> Service:
-    """Start a service in the background, in its own session, and return at once.
-
-    Unlike `run`, the child is meant to outlive us (the sandbox's dockerd and
-    registry): its output goes to `log`, its stdin is /dev/null, and nothing
-    waits for it. It is echoed like every other command.
-    """
+    """Start a service that outlives us (the sandbox's dockerd, registry) in its own
+    session and return at once: output to `log`, stdin /dev/null, echoed like any."""
     import psutil
 
     env = {**os.environ, **cmd.env}

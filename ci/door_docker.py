@@ -1,9 +1,7 @@
 """Docker SDK calls through the door: each says on stderr what it asks the engine, masked.
 
-Why: the XPU image build and runner ask the engine through the docker SDK
-(image lookups, kill, remove) rather than the CLI, and those calls would
-otherwise happen unseen, outside the door's echo, redaction and dry-run. A
-call that changes something is, under `--dry-run`, said and not made.
+The XPU image build and runner ask the engine through the SDK, which would
+otherwise happen unseen, outside the door's echo, redaction and dry-run.
 """
 
 from __future__ import annotations
@@ -26,10 +24,8 @@ def ask(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
 def change(
     what: str, fn: Callable[[], object], *, quiet: bool = False, dry_run: bool = False
 ) -> None:
-    """A call that changes the engine's state: said, then made; under `dry_run` only said.
-
-    `quiet` for a retry of a call already said.
-    """
+    """A call that changes the engine's state: said (not if `quiet`, a retry), then made;
+    under `dry_run` only said."""
     if dry_run:
         door.note(f"(dry-run) not asked: docker sdk: {what}")
         return

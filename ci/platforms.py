@@ -1,9 +1,8 @@
 """The one platform type every task accepts.
 
-The old scripts spelled platforms their own way (`amd` or `rocm`, `intel` or
-`xpu`); one enum with aliases means no task keeps its own spelling list, and an
-unknown name is an `error:` line listing the allowed values, never a silent
-default (skip_ci.py once read a typo as "skip").
+One enum with the old scripts' aliases (`amd`, `intel`), so no task keeps its
+own spelling list; an unknown name is an `error:` line listing the allowed
+values, never a silent default (skip_ci.py once read a typo as "skip").
 """
 
 from __future__ import annotations
@@ -31,10 +30,8 @@ def parse_platform(value: str | Platform) -> Platform:
     if isinstance(value, Platform):
         return value
     key = value.strip().lower()
-    if key in ALIASES:
-        return ALIASES[key]
     try:
-        return Platform(key)
+        return ALIASES.get(key) or Platform(key)
     except ValueError:
         raise UserError(f"unknown platform {value!r}: allowed values are {ALLOWED}") from None
 

@@ -1,19 +1,14 @@
 """Finding and ending a child's whole process tree.
 
-A process-group kill misses descendants that called `setsid`, and a psutil
-walk of the children misses orphans whose parent already exited. So we use
-both, and we make our process a child subreaper (Linux), so that orphans are
-re-parented to us instead of to init and stay findable. Every process is
-identified by pid *and* start time, so a recycled pid is never signalled.
+A process-group kill misses descendants that called `setsid`, and a psutil walk
+misses orphans whose parent exited. So we use both, and make our process a
+child subreaper (Linux) so orphans re-parent to us and stay findable. A process
+is known by pid *and* start time, so a recycled pid is never signalled.
 
-Where a cgroup v2 hierarchy is mounted and our own cgroup is writable, each
-command also gets a child cgroup of ours (`vllm-omni-ci-<pid>-<n>`), and
-`cgroup.kill` ends everything in it at once, forks in flight included. The
-command's root is moved there right after it starts, so anything it forks
-from then on is inside; the sweep still covers what it forked before, and
-everything where no cgroup is usable. `VLLM_OMNI_CI_CGROUP=0` turns the cgroup
-off. A sweep-based end (no cgroup) repeats TERM/KILL until a sweep finds no
-process left, so a child forked after one sweep is found by the next.
+Where cgroup v2 is mounted and our cgroup is writable, each command also gets a
+child cgroup (`vllm-omni-ci-<pid>-<n>`), and `cgroup.kill` ends everything in
+it, forks in flight included; `VLLM_OMNI_CI_CGROUP=0` turns that off. Without
+one, TERM/KILL repeat until a sweep finds no process left.
 """
 
 from __future__ import annotations
@@ -61,13 +56,17 @@ def _identity(proc: psutil.Process) -> Identity | None:
         return None
 
 
+def _identity_of(pid: int) -> Identity | None:
+    try:
+        return _identity(psutil.Process(pid))
+    except psutil.Error:
+        return None
+
+
 def exempt(pid: int) -> None:
     """A child of ours that no command's tree may claim: a service `door.spawn` started."""
     _active_roots.add(pid)
     _exempt.add(pid)
-
-
-# --------------------------------------------------------------------------- cgroup v2
 
 
 def _own_cgroup_dir() -> str | None:
@@ -111,9 +110,7 @@ class Cgroup:
         """A new, empty child cgroup, or None where cgroup v2 is missing or not writable."""
         if os.environ.get(CGROUP_ENV, "").strip().lower() in ("0", "off", "no", "false"):
             return None
-        if not sys.platform.startswith("linux"):
-            return None
-        base = _own_cgroup_dir()
+        base = _own_cgroup_dir() if sys.platform.startswith("linux") else None
         if base is None:
             return None
         if cls._count == 0:
@@ -129,17 +126,7 @@ class Cgroup:
         return made
 
     def _write(self, name: str, text: str, directory: str = "") -> bool:
-        try:
-            fd = os.open(os.path.join(directory or self.path, name), os.O_WRONLY)
-        except OSError:
-            return False
-        try:
-            os.write(fd, text.encode())
-            return True
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
+        return _write(os.path.join(directory or self.path, name), text.encode())
 
     def adopt(self, pid: int) -> bool:
         """Move `pid` into this cgroup; False when the kernel refuses."""
@@ -172,8 +159,7 @@ class Cgroup:
             self.signal(signal.SIGKILL)
 
     def remove(self) -> bool:
-        """rmdir, child cgroups first (a nested vllm-omni-ci's, if it could not remove
-        them); True once the cgroup is gone (it must be empty)."""
+        """rmdir, child cgroups (a nested vllm-omni-ci's) first; True once it is gone."""
         for parent, dirs, _files in os.walk(self.path, topdown=False):
             for name in dirs:
                 with contextlib.suppress(OSError):
@@ -201,46 +187,46 @@ class Cgroup:
 
 
 def _remove_stale(base: str) -> None:
-    """Remove the empty cgroups a killed vllm-omni-ci left here (its pid no longer runs).
-
-    rmdir cannot remove a cgroup that still holds a process, so this never
-    touches one in use.
-    """
+    """Remove the empty cgroups a killed vllm-omni-ci left here (rmdir fails on one in use)."""
     try:
         names = os.listdir(base)
     except OSError:
         return
     for name in names:
         parts = name.split("-")
-        if len(parts) != 5 or parts[:3] != ["vllm", "omni", "ci"] or not parts[3].isdigit():
-            continue
-        if psutil.pid_exists(int(parts[3])):
-            continue
-        Cgroup(os.path.join(base, name)).remove()
+        ours = len(parts) == 5 and parts[:3] == ["vllm", "omni", "ci"] and parts[3].isdigit()
+        if ours and not psutil.pid_exists(int(parts[3])):
+            Cgroup(os.path.join(base, name)).remove()
 
 
 def preexec(cgroup: Cgroup | None) -> Callable[[], None] | None:
-    """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program.
-
-    So that the command never forks outside it. Only `os` calls (no locks, no
-    allocation worth the name), and a refusal is silent: the child runs anyway,
-    and `Tree` moves it from outside.
+    """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program, so
+    the command never forks outside it. Only `os` calls; a refusal is silent (the child
+    runs anyway, and `Tree` moves it from outside).
     """
     if cgroup is None:
         return None
     target = os.fsencode(os.path.join(cgroup.path, "cgroup.procs"))
 
     def join() -> None:
-        try:
-            fd = os.open(target, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
+        _write(target, b"0")
 
     return join
+
+
+def _write(path: str | bytes, data: bytes) -> bool:
+    """Write a cgroup control file; False when the kernel refuses."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, data)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 # Every cgroup we made and did not remove yet. One whose command ended with
@@ -270,9 +256,6 @@ def _ended_cgroups() -> list[Cgroup]:
     return [c for c in _cgroups if c.ended]
 
 
-# --------------------------------------------------------------------------- one command's tree
-
-
 class Tree:
     """The processes started by one command: its group plus every descendant seen."""
 
@@ -281,32 +264,23 @@ class Tree:
         here and the root moved into it from outside, which misses what it forked first."""
         become_subreaper()
         self.root = root_pid
-        self.known: set[Identity] = set()
         self.cgroup = cgroup if cgroup is not None else Cgroup.create()
         self._placed: set[Identity] = set()
         if self.cgroup is not None and root_pid not in self.cgroup.pids():
             self.cgroup.adopt(root_pid)
         _active_roots.add(root_pid)
-        with contextlib.suppress(psutil.Error):
-            ident = _identity(psutil.Process(root_pid))
-            if ident:
-                self.known.add(ident)
+        ident = _identity_of(root_pid)
+        self.known: set[Identity] = {ident} if ident else set()
         self._started = time.time() - 1.0
 
     def sweep(self) -> None:
         """Remember every current descendant, so it can be found after re-parenting."""
         with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(self.root).children(recursive=True):
-                ident = _identity(child)
-                if ident:
-                    self.known.add(ident)
+            self._know(psutil.Process(self.root).children(recursive=True))
         if self.cgroup is not None:
-            for pid in self.cgroup.pids():
-                with contextlib.suppress(psutil.Error):
-                    ident = _identity(psutil.Process(pid))
-                    if ident:
-                        self.known.add(ident)
-                        self._placed.add(ident)
+            inside = {i for i in map(_identity_of, self.cgroup.pids()) if i}
+            self.known |= inside
+            self._placed |= inside
         # Orphans re-parented to us (we are a subreaper) that appeared after our
         # root started and belong to no other running command.
         with contextlib.suppress(psutil.Error):
@@ -315,12 +289,11 @@ class Tree:
                     continue
                 ident = _identity(child)
                 if ident and ident[1] >= self._started and self._is_ours(child):
-                    self.known.add(ident)
-                    for grandchild in child.children(recursive=True):
-                        gid = _identity(grandchild)
-                        if gid:
-                            self.known.add(gid)
+                    self._know([child, *child.children(recursive=True)])
         self._place()
+
+    def _know(self, procs: Iterable[psutil.Process]) -> None:
+        self.known |= {i for i in map(_identity, procs) if i}
 
     def _place(self) -> None:
         """Move what the sweep found outside the cgroup (forked before the root joined) in."""
@@ -364,10 +337,9 @@ class Tree:
         return found
 
     def _reap(self, pid: int) -> None:
-        if pid == self.root:
-            return  # Popen reaps its own child
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
+        if pid != self.root:  # Popen reaps its own child
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
 
     def signal(self, signum: int) -> set[Identity]:
         """Signal the group, the cgroup and every known live process; their identities."""
@@ -378,14 +350,9 @@ class Tree:
                 self.cgroup.kill()
             else:
                 self.cgroup.signal(signum)
-        sent: set[Identity] = set()
-        for proc in self.alive():
-            with contextlib.suppress(psutil.Error):
-                proc.send_signal(signum)
-                ident = _identity(proc)
-                if ident:
-                    sent.add(ident)
-        return sent
+        alive = self.alive()
+        _send(alive, signum)
+        return {i for i in map(_identity, alive) if i}
 
     def empty(self) -> bool:
         """Nothing of the tree runs: no known process, no group member, nothing in the cgroup."""
@@ -437,9 +404,7 @@ class Tree:
         for proc in psutil.process_iter(["pid"]):
             try:
                 if os.getpgid(proc.pid) == self.root and proc.status() != psutil.STATUS_ZOMBIE:
-                    ident = _identity(proc)
-                    if ident:
-                        self.known.add(ident)
+                    self._know([proc])
                     return True
             except (OSError, psutil.Error):
                 continue
@@ -451,19 +416,15 @@ class Tree:
             _retire(self.cgroup)
 
 
-# --------------------------------------------------------------------------- after the command
-
-
 def _descendants() -> list[psutil.Process]:
     """Our live descendants, except services `door.spawn` started (and theirs)."""
     found: list[psutil.Process] = []
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process().children(recursive=False):
-            if child.pid in _exempt:
-                continue
-            found.append(child)
-            with contextlib.suppress(psutil.Error):
-                found.extend(child.children(recursive=True))
+            if child.pid not in _exempt:
+                found.append(child)
+                with contextlib.suppress(psutil.Error):
+                    found.extend(child.children(recursive=True))
     return found
 
 
@@ -471,10 +432,8 @@ def _reap_children() -> None:
     """Collect exited orphans re-parented to us (not services: their owner waits for them)."""
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process().children():
-            if child.pid in _exempt:
-                continue
             with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
-                if child.status() == psutil.STATUS_ZOMBIE:
+                if child.pid not in _exempt and child.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(child.pid, os.WNOHANG)
 
 
@@ -509,12 +468,9 @@ def end_leftovers(
     grace: float = 5.0,
     seen: Callable[[psutil.Process], object] | None = None,
 ) -> int:
-    """End what `leftovers(keep)` finds: TERM, up to `grace`, then KILL until none is left.
-
-    `seen` is called once per process, before it is first signalled (to
-    describe it while it still runs). Returns how many processes it signalled.
-    A process forked after one look is found by the next: the loop stops only
-    when a look after a KILL finds nothing (or after `KILL_ROUNDS` rounds).
+    """End what `leftovers(keep)` finds: TERM, up to `grace`, then KILL until a look after a
+    KILL finds nothing (at most `KILL_ROUNDS`). `seen` gets each process once, before its
+    first signal (to describe it while it runs). Returns how many it signalled.
     """
     signalled: dict[Identity, psutil.Process] = {}
 

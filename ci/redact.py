@@ -1,19 +1,14 @@
 """Which values are secrets, and how they are hidden in everything we print.
 
 A value is secret when its variable's name says so (`is_secret_name`: the
-original runners' `*_TOKEN|*_KEY|*_SECRET|*PASSWORD*`, widened below), when a
-caller marks it (`Command.secrets`, a secret stdin), or when it was learnt at
-run time and `remember`ed (the ECR password `aws` prints). Buildkite's own
-bookkeeping names such as BUILDKITE_STEP_KEY are not secrets even though they
-end in _KEY.
+original runners' `*_TOKEN|*_KEY|*_SECRET|*PASSWORD*`, widened; Buildkite's
+BUILDKITE_STEP_KEY and the like are not), when a caller marks it, or when it
+was learnt at run time and `remember`ed (the ECR password `aws` prints).
 
-Masking fails closed, as Buildkite's agent redactor does: a secret is replaced
-wherever its text occurs, so a secret that is also a common word
-(`SHORTISH_TOKEN=python`) masks that word everywhere. Values shorter than 6
-characters are never masked: replacing "1" or "true" everywhere would make
-logs unreadable. Besides the raw value, the forms it takes in what we print
-are masked too: shell-quoted (`'pa'"'"'ss'`), Python-repr and JSON-escaped,
-and, for a multi-line value, each line of 6 characters or more.
+Masking fails closed, as Buildkite's agent does: a secret is replaced wherever
+its text occurs. Values under 6 characters are never masked ("1" or "true"
+everywhere would ruin logs). Its printed forms are masked too: shell-quoted,
+Python-repr, JSON-escaped and, for a multi-line value, each long line.
 """
 
 from __future__ import annotations
@@ -48,15 +43,14 @@ _remembered: set[str] = set()
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper()
-    if upper in SECRET_NAMES:
+    if (
+        upper in SECRET_NAMES
+        or any(part in upper for part in SECRET_SUBSTRINGS)
+        or SECRET_PARTS & set(upper.split("_"))
+    ):
         return True
-    if any(part in upper for part in SECRET_SUBSTRINGS):
-        return True
-    if SECRET_PARTS & set(upper.split("_")):
-        return True
-    if upper.startswith("BUILDKITE_") and upper.endswith(_BUILDKITE_ID_SUFFIXES):
-        return False
-    return upper.endswith(SECRET_SUFFIXES)
+    buildkite_id = upper.startswith("BUILDKITE_") and upper.endswith(_BUILDKITE_ID_SUFFIXES)
+    return not buildkite_id and upper.endswith(SECRET_SUFFIXES)
 
 
 def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
@@ -65,11 +59,8 @@ def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
 
 
 def remember(*values: str) -> None:
-    """Secrets learnt at run time: masked from now on by every `Redactor.for_env` in this process.
-
-    Door's echo, its error lines and the output it streams all use
-    `Redactor.for_env`, so a remembered value never prints again.
-    """
+    """Secrets learnt at run time: masked from now on by every `Redactor.for_env` in this
+    process (door's echo, error lines and streamed output), so they never print again."""
     _remembered.update(v for v in values if v and len(v.strip()) >= MIN_LENGTH)
 
 
@@ -97,17 +88,13 @@ class Redactor:
     """Replaces every known secret; longest first so overlapping values mask fully."""
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        every: set[str] = set()
-        for value in values:
-            every |= forms(value)
-        self._values = sorted(every, key=len, reverse=True)
+        every = set().union(*map(forms, values))
+        self._values: list[str] = sorted(every, key=len, reverse=True)
 
     @classmethod
     def for_env(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
         """Secrets of os.environ and of `envs`, the `remember`ed ones, and `extra`."""
-        found = secrets_from_env() | _remembered
-        for env in envs:
-            found |= secrets_from_env(env)
+        found = secrets_from_env().union(_remembered, *map(secrets_from_env, envs))
         return cls([*found, *extra])
 
     @property

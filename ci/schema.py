@@ -1,20 +1,12 @@
-"""Every pipeline we emit, checked first against Buildkite's schema (a packaged, byte-equal copy).
+"""Every pipeline we emit, checked first against Buildkite's schema (a packaged copy).
 
-The old uploaders sent whatever they rendered and Buildkite rejected a bad
-pipeline after the upload; here it is an exit-1 line naming the field.
-
-Step by step, for speed and for messages. jsonschema tries each step against
-all fourteen step types of the list's `anyOf`; but a command, group, wait,
-block, input or trigger step is a plain object definition, valid exactly when
-its keys are allowed and each value is, and values repeat (agents, plugins),
-so each distinct one is checked once and remembered. A step this cannot
-accept goes to jsonschema with the list's real `items`: the verdict is always
-jsonschema's. Only an invalid step is validated again, against the definition
-its shape selects (`group`: a group step, ..., else a command step), children
-of groups one by one, so the line names the field and not "<the whole group>
-is not valid under any of the given schemas":
+A bad pipeline is an exit-1 line naming the field, not a rejection after upload.
+For speed, a plain step (command, group, wait, block, input, trigger) is valid
+exactly when its keys are allowed and each value is: checked key by key, each
+distinct value once; a step this cannot accept goes to jsonschema, whose
+verdict is final. An invalid step is validated again against the definition
+its shape selects, so the line names the field:
 `steps/0/steps/5/timeout_in_minutes: 'soon' is not of type 'integer'`.
-jsonschema is imported only when a check runs (start-up matters).
 """
 
 from __future__ import annotations
@@ -82,9 +74,6 @@ def validator(pointer: str = "") -> Any:
     return cls({**_node(pointer), "definitions": full["definitions"]} if pointer else full)
 
 
-# --------------------------------------------------------------------------- the verdict
-
-
 @cache
 def _alternatives(step_list: str) -> tuple[str, ...]:
     """Names of the step types a step list's `items.anyOf` allows."""
@@ -98,12 +87,8 @@ _TYPES: Final[dict[str, type]] = {"string": str, "object": dict, "array": list, 
 
 
 def _predicate(node: Any) -> Callable[[Any], bool] | None:
-    """A Python test equal to jsonschema's for the shapes most values have, else None.
-
-    `{"type": ...}` of the types above, an array of such items, or `anyOf` of
-    such: labels, commands, env, artifact paths, group names. The values of a
-    pipeline rarely repeat there, so remembering them would not help.
-    """
+    """A Python test equal to jsonschema's for the common shapes (`type` of the types above,
+    arrays and `anyOf` of them), else None: such values rarely repeat, a memo would not help."""
     if not isinstance(node, dict):
         return None
     keys = set(node) - _ANNOTATIONS
@@ -183,9 +168,6 @@ def _step_ok(step: Any, step_list: str) -> bool:
         if kind in _alternatives(step_list) and _object_ok(kind, step):
             return True
     return bool(validator(f"#/definitions/{step_list}/items").is_valid(step))
-
-
-# --------------------------------------------------------------------------- the messages
 
 
 def _format(path: list[Any], message: str) -> str:

@@ -2,18 +2,14 @@
 
 The model of `skip_ci.py`, as pure functions over the changed paths:
 
-* docs only, or pytest skip marks only (or both): skip everything (`skip-all`);
+* docs and/or pytest skip marks only: skip everything (`skip-all`);
 * only whitelisted CI level YAML (maybe plus docs/skip marks): "yaml-gated",
   run just the platforms and levels whose YAML changed (`skip-l23` elsewhere);
-* anything else, an empty list (said as "no changed files"), or an unknown
-  diff: run normally.
+* anything else, no changed file, or an unknown diff: run normally.
 
-`decide(paths, changes)` is pure: `changes` (a `ci.diff.Diff` or anything with
-`patch(path)` and `new_text(path)`) supplies per-file details for the
-skip-mark check; without it (no diff range) test edits count as product code.
-`decision_for(diff)` and `decision(repo, ...)` add the shared diff resolver, a
-per-process cache and the once-only `[skip-ci]:` log line, so the AMD
-bootstrap, the uploader's bootstrap mode and `plan` all agree.
+`decide` is pure; `decision_for(diff)` and `decision(repo, ...)` add the
+shared diff resolver, a per-process cache and the once-only `[skip-ci]:` log
+line, so the AMD bootstrap, the uploader's bootstrap mode and `plan` agree.
 """
 
 from __future__ import annotations
@@ -56,31 +52,18 @@ Word = Literal["skip-all", "skip-l23"]
 
 
 class Changes(Protocol):
-    """Per-file details of a diff with a known range (`ci.diff.Diff` is one)."""
+    """Per-file details of a diff with a known range (`ci.diff.Diff` is one): the file's
+    unified diff, and its content on the head side; None when git or reading failed."""
 
-    def patch(self, path: str) -> str | None:
-        """The file's unified diff over the range; None when git failed."""
-        ...
+    def patch(self, path: str) -> str | None: ...
 
-    def new_text(self, path: str) -> str | None:
-        """The file's content on the head side; None when it cannot be read."""
-        ...
-
-
-# --------------------------------------------------------------------------- platforms
+    def new_text(self, path: str) -> str | None: ...
 
 
 def spec_platform(value: str | Platform) -> str:
-    """The skip-ci name (cuda, amd, intel, npu) of any accepted platform spelling.
-
-    rocm/amd → amd and xpu/intel → intel. An unknown name is a `UserError`
-    (exit 2): the original counted it as "skipped", which turned a typo
-    into a silently skipped CI.
-    """
+    """The skip-ci name (cuda, amd, intel, npu) of any platform spelling; an unknown
+    one is a `UserError` (the original silently skipped CI on a typo)."""
     return topology.SKIP_CI_NAMES[parse_platform(value)]
-
-
-# --------------------------------------------------------------------------- buckets
 
 
 @dataclass(frozen=True)
@@ -107,37 +90,23 @@ def classify(
     paths: Iterable[str], changes: Changes | None = None
 ) -> tuple[Buckets, tuple[str, ...]]:
     """Bucket every path; also return the skip-mark check's log lines."""
-    found: dict[str, list[str]] = {k: [] for k in ("docs", "skip", "other", "l2", "l3", "l45")}
+    found: dict[str, list[str]] = {name: [] for name in vars(Buckets())}
     notes: list[str] = []
-    for raw in paths:
-        path = raw.strip()
-        if not path:
-            continue
+    for path in filter(None, (raw.strip() for raw in paths)):
         if is_docs(path):
-            found["docs"].append(path)
+            bucket = "docs"
         elif is_test_py(path):
             ok = changes is not None and skip_mark_only(path, changes, notes)
-            found["skip" if ok else "other"].append(path)
+            bucket = "skip_tests" if ok else "other"
         elif path in L2_YAML_FILES:
-            found["l2"].append(path)
+            bucket = "l2"
         elif path in L3_YAML_FILES:
-            found["l3"].append(path)
-        elif path in L45_YAML_FILES:
-            found["l45"].append(path)
+            bucket = "l3"
         else:
-            found["other"].append(path)
-    buckets = Buckets(
-        docs=tuple(found["docs"]),
-        skip_tests=tuple(found["skip"]),
-        other=tuple(found["other"]),
-        l2=tuple(found["l2"]),
-        l3=tuple(found["l3"]),
-        l45=tuple(found["l45"]),
-    )
-    return buckets, tuple(notes)
+            bucket = "l45" if path in L45_YAML_FILES else "other"
+        found[bucket].append(path)
+    return Buckets(**{k: tuple(v) for k, v in found.items()}), tuple(notes)
 
-
-# --------------------------------------------------------------------------- skip marks
 
 _SKIP_MARK = re.compile(r"pytest\.mark\.skip|pytest\.mark\.skipif|pytest\.skip\(")
 _ANY_MARK = re.compile(r"pytest\.mark\.\w+")
@@ -146,12 +115,10 @@ _ANY_MARK = re.compile(r"pytest\.mark\.\w+")
 def patch_is_skip_mark_only(patch: str) -> bool:
     """Line scan of a test file's diff: only skip marks (and neutral lines) change, one is added.
 
-    Kept as specified, quirks included: a `+++`/`---` content line is taken for
-    a file header; a skip mark anywhere on a line (even after code) qualifies
-    it; `skipif` counts as a skip; only `(`/`)` are balanced, not brackets.
+    The original's quirks kept: a `+++`/`---` content line is taken for a header,
+    a skip mark anywhere on a line qualifies it, `skipif` counts, only `()` balance.
     """
-    pending = 0
-    changed = 0
+    pending = changed = 0
     added_skip = False
     for line in patch.splitlines():
         if line.startswith("@@"):
@@ -168,8 +135,7 @@ def patch_is_skip_mark_only(patch: str) -> bool:
         if not text or text.startswith("#"):
             continue
         if _SKIP_MARK.search(text):
-            if line.startswith("+"):
-                added_skip = True
+            added_skip = added_skip or line.startswith("+")
             pending = max(0, body.count("(") - body.count(")"))
             continue
         if text in ("[", "]") or text.startswith("pytestmark") or _ANY_MARK.search(text):
@@ -183,13 +149,9 @@ def is_new_file_patch(patch: str) -> bool:
 
 
 def module_is_skipped(source: str) -> bool:
-    """A module-level `pytestmark` that skips the file (how a new test file qualifies).
-
-    Qualifies: `pytestmark = [ … ]` whose list contains `pytest.mark.skip` (any
-    layout, the one-line `pytestmark = [pytest.mark.skip(...)]` included), or
-    `pytestmark = pytest.mark.skip…` assigned directly (so `skipif` too, as in
-    the original). Parsed with `ast`, so only module-level assignments count;
-    a file that does not parse does not qualify.
+    """A module-level `pytestmark` that skips the file (how a new test file qualifies):
+    a list holding `pytest.mark.skip`, or `pytest.mark.skip…` itself (so `skipif` too,
+    as in the original). A file that does not parse does not qualify.
     """
     try:
         tree = ast.parse(source)
@@ -207,9 +169,9 @@ def module_is_skipped(source: str) -> bool:
         value = node.value
         assert value is not None
         segment = ast.get_source_segment(source, value) or ""
-        if isinstance(value, ast.List) and "pytest.mark.skip" in segment:
-            return True
-        if segment.startswith("pytest.mark.skip"):
+        if segment.startswith("pytest.mark.skip") or (
+            isinstance(value, ast.List) and "pytest.mark.skip" in segment
+        ):
             return True
     return False
 
@@ -224,10 +186,9 @@ def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) 
     if not patch.strip():
         log.append(f"skip-mark-only: empty diff for {path}")
         return False
-    if patch_is_skip_mark_only(patch):
-        return True
-    if not is_new_file_patch(patch):
-        return False
+    only_marks = patch_is_skip_mark_only(patch)
+    if only_marks or not is_new_file_patch(patch):
+        return only_marks
     text = changes.new_text(path)
     if text is not None and module_is_skipped(text):
         return True
@@ -235,16 +196,10 @@ def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) 
     return False
 
 
-# --------------------------------------------------------------------------- decision
-
-
 @dataclass(frozen=True)
 class Decision:
-    """What CI should run for a diff, and why (`message`, logged as `[skip-ci]: …`).
-
-    `runs` holds the (platform, level) pairs that stay on in yaml-gated mode,
-    platforms in skip-ci spelling (cuda, amd, intel, npu).
-    """
+    """What CI should run for a diff, and why (`message`, logged as `[skip-ci]: …`);
+    `runs`: the (skip-ci platform, level) pairs that stay on in yaml-gated mode."""
 
     skip_all: bool
     yaml_gated: bool
@@ -254,20 +209,11 @@ class Decision:
     notes: tuple[str, ...] = ()
 
     @property
-    def skip_l2_l3(self) -> bool:
-        """The original's name for `yaml_gated`."""
-        return self.yaml_gated
-
-    @property
     def normal(self) -> bool:
         return not self.skip_all and not self.yaml_gated
 
     def is_run(self, platform: str | Platform, level: str) -> bool:
-        """Should `platform`'s `level` pipeline run?
-
-        Levels other than l2/l3 (nightly...) are never gated here: true unless
-        skip-all. An unknown platform raises `UserError`.
-        """
+        """Should `platform`'s `level` run? Levels beyond l2/l3 only stop under skip-all."""
         name = spec_platform(platform)
         if self.skip_all:
             return False
@@ -284,10 +230,7 @@ class Decision:
 
     def as_dict(self) -> dict[str, object]:
         """Plain data for JSON output (`plan --format json`, annotations)."""
-        if self.skip_all:
-            mode = "skip-all"
-        else:
-            mode = "yaml-gated" if self.yaml_gated else "normal"
+        mode = "skip-all" if self.skip_all else "yaml-gated" if self.yaml_gated else "normal"
         return {
             "mode": mode,
             "message": self.message,
@@ -309,11 +252,8 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 
 
 def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
-    """Which platform/levels stay on for a CI-YAML diff.
-
-    All start on; the L4/L5, L2 and L3 YAML rules then apply in that order, each
-    overriding the one before.
-    """
+    """Which platform/levels stay on for a CI-YAML diff: all start on, then the L4/L5,
+    L2 and L3 YAML rules apply in that order, each overriding the one before."""
     on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
     l2 = {L2_YAML_FILES[f] for f in buckets.l2}
     l3 = {L3_YAML_FILES[f] for f in buckets.l3}
@@ -347,11 +287,8 @@ def _changed_summary(buckets: Buckets) -> str:
 
 
 def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decision:
-    """The skip-ci decision for a list of changed paths. Pure.
-
-    `paths=None` means the diff is unknown (normal CI). `changes` is needed to
-    recognise skip-mark-only test edits; pass None when no diff range exists.
-    """
+    """The skip-ci decision for changed paths (None: unknown, normal CI). Pure; without
+    `changes` (no diff range) a test edit cannot be skip-mark-only."""
     if paths is None:
         return Decision(False, False, MSG_UNKNOWN)
     buckets, notes = classify(paths, changes)
@@ -362,8 +299,6 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
         return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
     if not buckets.yaml:
         return Decision(True, False, MSG_SKIP_ALL, buckets=buckets, notes=notes)
-    # The original's fallback for docs/skip marks that fail skip-all without YAML
-    # cannot happen here: test files that are not skip-mark-only are already "other".
     runs = yaml_matrix(buckets)
     off = {(p, lvl) for p in PLATFORMS for lvl in LEVELS} - runs
     head = MSG_YAML_MIXED if (buckets.docs or buckets.skip_tests) else MSG_YAML_ONLY
@@ -373,8 +308,6 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
     )
     return Decision(False, True, message, runs, buckets, notes)
 
-
-# --------------------------------------------------------------------------- with git
 
 _DECISIONS: dict[int, tuple[Diff, Decision]] = {}
 _LOGGED: set[int] = set()
@@ -388,7 +321,7 @@ def _log(message: str) -> None:
 def _decided(diff: Diff) -> Decision:
     """The decision for `diff`, computed once per process (its per-file notes logged then)."""
     cached = _DECISIONS.get(id(diff))
-    if cached is not None and cached[0] is diff:
+    if cached and cached[0] is diff:
         return cached[1]
     made = decide(diff.paths, diff if diff.range is not None else None)
     for note in made.notes:
@@ -398,12 +331,8 @@ def _decided(diff: Diff) -> Decision:
 
 
 def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
-    """The decision for a resolved diff; computed and logged once per process.
-
-    The log line is `[skip-ci]: <message>`; the CLI passes the
-    gate's `verdict` (`cuda/l2: run`), which is appended in parentheses, so
-    the decision and its reason stay one line.
-    """
+    """The decision for a resolved diff, logged once per process as `[skip-ci]: <message>`
+    (the CLI's `verdict`, `cuda/l2: run`, appended in parentheses)."""
     made = _decided(diff)
     if id(diff) not in _LOGGED:
         _LOGGED.add(id(diff))

@@ -1,28 +1,17 @@
 """The repository a task works on (`--repo`), and the build it acts for.
 
-Outside Buildkite, a missing BUILDKITE_COMMIT / BUILDKITE_BRANCH falls back to
-git, so tasks work on a laptop; inside Buildkite (BUILDKITE=true) a missing
-commit is an error, because guessing there would build or test the wrong
-revision.
+`resolve_build` is the one rule for "what kind of build is this?":
 
-`resolve_build` is the one rule every task that asks "what kind of build is
-this?" uses (skip-ci, upload-pipeline and bootstrap through the diff
-resolver, plan for its default `--branch`):
-
-* explicit env values always win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`,
+* explicit env values win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`,
   `BUILDKITE_PULL_REQUEST_BASE_BRANCH`, `BUILDKITE_COMMIT`);
-* inside Buildkite nothing is defaulted, and a missing `BUILDKITE_COMMIT` is an
-  input error (exit 2);
-* outside Buildkite, with `BUILDKITE_PULL_REQUEST` and `BUILDKITE_BRANCH` both
-  unset, the build is a PR against `main` when the checkout's branch is not
-  `main`, and a `main` push build when it is; a missing `BUILDKITE_BRANCH` is
-  the checkout's branch, and a missing `BUILDKITE_COMMIT` is `HEAD`.
+* inside Buildkite nothing is defaulted: a missing commit is an input error
+  (exit 2), since guessing would build or test the wrong revision;
+* outside it, with no PR and no branch given, a checkout on a branch other
+  than `main` is a PR against `main` and one on `main` a push to `main`; the
+  branch defaults to the checkout's and the commit to `HEAD`. What the rule
+  chose is said once on stderr (`local build: …`).
 
-Whatever the rule chose is said once on stderr (`local build: …`).
-
-git runs through `git()` here: with no git on PATH a task stops with one
-`error: git: not found` line and exit 127 (the "program not found" row of the
-exit-code table), instead of a misleading "not a git checkout".
+git runs through `git()`: no git on PATH is `error: git: not found`, exit 127.
 """
 
 from __future__ import annotations
@@ -76,24 +65,16 @@ def resolve_repo(repo: str | os.PathLike[str] | None = None) -> Path:
 
 def _git(repo: Path, *args: str) -> str | None:
     result = git(repo, *args)
-    return result.stdout.strip() if result.ok and result.stdout.strip() else None
+    return result.stdout.strip() or None if result.ok else None
 
 
 def _from_buildkite_or_git(
-    repo: Path,
-    name: str,
-    given: str | None,
-    env: Mapping[str, str] | None,
-    git_args: tuple[str, ...],
-    *,
-    message: str,
-    unnamed: str,
-    code: int = BAD_INPUT,
-) -> str:
+    repo: Path, name: str, given: str | None, env: Mapping[str, str] | None, *git_args: str,
+    message: str, unnamed: str, code: int = BAD_INPUT,
+) -> str:  # fmt: skip
     """`given`, else $name; inside Buildkite a missing one is an error, outside it git answers."""
     source = os.environ if env is None else env
-    value = given or source.get(name, "")
-    if value:
+    if value := given or source.get(name, ""):
         return value
     if in_buildkite(source):
         raise UserError(message, code=code)
@@ -111,47 +92,29 @@ def resolve_commit(
     code: int = BAD_INPUT,
     message: str = "BUILDKITE_COMMIT is not set",
 ) -> str:
+    unnamed = "`git rev-parse HEAD` failed"
     return _from_buildkite_or_git(
-        repo,
-        "BUILDKITE_COMMIT",
-        given,
-        env,
-        ("rev-parse", "HEAD"),
-        message=message,
-        unnamed="`git rev-parse HEAD` failed",
-        code=code,
-    )
+        repo, "BUILDKITE_COMMIT", given, env, "rev-parse", "HEAD",
+        message=message, unnamed=unnamed, code=code,
+    )  # fmt: skip
 
 
 def resolve_branch(
     repo: Path, given: str | None = None, env: Mapping[str, str] | None = None
 ) -> str:
     return _from_buildkite_or_git(
-        repo,
-        "BUILDKITE_BRANCH",
-        given,
-        env,
-        ("rev-parse", "--abbrev-ref", "HEAD"),
-        message="BUILDKITE_BRANCH is not set",
-        unnamed="git cannot name the branch",
-    )
-
-
-# --------------------------------------------------------------------------- the build
+        repo, "BUILDKITE_BRANCH", given, env, "rev-parse", "--abbrev-ref", "HEAD",
+        message="BUILDKITE_BRANCH is not set", unnamed="git cannot name the branch",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Build:
     """The build a task acts for, from the Buildkite env or (outside it) the local rule.
 
-    `kind`: "pr" (diff `origin/<base_branch>...<commit>`), "main" (a push to
-    main: `<commit>^..<commit>`) or "branch" (any other build: no range, normal
-    CI). `pull_request` is BUILDKITE_PULL_REQUEST as given ("" when the local
-    rule made the build a PR). `branch` is BUILDKITE_BRANCH, else the
-    checkout's branch when the rule needed it ("" when it did not: an explicit
-    PR, or inside Buildkite). `commit` is BUILDKITE_COMMIT, else `HEAD`
-    (outside Buildkite only). `local` is the `local build: …` line when the
-    rule defaulted the kind or the branch, else "".
+    `kind`: "pr", "main" (a push to main) or "branch" (no range, normal CI).
+    `branch` is BUILDKITE_BRANCH, else the checkout's when the rule needed it;
+    `local` is the `local build: …` line when the rule defaulted something.
     """
 
     kind: BuildKind
@@ -160,10 +123,6 @@ class Build:
     base_branch: str = MAIN
     pull_request: str = ""
     local: str = ""
-
-    @property
-    def is_pr(self) -> bool:
-        return self.kind == "pr"
 
 
 def is_pr_value(value: str) -> bool:
@@ -179,8 +138,7 @@ def resolve_build(
 ) -> Build:
     """The one rule for the build a task acts for (module docstring); says `local build: …`.
 
-    `need_commit=False` (plan, which diffs `--head`) skips the BUILDKITE_COMMIT
-    check inside Buildkite.
+    `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check.
     """
     source = os.environ if env is None else env
     inside = in_buildkite(source)
@@ -198,9 +156,8 @@ def resolve_build(
             kind = "branch"
         return Build(kind, commit, branch, base_branch, pull_request)
     if branch:
-        return Build(
-            "main" if branch == MAIN else "branch", commit, branch, base_branch, pull_request
-        )
+        kind = "main" if branch == MAIN else "branch"
+        return Build(kind, commit, branch, base_branch, pull_request)
     # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.
     branch = _checkout_branch(repo)
@@ -222,8 +179,7 @@ def _checkout_branch(repo: Path) -> str:
 
 def _say(repo: Path, line: str) -> str:
     """Write the `local build: …` line once per process and repo; return it."""
-    key = (str(repo), line)
-    if key not in _ANNOUNCED:
-        _ANNOUNCED.add(key)
+    if (str(repo), line) not in _ANNOUNCED:
+        _ANNOUNCED.add((str(repo), line))
         door.note(line)
     return line

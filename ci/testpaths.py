@@ -1,9 +1,5 @@
-"""Which changed paths are test files: a rule two areas share.
-
-skip-ci (`ci.skipci`) buckets a changed `tests/**.py` file as a possible
-skip-mark-only edit, and the diff resolver (`ci.diff.Diff.patch`) fetches the
-patches of exactly those files in one batch, because they are what skip-ci
-reads. Both ask this module, so neither has to import the other for it.
+"""Which changed paths are test files: a rule skip-ci (`ci.skipci`) and the diff
+resolver (`ci.diff.Diff.patch`, which batches exactly these patches) share.
 """
 
 from __future__ import annotations

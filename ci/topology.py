@@ -1,22 +1,14 @@
 """The platform-by-tier table: what each tier of each platform is called, where, and when it runs.
 
-One row per tier a platform has. Every task that needs one of these facts
-reads it here: skip-ci (which file changes gate which platform and level),
-the bootstraps (upload step keys, the `--scope auto` rule), the AMD suite
-selector (file, label, level), the local tiers (file and label) and `plan`.
+Every task that needs one of these facts reads it here (skip-ci, the
+bootstraps, the AMD suite selector, the local tiers, `plan`). Columns:
 
-Columns:
-
-* `file`: the tier's test YAML, relative to the repo;
-* `label`: the PR label that uploads it on a branch other than main;
-* `level`: the skip-ci level that gates it (`l2` ready, `l3` merge); nightly
-  and weekly are never gated by skip-ci (None), a CI-YAML change to them
-  still counts as a CI-YAML change (level `l45`);
-* `upload_key`: the key of the bootstrap step that uploads it (CUDA and NPU,
-  whose bootstrap files have one upload step per tier);
-* `auto`: what `--scope auto` picks on main: under one of its env flags set to
-  "1" the whole file (`all`) or only its E2E groups (`e2e`); without a rule,
-  or off main, the diff decides.
+* `file`: the tier's test YAML; `label`: the PR label that uploads it off main;
+* `level`: the skip-ci level that gates it (`l2` ready, `l3` merge; `l45`:
+  nightly and weekly, never gated, but a change to them is a CI-YAML change);
+* `upload_key`: the CUDA/NPU bootstrap step that uploads it;
+* `auto`: what `--scope auto` picks on main under one of its env flags set to
+  "1": the whole file (`all`) or its E2E groups (`e2e`); else the diff decides.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """HTTP requests through the door: echoed, masked, said-not-sent under a dry-run, no redirects.
 
-Why beside the door: a request is an outside call like a command, so it gets
-the same treatment: one stderr line says what is asked (its secrets masked),
-and a request that would change something is, under `--dry-run`, said and
-not sent. Redirects are never followed: urllib's default handler resends
-every header, `Authorization` included, to wherever a 3xx points, another
-host too; here the 3xx reaches the caller as the HTTPError of the 3xx itself,
-so the caller says what happened and the token goes nowhere else.
+A request is an outside call like a command: one stderr line says what is
+asked (secrets masked), and one that changes something is, under `--dry-run`,
+said and not sent. Redirects are never followed (urllib resends every header,
+`Authorization` included, wherever a 3xx points): the caller gets the 3xx's
+HTTPError instead, and the token goes nowhere else.
 """
 
 from __future__ import annotations
@@ -54,9 +52,7 @@ def send(
 ) -> Any:
     """Open `request` (a response to use as a context manager), after saying so on stderr.
 
-    `quiet` for the probes that poll (as `door.capture` is for commands);
-    `dry_run` for a request that changes something under `--dry-run`: it is
-    said and `NotSent` is raised. urllib's errors reach the caller as they are.
+    `quiet` for probes that poll; under `dry_run` it is said and `NotSent` raised.
     """
     redact = Redactor.for_env(extra=[s for s in secrets if s])
     what = f"{request.get_method()} {request.full_url}"

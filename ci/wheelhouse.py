@@ -1,11 +1,9 @@
 """The wheelhouse: vllm-omni-ci and its runtime dependencies as wheels, for offline images.
 
-Why: CI images (the sample's, and the tools image) must build with no network,
-so the host, where the package index is reachable, collects every wheel once
-into a directory inside the build contexts. Images then install with
-`pip install --no-index --find-links wheelhouse`. The wheels target the images'
-interpreter (Debian bookworm's CPython 3.11), not the host's, so a host on
-another Python version still produces a usable wheelhouse.
+CI images build with no network, so the host, where the index is reachable,
+collects every wheel once into the build contexts; images then `pip install
+--no-index --find-links wheelhouse`. The wheels target the images' interpreter
+(Debian bookworm's CPython 3.11), not the host's.
 """
 
 from __future__ import annotations
@@ -75,25 +73,19 @@ def validate(options: WheelhouseOptions) -> None:
     if not options.dests:
         problems.append("--dest: at least one directory is needed")
     problems += [f"--dest: {d} is a file, not a directory" for d in options.dests if d.is_file()]
-    if problems:
-        raise UserError(*problems)
+    UserError.collect(problems)
 
 
 def plan(options: WheelhouseOptions) -> Plan:
-    """Build our wheel, then download the dependency wheels for the images' Python.
-
-    Both commands write into the first destination; `sync` copies the result to
-    the others, so the index is consulted once.
-    """
+    """Build our wheel, then download the dependency wheels for the images' Python, into the
+    first destination (`sync` copies it to the others: the index is asked once)."""
     validate(options)
     version = project_version(options.root)
     dest = str(options.dests[0])
     machine = options.machine or host_platform.machine() or "x86_64"
     pip = (options.python, "-m", "pip")
     env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    platforms: list[str] = []
-    for tag in _MANYLINUX:
-        platforms += ["--platform", f"{tag}_{machine}"]
+    platforms = [word for tag in _MANYLINUX for word in ("--platform", f"{tag}_{machine}")]
     abi = f"cp{options.python_version.replace('.', '')}"
     build = Command(
         (*pip, "wheel", "--no-deps", "--wheel-dir", dest, str(options.root)),
@@ -158,10 +150,9 @@ def sync(source: Path, others: tuple[Path, ...]) -> None:
 
 def offline(download: Command) -> Command:
     """The download step restricted to the wheels already in the wheelhouse."""
-    argv = list(download.argv)
-    at = argv.index("download") + 1
+    at = download.argv.index("download") + 1
     return Command(
-        (*argv[:at], "--no-index", *argv[at:]),
+        (*download.argv[:at], "--no-index", *download.argv[at:]),
         description=download.description + " (offline, from the wheelhouse)",
         env=download.env,
     )
@@ -186,6 +177,5 @@ def build(options: WheelhouseOptions, *, dry_run: bool = False) -> None:
     if code != 0:
         raise Stop(code, f"error: wheelhouse: a pip command failed (exit {code})")
     sync(options.dests[0], options.dests[1:])
-    count = len(list(options.dests[0].glob("*.whl")))
     sys.stdout.write("".join(f"{d}\n" for d in options.dests))
-    note(f"wheelhouse: {count} wheels in {options.dests[0]}")
+    note(f"wheelhouse: {len(list(options.dests[0].glob('*.whl')))} wheels in {options.dests[0]}")

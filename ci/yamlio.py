@@ -1,18 +1,13 @@
 """YAML in and out, with libyaml's C loader/dumper when present (pipelines are big).
 
-The one loader for every pipeline and registry YAML a task reads. Before a
-document is built, its node graph (composed by libyaml) is checked, and each
-problem is one error line naming the file:
+The one loader for every YAML a task reads. The composed node graph is checked
+before a document is built, one error line per problem, naming the file:
 
-* aliases may add at most `ALIAS_NODES` nodes to the tree a consumer walks
-  (a 1 KB "billion laughs" file of nested aliases otherwise expands to 10^9
-  nodes in the first `str()`, deep copy, dump or schema check), and an alias
-  may not point into its own node;
-* no mapping holds the same key twice (PyYAML keeps the last one silently, so
-  a second `command:` replaced the first); `<<` merge keys are not duplicates;
-* nesting is at most `MAX_DEPTH` levels deep (consumers recurse; libyaml's
-  composer itself crashes the process on ~30,000 levels, so a text that could
-  nest that deep is first measured on its parse events, which never recurse).
+* aliases may add at most `ALIAS_NODES` nodes to the expanded tree (a 1 KB
+  "billion laughs" file is 10^9 nodes), and may not point into their own node;
+* no mapping holds a key twice (PyYAML silently keeps the last); `<<` is fine;
+* nesting is at most `MAX_DEPTH` deep (libyaml's composer crashes the process
+  on ~30,000 levels, so a text that could nest that deep is measured first).
 """
 
 from __future__ import annotations
@@ -48,12 +43,9 @@ class InvalidYAML(UserError):
 
 @cache
 def _fast(kind: str) -> Any:
-    """The safe `kind` ("Loader" or "Dumper"), libyaml's when present, without PyYAML's
-    generic Python work per node; the documents and the text are the same.
-
-    libyaml calls back for every node: for its tag, which for a scalar depends
-    only on its text (remembered), and to track paths no safe class has. A
-    dumper's representer takes dicts, lists and strings the short way.
+    """The safe `kind` ("Loader" or "Dumper"), libyaml's when present, minus PyYAML's
+    per-node Python work (a scalar's tag depends only on its text: remembered; no path
+    tracking); dicts, lists and strings dump the short way. Same documents, same text.
     """
     import yaml
 
@@ -111,9 +103,8 @@ def _represent_data(self: Any, data: Any) -> Any:
 
 
 def _construct(loader: Any, root: Any) -> Any:
-    """The document of `root` as the safe constructor builds it, plain maps, lists and strings
-    built here; the rest by the constructor, on the same memo (an alias is the object it names).
-    """
+    """The document of `root` as the safe constructor builds it: plain maps, lists and strings
+    here, the rest by the constructor on the same memo (an alias is the object it names)."""
     import yaml
 
     scalar, mapping, sequence = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
@@ -225,12 +216,8 @@ class _Refused(Exception):
 
 
 def _problems(loader: Any, root: Any, source: str) -> list[str]:
-    """Alias expansion, recursion, depth and duplicate keys of one composed document.
-
-    One recursive pass over the distinct collections (an alias is the node it
-    names, measured once; scalars are counted in place); the recursion is cut
-    at MAX_DEPTH, so it cannot overflow.
-    """
+    """Alias expansion, recursion, depth and duplicate keys of one composed document: one
+    pass over the distinct collections (an alias measured once), cut at MAX_DEPTH."""
     import yaml
 
     mapping, scalar = yaml.MappingNode, yaml.ScalarNode

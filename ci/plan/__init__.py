@@ -1,11 +1,9 @@
 """`plan`: what CI will run for a change, on every platform, with no side effects.
 
-`run(inputs)` resolves the diff once (`ci.diff`), takes the skip-ci decision
-once (`ci.skipci`), asks each platform's own bootstrap and upload code what it
-would upload (`ci.plan.platforms`), and prints the result (`ci.plan.output`).
-It never uploads, never calls `buildkite-agent` and never uses the network:
-the PR labels come from `--labels`. The JSON form is versioned and documented
-(`ci/data/plan.schema.json`, docs/plan.md).
+One diff (`ci.diff`), one skip-ci decision (`ci.skipci`), then each platform's
+own bootstrap and upload code says what it would upload (`ci.plan.platforms`).
+It never uploads, calls `buildkite-agent` or uses the network (PR labels come
+from `--labels`). The JSON form is documented in `ci/data/plan.schema.json`.
 """
 
 from __future__ import annotations

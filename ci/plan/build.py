@@ -1,10 +1,9 @@
 """Make the plan: one diff, one skip-ci decision, then every platform's planner.
 
-The range goes to the shared diff resolver as a PR build (`--worktree` adds
-uncommitted work); the pipelines are read as they are at the head of that
-range (`ci.plan.snapshot`). A platform whose render fails keeps its error in
-the plan and the others are still planned; bad input stops everything first
-(exit 2).
+The range goes to the diff resolver as a PR build (`--worktree` adds
+uncommitted work); pipelines are read at the head of that range
+(`ci.plan.snapshot`). A platform whose render fails keeps its error and the
+others are still planned; bad input stops everything first (exit 2).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from ci.plan.snapshot import files_at, shown
 if TYPE_CHECKING:
     from ci.diff import Diff
     from ci.plan.inputs import PlanInputs
-    from ci.plan.platforms import Situation
     from ci.skipci import Decision
 
 
@@ -48,11 +46,8 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
 
 
 def _default_base(inputs: PlanInputs) -> str:
-    """As the real build would diff: a PR against `origin/main`, a main build against its parent.
-
-    On `main` the merge-base with `origin/main` is the commit itself, an empty
-    diff that no main build ever sees.
-    """
+    """As the real build would diff: a PR against `origin/main`, a main build against its
+    parent (the merge-base with `origin/main` would be the commit itself: an empty diff)."""
     if inputs.branch == "main" and not inputs.worktree:
         parent = diffs.main_build_base(inputs.repo, inputs.head or "HEAD")
         if parent is not None:
@@ -88,10 +83,10 @@ def _plan(
             made.status = "error"
             made.reason = made.errors[0]
         plan.platforms.append(made)
-    unknown = [label for label in inputs.labels if label not in situation.known_labels]
+    known = ", ".join(sorted(situation.known_labels)) or "none"
     plan.warnings += [
-        f"label {label!r} is not used by any pipeline (known: "
-        f"{', '.join(sorted(situation.known_labels)) or 'none'})"
-        for label in unknown
+        f"label {label!r} is not used by any pipeline (known: {known})"
+        for label in inputs.labels
+        if label not in situation.known_labels
     ]
     return plan

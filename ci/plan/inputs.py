@@ -1,19 +1,15 @@
 """`plan`'s inputs, checked before any work: one `error:` line per problem, exit 2.
 
-The branch, labels and schedule flags come from the options. The build's
-environment (`environ`, which the task passes and tests may leave out) only
-fills the defaults of two of them, as every other task reads it:
+The build's environment (`environ`, which tests may leave out) only fills
+defaults, as every other task reads it:
 
-* `--branch`: the build's branch under the one local-build rule
-  (`ci.target.resolve_build`): `BUILDKITE_BRANCH`, else the checkout's branch;
-  a branch other than `main` is planned as a PR against `main`, `main` as a
-  push to `main` (the `local build: …` line says which);
-* `--labels`: `BUILDKITE_PULL_REQUEST_LABELS` (comma-separated, Buildkite's);
-* `--base` of a PR: `origin/$BUILDKITE_PULL_REQUEST_BASE_BRANCH` (else the
-  local branch) when that is set, as the PR build's diff would use.
+* `--branch`: under the local-build rule (`ci.target.resolve_build`),
+  `BUILDKITE_BRANCH`, else the checkout's branch;
+* `--labels`: `BUILDKITE_PULL_REQUEST_LABELS` (comma-separated);
+* a PR's `--base`: `origin/$BUILDKITE_PULL_REQUEST_BASE_BRANCH` (else that
+  local branch), as the PR build's diff would use.
 
-Schedule flags (`NIGHTLY`, ...) are never read from the environment. `env()`
-is the build env the bootstraps would see.
+Schedule flags (`NIGHTLY`, ...) are never read from the environment.
 """
 
 from __future__ import annotations
@@ -92,14 +88,11 @@ def split_labels(labels: str) -> tuple[str, ...]:
 def parse_platforms(values: Iterable[str]) -> tuple[tuple[Platform, ...], list[str]]:
     chosen: set[Platform] = set()
     problems: list[str] = []
-    for value in values:
-        for part in re.split(r"[,\s]+", value):
-            if not part:
-                continue
-            try:
-                chosen.add(parse_platform(part))
-            except UserError as exc:
-                problems += [f"--platform: {p}" for p in exc.problems]
+    for part in (p for value in values for p in re.split(r"[,\s]+", value) if p):
+        try:
+            chosen.add(parse_platform(part))
+        except UserError as exc:
+            problems += [f"--platform: {p}" for p in exc.problems]
     return (tuple(p for p in ORDER if p in chosen) or ORDER), problems
 
 
@@ -124,10 +117,7 @@ def parse_inputs(
     environ: Mapping[str, str] | None = None, **options: Unpack[PlanOptions]
 ) -> PlanInputs:
     """Check every option (all problems at once), then find the repo and the branch.
-
-    `environ` is the build's environment, read only for the defaults of
-    `--branch`, `--labels` and a PR's `--base` (module docstring); None reads none.
-    """
+    `environ` only fills defaults (module docstring); None reads none."""
     head = options.get("head", "")
     worktree = options.get("worktree", False)
     format = options.get("format", "table")
@@ -171,10 +161,8 @@ def parse_inputs(
 
 
 def _branch(repo: Path, environ: Mapping[str, str]) -> str:
-    """The build's branch under the local-build rule, else the checkout's (`HEAD` when detached).
-
-    `--repo` must be a git checkout with a commit.
-    """
+    """The build's branch under the local-build rule, else the checkout's (`HEAD` when
+    detached); `--repo` must be a git checkout with a commit."""
     found = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     if not found.ok or not found.stdout.strip():
         raise UserError(f"--repo: {repo} is not a git checkout with a commit; pass --repo PATH")

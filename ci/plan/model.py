@@ -1,10 +1,9 @@
 """What `plan` found, as plain data: one `PlatformPlan` per platform.
 
-Every output format (table, JSON, markdown) is made from these values, and
-`BuildPlan.as_dict()` is exactly the documented JSON (`ci/data/plan.schema.json`,
-version `SCHEMA_VERSION`). A pipeline is something that gets uploaded (a
-bootstrap, a tier's test YAML, the AMD suites, the Intel pipeline); its steps
-are the jobs that would run, and `dropped` says what was left out and why.
+Every output format is made from these values; `BuildPlan.as_dict()` is exactly
+the documented JSON (`ci/data/plan.schema.json`, version `SCHEMA_VERSION`). A
+pipeline is something that gets uploaded; its steps are the jobs that would
+run, and `dropped` says what was left out and why.
 """
 
 from __future__ import annotations
@@ -103,15 +102,8 @@ class PlannedPipeline:
     dropped: list[PlannedDrop] = field(default_factory=list)
 
     def as_dict(self) -> JsonObject:
-        return {
-            "name": self.name,
-            "file": self.file,
-            "status": self.status,
-            "reason": self.reason,
-            "scope": self.scope,
-            "steps": [s.as_dict() for s in self.steps],
-            "dropped": [d.as_dict() for d in self.dropped],
-        }
+        steps, dropped = [s.as_dict() for s in self.steps], [d.as_dict() for d in self.dropped]
+        return {**vars(self), "steps": steps, "dropped": dropped}
 
 
 @dataclass
@@ -131,14 +123,12 @@ class PlatformPlan:
         return [s for p in self.pipelines for s in p.steps]
 
     def as_dict(self) -> JsonObject:
+        pipelines = [p.as_dict() for p in self.pipelines]
         return {
-            "platform": self.platform,
-            "status": self.status,
-            "reason": self.reason,
-            "skip_ci": self.skip_ci,
-            "pipelines": [p.as_dict() for p in self.pipelines],
-            "errors": list(self.errors),
-            "notes": list(self.notes),
+            **vars(self),
+            "pipelines": pipelines,
+            "errors": [*self.errors],
+            "notes": [*self.notes],
         }
 
 

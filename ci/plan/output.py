@@ -67,9 +67,6 @@ def _title(platform: PlatformPlan) -> str:
     return f"{platform.platform}: {platform.status.upper()} — {platform.reason}"
 
 
-# --------------------------------------------------------------------------- table
-
-
 def _pipeline_line(pipeline: PlannedPipeline) -> str:
     head = f"{pipeline.name} ({pipeline.file or '-'})"
     if pipeline.scope:
@@ -113,81 +110,45 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
     """One rich table per platform: every job it would run, then what was dropped and why.
 
     Piped (a file, a CI log), each fact is one line and the tables are as wide
-    as they need. In a terminal (`_print_terminal`) lines wrap between words,
-    `:emoji:` shortcodes are dropped, and the tables keep every word whole.
+    as they need. At a terminal lines wrap between words, `:emoji:` shortcodes
+    are dropped, and a table leaves out a column empty or the same on every row
+    (said once, as `every job:`); when still too wide, each job is a line.
     """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     console = Console(file=file, soft_wrap=False, highlight=False)
+    strip: Callable[[str], str] = strip_emoji
     if console.is_terminal:
-        _print_terminal(plan, console)
-        return
 
-    def say(text: str, style: str = "") -> None:
-        # One output line per fact: a long reason is not folded (the tables are).
-        console.print(Text(text, style=style), soft_wrap=True)
+        def say(text: str, style: str = "", indent: str = "") -> None:
+            for line in wrap(text, console.width, indent):
+                console.print(Text(line, style=style), soft_wrap=True)
 
-    console.width = max(console.width, WIDE)
-    for line in _header(plan):
-        say(line)
-    for platform in plan.platforms:
-        console.print()
-        say(_title(platform), style=_STATUS_STYLE[platform.status])
-        for error in platform.errors:
-            say(f"  error: {error}", style="red")
-        for note in platform.notes:
-            say(f"  {note}")
-        for pipeline in platform.pipelines:
-            say(f"  {_pipeline_line(pipeline)}", style="bold")
-        named, rows = _rows(platform)
-        if rows:
-            table = Table(show_lines=False, expand=False)
-            for column in (("pipeline",) if named else ()) + COLUMNS:
-                table.add_column(column, overflow="fold")
-            for name, step in rows:
-                cells = ((name,) if named else ()) + _cells(step)
-                table.add_row(*(Text(c) for c in cells))
-            console.print(table)
-        named, drops = _drops(platform)
-        if drops:
-            counts = Counter(d.reason for _, d in drops)
-            summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
-            say(f"  dropped {len(drops)}: {summary}", style="dim")
-            for name, drop in drops:
-                where = f"[{name}] " if named else ""
-                detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
-                line = f"    - {where}{_label(drop.groups, drop.label)}: {drop.reason}{detail}"
-                say(line, style="dim")
+        def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+            _terminal_table(console, headers, rows, say)
 
+    else:
+        strip = str
+        console.width = max(console.width, WIDE)
 
-_STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}
-# Columns a terminal table keeps even when every row says the same.
-_ALWAYS = ("step",)
+        def say(text: str, style: str = "", indent: str = "") -> None:
+            # One output line per fact: a long reason is not folded (the tables are).
+            console.print(Text(indent + text, style=style), soft_wrap=True)
 
-
-def _print_terminal(plan: BuildPlan, console: Console) -> None:
-    """The table format for a person at a terminal of `console.width` columns.
-
-    Lines wrap between words (continuations indented), `:emoji:` shortcodes
-    are dropped from labels and groups, and a table keeps every word of every
-    cell whole: a column empty on every row is left out, and so is one with
-    the same value on every row (said once, under the table, as `every job:`).
-    When even that table is wider than the terminal, each job is a line.
-    """
-    from rich.text import Text
-
-    width = console.width
-
-    def say(text: str, style: str = "", indent: str = "") -> None:
-        for line in wrap(text, width, indent):
-            console.print(Text(line, style=style), soft_wrap=True)
+        def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+            made = Table(show_lines=False, expand=False)
+            for column in headers:
+                made.add_column(column, overflow="fold")
+            for cells in rows:
+                made.add_row(*(Text(c) for c in cells))
+            console.print(made)
 
     for line in _header(plan):
         say(line)
     for platform in plan.platforms:
-        console.print()
+        say("")
         say(_title(platform), style=_STATUS_STYLE[platform.status])
         for error in platform.errors:
             say(f"error: {error}", style="red", indent="  ")
@@ -197,13 +158,14 @@ def _print_terminal(plan: BuildPlan, console: Console) -> None:
             say(_pipeline_line(pipeline), style="bold", indent="  ")
         named, rows = _rows(platform)
         if rows:
-            headers = (("pipeline",) if named else ()) + COLUMNS
-            cells = [
-                ((name,) if named else ())
-                + tuple(strip_emoji(c) if i < 2 else c for i, c in enumerate(_cells(step)))
-                for name, step in rows
-            ]
-            _terminal_table(console, headers, cells, say)
+            table(
+                (("pipeline",) if named else ()) + COLUMNS,
+                [
+                    ((name,) if named else ())
+                    + tuple(strip(c) if i < 2 else c for i, c in enumerate(_cells(step)))
+                    for name, step in rows
+                ],
+            )
         named, drops = _drops(platform)
         if drops:
             counts = Counter(d.reason for _, d in drops)
@@ -212,8 +174,13 @@ def _print_terminal(plan: BuildPlan, console: Console) -> None:
             for name, drop in drops:
                 where = f"[{name}] " if named else ""
                 detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
-                label = strip_emoji(_label(drop.groups, drop.label))
+                label = strip(_label(drop.groups, drop.label))
                 say(f"- {where}{label}: {drop.reason}{detail}", style="dim", indent="    ")
+
+
+_STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}
+# Columns a terminal table keeps even when every row says the same.
+_ALWAYS = ("step",)
 
 
 def _terminal_table(
@@ -245,9 +212,6 @@ def _terminal_table(
         console.print(table)
     if shown.same:
         say("every job: " + ", ".join(f"{h} {v}" for h, v in shown.same), style="dim", indent="  ")
-
-
-# --------------------------------------------------------------------------- markdown
 
 
 def _cell(text: str) -> str:

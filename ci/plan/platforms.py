@@ -1,22 +1,16 @@
 """Plan rows from the values the real bootstraps and uploads compute.
 
-Nothing here decides what CI runs; each platform renders the value its real
-task produces, so the plan cannot drift from the uploads:
+Nothing here decides what CI runs: each platform reads what its real task
+produces, so the plan cannot drift from the uploads:
 
-* rocm: `ci.amd.bootstrap.plan_pipeline` (suite selection, skip-ci per suite,
-  combine, render, the mirror filter, the schema check) with the plan's
-  labels and diff;
-* cuda, npu: `ci.bootstraps.bootstrap_plan` (the gated bootstrap and its
-  upload steps), each upload step's gate evaluated by `ci.pipeline.ifexpr`,
-  then its test YAML through `ci.pipeline.upload.render_upload` (the function
+* rocm: `ci.amd.bootstrap.plan_pipeline` with the plan's labels and diff;
+* cuda, npu: `ci.bootstraps.bootstrap_plan`, each upload step's gate evaluated
+  by `ci.pipeline.ifexpr`, then its test YAML through `render_upload` (what
   `upload-pipeline --scope auto` runs);
-* xpu: `ci.bootstraps.intel_pipeline` (skip-ci `intel l2`, the rewrite).
+* xpu: `ci.bootstraps.intel_pipeline`.
 
-Every pipeline that would be uploaded passes the schema check the real
-upload makes (`ci.schema.require_valid`); a failure is that
-platform's error. Files are read from `Situation.files` (the head revision,
-see `ci.plan.snapshot`); git questions go to the diff resolver. Nothing here
-decides what CI runs: it only reads those functions' results.
+Every pipeline that would be uploaded passes the upload's schema check (a
+failure is that platform's error). Files are read from `Situation.files`.
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.registries import Registries
 from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
 from ci.plan.inputs import MAIN
-from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedPipeline, PlatformPlan, Reason
+from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedPipeline, PlatformPlan
 from ci.plan.steps import labels_in, verdict, walk
 from ci.schema import require_valid
 from ci.skipci import Decision
@@ -59,8 +53,7 @@ class Situation:
     _registries: Registries | None = None
 
     def registries(self) -> Registries:
-        if self._registries is None:
-            self._registries = Registries.for_repo(self.files)
+        self._registries = self._registries or Registries.for_repo(self.files)
         return self._registries
 
     def skip_words(self, platform: str) -> str:
@@ -74,26 +67,21 @@ def _finish(
     plan: PlatformPlan, tests: list[PlannedPipeline], situation: Situation, what: str
 ) -> None:
     """Status and reason from what runs; an error found earlier wins."""
-    if plan.errors:
-        plan.status = "error"
-        plan.reason = plan.errors[0]
-        return
     jobs = sum(len(p.steps) for p in tests)
-    if jobs:
-        plan.status = "run"
-        plan.reason = f"{jobs} test job(s) in {what}"
-        return
-    plan.status = "skip"
-    if situation.decision.skip_all or (
+    why = "; ".join(f"{p.name}: {p.reason}" for p in tests if p.reason)
+    if plan.errors:
+        plan.status, plan.reason = "error", plan.errors[0]
+    elif jobs:
+        plan.status, plan.reason = "run", f"{jobs} test job(s) in {what}"
+    elif situation.decision.skip_all or (
         tests and all(p.reason.startswith("skip-ci") for p in tests)
     ):
-        plan.reason = situation.skip_reason()
-        return
-    why = "; ".join(f"{p.name}: {p.reason}" for p in tests if p.reason)
-    plan.reason = f"no test job runs ({why})" if why else "no test job runs"
-
-
-# --------------------------------------------------------------------------- rocm
+        plan.status, plan.reason = "skip", situation.skip_reason()
+    else:
+        plan.status, plan.reason = (
+            "skip",
+            f"no test job runs ({why})" if why else "no test job runs",
+        )
 
 
 def plan_rocm(situation: Situation) -> PlatformPlan:
@@ -122,8 +110,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         pipeline.status = "not-uploaded"
         pipeline.reason = f"{situation.skip_reason()} ({bootstrap.NOTHING_LEFT})"
     else:
-        kept, dropped = walk(model.parse(outcome.pipeline).steps, inputs.context())
-        pipeline.steps = kept
+        pipeline.steps, dropped = walk(model.parse(outcome.pipeline).steps, inputs.context())
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
         pipeline.dropped += [
@@ -151,9 +138,6 @@ def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
     copy = PlannedPipeline(pipeline.name, pipeline.file, pipeline.status, pipeline.reason)
     copy.steps = [s for s in pipeline.steps if s.groups[:1] != (image,)]
     return copy
-
-
-# --------------------------------------------------------------------------- cuda / npu
 
 
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
@@ -254,18 +238,10 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
         for text in kept.conditions:
             situation.known_labels.update(labels_in(ifexpr.parse(text)))
     child.steps, dropped = walk(rendered.tree.steps, inputs.context(), presets=presets)
-    reasons: dict[str, Reason] = {
-        "source-filter": "source-filter",
-        "mirror-hw": "mirror-hw",
-        "no-chip": "no-chip",
-        "empty-group": "empty-group",
-        "e2e-scope": "e2e-scope",
-        "error": "error",
-    }
     child.dropped = [
         PlannedDrop(
             d.label,
-            reasons[d.reason],
+            d.reason,
             d.path,
             f"no change under {d.detail}" if d.reason == "source-filter" else d.detail,
         )
@@ -280,9 +256,6 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
     require_valid(rendered.pipeline, child.file or str(path))
     if not child.steps and not child.reason:
         child.reason = "every step dropped"
-
-
-# --------------------------------------------------------------------------- xpu
 
 
 def plan_xpu(situation: Situation) -> PlatformPlan:

@@ -1,12 +1,9 @@
 """The files a plan reads, as they are at the head of the range.
 
-A bootstrap reads `.buildkite/` and `pyproject.toml` from the commit it
-builds, so `plan --head REV` must read them at REV, not from whatever the
-working tree holds: `git archive` of those paths, extracted into a temporary
-directory (nothing in the repository changes: no checkout, no worktree).
-With `--worktree` the working tree itself is what would be pushed, and is
-read in place; so is it for `HEAD` when `git status` shows those paths clean
-(one quick git call instead of an archive).
+A bootstrap reads `.buildkite/` and `pyproject.toml` from the commit it builds,
+so `plan --head REV` reads them at REV: `git archive` of those paths into a
+temporary directory (the repository is untouched). With `--worktree`, or for a
+`HEAD` whose `git status` shows those paths clean, they are read in place.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Rendered Buildkite steps as plan rows, with their `if` conditions evaluated.
 
-Every condition is read by `ci.pipeline.ifexpr` (the one `if` parser) against
-what Buildkite would know for this build: branch, PR labels and the schedule
-env. False drops the step (`if-false`); text outside the module's subset, or
-a test of an env var the plan does not set, keeps it as "conditional, not
-evaluated" when it decides the result.
+Each condition is read by `ci.pipeline.ifexpr` against what Buildkite would
+know for this build (branch, PR labels, schedule env). False drops the step
+(`if-false`); text outside the subset, or a test of an env var the plan does
+not set, keeps it as "conditional, not evaluated" when it decides the result.
 """
 
 from __future__ import annotations
@@ -35,10 +34,8 @@ def known_only(expr: ifexpr.Expr, names: frozenset[str] = KNOWN_ENV) -> ifexpr.E
         return expr
     if isinstance(expr, ifexpr.Paren):
         return ifexpr.Paren(known_only(expr.inner, names))
-    if isinstance(expr, ifexpr.And):
-        return ifexpr.And(tuple(known_only(p, names) for p in expr.parts))
-    if isinstance(expr, ifexpr.Or):
-        return ifexpr.Or(tuple(known_only(p, names) for p in expr.parts))
+    if isinstance(expr, ifexpr.And | ifexpr.Or):
+        return type(expr)(tuple(known_only(p, names) for p in expr.parts))
     return expr
 
 
@@ -91,10 +88,7 @@ def walk(
     presets: Mapping[int, str | None] | None = None,
 ) -> tuple[list[PlannedStep], list[PlannedDrop]]:
     """Rows of every leaf of a rendered pipeline; group `if`s apply to their children.
-
-    `presets` maps `id()` of rendered leaves to the hardware preset they were
-    expanded from (the uploader's `Kept` records). Wait steps run nothing.
-    """
+    `presets`: `id()` of a rendered leaf -> the hardware preset it was expanded from."""
     kept: list[PlannedStep] = []
     dropped: list[PlannedDrop] = []
 
