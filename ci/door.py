@@ -244,11 +244,13 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
 
 def _stream(target: Output, stdin_given: bool) -> tuple[int, int | None, int | None]:
     # "stderr": the child's stdout joins our stderr, our stdout is the task's result only.
-    out, err = {
+    streams: dict[str, tuple[int | None, int | None]] = {
         "capture": (subprocess.PIPE, subprocess.PIPE),
         "stdout": (None, None),
         "null": (subprocess.DEVNULL, subprocess.DEVNULL),
-    }.get(target, (sys.stderr.fileno(), None))
+    }
+    # Only "stderr" asks our stderr for its descriptor (a test's captured stream has none).
+    out, err = streams[target] if target in streams else (sys.stderr.fileno(), None)
     return subprocess.PIPE if stdin_given else subprocess.DEVNULL, out, err
 
 
