@@ -1,10 +1,7 @@
 """`bootstrap --platform rocm`: replaces bootstrap-amd-omni.sh.
 
-The script's order holds (the label fetch fails closed before anything else
-can fail): labels (`--labels`, else BUILDKITE_PULL_REQUEST_LABELS, else the
-GitHub API, never under `--dry-run`), diff, suites, skip-ci per suite, critical
-files, render, validate, upload. The pipeline is uploaded from a private
-temporary directory, so two bootstraps on one checkout cannot mix them up.
+The script's order holds: labels (failing closed), diff, suites, skip-ci per suite,
+critical files, render, validate, upload (from a private temporary directory).
 """
 
 from __future__ import annotations
@@ -74,9 +71,7 @@ Note = Callable[[str], None]
 
 
 def parse_pull_request(value: str | None) -> str:
-    """BUILDKITE_PULL_REQUEST: a PR number (ASCII digits), or `false` (also for unset/empty).
-
-    Anything else is an input error (exit 2): it goes into the GitHub API path."""
+    """BUILDKITE_PULL_REQUEST: ASCII digits, or `false` (also unset/empty); else exit 2."""
     text = value or ""
     if text in ("", NOT_A_PR):
         return NOT_A_PR
@@ -130,16 +125,13 @@ class Inputs:
 
     @classmethod
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
-        # Bad NIGHTLY / DEBUG_TEST_YAML / AMD_MIRROR_HW stop here, before the label
-        # request and git: the script only found the first two in the selector, after
-        # both (exit 1 either way). A missing BUILDKITE_BRANCH in Buildkite was `set -u`'s
-        # exit 1; a bad BUILDKITE_PULL_REQUEST is an input error (exit 2, which wins).
+        # Bad inputs stop here, before the label request and git (exit 1; a bad
+        # BUILDKITE_PULL_REQUEST is an input error, exit 2, which wins).
         problems: list[str] = []
         pull_request = attempt(problems, lambda: parse_pull_request(env.get(PR_ENV)), "")
         code = FAILURE if pull_request else BAD_INPUT
-        # A set BUILDKITE_BRANCH, even empty, is a value in Buildkite (not main: the labels
-        # decide), as it was to the script; only an unset one stopped it (`set -u`). Outside
-        # Buildkite an empty one is the checkout's branch, as for every task (ci.target).
+        # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's `set -u`
+        # stopped only an unset one); elsewhere an empty one is the checkout's (ci.target).
         if in_buildkite(env) and "BUILDKITE_BRANCH" in env:
             branch = env["BUILDKITE_BRANCH"]
         else:
@@ -172,17 +164,12 @@ class Inputs:
         return cls(branch, NOT_A_PR, "", nightly, DEFAULT_MIRROR_HW, False, "")
 
     @property
-    def is_pr(self) -> bool:
-        return self.pull_request != NOT_A_PR
-
-    @property
     def needs_labels(self) -> bool:
         """The script asked GitHub only for a PR build without DEBUG_TEST_YAML."""
-        return self.is_pr and not self.debug_test_yaml
+        return self.pull_request != NOT_A_PR and not self.debug_test_yaml
 
 
-def log(message: str) -> None:
-    door.note(message)
+log: Note = door.note
 
 
 def quiet(message: str) -> None:
@@ -192,10 +179,8 @@ def quiet(message: str) -> None:
 def resolve_labels(
     inputs: Inputs, env: Mapping[str, str], given: str | None = None, *, offline: bool = False
 ) -> str:
-    """The PR's labels: `given` (`--labels`), else $BUILDKITE_PULL_REQUEST_LABELS, else GitHub.
-
-    Only a PR build without DEBUG_TEST_YAML asks (the script's rule); `offline`
-    (`--dry-run`) never asks GitHub and stops with exit 2 instead."""
+    """`given` (`--labels`), else $BUILDKITE_PULL_REQUEST_LABELS, else GitHub (`offline`,
+    i.e. `--dry-run`: exit 2 instead)."""
     if given is not None:
         return given
     if not inputs.needs_labels:
@@ -214,11 +199,8 @@ def resolve_labels(
 def fetch_labels(
     pull_request: str, env: Mapping[str, str], *, timeout: float = LABEL_TIMEOUT
 ) -> str:
-    """The PR's labels, one per line, from the GitHub REST API. Fails closed.
-
-    Any failure (HTTP, network, timeout, a body without `labels[].name`, a
-    redirect, never followed so the token stays with the API host) is exit 1
-    with the script's message and the cause (token redacted)."""
+    """The PR's labels, one per line, from the GitHub REST API. Fails closed: any failure
+    (a redirect too, never followed so the token stays with the API host) is exit 1."""
     pull_request = parse_pull_request(pull_request)
     api = (env.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API).rstrip("/")
     repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
@@ -232,27 +214,25 @@ def fetch_labels(
         )
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.github+json", **auth})
-    try:
-        # Quiet: the bootstrap's stderr is the script's log, line for line (the
-        # failure line below says which request failed).
+    try:  # quiet: stderr is the script's log, line for line
         with webclient.send(request, timeout=timeout, secrets=[token], quiet=True) as response:
             data = json.loads(response.read())
         names = [str(label["name"]) for label in data["labels"]]
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
-        cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        if isinstance(exc, urllib.error.HTTPError):
-            cause = f"HTTP {exc.code} {exc.reason}"
-            location = exc.headers.get("Location") if exc.headers else None
-            if 300 <= exc.code < 400:
-                cause = (
-                    f"{cause}: redirect to {location or '(no Location)'} refused, so the token"
-                    f" goes nowhere else; point {GITHUB_API_ENV} / {GITHUB_REPO_ENV} at the"
-                    " final location"
-                )
-        elif isinstance(exc, (KeyError, TypeError, ValueError)):
-            cause = f"unexpected response: {type(exc).__name__}: {exc}"
-        raise Stop(FAILURE, redact(f"{LABEL_ERROR} (GET {url}: {cause})")) from None
-    return "\n".join(names)
+    except urllib.error.HTTPError as exc:
+        cause = f"HTTP {exc.code} {exc.reason}"
+        if 300 <= exc.code < 400:
+            location = (exc.headers.get("Location") if exc.headers else None) or "(no Location)"
+            cause += (
+                f": redirect to {location} refused, so the token goes nowhere else;"
+                f" point {GITHUB_API_ENV} / {GITHUB_REPO_ENV} at the final location"
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        cause = f"unexpected response: {type(exc).__name__}: {exc}"
+    except OSError as exc:
+        cause = str(exc.reason if isinstance(exc, urllib.error.URLError) else exc)
+    else:
+        return "\n".join(names)
+    raise Stop(FAILURE, redact(f"{LABEL_ERROR} (GET {url}: {cause})"))
 
 
 def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, list[str]]:

@@ -1,15 +1,11 @@
 """`shellcheck-steps`: shellcheck the shell text inside the target's pipeline YAMLs.
 
-Each step's script is rebuilt as its shell receives it (`$$` back to `$`),
-after a first line stating its dialect, since shellcheck's findings depend on
-it (SC2164 is dropped under errexit): AMD tier YAMLs run in the native
-runner's bash (`set -o pipefail`, no errexit), everything else in Buildkite's
-`bash -e -c` (`set -e`). Single-`$` references are filled in at upload, so
-shellcheck sees a same-length word there; our `upload-expansion` check flags
-those whose upload-time value is surely wrong (assigned by the step, in its
-env, or per-job such as `$PATH`). Findings name file, step, command and line.
-Exit 0 clean, 1 findings or a file its consumer refuses (`ci.pipeline.judge`),
-2 bad input or no shellcheck.
+Each step's script is rebuilt as its shell receives it (`$$` back to `$`), after a
+line stating its dialect (AMD tiers: the runner's `set -o pipefail`; else Buildkite's
+`set -e`), which shellcheck's findings depend on. Single-`$` references are filled in
+at upload: shellcheck sees a same-length word, and our `upload-expansion` check flags
+those whose upload-time value is surely wrong. Exit 0 clean, 1 findings or a file its
+consumer refuses (`ci.pipeline.judge`), 2 bad input or no shellcheck.
 """
 
 from __future__ import annotations
@@ -67,11 +63,8 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class Script:
-    """One step's script, and for each of its lines where it came from.
-
-    `origin[i]` is (command no., line no.) of script line i+1, (0, 0) for the
-    prologue; `shown[i]` is that line as written (after `$$` -> `$`), for reports.
-    """
+    """One step's script; `origin[i]` is (command no., line no.) of script line i+1
+    ((0, 0): the prologue), `shown[i]` that line as written (after `$$` -> `$`)."""
 
     step: ShellStep
     text: str
@@ -190,19 +183,14 @@ def plan(
     numbers = [code[2:] for code in exclude if code.startswith("SC")]
     if numbers:
         argv.append("--exclude=" + ",".join(numbers))
-    command = Command(
-        argv=(*argv, *names),
-        description=f"shellcheck {len(names)} step scripts",
-        cwd=cwd,
-    )
+    command = Command((*argv, *names), f"shellcheck {len(names)} step scripts", cwd=cwd)
     return Plan(commands=(command,), title="shellcheck-steps")
 
 
 def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) -> list[StepFinding]:
     """Map shellcheck's json1 comments back to YAML file, step and command."""
     by_name = {
-        name: (index, script)
-        for index, (name, script) in enumerate(zip(names, scripts, strict=True))
+        name: (i, script) for i, (name, script) in enumerate(zip(names, scripts, strict=True))
     }
     try:
         comments = json.loads(output or "{}").get("comments", [])
@@ -303,11 +291,10 @@ def shellcheck_steps(
             BAD_INPUT, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
         )
     findings = merge(findings_of(result.stdout, scripts, names), steps, level, codes)
+    lines = summary(findings, steps)
     if findings:
         sys.stdout.write("".join(f.render() + "\n" for f in findings))
         sys.stdout.flush()
-    lines = summary(findings, steps)
-    if findings:
         raise Stop(FAILURE, *lines)
     sys.stderr.write("\n".join(lines) + "\n")
 

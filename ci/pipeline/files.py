@@ -1,11 +1,9 @@
 """Reading and walking a target checkout without tracebacks or hangs.
 
-A checkout can hold symlink loops, dangling links, a FIFO or a directory where a
-file is expected, and bytes that are not UTF-8. `Path.read_text` blocks forever
-on a FIFO and `Path.resolve` raises on a loop (Python 3.11), so the tasks read
-through here: every such entry is one `UserError` line naming the file and
-saying why, a FIFO is opened non-blocking and never waited on, and `walk` lists
-an unreadable entry (so that reading it reports the problem) instead of skipping it.
+A checkout can hold symlink loops, dangling links, FIFOs and non-UTF-8 bytes;
+`Path.read_text` blocks on a FIFO and `Path.resolve` raises on a loop. Here each is
+one `UserError` line naming the file, and `walk` lists an unreadable entry (so that
+reading it reports the problem) instead of skipping it.
 """
 
 from __future__ import annotations
@@ -110,10 +108,8 @@ def realpath(path: Path) -> Path:
 
 
 def given(name: str, repo: Path) -> Path | None:
-    """A file named on the command line (relative: to the cwd, else `repo`), resolved.
-
-    An unreadable entry (a loop, a dangling link, a FIFO) is found, so that reading it says why.
-    """
+    """A file named on the command line (relative: to the cwd, else `repo`), resolved;
+    an unreadable entry is found too, so that reading it says why."""
     path = Path(name)
     candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
     for candidate in candidates:

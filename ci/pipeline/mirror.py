@@ -1,10 +1,8 @@
 """`mirror_hardwares`: turn a step's hardware preset into Buildkite fields.
 
-A step names a preset (`mirror_hardwares: l4_1`), or the pytest `-m`
-expression says which chip and how many cards it needs; the preset's agents,
-plugins, image and retry replace the key. `MIRROR_HW=b200` reroutes the CUDA
-jobs that can run on B200 and drops the rest. Pure: the registries come in a
-`Registries`, whose marker registry is read only when a step needs it.
+A step names a preset (`mirror_hardwares: l4_1`), or its pytest `-m` expression
+says which chip and how many cards it needs; the preset's fields replace the key.
+`MIRROR_HW=b200` reroutes the CUDA jobs that can run on B200 and drops the rest.
 """
 
 from __future__ import annotations
@@ -184,10 +182,7 @@ def preset_name(value: Any, label: str) -> str:
 
 
 def plain_copy(value: Any) -> Any:
-    """Deep copy of YAML data (dicts, lists, scalars): faster than `copy.deepcopy`.
-
-    Also unshares YAML anchors, so the dumped pipeline never holds aliases.
-    """
+    """Deep copy of YAML data, faster than `copy.deepcopy`; unshares anchors (no aliases)."""
     if isinstance(value, dict):
         return {k: plain_copy(v) for k, v in value.items()}
     if isinstance(value, list):

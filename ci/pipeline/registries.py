@@ -34,14 +34,9 @@ def _read_yaml(path: Path, what: str) -> Any:
     try:
         return yamlio.loads(files.read_text(path, str(path)), source=str(path))
     except UserError as exc:  # one line per problem: unreadable, invalid YAML, duplicate key …
-        shown = str(path)
-        raise UserError(
-            *(
-                f"invalid CI {what} registry: {shown} ({p.removeprefix(shown + ': ')})"
-                for p in exc.problems
-            ),
-            code=FAILURE,
-        ) from None
+        whys = [p.removeprefix(f"{path}: ") for p in exc.problems]
+        lines = [f"invalid CI {what} registry: {path} ({why})" for why in whys]
+        raise UserError(*lines, code=FAILURE) from None
 
 
 def _flatten(value: list[Any], key: str, out: dict[str, None]) -> None:
@@ -123,10 +118,7 @@ class PresetRegistry:
 
 
 class Registries:
-    """Every registry one run may read, each loaded on first use and then reused.
-
-    The uploader builds one per run with `for_repo`; tests build one from data.
-    """
+    """Every registry one run may read, each loaded on first use and then reused."""
 
     def __init__(
         self,

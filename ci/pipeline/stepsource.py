@@ -39,10 +39,8 @@ class Dependency:
 
 
 def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
-    """`depends_on` as a string, a list of strings, or a list of `{step: KEY, allow_failure}`.
-
-    `allow_all` is the step's `allow_dependency_failure: true`.
-    """
+    """`depends_on` as strings or `{step: KEY, allow_failure}` (`allow_all`: the step's
+    `allow_dependency_failure: true`)."""
     items = value if isinstance(value, list) else [value]
     found: list[Dependency] = []
     for item in items:
@@ -208,7 +206,7 @@ def pipeline_files(repo: Path) -> list[Path]:
 
 
 def load_documents(path: Path, source: str) -> list[Any]:
-    """All YAML documents of a file (old pipeline.yml files hold two); errors exit 1."""
+    """All YAML documents of a file (old pipeline.yml files hold two)."""
     return [d for d in yamlio.load_all(path, source) if d is not None]
 
 
