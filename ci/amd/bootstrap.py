@@ -143,20 +143,13 @@ class Inputs:
         # fastcheck's amdtentative is the script's own choice, over AMD_MIRROR_HW.
         mirror_hw = FASTCHECK_MIRROR_HW
         if env.get("BUILDKITE_PIPELINE_SLUG") != "fastcheck":
-            amd_dir = repo / ".buildkite" / "amd"
+            amd = repo / ".buildkite" / "amd"
             mirror_hw = attempt(
-                problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd_dir), ""
+                problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd), ""
             )
         UserError.collect(problems, code=code)
-        return cls(
-            branch=branch,
-            pull_request=pull_request,
-            debug_test_yaml=debug,
-            nightly=nightly,
-            mirror_hw=mirror_hw,
-            run_all=(env.get("RUN_ALL") or "0") == "1",
-            use_precompiled=env.get("VLLM_USE_PRECOMPILED") or "",
-        )
+        run_all, precompiled = (env.get("RUN_ALL") or "0") == "1", env.get("VLLM_USE_PRECOMPILED")
+        return cls(branch, pull_request, debug, nightly, mirror_hw, run_all, precompiled or "")
 
     @classmethod
     def of_branch(cls, branch: str, *, nightly: bool = False) -> Inputs:
@@ -237,24 +230,18 @@ def fetch_labels(
 
 def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, list[str]]:
     """(RUN_ALL, VLLM_USE_PRECOMPILED, log lines), as the script decides them."""
-    lines: list[str] = []
-    run_all = inputs.run_all
     # The first path that forces building wheels from source, by literal prefix.
-    critical = next(
-        (p for p in paths if p.startswith(CRITICAL_PREFIXES) and not p.startswith(NOT_CRITICAL)),
-        None,
-    )
-    if critical is not None:
-        run_all = True
-        lines.append(f"Found changes: {critical}. Run all tests")
+    critical = [
+        p for p in paths if p.startswith(CRITICAL_PREFIXES) and not p.startswith(NOT_CRITICAL)
+    ]
+    lines = [f"Found changes: {critical[0]}. Run all tests"] if critical else []
+    run_all = inputs.run_all or bool(critical)
     if inputs.use_precompiled:
         lines.append(f"VLLM_USE_PRECOMPILED is already set to: {inputs.use_precompiled}")
         return run_all, inputs.use_precompiled, lines
     if run_all:
-        lines.append("Detected critical changes, building wheels from source")
-        return run_all, "0", lines
-    lines.append("No critical changes, using precompiled wheels")
-    return run_all, "1", lines
+        return run_all, "0", [*lines, "Detected critical changes, building wheels from source"]
+    return run_all, "1", [*lines, "No critical changes, using precompiled wheels"]
 
 
 @dataclass(frozen=True)
@@ -265,8 +252,7 @@ class AmdBootstrapOutcome:
     kept: tuple[suites.Suite, ...]
     skipped: tuple[tuple[suites.Suite, str], ...]
     annotate: bool = False
-    # Why steps are missing from `pipeline` (read by `plan`): labels the mirror
-    # filter dropped, groups left empty by it, and (suite group, label) of duplicates.
+    # Why steps are missing (read by `plan`); duplicates are (suite group, label).
     not_mirrored: tuple[str, ...] = ()
     empty_groups: tuple[str, ...] = ()
     duplicates: tuple[tuple[str, str], ...] = ()
@@ -283,9 +269,8 @@ def plan_pipeline(
     note: Note = log,
     inputs: Inputs | None = None,
 ) -> AmdBootstrapOutcome:
-    """The script's steps up to its upload, in its order. `labels` given: don't ask GitHub.
-
-    `plan` passes its own `diff` and `inputs`, and `quiet` as `note` (the log lines)."""
+    """The script's steps up to its upload, in its order (`plan` passes its own `diff`,
+    `inputs` and `quiet` as `note`). `labels` given: don't ask GitHub."""
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
     diff = diff or resolve_diff(repo, env=env)
@@ -325,21 +310,18 @@ def plan_pipeline(
     amd_dir = repo / ".buildkite" / "amd"
     combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept])
     combine.report_dropped(combined, note)
-    empty: list[str] = []
-    pipeline, dropped = render.render_pipeline(
-        combined.env, combined.steps, inputs.mirror_hw, empty_groups=empty
+    pipeline, dropped, empty = render.render_pipeline(
+        combined.env, combined.steps, inputs.mirror_hw
     )
     for label in dropped:
         note(f"Not mirrored on {inputs.mirror_hw}: {label}")
     used = render.mirror_values(combined.steps)
-    # A known value (Inputs checked it) that no selected step lists: the image step alone.
     if used and inputs.mirror_hw not in used:
         note(
             f"warning: AMD_MIRROR_HW={inputs.mirror_hw!r} is in no selected step's"
             f" mirror_hardwares (they use: {', '.join(sorted(used))});"
             " only the image step is uploaded"
         )
-    # The check every upload makes, worded the same.
     require_valid(pipeline, " + ".join(f".buildkite/amd/{s.file}" for s in kept))
     return AmdBootstrapOutcome(
         pipeline,
@@ -356,8 +338,7 @@ PRIVATE_DIR = "<private temp dir>"  # how a dry run shows the directory a run cr
 
 
 def upload_commands(cwd: str) -> tuple[door.Command, ...]:
-    """The script's two calls, argv unchanged, run in `cwd` (a private directory holding
-    PIPELINE_FILE, where the script used the shared `.buildkite/amd`)."""
+    """The script's two calls, argv unchanged, run in `cwd` (the private directory)."""
     return tuple(
         door.Command(("buildkite-agent", kind, "upload", PIPELINE_FILE), description=what, cwd=cwd)
         for kind, what in (
@@ -395,8 +376,8 @@ def run(
 
 
 def upload(text: str) -> None:
-    """Write the pipeline into a new private directory (mode 0700, under TMPDIR), upload it
-    from there, and remove the directory. Nothing is written into the checkout."""
+    """Upload the pipeline from a new private directory (mode 0700, under TMPDIR), so two
+    bootstraps on one checkout cannot mix them up; nothing is written into the checkout."""
     try:
         private = tempfile.TemporaryDirectory(prefix="vllm-omni-ci-amd-")
     except OSError as exc:

@@ -64,28 +64,23 @@ _JOB_ONLY = {
 
 
 def _pod_spec(gpus: int) -> model.Document:
-    container_env = [(k, v) for k, v in _job_env(gpus).items() if k not in _JOB_ONLY]
+    container = {
+        "name": "container-0",
+        "image": IMAGE,
+        "imagePullPolicy": "Always",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"add": ["IPC_LOCK"]},
+        },
+        "resources": {kind: {"amd.com/gpu": str(gpus)} for kind in ("limits", "requests")},
+        "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
+        "env": [{"name": k, "value": v} for k, v in _job_env(gpus).items() if k not in _JOB_ONLY],
+    }
     return {
         "automountServiceAccountToken": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "imagePullSecrets": [{"name": "docker-config"}],
-        "containers": [
-            {
-                "name": "container-0",
-                "image": IMAGE,
-                "imagePullPolicy": "Always",
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"add": ["IPC_LOCK"]},
-                },
-                "resources": {
-                    "limits": {"amd.com/gpu": str(gpus)},
-                    "requests": {"amd.com/gpu": str(gpus)},
-                },
-                "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
-                "env": [{"name": k, "value": v} for k, v in container_env],
-            }
-        ],
+        "containers": [container],
         "volumes": [{"name": "devshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
     }
 
@@ -164,17 +159,13 @@ def mirror_values(steps: list[Any]) -> set[str]:
 
 
 def render_pipeline(
-    env: model.Document,
-    steps: list[Any],
-    mirror_hw: str = "amdproduction",
-    *,
-    empty_groups: list[str] | None = None,
-) -> tuple[model.Document, list[str]]:
-    """The whole pipeline, plus the labels dropped by the mirror filter.
-
-    Groups left empty are dropped (Buildkite rejects them), their names put in
-    `empty_groups`; a group keeps only its name and `depends_on`, as the template did."""
+    env: model.Document, steps: list[Any], mirror_hw: str = "amdproduction"
+) -> tuple[model.Document, list[str], list[str]]:
+    """The whole pipeline, the labels the mirror filter dropped and the groups it left empty
+    (dropped: Buildkite rejects them); a group keeps only `group` and `depends_on`, as the
+    template did."""
     dropped: list[str] = []
+    empty_groups: list[str] = []
 
     def step(entry: model.Step, _outer: object) -> model.Step | None:
         if mirror_hw in (entry.get("mirror_hardwares") or []):
@@ -189,8 +180,7 @@ def render_pipeline(
         return model.Group(fields, entry.steps)
 
     def empty(entry: model.Group, _outer: object) -> None:
-        if empty_groups is not None:
-            empty_groups.append(str(entry.get("group")))
+        empty_groups.append(str(entry.get("group")))
 
     suites = [n for n in model.nodes(steps) if not isinstance(n, model.Shorthand)]
     kept = model.prune(suites, step, on_group=group, on_empty=empty)
@@ -198,4 +188,4 @@ def render_pipeline(
     if env:
         pipeline["env"] = {str(k): str(v) for k, v in env.items()}
     pipeline["steps"] = [image_build_group(), *model.emit_nodes(kept)]
-    return pipeline, dropped
+    return pipeline, dropped, empty_groups

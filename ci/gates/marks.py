@@ -11,6 +11,7 @@ import ast
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
@@ -227,23 +228,22 @@ class _Scanner:
 
     def _check_decorators(self) -> None:
         for node in ast.walk(self.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                for decorator in node.decorator_list:
-                    if self.names.helper(decorator) == "hardware_marks":
-                        self.add(
-                            INVALID_HELPER,
-                            "hardware_marks(...) is not a decorator; use @hardware_test(...), "
-                            "or pass hardware_marks(...) to pytest.param(..., marks=...)",
-                            decorator,
-                        )
+            for decorator in getattr(node, "decorator_list", ()):  # functions and classes
+                if self.names.helper(decorator) == "hardware_marks":
+                    self.add(
+                        INVALID_HELPER,
+                        "hardware_marks(...) is not a decorator; use @hardware_test(...), "
+                        "or pass hardware_marks(...) to pytest.param(..., marks=...)",
+                        decorator,
+                    )
 
     def _check_helper(self, call: ast.Call) -> None:
-        helper = self.names.helper(call)
-        registry = self.registry
+        helper, registry = self.names.helper(call), self.registry
+        bad = partial(self.add, INVALID_HELPER)
         res = _argument(call, "res", 0)
         keys: list[str] = []
         if res is None and not call.keywords and not call.args:
-            self.add(INVALID_HELPER, f"{helper}(...) needs res={{platform: SKU}}", call)
+            bad(f"{helper}(...) needs res={{platform: SKU}}", call)
         for key_node, key, value in _literal_keys(res):
             keys.append(key)
             if key in registry.res_keys:
@@ -251,7 +251,7 @@ class _Scanner:
             else:
                 allowed = ", ".join(sorted(registry.res_keys))
                 why = f"is not a hardware platform with SKUs (allowed: {allowed})"
-                self.add(INVALID_HELPER, f"{helper} res key {key!r} {why}", key_node)
+                bad(f"{helper} res key {key!r} {why}", key_node)
         cards = _argument(call, "num_cards", 1)
         if cards is None:
             return
@@ -260,28 +260,17 @@ class _Scanner:
             if (count := _literal_int(value)) is not None:
                 counts[key] = count
                 if keys and key not in keys:
-                    self.add(
-                        INVALID_HELPER, f"{helper} num_cards key {key!r} is not in res", key_node
-                    )
+                    bad(f"{helper} num_cards key {key!r} is not in res", key_node)
         if (count := _literal_int(cards)) is not None:
             counts[""] = count
         registered = ", ".join(str(n) for n in sorted(registry.card_counts))
-        for count in sorted(set(counts.values())):
-            if count not in registry.card_counts:
-                self.add(
-                    INVALID_HELPER,
-                    f"{helper} num_cards={count} has no registered cards_{count} marker "
-                    f"(registered: {registered})",
-                    cards,
-                )
+        for count in sorted(set(counts.values()) - set(registry.card_counts)):
+            why = f"has no registered cards_{count} marker (registered: {registered})"
+            bad(f"{helper} num_cards={count} {why}", cards)
         if helper == "hardware_marks" and len(set(counts.values())) > 1:
             mixed = ", ".join(f"{k}: {v}" for k, v in counts.items())
-            self.add(
-                INVALID_HELPER,
-                f"hardware_marks cannot mix card counts ({mixed}); use @hardware_test, "
-                "which splits one variant per platform",
-                cards,
-            )
+            why = "use @hardware_test, which splits one variant per platform"
+            bad(f"hardware_marks cannot mix card counts ({mixed}); {why}", cards)
 
     def _check_skus(self, helper: str, platform: str, value: ast.expr) -> None:
         registered = self.registry.skus_for(platform)

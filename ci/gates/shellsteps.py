@@ -126,9 +126,7 @@ def parse_severity(value: str) -> str:
 def parse_excludes(value: str) -> tuple[str, ...]:
     """`SC2086,2046,upload-expansion` -> ("SC2086", "SC2046", "upload-expansion")."""
     codes: list[str] = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
+    for item in filter(None, (v.strip() for v in value.split(","))):
         digits = item[2:] if item.upper().startswith("SC") else item
         if item == UPLOAD_CHECK:
             codes.append(item)
@@ -163,8 +161,7 @@ def upload_expansions(step: ShellStep) -> list[StepFinding]:
                     f"${name} is expanded when the pipeline is uploaded (to the uploader's "
                     f"value, empty if unset), not by the job shell: {why}; write $${name}"
                 )
-                where = (number, offset, column)
-                source = unescape(line)
+                where, source = (number, offset, column), unescape(line)
                 found.append(StepFinding.of(step, where, "warning", UPLOAD_CHECK, message, source))
     return found
 
@@ -203,8 +200,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
             continue
         index, script = entry
         line = int(comment.get("line", 0))
-        command, offset = script.locate(line)
-        where = (command, offset, int(comment.get("column", 0)))
+        where = (*script.locate(line), int(comment.get("column", 0)))
         level, message = str(comment.get("level", "")), str(comment.get("message", ""))
         code = f"SC{comment.get('code', 0)}"
         finding = StepFinding.of(script.step, where, level, code, message, script.source(line))
@@ -239,11 +235,9 @@ def summary(findings: Sequence[StepFinding], steps: Sequence[ShellStep]) -> list
         f"shellcheck-steps: {len(findings)} finding(s) in {flagged} of {len(steps)} steps "
         f"({files} files): {counts}"
     ]
-    by_code = Counter(f.code for f in findings)
     first = {f.code: f.message for f in reversed(findings)}
-    for code, count in sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  {code} x{count}: {first[code]}")
-    return lines
+    by_code = sorted(Counter(f.code for f in findings).items(), key=lambda kv: (-kv[1], kv[0]))
+    return lines + [f"  {code} x{count}: {first[code]}" for code, count in by_code]
 
 
 def shellcheck_steps(

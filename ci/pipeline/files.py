@@ -75,16 +75,11 @@ def check_readable(path: Path, source: str, *, code: int = FAILURE) -> None:
 
 def read_bytes(path: Path, source: str, *, code: int = FAILURE) -> bytes:
     """The bytes of a regular file; anything else is one `source: cannot read: why` line."""
-    fd = _open_regular(path, source, code)
-    try:
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    except OSError as exc:
-        raise Unreadable(source, exc.strerror or str(exc), code=code) from None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
+    with os.fdopen(_open_regular(path, source, code), "rb") as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise Unreadable(source, exc.strerror or str(exc), code=code) from None
 
 
 def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:

@@ -229,8 +229,8 @@ def parse(text: str) -> Expr:
     try:
         parser = _Parser(_tokens(text))
         expr = parser.parse_or()
-        if parser.peek() is not None:
-            raise _Unsupported(f"unexpected {parser.peek()[1]!r}")  # type: ignore[index]
+        if (extra := parser.peek()) is not None:
+            raise _Unsupported(f"unexpected {extra[1]!r}")
     except _Unsupported as exc:
         return Opaque(text.strip(), str(exc))
     return expr

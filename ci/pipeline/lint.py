@@ -78,13 +78,9 @@ def _strict(document: model.Document, registries: Registries, report: FileReport
             report.problems.extend(exc.problems)
         if isinstance(entry, model.Step) and mirror.FIELD in step:
             try:
-                name = mirror.preset_name(step[mirror.FIELD], label)
-                known = registries.presets()
-                if name not in known.presets:
-                    report.problems.append(
-                        f"unknown {mirror.FIELD} {name!r} in step {label!r}; "
-                        f"known: {', '.join(known.names)}"
-                    )
+                mirror.known_preset(
+                    mirror.preset_name(step[mirror.FIELD], label), label, registries.presets()
+                )
             except UserError as exc:
                 report.problems.extend(exc.problems)
         condition = step.get("if")

@@ -23,14 +23,15 @@ PRESET_REGISTRY = ".buildkite/common/ci_mirror_hardwares.yml"
 FALLBACK_KEY = "source_filter_fallback"
 
 
-def _fail(message: str) -> UserError:
+def fail(message: str) -> UserError:
+    """A validation error of the uploader: exit 1, as the original's."""
     return UserError(message, code=FAILURE)
 
 
 def _read_yaml(path: Path, what: str) -> Any:
     """The registry's document; the original's messages, with the reason in parentheses."""
     if not files.exists(path):
-        raise _fail(f"missing CI {what} registry: {path}")
+        raise fail(f"missing CI {what} registry: {path}")
     try:
         return yamlio.loads(files.read_text(path, str(path)), source=str(path))
     except UserError as exc:  # one line per problem: unreadable, invalid YAML, duplicate key …
@@ -46,7 +47,7 @@ def _flatten(value: list[Any], key: str, out: dict[str, None]) -> None:
             continue
         text = "" if item is None else str(item).strip()
         if not text:
-            raise _fail(f"empty path in source_file_dependencies[{key!r}]")
+            raise fail(f"empty path in source_file_dependencies[{key!r}]")
         out.setdefault(text, None)
 
 
@@ -60,16 +61,16 @@ class SourceRegistry:
     @classmethod
     def parse(cls, data: Any, path: str) -> SourceRegistry:
         if not isinstance(data, dict):
-            raise _fail(f"invalid CI source_file_dependencies registry: {path}")
+            raise fail(f"invalid CI source_file_dependencies registry: {path}")
         table = data.get("source_file_dependencies")
         if not isinstance(table, dict):
-            raise _fail(f"source_file_dependencies must be a mapping in {path}")
+            raise fail(f"source_file_dependencies must be a mapping in {path}")
         keys: dict[str, tuple[str, ...]] = {}
         for key, value in table.items():
             if not isinstance(key, str) or not key.strip():
-                raise _fail(f"source_file_dependencies keys must be non-empty strings in {path}")
+                raise fail(f"source_file_dependencies keys must be non-empty strings in {path}")
             if not isinstance(value, list):
-                raise _fail(
+                raise fail(
                     f"source_file_dependencies[{key!r}] must be a list of path prefixes, "
                     f"got {type(value).__name__}"
                 )
@@ -86,7 +87,7 @@ class SourceRegistry:
     def fallback(self) -> tuple[str, ...]:
         paths = self.keys.get(FALLBACK_KEY, ())
         if not paths:
-            raise _fail(
+            raise fail(
                 f"source_file_dependencies[{FALLBACK_KEY!r}] must list shared uploader "
                 f"paths in {self.path}"
             )
@@ -103,13 +104,13 @@ class PresetRegistry:
     @classmethod
     def parse(cls, data: Any, path: str) -> PresetRegistry:
         if not isinstance(data, dict):
-            raise _fail(f"invalid CI mirror_hardwares registry: {path}")
+            raise fail(f"invalid CI mirror_hardwares registry: {path}")
         table = data.get("mirror_hardwares")
         if not isinstance(table, dict):
-            raise _fail(f"mirror_hardwares must be a mapping in {path}")
+            raise fail(f"mirror_hardwares must be a mapping in {path}")
         bad = next((str(k) for k, v in table.items() if not isinstance(v, dict)), None)
         if bad is not None:
-            raise _fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad})")
+            raise fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad})")
         return cls(path, {str(k): v for k, v in table.items()})
 
     @property
@@ -149,7 +150,7 @@ class Registries:
     ) -> Registries:
         def given(value: Any, what: str) -> Any:
             if value is None:
-                raise _fail(f"missing {what} registry: {where}")
+                raise fail(f"missing {what} registry: {where}")
             return value
 
         return cls(

@@ -41,9 +41,8 @@ class Dependency:
 def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
     """`depends_on` as strings or `{step: KEY, allow_failure}` (`allow_all`: the step's
     `allow_dependency_failure: true`)."""
-    items = value if isinstance(value, list) else [value]
     found: list[Dependency] = []
-    for item in items:
+    for item in value if isinstance(value, list) else [value]:
         if isinstance(item, str) and item.strip():
             found.append(Dependency(item.strip(), allow_all))
         elif isinstance(item, Mapping) and isinstance(item.get("step"), str):
@@ -53,8 +52,7 @@ def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
 
 
 def _condition(entry: Mapping[str, Any]) -> tuple[str, ...]:
-    value = entry.get("if")
-    if value is None:
+    if (value := entry.get("if")) is None:
         return ()
     return (str(value).lower() if isinstance(value, bool) else " ".join(str(value).split()),)
 
@@ -148,11 +146,8 @@ def _env(value: Any) -> dict[str, str]:
 
 def _label(step: Mapping[str, Any], position: int) -> str:
     """`label`, else `name` (Buildkite's alias), else `key`, else its place in its list."""
-    for name in ("label", "name", "key"):
-        value = step.get(name)
-        if isinstance(value, str) and value.strip():
-            return value
-    return f"step {position}"
+    found = (step[k] for k in ("label", "name", "key") if isinstance(step.get(k), str))
+    return next((value for value in found if value.strip()), f"step {position}")
 
 
 def steps_of(

@@ -177,8 +177,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
         _upload_pipeline(options, source)
     except UserError as exc:
         if options.upload and not options.dry_run and source.get("BUILDKITE") == "true":
-            # The PR author sees why the tier did not run (the original only printed a
-            # traceback); a failing annotation is ignored.
+            # The PR author sees why the tier did not run; a failing annotation is ignored.
             door.run(annotate_command(options.pipeline, exc.problems), quiet=True)
         raise
 
@@ -191,8 +190,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         # Bootstrap mode is chosen by file name; `--all`/`--e2e` are ignored.
         upload_bootstrap_file(repo, path, options, source)
         return
-    if options.platform:
-        # The original loader's guard: a platform means a bootstrap file.
+    if options.platform:  # the original loader's guard: a platform means a bootstrap file
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
     if path.parent.name == "amd" and path.name.startswith("test-"):  # template data
         raise UserError(
@@ -201,8 +199,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
             code=FAILURE,
         )
     mirror_hw = source.get("MIRROR_HW", "")
-    # A bad MIRROR_HW fails even a pipeline without GPU steps, before any git work.
-    parse_mirror_hw(mirror_hw)
+    parse_mirror_hw(mirror_hw)  # fails even a pipeline without GPU steps, before any git work
     inputs = UploadInputs(
         branch=resolve_branch(repo, env=source) if options.scope == "auto" else "",
         schedule=source,
@@ -229,8 +226,7 @@ def upload_bootstrap_file(
         log(f"--scope {options.scope} is ignored for {path.name} (bootstrap mode)")
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = load_document(text, str(path))
-    decision = skipci.decision(repo, env=env)
-    rendered = render_bootstrap(document, decision, chosen)
+    rendered = render_bootstrap(document, skipci.decision(repo, env=env), chosen)
     for line in rendered.log:
         log(line)
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
