@@ -48,23 +48,12 @@ NOT_A_PR = "false"
 _PR_NUMBER = re.compile(r"[0-9]+")
 
 CRITICAL_PREFIXES = (
-    "docker/Dockerfile",
-    "CMakeLists.txt",
-    "requirements/common.txt",
-    "requirements/cuda.txt",
-    "requirements/build.txt",
-    "requirements/test.txt",
-    "setup.py",
-    "csrc/",
-    "cmake/",
-)
+    "docker/Dockerfile", "CMakeLists.txt", "requirements/common.txt", "requirements/cuda.txt",
+    "requirements/build.txt", "requirements/test.txt", "setup.py", "csrc/", "cmake/",
+)  # fmt: skip
 NOT_CRITICAL = (
-    "docker/Dockerfile.",
-    "csrc/cpu",
-    "csrc/rocm",
-    "cmake/hipify.py",
-    "cmake/cpu_extension.cmake",
-)
+    "docker/Dockerfile.", "csrc/cpu", "csrc/rocm", "cmake/hipify.py", "cmake/cpu_extension.cmake",
+)  # fmt: skip
 
 
 Note = Callable[[str], None]
@@ -97,9 +86,8 @@ def suite_mirror_values(amd_dir: Path) -> set[str]:
 
 
 def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
-    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly.
-
-    The template selected nothing for a typo and the build went green; now it fails (exit 1)."""
+    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly
+    (the template selected nothing for a typo and the build went green; now exit 1)."""
     chosen = value or DEFAULT_MIRROR_HW
     allowed = suite_mirror_values(amd_dir) | {DEFAULT_MIRROR_HW}
     if chosen not in allowed:
@@ -310,8 +298,9 @@ def plan_pipeline(
     amd_dir = repo / ".buildkite" / "amd"
     combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept])
     combine.report_dropped(combined, note)
-    pipeline, dropped, empty = render.render_pipeline(
-        combined.env, combined.steps, inputs.mirror_hw
+    empty: list[str] = []
+    pipeline, dropped = render.render_pipeline(
+        combined.env, combined.steps, inputs.mirror_hw, empty_groups=empty
     )
     for label in dropped:
         note(f"Not mirrored on {inputs.mirror_hw}: {label}")

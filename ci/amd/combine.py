@@ -105,7 +105,5 @@ def report_dropped(combined: Combined, note: Callable[[str], None] = _stderr) ->
     """One line per dropped duplicate, to `note` (stderr by default)."""
     for suite, step in combined.dropped:
         label = step.get("label", "<unlabelled>")
-        note(
-            f"Dropped duplicate {suite.group} step {label!r}: "
-            "identical to a step of an earlier suite."
-        )
+        why = "identical to a step of an earlier suite."
+        note(f"Dropped duplicate {suite.group} step {label!r}: {why}")

@@ -159,13 +159,16 @@ def mirror_values(steps: list[Any]) -> set[str]:
 
 
 def render_pipeline(
-    env: model.Document, steps: list[Any], mirror_hw: str = "amdproduction"
-) -> tuple[model.Document, list[str], list[str]]:
-    """The whole pipeline, the labels the mirror filter dropped and the groups it left empty
-    (dropped: Buildkite rejects them); a group keeps only `group` and `depends_on`, as the
-    template did."""
+    env: model.Document,
+    steps: list[Any],
+    mirror_hw: str = "amdproduction",
+    *,
+    empty_groups: list[str] | None = None,
+) -> tuple[model.Document, list[str]]:
+    """The pipeline and the labels the mirror filter dropped; groups left empty are dropped
+    (Buildkite rejects them), their names put in `empty_groups`. A group keeps only `group`
+    and `depends_on`, as the template did."""
     dropped: list[str] = []
-    empty_groups: list[str] = []
 
     def step(entry: model.Step, _outer: object) -> model.Step | None:
         if mirror_hw in (entry.get("mirror_hardwares") or []):
@@ -180,7 +183,8 @@ def render_pipeline(
         return model.Group(fields, entry.steps)
 
     def empty(entry: model.Group, _outer: object) -> None:
-        empty_groups.append(str(entry.get("group")))
+        if empty_groups is not None:
+            empty_groups.append(str(entry.get("group")))
 
     suites = [n for n in model.nodes(steps) if not isinstance(n, model.Shorthand)]
     kept = model.prune(suites, step, on_group=group, on_empty=empty)
@@ -188,4 +192,4 @@ def render_pipeline(
     if env:
         pipeline["env"] = {str(k): str(v) for k, v in env.items()}
     pipeline["steps"] = [image_build_group(), *model.emit_nodes(kept)]
-    return pipeline, dropped, empty_groups
+    return pipeline, dropped

@@ -200,11 +200,8 @@ class _Scanner:
                 self.add(LEVEL, f"no CI level marker; mark the tests with one of: {levels}")
             if not every_mark & self.registry.platforms and not helper_calls:
                 platforms = ", ".join(sorted(self.registry.platforms))
-                self.add(
-                    HARDWARE,
-                    f"no hardware platform marker ({platforms}) and no "
-                    "hardware_test(...) / hardware_marks(...) call",
-                )
+                helpers = "hardware_test(...) / hardware_marks(...) call"
+                self.add(HARDWARE, f"no hardware platform marker ({platforms}) and no {helpers}")
             self._check_conflicts(self.tree.body, set())
         return self.problems
 
@@ -217,13 +214,9 @@ class _Scanner:
             found.add(name)
             platform = self.registry.sku_platforms.get(name)
             if platform and self.rel != HELPER_MODULE:
-                self.add(
-                    DIRECT_SKU,
-                    f"pytest.mark.{name}; apply SKUs through "
-                    f'hardware_test(res={{"{platform}": "{name}"}}) or hardware_marks(...), '
-                    "which also attach cards_<n>",
-                    node,
-                )
+                via = f'hardware_test(res={{"{platform}": "{name}"}}) or hardware_marks(...)'
+                why = f"apply SKUs through {via}, which also attach cards_<n>"
+                self.add(DIRECT_SKU, f"pytest.mark.{name}; {why}", node)
         return found
 
     def _check_decorators(self) -> None:

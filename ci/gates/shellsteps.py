@@ -177,8 +177,7 @@ def plan(
     """One shellcheck run over every step script (`names`, relative to `cwd`)."""
     argv = [SHELLCHECK, "--shell=bash", "--format=json1", f"--severity={severity}"]
     argv.append(f"--rcfile={rcfile}" if rcfile else "--norc")
-    numbers = [code[2:] for code in exclude if code.startswith("SC")]
-    if numbers:
+    if numbers := [code[2:] for code in exclude if code.startswith("SC")]:
         argv.append("--exclude=" + ",".join(numbers))
     command = Command((*argv, *names), f"shellcheck {len(names)} step scripts", cwd=cwd)
     return Plan(commands=(command,), title="shellcheck-steps")
@@ -267,17 +266,15 @@ def shellcheck_steps(
     rc = repo / ".shellcheckrc"
     scripts = [script_for(s) for s in steps]
     names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
-    planned = partial(
-        plan, names, severity=level, exclude=codes, rcfile=rc if rc.is_file() else None
-    )
+    rcfile = rc if rc.is_file() else None
+    planned = partial(plan, names, severity=level, exclude=codes, rcfile=rcfile)
     if dry_run:
         door.execute(planned(cwd="<temporary directory>"), dry_run=True)
         return
     with tempfile.TemporaryDirectory(prefix="shellcheck-steps-") as tmp:
         for name, script in zip(names, scripts, strict=True):
             (Path(tmp) / name).write_text(script.text, encoding="utf-8")
-        command = planned(cwd=tmp).commands[0]
-        result = door.run(command, output="capture", quiet=True)
+        result = door.run(planned(cwd=tmp).commands[0], output="capture", quiet=True)
     if result.code == 127:
         raise UserError(INSTALL_HINT)
     if result.code not in (0, 1):

@@ -57,12 +57,7 @@ def _open_regular(path: Path, source: str, code: int) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise Unreadable(source, why_unreadable(path, exc), code=code) from None
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as exc:
-        os.close(fd)
-        raise Unreadable(source, exc.strerror or str(exc), code=code) from None
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(mode := os.fstat(fd).st_mode):  # an open fd's fstat cannot fail
         os.close(fd)
         raise Unreadable(source, f"{_kind(mode)}, not a regular file", code=code)
     return fd

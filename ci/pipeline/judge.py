@@ -7,6 +7,7 @@ never passes a file its consumer refuses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,7 @@ def is_amd_suite(rel: str) -> bool:
 
 def is_uploader_test_yaml(rel: str) -> bool:
     """`.buildkite/<dir>/test-*.yml` outside amd/: what `upload-pipeline` renders."""
-    parts = rel.split("/")
-    return (
-        len(parts) == 3
-        and parts[0] == ".buildkite"
-        and parts[1] != "amd"
-        and parts[2].startswith("test-")
-        and parts[2].endswith(".yml")
-    )
+    return re.fullmatch(r"\.buildkite/(?!amd/)[^/]*/test-[^/]*\.yml", rel) is not None
 
 
 def _refusal(load: Callable[[], object]) -> list[str]:

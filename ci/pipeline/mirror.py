@@ -88,19 +88,11 @@ def read_marks(
 ) -> MarkAsk:
     """SKUs (case-sensitive whole words, not after `not `) and cards_<n> of every expression."""
     chip_set = set(chips)
-    found: set[str] = set()
-    positive: list[int] = []
-    negated = False
-    for expression in expressions:
-        for sku in skus:
-            if sku.lower() in chip_set and any(polarities(expression, sku)):
-                found.add(sku.lower())
-        for n in counts:
-            for is_positive in polarities(expression, f"cards_{n}"):
-                if is_positive:
-                    positive.append(n)
-                else:
-                    negated = True
+    wanted = [sku for sku in skus if sku.lower() in chip_set]
+    found = {sku.lower() for e in expressions for sku in wanted if any(polarities(e, sku))}
+    seen = [(n, p) for e in expressions for n in counts for p in polarities(e, f"cards_{n}")]
+    positive = [n for n, is_positive in seen if is_positive]
+    negated = not all(is_positive for _, is_positive in seen)
     cards: Cards = max(positive) if positive else ("max" if negated else None)
     return MarkAsk(frozenset(found), cards, bool(positive) or negated)
 

@@ -94,10 +94,9 @@ class Pipeline:
 
 def name_of(fields: Fields) -> str:
     """What `plan` calls a step: `label`, else `name`, `group` or `key`, else `<step>`."""
-    for key in ("label", "name", "group", "key"):
-        if fields.get(key):
-            return str(fields[key])
-    return "<step>"
+    return next(
+        (str(fields[k]) for k in ("label", "name", "group", "key") if fields.get(k)), "<step>"
+    )
 
 
 def node(entry: Any) -> Node:
@@ -178,11 +177,9 @@ def prune(
     keep_empty: bool = False,
     outer: tuple[Group, ...] = (),
 ) -> tuple[Node, ...]:
-    """The tree with each step mapped by `on_step` and empty groups left out.
-
-    `on_step` returns the step to keep, nodes to put in its place, or None;
-    `on_group` the group to enter, or None to drop it whole. A group left empty
-    goes to `on_empty` (kept, with no steps, under `keep_empty`). Shorthands stay."""
+    """The tree with each step mapped by `on_step` (a step, nodes in its place, or None) and
+    each group by `on_group` (None drops it); a group left empty goes to `on_empty` and is
+    left out (kept, with no steps, under `keep_empty`). Shorthands stay."""
 
     def walk(entries: Iterable[Node], outer: tuple[Group, ...]) -> tuple[Node, ...]:
         out: list[Node] = []

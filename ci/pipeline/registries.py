@@ -7,7 +7,7 @@ most once per run, only when a step needs it, with the original's messages (exit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,15 +40,14 @@ def _read_yaml(path: Path, what: str) -> Any:
         raise UserError(*lines, code=FAILURE) from None
 
 
-def _flatten(value: list[Any], key: str, out: dict[str, None]) -> None:
+def _flatten(value: list[Any], key: str) -> Iterator[str]:
     for item in value:
         if isinstance(item, list):
-            _flatten(item, key, out)
-            continue
-        text = "" if item is None else str(item).strip()
-        if not text:
+            yield from _flatten(item, key)
+        elif not (text := "" if item is None else str(item).strip()):
             raise fail(f"empty path in source_file_dependencies[{key!r}]")
-        out.setdefault(text, None)
+        else:
+            yield text
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,7 @@ class SourceRegistry:
                     f"source_file_dependencies[{key!r}] must be a list of path prefixes, "
                     f"got {type(value).__name__}"
                 )
-            flat: dict[str, None] = {}
-            _flatten(value, key, flat)
-            keys[key] = tuple(flat)
+            keys[key] = tuple(dict.fromkeys(_flatten(value, key)))
         return cls(path, keys)
 
     @property

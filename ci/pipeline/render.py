@@ -169,9 +169,7 @@ def render_test_pipeline(
     source: str = "pipeline",
 ) -> Rendered:
     """Filter and expand one test YAML; problems are collected in `Rendered.problems`.
-
-    `changed` (None: unknown) filters only under `scope="diff"`; when no step
-    matches it, a change to `pipeline_path` or a fallback prefix keeps every job."""
+    `changed` (None: unknown) filters only under `scope="diff"` (see `sourcefilter.bypass`)."""
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     selector = mirror.parse_mirror_hw(mirror_hw)

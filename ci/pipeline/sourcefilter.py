@@ -51,10 +51,8 @@ def _suggest(key: str, registry: SourceRegistry) -> str:
 
 
 def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, ...] | None:
-    """The step's path prefixes, or None when it has no `source_file_dependencies`.
-
-    A key-shaped string is a registry key, any other one inline prefix; a list
-    is all keys or all prefixes (empty: the step never matches a diff)."""
+    """The step's path prefixes (None: no `source_file_dependencies`). A key-shaped string is
+    a registry key, else a prefix; a list is all keys or all prefixes (empty: never matches)."""
     if not isinstance(step, dict) or step.get(FIELD) is None:
         return None
     value = step[FIELD]
@@ -90,10 +88,8 @@ def bypass(
     pipeline_path: str | None,
     sources: Callable[[], SourceRegistry],
 ) -> str | None:
-    """The changed path that switches filtering off, or None.
-
-    Only when no gated step matches: a change to the pipeline file itself, or
-    under a `source_filter_fallback` prefix, keeps every job."""
+    """The changed path that switches filtering off, or None: when no gated step matches, a
+    change to the pipeline file itself or under a `source_filter_fallback` prefix keeps all."""
     prefix_lists = list(gated)
     if not changed or not prefix_lists or any(matches(p, changed) for p in prefix_lists):
         return None

@@ -106,9 +106,7 @@ def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
 
 def upload_refs(text: str) -> list[str]:
     """Names that Buildkite expands at upload, not the job shell at run time."""
-    return [
-        m.group("braced") or m.group("bare") for m in _UPLOAD.finditer(text) if m.group(0) != "$$"
-    ]
+    return [name for name, _column in upload_refs_at(text)]
 
 
 def upload_refs_at(line: str) -> list[tuple[str, int]]:
@@ -219,8 +217,6 @@ def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellSte
             continue
         found = file_problems(rel, path, documents)
         problems += found
-        if not found:
-            for document in documents:
-                steps.extend(steps_of(document, rel))
+        steps += [] if found else [s for document in documents for s in steps_of(document, rel)]
     UserError.collect(problems, code=FAILURE)
     return steps
