@@ -1,10 +1,7 @@
 """`bootstrap --platform rocm`: replaces bootstrap-amd-omni.sh.
 
-The script's order holds (the label fetch fails closed before anything else
-can fail): labels (`--labels`, else BUILDKITE_PULL_REQUEST_LABELS, else the
-GitHub API, never under `--dry-run`), diff, suites, skip-ci per suite, critical
-files, render, validate, upload. The pipeline is uploaded from a private
-temporary directory, so two bootstraps on one checkout cannot mix them up.
+The script's order holds: labels (failing closed), diff, suites, skip-ci per suite,
+critical files, render, validate, upload (from a private temporary directory).
 """
 
 from __future__ import annotations
@@ -51,32 +48,19 @@ NOT_A_PR = "false"
 _PR_NUMBER = re.compile(r"[0-9]+")
 
 CRITICAL_PREFIXES = (
-    "docker/Dockerfile",
-    "CMakeLists.txt",
-    "requirements/common.txt",
-    "requirements/cuda.txt",
-    "requirements/build.txt",
-    "requirements/test.txt",
-    "setup.py",
-    "csrc/",
-    "cmake/",
-)
+    "docker/Dockerfile", "CMakeLists.txt", "requirements/common.txt", "requirements/cuda.txt",
+    "requirements/build.txt", "requirements/test.txt", "setup.py", "csrc/", "cmake/",
+)  # fmt: skip
 NOT_CRITICAL = (
-    "docker/Dockerfile.",
-    "csrc/cpu",
-    "csrc/rocm",
-    "cmake/hipify.py",
-    "cmake/cpu_extension.cmake",
-)
+    "docker/Dockerfile.", "csrc/cpu", "csrc/rocm", "cmake/hipify.py", "cmake/cpu_extension.cmake",
+)  # fmt: skip
 
 
 Note = Callable[[str], None]
 
 
 def parse_pull_request(value: str | None) -> str:
-    """BUILDKITE_PULL_REQUEST: a PR number (ASCII digits), or `false` (also for unset/empty).
-
-    Anything else is an input error (exit 2): it goes into the GitHub API path."""
+    """BUILDKITE_PULL_REQUEST: ASCII digits, or `false` (also unset/empty); else exit 2."""
     text = value or ""
     if text in ("", NOT_A_PR):
         return NOT_A_PR
@@ -102,9 +86,8 @@ def suite_mirror_values(amd_dir: Path) -> set[str]:
 
 
 def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
-    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly.
-
-    The template selected nothing for a typo and the build went green; now it fails (exit 1)."""
+    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly
+    (the template selected nothing for a typo and the build went green; now exit 1)."""
     chosen = value or DEFAULT_MIRROR_HW
     allowed = suite_mirror_values(amd_dir) | {DEFAULT_MIRROR_HW}
     if chosen not in allowed:
@@ -130,16 +113,13 @@ class Inputs:
 
     @classmethod
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
-        # Bad NIGHTLY / DEBUG_TEST_YAML / AMD_MIRROR_HW stop here, before the label
-        # request and git: the script only found the first two in the selector, after
-        # both (exit 1 either way). A missing BUILDKITE_BRANCH in Buildkite was `set -u`'s
-        # exit 1; a bad BUILDKITE_PULL_REQUEST is an input error (exit 2, which wins).
+        # Bad inputs stop here, before the label request and git (exit 1; a bad
+        # BUILDKITE_PULL_REQUEST is an input error, exit 2, which wins).
         problems: list[str] = []
         pull_request = attempt(problems, lambda: parse_pull_request(env.get(PR_ENV)), "")
         code = FAILURE if pull_request else BAD_INPUT
-        # A set BUILDKITE_BRANCH, even empty, is a value in Buildkite (not main: the labels
-        # decide), as it was to the script; only an unset one stopped it (`set -u`). Outside
-        # Buildkite an empty one is the checkout's branch, as for every task (ci.target).
+        # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's `set -u`
+        # stopped only an unset one); elsewhere an empty one is the checkout's (ci.target).
         if in_buildkite(env) and "BUILDKITE_BRANCH" in env:
             branch = env["BUILDKITE_BRANCH"]
         else:
@@ -151,20 +131,13 @@ class Inputs:
         # fastcheck's amdtentative is the script's own choice, over AMD_MIRROR_HW.
         mirror_hw = FASTCHECK_MIRROR_HW
         if env.get("BUILDKITE_PIPELINE_SLUG") != "fastcheck":
-            amd_dir = repo / ".buildkite" / "amd"
+            amd = repo / ".buildkite" / "amd"
             mirror_hw = attempt(
-                problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd_dir), ""
+                problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd), ""
             )
         UserError.collect(problems, code=code)
-        return cls(
-            branch=branch,
-            pull_request=pull_request,
-            debug_test_yaml=debug,
-            nightly=nightly,
-            mirror_hw=mirror_hw,
-            run_all=(env.get("RUN_ALL") or "0") == "1",
-            use_precompiled=env.get("VLLM_USE_PRECOMPILED") or "",
-        )
+        run_all, precompiled = (env.get("RUN_ALL") or "0") == "1", env.get("VLLM_USE_PRECOMPILED")
+        return cls(branch, pull_request, debug, nightly, mirror_hw, run_all, precompiled or "")
 
     @classmethod
     def of_branch(cls, branch: str, *, nightly: bool = False) -> Inputs:
@@ -172,17 +145,12 @@ class Inputs:
         return cls(branch, NOT_A_PR, "", nightly, DEFAULT_MIRROR_HW, False, "")
 
     @property
-    def is_pr(self) -> bool:
-        return self.pull_request != NOT_A_PR
-
-    @property
     def needs_labels(self) -> bool:
         """The script asked GitHub only for a PR build without DEBUG_TEST_YAML."""
-        return self.is_pr and not self.debug_test_yaml
+        return self.pull_request != NOT_A_PR and not self.debug_test_yaml
 
 
-def log(message: str) -> None:
-    door.note(message)
+log: Note = door.note
 
 
 def quiet(message: str) -> None:
@@ -192,10 +160,8 @@ def quiet(message: str) -> None:
 def resolve_labels(
     inputs: Inputs, env: Mapping[str, str], given: str | None = None, *, offline: bool = False
 ) -> str:
-    """The PR's labels: `given` (`--labels`), else $BUILDKITE_PULL_REQUEST_LABELS, else GitHub.
-
-    Only a PR build without DEBUG_TEST_YAML asks (the script's rule); `offline`
-    (`--dry-run`) never asks GitHub and stops with exit 2 instead."""
+    """`given` (`--labels`), else $BUILDKITE_PULL_REQUEST_LABELS, else GitHub (`offline`,
+    i.e. `--dry-run`: exit 2 instead)."""
     if given is not None:
         return given
     if not inputs.needs_labels:
@@ -214,11 +180,8 @@ def resolve_labels(
 def fetch_labels(
     pull_request: str, env: Mapping[str, str], *, timeout: float = LABEL_TIMEOUT
 ) -> str:
-    """The PR's labels, one per line, from the GitHub REST API. Fails closed.
-
-    Any failure (HTTP, network, timeout, a body without `labels[].name`, a
-    redirect, never followed so the token stays with the API host) is exit 1
-    with the script's message and the cause (token redacted)."""
+    """The PR's labels, one per line, from the GitHub REST API. Fails closed: any failure
+    (a redirect too, never followed so the token stays with the API host) is exit 1."""
     pull_request = parse_pull_request(pull_request)
     api = (env.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API).rstrip("/")
     repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
@@ -232,49 +195,41 @@ def fetch_labels(
         )
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.github+json", **auth})
-    try:
-        # Quiet: the bootstrap's stderr is the script's log, line for line (the
-        # failure line below says which request failed).
+    try:  # quiet: stderr is the script's log, line for line
         with webclient.send(request, timeout=timeout, secrets=[token], quiet=True) as response:
             data = json.loads(response.read())
         names = [str(label["name"]) for label in data["labels"]]
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
-        cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        if isinstance(exc, urllib.error.HTTPError):
-            cause = f"HTTP {exc.code} {exc.reason}"
-            location = exc.headers.get("Location") if exc.headers else None
-            if 300 <= exc.code < 400:
-                cause = (
-                    f"{cause}: redirect to {location or '(no Location)'} refused, so the token"
-                    f" goes nowhere else; point {GITHUB_API_ENV} / {GITHUB_REPO_ENV} at the"
-                    " final location"
-                )
-        elif isinstance(exc, (KeyError, TypeError, ValueError)):
-            cause = f"unexpected response: {type(exc).__name__}: {exc}"
-        raise Stop(FAILURE, redact(f"{LABEL_ERROR} (GET {url}: {cause})")) from None
-    return "\n".join(names)
+    except urllib.error.HTTPError as exc:
+        cause = f"HTTP {exc.code} {exc.reason}"
+        if 300 <= exc.code < 400:
+            location = (exc.headers.get("Location") if exc.headers else None) or "(no Location)"
+            cause += (
+                f": redirect to {location} refused, so the token goes nowhere else;"
+                f" point {GITHUB_API_ENV} / {GITHUB_REPO_ENV} at the final location"
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        cause = f"unexpected response: {type(exc).__name__}: {exc}"
+    except OSError as exc:
+        cause = str(exc.reason if isinstance(exc, urllib.error.URLError) else exc)
+    else:
+        return "\n".join(names)
+    raise Stop(FAILURE, redact(f"{LABEL_ERROR} (GET {url}: {cause})"))
 
 
 def precompiled_choice(inputs: Inputs, paths: list[str]) -> tuple[bool, str, list[str]]:
     """(RUN_ALL, VLLM_USE_PRECOMPILED, log lines), as the script decides them."""
-    lines: list[str] = []
-    run_all = inputs.run_all
     # The first path that forces building wheels from source, by literal prefix.
-    critical = next(
-        (p for p in paths if p.startswith(CRITICAL_PREFIXES) and not p.startswith(NOT_CRITICAL)),
-        None,
-    )
-    if critical is not None:
-        run_all = True
-        lines.append(f"Found changes: {critical}. Run all tests")
+    critical = [
+        p for p in paths if p.startswith(CRITICAL_PREFIXES) and not p.startswith(NOT_CRITICAL)
+    ]
+    lines = [f"Found changes: {critical[0]}. Run all tests"] if critical else []
+    run_all = inputs.run_all or bool(critical)
     if inputs.use_precompiled:
         lines.append(f"VLLM_USE_PRECOMPILED is already set to: {inputs.use_precompiled}")
         return run_all, inputs.use_precompiled, lines
     if run_all:
-        lines.append("Detected critical changes, building wheels from source")
-        return run_all, "0", lines
-    lines.append("No critical changes, using precompiled wheels")
-    return run_all, "1", lines
+        return run_all, "0", [*lines, "Detected critical changes, building wheels from source"]
+    return run_all, "1", [*lines, "No critical changes, using precompiled wheels"]
 
 
 @dataclass(frozen=True)
@@ -285,8 +240,7 @@ class AmdBootstrapOutcome:
     kept: tuple[suites.Suite, ...]
     skipped: tuple[tuple[suites.Suite, str], ...]
     annotate: bool = False
-    # Why steps are missing from `pipeline` (read by `plan`): labels the mirror
-    # filter dropped, groups left empty by it, and (suite group, label) of duplicates.
+    # Why steps are missing (read by `plan`); duplicates are (suite group, label).
     not_mirrored: tuple[str, ...] = ()
     empty_groups: tuple[str, ...] = ()
     duplicates: tuple[tuple[str, str], ...] = ()
@@ -303,9 +257,8 @@ def plan_pipeline(
     note: Note = log,
     inputs: Inputs | None = None,
 ) -> AmdBootstrapOutcome:
-    """The script's steps up to its upload, in its order. `labels` given: don't ask GitHub.
-
-    `plan` passes its own `diff` and `inputs`, and `quiet` as `note` (the log lines)."""
+    """The script's steps up to its upload, in its order (`plan` passes its own `diff`,
+    `inputs` and `quiet` as `note`). `labels` given: don't ask GitHub."""
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
     diff = diff or resolve_diff(repo, env=env)
@@ -352,14 +305,12 @@ def plan_pipeline(
     for label in dropped:
         note(f"Not mirrored on {inputs.mirror_hw}: {label}")
     used = render.mirror_values(combined.steps)
-    # A known value (Inputs checked it) that no selected step lists: the image step alone.
     if used and inputs.mirror_hw not in used:
         note(
             f"warning: AMD_MIRROR_HW={inputs.mirror_hw!r} is in no selected step's"
             f" mirror_hardwares (they use: {', '.join(sorted(used))});"
             " only the image step is uploaded"
         )
-    # The check every upload makes, worded the same.
     require_valid(pipeline, " + ".join(f".buildkite/amd/{s.file}" for s in kept))
     return AmdBootstrapOutcome(
         pipeline,
@@ -376,8 +327,7 @@ PRIVATE_DIR = "<private temp dir>"  # how a dry run shows the directory a run cr
 
 
 def upload_commands(cwd: str) -> tuple[door.Command, ...]:
-    """The script's two calls, argv unchanged, run in `cwd` (a private directory holding
-    PIPELINE_FILE, where the script used the shared `.buildkite/amd`)."""
+    """The script's two calls, argv unchanged, run in `cwd` (the private directory)."""
     return tuple(
         door.Command(("buildkite-agent", kind, "upload", PIPELINE_FILE), description=what, cwd=cwd)
         for kind, what in (
@@ -415,8 +365,8 @@ def run(
 
 
 def upload(text: str) -> None:
-    """Write the pipeline into a new private directory (mode 0700, under TMPDIR), upload it
-    from there, and remove the directory. Nothing is written into the checkout."""
+    """Upload the pipeline from a new private directory (mode 0700, under TMPDIR), so two
+    bootstraps on one checkout cannot mix them up; nothing is written into the checkout."""
     try:
         private = tempfile.TemporaryDirectory(prefix="vllm-omni-ci-amd-")
     except OSError as exc:

@@ -1,11 +1,8 @@
 """Putting the selected AMD suites into one document.
 
-One suite keeps its own structure. Several suites become one group per suite
-(named by the spec prefix), with their top-level env merged (one variable with
-two values is an error naming it). A step deep-equal to a step of an earlier
-suite is kept once, as upstream's combiner does: running the identical job
-twice only burns MI300 time (docs/differences.md, "AMD: identical steps across
-suites run once").
+One suite keeps its own structure. Several become one group per suite, their env
+merged (a variable with two values is an error); a step deep-equal to one of an
+earlier suite is kept once, as upstream's combiner does (docs/differences.md).
 """
 
 from __future__ import annotations
@@ -108,7 +105,5 @@ def report_dropped(combined: Combined, note: Callable[[str], None] = _stderr) ->
     """One line per dropped duplicate, to `note` (stderr by default)."""
     for suite, step in combined.dropped:
         label = step.get("label", "<unlabelled>")
-        note(
-            f"Dropped duplicate {suite.group} step {label!r}: "
-            "identical to a step of an earlier suite."
-        )
+        why = "identical to a step of an earlier suite."
+        note(f"Dropped duplicate {suite.group} step {label!r}: {why}")

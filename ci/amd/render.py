@@ -26,8 +26,7 @@ HF_HOME = "/home/buildkite-agent/huggingface"
 
 def gpu_count(pool: str, label: str) -> int:
     """The card count is the pool's numeric suffix (`mi300_4` → 4)."""
-    match = re.search(r"_(\d+)$", pool)
-    if not match:
+    if not (match := re.search(r"_(\d+)$", pool)):
         raise UserError(
             f"step {label!r}: agent_pool {pool!r} must end in _<gpu count> (e.g. mi300_1)", code=1
         )
@@ -50,13 +49,7 @@ def image_build_group() -> model.Document:
                     "PYTORCH_ROCM_ARCH": "gfx942",
                     "ROCM_CI_IMAGE_REGISTRY": IMAGE_REGISTRY,
                 },
-                "retry": {
-                    "automatic": [
-                        {"exit_status": -1, "limit": 1},
-                        {"exit_status": -10, "limit": 1},
-                        {"exit_status": 1, "limit": 1},
-                    ]
-                },
+                "retry": {"automatic": [{"exit_status": s, "limit": 1} for s in (-1, -10, 1)]},
             }
         ],
     }
@@ -71,28 +64,23 @@ _JOB_ONLY = {
 
 
 def _pod_spec(gpus: int) -> model.Document:
-    container_env = [(k, v) for k, v in _job_env(gpus).items() if k not in _JOB_ONLY]
+    container = {
+        "name": "container-0",
+        "image": IMAGE,
+        "imagePullPolicy": "Always",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"add": ["IPC_LOCK"]},
+        },
+        "resources": {kind: {"amd.com/gpu": str(gpus)} for kind in ("limits", "requests")},
+        "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
+        "env": [{"name": k, "value": v} for k, v in _job_env(gpus).items() if k not in _JOB_ONLY],
+    }
     return {
         "automountServiceAccountToken": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "imagePullSecrets": [{"name": "docker-config"}],
-        "containers": [
-            {
-                "name": "container-0",
-                "image": IMAGE,
-                "imagePullPolicy": "Always",
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"add": ["IPC_LOCK"]},
-                },
-                "resources": {
-                    "limits": {"amd.com/gpu": str(gpus)},
-                    "requests": {"amd.com/gpu": str(gpus)},
-                },
-                "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
-                "env": [{"name": k, "value": v} for k, v in container_env],
-            }
-        ],
+        "containers": [container],
         "volumes": [{"name": "devshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
     }
 
@@ -154,16 +142,10 @@ def render_step(step: model.Document, suite_env: model.Document) -> model.Docume
         out["parallelism"] = step["parallelism"]
     if step.get("artifact_paths"):
         out["artifact_paths"] = [str(p) for p in step["artifact_paths"]]
-    retry = (step.get("retry") or {}).get("automatic")
-    if retry:
-        rules = retry if isinstance(retry, list) else [retry]
-        out["retry"] = {
-            "automatic": [
-                {k: r[k] for k in ("exit_status", "limit") if k in r}
-                for r in rules
-                if isinstance(r, dict)
-            ]
-        }
+    if retry := (step.get("retry") or {}).get("automatic"):
+        rules = [r for r in (retry if isinstance(retry, list) else [retry]) if isinstance(r, dict)]
+        kept = [{k: r[k] for k in ("exit_status", "limit") if k in r} for r in rules]
+        out["retry"] = {"automatic": kept}
     if step.get("timeout_in_minutes"):
         out["timeout_in_minutes"] = step["timeout_in_minutes"]
     out["soft_fail"] = step.get("grade") != "Blocking"
@@ -183,10 +165,9 @@ def render_pipeline(
     *,
     empty_groups: list[str] | None = None,
 ) -> tuple[model.Document, list[str]]:
-    """The whole pipeline, plus the labels dropped by the mirror filter.
-
-    Groups left empty are dropped (Buildkite rejects them), their names put in
-    `empty_groups`; a group keeps only its name and `depends_on`, as the template did."""
+    """The pipeline and the labels the mirror filter dropped; groups left empty are dropped
+    (Buildkite rejects them), their names put in `empty_groups`. A group keeps only `group`
+    and `depends_on`, as the template did."""
     dropped: list[str] = []
 
     def step(entry: model.Step, _outer: object) -> model.Step | None:

@@ -113,9 +113,8 @@ def attempt(problems: list[str], parse: Callable[[], T], default: D) -> T | D:
 def select_from_args(
     branch: str | None, labels: str, debug_test_yaml: str, nightly: str
 ) -> Selection:
-    """`select-suites`: every input problem at once (exit 2), then the selection.
-
-    `branch` None: `--branch` not given; an empty branch is a value (not `main`)."""
+    """`select-suites`: every input problem at once (exit 2), then the selection
+    (`branch` None: `--branch` not given; an empty branch is a value, not `main`)."""
     problems: list[str] = []
     if branch is None:
         problems.append("--branch is required (the build's branch, e.g. main)")

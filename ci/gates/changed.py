@@ -1,8 +1,7 @@
 """Which files a gate scans: those named after `--`, or those a range changed.
 
-In CI, the hooks GitHub Actions skips (check-mark, shellcheck) run on the diff,
-as they do locally under pre-commit. The range comes from the one diff
-resolver (`ci.diff`), like every other task's.
+In CI the hooks GitHub Actions skips (check-mark, shellcheck) run on the diff, as
+they do locally under pre-commit; the range comes from the one diff resolver.
 """
 
 from __future__ import annotations
@@ -26,21 +25,17 @@ def check_choice(files: Sequence[str], from_ref: str, to_ref: str, what: str) ->
 def named_files(
     repo: Path, names: Sequence[str], keep: Callable[[str, Path], bool | str]
 ) -> list[Path]:
-    """The files named after `--` (relative: to the cwd, else `repo`) that `keep` keeps.
-
-    `keep(name, path)` says True (keep), False (skip) or a problem line; every
-    problem, a missing file included, is reported at once (exit 2).
-    """
+    """The files named after `--` (relative: to the cwd, else `repo`) that `keep(name, path)`
+    keeps (True), skips (False) or refuses (a problem line); all problems at once (exit 2)."""
     chosen: list[Path] = []
     problems: list[str] = []
     for name in names:
         path = given(name, repo)
-        verdict = (
-            keep(name, path)
-            if path is not None
-            else f"{name}: no such file (relative paths: to the current directory or --repo)"
-        )
-        if verdict is True and path is not None:
+        if path is None:
+            problems.append(
+                f"{name}: no such file (relative paths: to the current directory or --repo)"
+            )
+        elif (verdict := keep(name, path)) is True:
             chosen.append(path)
         elif isinstance(verdict, str):
             problems.append(verdict)

@@ -1,14 +1,8 @@
 """`check-marks`: every test file carries a CI level and a hardware marker.
 
-Replaces vLLM-Omni's `check-mark` hook (`tools/pre_commit/check_test_marks.py`),
-with its rules and category names: a level (`Level`) and a platform marker or
-`hardware_test(`/`hardware_marks(` call (`Hardware`) per test file; no direct
-`pytest.mark.<SKU>` outside `tests/helpers/mark.py` (`Direct SKU`: the helpers
-also attach `cards_<n>`); literal helper arguments name registered platforms,
-SKUs and card counts, and `hardware_marks` is no decorator and mixes no counts
-(`Invalid hardware helper`); no test inherits both `cpu` and a GPU mark. The
-scan is static (`ast`): importing the tests would import torch.
-Exit 0 clean, 1 on any problem, 2 on bad input (no tests/, no registry).
+Replaces vLLM-Omni's `check-mark` hook (`tools/pre_commit/check_test_marks.py`), with
+its rules and category names. The scan is static (`ast`): importing the tests would
+import torch. Exit 0 clean, 1 on any problem, 2 on bad input (no tests/, no registry).
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ import ast
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
@@ -141,9 +136,7 @@ def _literal_str(node: ast.AST) -> str | None:
 
 
 def _literal_int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 class _Scanner:
@@ -152,15 +145,11 @@ class _Scanner:
         self.rel = rel
         self.registry = registry
         self.names = _Names.of(tree)
-        self.assigned = self._module_assignments()
         self.problems: list[Problem] = []
-
-    def _module_assignments(self) -> dict[str, list[ast.expr]]:
-        """Module-level `NAME = ...` / `NAME += ...`, so `pytestmark = MARKS` resolves."""
-        found: dict[str, list[ast.expr]] = {}
-        for name, value in _assignments(self.tree.body):
-            found.setdefault(name, []).append(value)
-        return found
+        # Module-level `NAME = ...` / `NAME += ...`, so `pytestmark = MARKS` resolves.
+        self.assigned: dict[str, list[ast.expr]] = {}
+        for name, value in _assignments(tree.body):
+            self.assigned.setdefault(name, []).append(value)
 
     def add(self, kind: str, detail: str, node: ast.AST | None = None) -> None:
         where = f"line {getattr(node, 'lineno', '?')}: " if node is not None else ""
@@ -177,8 +166,7 @@ class _Scanner:
             called = self.names.mark_name(node.func)
             if called is not None:
                 return {called}
-            helper = self.names.helper(node)
-            return self._helper_marks(node) if helper else set()
+            return self._helper_marks(node) if self.names.helper(node) else set()
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             return set().union(*(self.marks_of(e, depth + 1) for e in node.elts))
         if isinstance(node, ast.Starred):
@@ -212,11 +200,8 @@ class _Scanner:
                 self.add(LEVEL, f"no CI level marker; mark the tests with one of: {levels}")
             if not every_mark & self.registry.platforms and not helper_calls:
                 platforms = ", ".join(sorted(self.registry.platforms))
-                self.add(
-                    HARDWARE,
-                    f"no hardware platform marker ({platforms}) and no "
-                    "hardware_test(...) / hardware_marks(...) call",
-                )
+                helpers = "hardware_test(...) / hardware_marks(...) call"
+                self.add(HARDWARE, f"no hardware platform marker ({platforms}) and no {helpers}")
             self._check_conflicts(self.tree.body, set())
         return self.problems
 
@@ -229,46 +214,37 @@ class _Scanner:
             found.add(name)
             platform = self.registry.sku_platforms.get(name)
             if platform and self.rel != HELPER_MODULE:
-                self.add(
-                    DIRECT_SKU,
-                    f"pytest.mark.{name}; apply SKUs through "
-                    f'hardware_test(res={{"{platform}": "{name}"}}) or hardware_marks(...), '
-                    "which also attach cards_<n>",
-                    node,
-                )
+                via = f'hardware_test(res={{"{platform}": "{name}"}}) or hardware_marks(...)'
+                why = f"apply SKUs through {via}, which also attach cards_<n>"
+                self.add(DIRECT_SKU, f"pytest.mark.{name}; {why}", node)
         return found
 
     def _check_decorators(self) -> None:
         for node in ast.walk(self.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                for decorator in node.decorator_list:
-                    if self.names.helper(decorator) == "hardware_marks":
-                        self.add(
-                            INVALID_HELPER,
-                            "hardware_marks(...) is not a decorator; use @hardware_test(...), "
-                            "or pass hardware_marks(...) to pytest.param(..., marks=...)",
-                            decorator,
-                        )
+            for decorator in getattr(node, "decorator_list", ()):  # functions and classes
+                if self.names.helper(decorator) == "hardware_marks":
+                    self.add(
+                        INVALID_HELPER,
+                        "hardware_marks(...) is not a decorator; use @hardware_test(...), "
+                        "or pass hardware_marks(...) to pytest.param(..., marks=...)",
+                        decorator,
+                    )
 
     def _check_helper(self, call: ast.Call) -> None:
-        helper = self.names.helper(call)
-        registry = self.registry
+        helper, registry = self.names.helper(call), self.registry
+        bad = partial(self.add, INVALID_HELPER)
         res = _argument(call, "res", 0)
         keys: list[str] = []
         if res is None and not call.keywords and not call.args:
-            self.add(INVALID_HELPER, f"{helper}(...) needs res={{platform: SKU}}", call)
+            bad(f"{helper}(...) needs res={{platform: SKU}}", call)
         for key_node, key, value in _literal_keys(res):
             keys.append(key)
             if key in registry.res_keys:
                 self._check_skus(str(helper), key, value)
             else:
                 allowed = ", ".join(sorted(registry.res_keys))
-                self.add(
-                    INVALID_HELPER,
-                    f"{helper} res key {key!r} is not a hardware platform with SKUs "
-                    f"(allowed: {allowed})",
-                    key_node,
-                )
+                why = f"is not a hardware platform with SKUs (allowed: {allowed})"
+                bad(f"{helper} res key {key!r} {why}", key_node)
         cards = _argument(call, "num_cards", 1)
         if cards is None:
             return
@@ -277,51 +253,30 @@ class _Scanner:
             if (count := _literal_int(value)) is not None:
                 counts[key] = count
                 if keys and key not in keys:
-                    message = f"{helper} num_cards key {key!r} is not in res"
-                    self.add(INVALID_HELPER, message, key_node)
+                    bad(f"{helper} num_cards key {key!r} is not in res", key_node)
         if (count := _literal_int(cards)) is not None:
             counts[""] = count
         registered = ", ".join(str(n) for n in sorted(registry.card_counts))
-        for count in sorted(set(counts.values())):
-            if count not in registry.card_counts:
-                self.add(
-                    INVALID_HELPER,
-                    f"{helper} num_cards={count} has no registered cards_{count} marker "
-                    f"(registered: {registered})",
-                    cards,
-                )
+        for count in sorted(set(counts.values()) - set(registry.card_counts)):
+            why = f"has no registered cards_{count} marker (registered: {registered})"
+            bad(f"{helper} num_cards={count} {why}", cards)
         if helper == "hardware_marks" and len(set(counts.values())) > 1:
             mixed = ", ".join(f"{k}: {v}" for k, v in counts.items())
-            self.add(
-                INVALID_HELPER,
-                f"hardware_marks cannot mix card counts ({mixed}); use @hardware_test, "
-                "which splits one variant per platform",
-                cards,
-            )
+            why = "use @hardware_test, which splits one variant per platform"
+            bad(f"hardware_marks cannot mix card counts ({mixed}); {why}", cards)
 
     def _check_skus(self, helper: str, platform: str, value: ast.expr) -> None:
         registered = self.registry.skus_for(platform)
-        if isinstance(value, (ast.List, ast.Tuple)):
-            if platform != "cuda":
-                self.add(
-                    INVALID_HELPER,
-                    f"{helper} res[{platform!r}]: only cuda accepts a list of SKUs; "
-                    "give one SKU string",
-                    value,
-                )
-                return
-            items = list(value.elts)
-        else:
-            items = [value]
-        for item in items:
+        if isinstance(value, (ast.List, ast.Tuple)) and platform != "cuda":
+            message = "only cuda accepts a list of SKUs; give one SKU string"
+            self.add(INVALID_HELPER, f"{helper} res[{platform!r}]: {message}", value)
+            return
+        for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
             sku = _literal_str(item)
             if sku is not None and sku not in registered:
-                self.add(
-                    INVALID_HELPER,
-                    f"{helper} res[{platform!r}]: {sku!r} is not a registered {platform} SKU "
-                    f"(allowed: {', '.join(registered)})",
-                    item,
-                )
+                allowed = ", ".join(registered)
+                message = f"{sku!r} is not a registered {platform} SKU (allowed: {allowed})"
+                self.add(INVALID_HELPER, f"{helper} res[{platform!r}]: {message}", item)
 
     def _pytestmark(self, body: Sequence[ast.stmt]) -> set[str]:
         return set().union(*(self.marks_of(v) for n, v in _assignments(body) if n == "pytestmark"))

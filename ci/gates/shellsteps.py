@@ -1,15 +1,11 @@
 """`shellcheck-steps`: shellcheck the shell text inside the target's pipeline YAMLs.
 
-Each step's script is rebuilt as its shell receives it (`$$` back to `$`),
-after a first line stating its dialect, since shellcheck's findings depend on
-it (SC2164 is dropped under errexit): AMD tier YAMLs run in the native
-runner's bash (`set -o pipefail`, no errexit), everything else in Buildkite's
-`bash -e -c` (`set -e`). Single-`$` references are filled in at upload, so
-shellcheck sees a same-length word there; our `upload-expansion` check flags
-those whose upload-time value is surely wrong (assigned by the step, in its
-env, or per-job such as `$PATH`). Findings name file, step, command and line.
-Exit 0 clean, 1 findings or a file its consumer refuses (`ci.pipeline.judge`),
-2 bad input or no shellcheck.
+Each step's script is rebuilt as its shell receives it (`$$` back to `$`), after a
+line stating its dialect (AMD tiers: the runner's `set -o pipefail`; else Buildkite's
+`set -e`), which shellcheck's findings depend on. Single-`$` references are filled in
+at upload: shellcheck sees a same-length word, and our `upload-expansion` check flags
+those whose upload-time value is surely wrong. Exit 0 clean, 1 findings or a file its
+consumer refuses (`ci.pipeline.judge`), 2 bad input or no shellcheck.
 """
 
 from __future__ import annotations
@@ -67,11 +63,8 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class Script:
-    """One step's script, and for each of its lines where it came from.
-
-    `origin[i]` is (command no., line no.) of script line i+1, (0, 0) for the
-    prologue; `shown[i]` is that line as written (after `$$` -> `$`), for reports.
-    """
+    """One step's script; `origin[i]` is (command no., line no.) of script line i+1
+    ((0, 0): the prologue), `shown[i]` that line as written (after `$$` -> `$`)."""
 
     step: ShellStep
     text: str
@@ -133,9 +126,7 @@ def parse_severity(value: str) -> str:
 def parse_excludes(value: str) -> tuple[str, ...]:
     """`SC2086,2046,upload-expansion` -> ("SC2086", "SC2046", "upload-expansion")."""
     codes: list[str] = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
+    for item in filter(None, (v.strip() for v in value.split(","))):
         digits = item[2:] if item.upper().startswith("SC") else item
         if item == UPLOAD_CHECK:
             codes.append(item)
@@ -170,8 +161,7 @@ def upload_expansions(step: ShellStep) -> list[StepFinding]:
                     f"${name} is expanded when the pipeline is uploaded (to the uploader's "
                     f"value, empty if unset), not by the job shell: {why}; write $${name}"
                 )
-                where = (number, offset, column)
-                source = unescape(line)
+                where, source = (number, offset, column), unescape(line)
                 found.append(StepFinding.of(step, where, "warning", UPLOAD_CHECK, message, source))
     return found
 
@@ -187,22 +177,16 @@ def plan(
     """One shellcheck run over every step script (`names`, relative to `cwd`)."""
     argv = [SHELLCHECK, "--shell=bash", "--format=json1", f"--severity={severity}"]
     argv.append(f"--rcfile={rcfile}" if rcfile else "--norc")
-    numbers = [code[2:] for code in exclude if code.startswith("SC")]
-    if numbers:
+    if numbers := [code[2:] for code in exclude if code.startswith("SC")]:
         argv.append("--exclude=" + ",".join(numbers))
-    command = Command(
-        argv=(*argv, *names),
-        description=f"shellcheck {len(names)} step scripts",
-        cwd=cwd,
-    )
+    command = Command((*argv, *names), f"shellcheck {len(names)} step scripts", cwd=cwd)
     return Plan(commands=(command,), title="shellcheck-steps")
 
 
 def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) -> list[StepFinding]:
     """Map shellcheck's json1 comments back to YAML file, step and command."""
     by_name = {
-        name: (index, script)
-        for index, (name, script) in enumerate(zip(names, scripts, strict=True))
+        name: (i, script) for i, (name, script) in enumerate(zip(names, scripts, strict=True))
     }
     try:
         comments = json.loads(output or "{}").get("comments", [])
@@ -215,8 +199,7 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
             continue
         index, script = entry
         line = int(comment.get("line", 0))
-        command, offset = script.locate(line)
-        where = (command, offset, int(comment.get("column", 0)))
+        where = (*script.locate(line), int(comment.get("column", 0)))
         level, message = str(comment.get("level", "")), str(comment.get("message", ""))
         code = f"SC{comment.get('code', 0)}"
         finding = StepFinding.of(script.step, where, level, code, message, script.source(line))
@@ -251,11 +234,9 @@ def summary(findings: Sequence[StepFinding], steps: Sequence[ShellStep]) -> list
         f"shellcheck-steps: {len(findings)} finding(s) in {flagged} of {len(steps)} steps "
         f"({files} files): {counts}"
     ]
-    by_code = Counter(f.code for f in findings)
     first = {f.code: f.message for f in reversed(findings)}
-    for code, count in sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  {code} x{count}: {first[code]}")
-    return lines
+    by_code = sorted(Counter(f.code for f in findings).items(), key=lambda kv: (-kv[1], kv[0]))
+    return lines + [f"  {code} x{count}: {first[code]}" for code, count in by_code]
 
 
 def shellcheck_steps(
@@ -285,17 +266,15 @@ def shellcheck_steps(
     rc = repo / ".shellcheckrc"
     scripts = [script_for(s) for s in steps]
     names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
-    planned = partial(
-        plan, names, severity=level, exclude=codes, rcfile=rc if rc.is_file() else None
-    )
+    rcfile = rc if rc.is_file() else None
+    planned = partial(plan, names, severity=level, exclude=codes, rcfile=rcfile)
     if dry_run:
         door.execute(planned(cwd="<temporary directory>"), dry_run=True)
         return
     with tempfile.TemporaryDirectory(prefix="shellcheck-steps-") as tmp:
         for name, script in zip(names, scripts, strict=True):
             (Path(tmp) / name).write_text(script.text, encoding="utf-8")
-        command = planned(cwd=tmp).commands[0]
-        result = door.run(command, output="capture", quiet=True)
+        result = door.run(planned(cwd=tmp).commands[0], output="capture", quiet=True)
     if result.code == 127:
         raise UserError(INSTALL_HINT)
     if result.code not in (0, 1):
@@ -303,11 +282,10 @@ def shellcheck_steps(
             BAD_INPUT, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
         )
     findings = merge(findings_of(result.stdout, scripts, names), steps, level, codes)
+    lines = summary(findings, steps)
     if findings:
         sys.stdout.write("".join(f.render() + "\n" for f in findings))
         sys.stdout.flush()
-    lines = summary(findings, steps)
-    if findings:
         raise Stop(FAILURE, *lines)
     sys.stderr.write("\n".join(lines) + "\n")
 

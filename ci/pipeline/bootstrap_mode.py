@@ -1,13 +1,9 @@
 """Bootstrap mode of the uploader: `if` gates on `bootstrap-upload-steps.yml`.
 
-The CUDA and NPU bootstrap files list an image build and one upload step per
-tier. Which may run depends on the skip-ci decision (docs-only builds run only
-scheduled jobs; a CI-YAML-only change runs the levels it touched) and on what
-Buildkite knows at upload time (branch, PR labels, schedule env). The gates are
-the original's exact `if` strings, built as `ci.pipeline.ifexpr` trees and
-injected by step key (`ci.topology`'s `upload_key`); an `if` of false drops the
-step, true removes the key, and a skip-all build is never revived by a label.
-Pure: the task layer (`ci.pipeline.upload`) reads the file and emits the result.
+The CUDA and NPU bootstrap files list an image build and one upload step per tier;
+which may run depends on the skip-ci decision and on what Buildkite knows at upload
+(branch, PR labels, schedule env). The gates are the original's exact `if` strings,
+injected by step key; false drops the step, true removes the key. Pure.
 """
 
 from __future__ import annotations
@@ -54,10 +50,7 @@ WEEKLY_LABEL: Final[Expr] = any_of(
 READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("ready"))
 MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("merge-test"))
 MERGE_MAIN: Final[Expr] = all_of(
-    branch_eq(MAIN),
-    env_ne("NIGHTLY", "1"),
-    env_ne("WEEKLY", "1"),
-    env_ne("NON_CRITICAL", "1"),
+    branch_eq(MAIN), *(env_ne(name, "1") for name in ("NIGHTLY", "WEEKLY", "NON_CRITICAL"))
 )
 READY_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(READY_LABEL))
 MERGE_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(any_of(_p(MERGE_MAIN), _p(MERGE_LABEL))))

@@ -1,9 +1,7 @@
 """A step's `command` / `commands`: a string or a list of strings, and nothing else.
 
-Buildkite's schema allows exactly that. Every consumer reads the field through
-`step_commands` (or `problems`, to report instead of stop), so none runs a
-mapping or a number as shell text. `command` wins over `commands` when both are
-set (the AMD template's rule); both are checked.
+Buildkite's schema allows exactly that; every consumer reads the field here, so none
+runs a mapping as shell text. `command` wins over `commands` (the AMD template's rule).
 """
 
 from __future__ import annotations

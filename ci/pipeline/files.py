@@ -1,11 +1,9 @@
 """Reading and walking a target checkout without tracebacks or hangs.
 
-A checkout can hold symlink loops, dangling links, a FIFO or a directory where a
-file is expected, and bytes that are not UTF-8. `Path.read_text` blocks forever
-on a FIFO and `Path.resolve` raises on a loop (Python 3.11), so the tasks read
-through here: every such entry is one `UserError` line naming the file and
-saying why, a FIFO is opened non-blocking and never waited on, and `walk` lists
-an unreadable entry (so that reading it reports the problem) instead of skipping it.
+A checkout can hold symlink loops, dangling links, FIFOs and non-UTF-8 bytes;
+`Path.read_text` blocks on a FIFO and `Path.resolve` raises on a loop. Here each is
+one `UserError` line naming the file, and `walk` lists an unreadable entry (so that
+reading it reports the problem) instead of skipping it.
 """
 
 from __future__ import annotations
@@ -59,12 +57,7 @@ def _open_regular(path: Path, source: str, code: int) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise Unreadable(source, why_unreadable(path, exc), code=code) from None
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as exc:
-        os.close(fd)
-        raise Unreadable(source, exc.strerror or str(exc), code=code) from None
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(mode := os.fstat(fd).st_mode):  # an open fd's fstat cannot fail
         os.close(fd)
         raise Unreadable(source, f"{_kind(mode)}, not a regular file", code=code)
     return fd
@@ -77,16 +70,11 @@ def check_readable(path: Path, source: str, *, code: int = FAILURE) -> None:
 
 def read_bytes(path: Path, source: str, *, code: int = FAILURE) -> bytes:
     """The bytes of a regular file; anything else is one `source: cannot read: why` line."""
-    fd = _open_regular(path, source, code)
-    try:
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    except OSError as exc:
-        raise Unreadable(source, exc.strerror or str(exc), code=code) from None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
+    with os.fdopen(_open_regular(path, source, code), "rb") as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise Unreadable(source, exc.strerror or str(exc), code=code) from None
 
 
 def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
@@ -110,10 +98,8 @@ def realpath(path: Path) -> Path:
 
 
 def given(name: str, repo: Path) -> Path | None:
-    """A file named on the command line (relative: to the cwd, else `repo`), resolved.
-
-    An unreadable entry (a loop, a dangling link, a FIFO) is found, so that reading it says why.
-    """
+    """A file named on the command line (relative: to the cwd, else `repo`), resolved;
+    an unreadable entry is found too, so that reading it says why."""
     path = Path(name)
     candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
     for candidate in candidates:

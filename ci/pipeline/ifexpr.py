@@ -1,10 +1,8 @@
 """Buildkite `if` expressions: parse, build, render and evaluate one small subset.
 
-Gates use only `build.env("X")`, `build.branch`, `build.pull_request.labels
-includes "x"`, `==`, `!=`, `&&`, `||` and parentheses. This is the one place
-that reads or writes them, so the bootstrap, `plan` and the uploader agree.
-Parentheses stay as `Paren` nodes (`render(parse(s))` is `s`, spacing aside);
-text outside the subset is `Opaque`: rendered verbatim, evaluated as None.
+Gates use only `build.env("X")`, `build.branch`, `build.pull_request.labels includes
+"x"`, `==`, `!=`, `&&`, `||` and parentheses, kept as `Paren` nodes so that
+`render(parse(s))` is `s`; text outside the subset is `Opaque` (evaluated as None).
 """
 
 from __future__ import annotations
@@ -231,8 +229,8 @@ def parse(text: str) -> Expr:
     try:
         parser = _Parser(_tokens(text))
         expr = parser.parse_or()
-        if parser.peek() is not None:
-            raise _Unsupported(f"unexpected {parser.peek()[1]!r}")  # type: ignore[index]
+        if (extra := parser.peek()) is not None:
+            raise _Unsupported(f"unexpected {extra[1]!r}")
     except _Unsupported as exc:
         return Opaque(text.strip(), str(exc))
     return expr

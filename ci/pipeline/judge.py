@@ -1,17 +1,13 @@
 """Is this `.buildkite/` file acceptable to the task that consumes it? One answer for every gate.
 
-`lint-pipelines` and `shellcheck-steps` ask `file_problems`, which applies the
-consumers' own checks, so a gate never passes a file its consumer refuses:
-
-* AMD suite YAMLs (`amd/test-*.yml`): the AMD bootstrap's `ci.amd.combine.load_suite`;
-* the uploader's test YAMLs (`<dir>/test-*.yml`): `ci.pipeline.upload.load_test_yaml`;
-* every other pipeline: what Buildkite's upload takes, at least one document,
-  each a mapping (with a `steps` list, when it has `steps`) or a list of steps;
-* every step, everywhere: `command`/`commands` as `ci.pipeline.commands` wants.
+`file_problems` applies the consumers' own loaders (AMD suites: `load_suite`; test
+YAMLs: `load_test_yaml`; anything else: what Buildkite's upload takes), so a gate
+never passes a file its consumer refuses.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,14 +29,7 @@ def is_amd_suite(rel: str) -> bool:
 
 def is_uploader_test_yaml(rel: str) -> bool:
     """`.buildkite/<dir>/test-*.yml` outside amd/: what `upload-pipeline` renders."""
-    parts = rel.split("/")
-    return (
-        len(parts) == 3
-        and parts[0] == ".buildkite"
-        and parts[1] != "amd"
-        and parts[2].startswith("test-")
-        and parts[2].endswith(".yml")
-    )
+    return re.fullmatch(r"\.buildkite/(?!amd/)[^/]*/test-[^/]*\.yml", rel) is not None
 
 
 def _refusal(load: Callable[[], object]) -> list[str]:
@@ -59,10 +48,7 @@ def _amd_suite(path: Path) -> Suite:
 
 
 def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
-    """The consumer's problems with one parsed file (`documents`: its non-empty documents).
-
-    Lines name `rel` (the AMD bootstrap's own lines name the path it read).
-    """
+    """The consumer's problems with one parsed file (`documents`: its non-empty documents)."""
     if is_amd_suite(rel):
         found = _refusal(lambda: load_suite(path.parent, _amd_suite(path)))
     elif is_uploader_test_yaml(rel):

@@ -1,14 +1,10 @@
 """`lint-pipelines`: check every test YAML of a repo, whatever the diff.
 
-The uploader validates lazily: a step the diff filters out never has its key or
-preset looked up, so a typo surfaces only on the build that needs the step. The
-linter reports, for every step of every test YAML and all at once: unknown or
-malformed `source_file_dependencies` keys, unknown `mirror_hardwares` presets,
-expansion errors (MIRROR_HW unset and `b200`) and schema errors of the expanded
-pipeline; `if` strings outside the `if` module's subset are notes. Every other
-`.buildkite/` YAML must satisfy its consumer (`ci.pipeline.judge`) and the
-schema as it is (AMD test YAMLs without their template-only keys), as
-`check_buildkite.py` did; a file that cannot be read is a problem, never skipped.
+The uploader validates lazily (a step the diff filters out is never looked up), so
+the linter checks every step of every test YAML at once: keys, presets, expansion
+(MIRROR_HW unset and `b200`) and the schema. Every other `.buildkite/` YAML must
+satisfy its consumer (`ci.pipeline.judge`) and the schema, as `check_buildkite.py`
+did; a file that cannot be read is a problem, never skipped.
 """
 
 from __future__ import annotations
@@ -82,13 +78,9 @@ def _strict(document: model.Document, registries: Registries, report: FileReport
             report.problems.extend(exc.problems)
         if isinstance(entry, model.Step) and mirror.FIELD in step:
             try:
-                name = mirror.preset_name(step[mirror.FIELD], label)
-                known = registries.presets()
-                if name not in known.presets:
-                    report.problems.append(
-                        f"unknown {mirror.FIELD} {name!r} in step {label!r}; "
-                        f"known: {', '.join(known.names)}"
-                    )
+                mirror.known_preset(
+                    mirror.preset_name(step[mirror.FIELD], label), label, registries.presets()
+                )
             except UserError as exc:
                 report.problems.extend(exc.problems)
         condition = step.get("if")

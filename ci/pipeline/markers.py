@@ -1,9 +1,7 @@
 """The pytest marker registry of the target repo: SKUs and card counts.
 
-vLLM-Omni tags its markers in `pyproject.toml` (`[hardware-resource] [cuda]`
-for a CUDA SKU, `[hardware-cards]` for `cards_<n>`), as `tests/helpers/mark.py`
-reads them; we parse the TOML, importing nothing of the target. It is read
-only when a step needs it (`Lazy`) and fails closed, naming the file.
+vLLM-Omni tags its markers in `pyproject.toml` (`[hardware-resource] [cuda]`, `[hardware-cards]`),
+as `tests/helpers/mark.py` reads them; we parse the TOML, importing nothing of the target.
 """
 
 from __future__ import annotations
@@ -34,11 +32,7 @@ class Marker:
 
 @dataclass(frozen=True)
 class MarkerRegistry:
-    """The tagged markers, in file order, and what mark.py derives from them.
-
-    The uploader reads SKUs and card counts; `check-marks` also the levels,
-    platforms and GPU platforms (see the target's MARKERS.md).
-    """
+    """The tagged markers, in file order, and what mark.py derives from them."""
 
     source: str
     markers: tuple[Marker, ...]

@@ -1,10 +1,8 @@
 """`mirror_hardwares`: turn a step's hardware preset into Buildkite fields.
 
-A step names a preset (`mirror_hardwares: l4_1`), or the pytest `-m`
-expression says which chip and how many cards it needs; the preset's agents,
-plugins, image and retry replace the key. `MIRROR_HW=b200` reroutes the CUDA
-jobs that can run on B200 and drops the rest. Pure: the registries come in a
-`Registries`, whose marker registry is read only when a step needs it.
+A step names a preset (`mirror_hardwares: l4_1`), or its pytest `-m` expression
+says which chip and how many cards it needs; the preset's fields replace the key.
+`MIRROR_HW=b200` reroutes the CUDA jobs that can run on B200 and drops the rest.
 """
 
 from __future__ import annotations
@@ -15,9 +13,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from ci.errors import FAILURE, UserError
 from ci.pipeline import model
-from ci.pipeline.registries import PresetRegistry, Registries
+from ci.pipeline.registries import PresetRegistry, Registries, fail
 from ci.pipeline.sourcefilter import step_label
 
 FIELD = "mirror_hardwares"
@@ -29,17 +26,13 @@ _M_EXPR = re.compile(r"""-m\s+(?:"([^"]*)"|'([^']*)'|(\S+))""")
 _NOT_BEFORE = re.compile(r"\bnot\s+$")
 
 
-def _fail(message: str) -> UserError:
-    return UserError(message, code=FAILURE)
-
-
 def parse_mirror_hw(value: str | None) -> str | None:
     """`MIRROR_HW`: empty/unset -> None, `b200` in any case/padding -> "b200", else an error."""
     selector = (value or "").strip().lower()
     if not selector:
         return None
     if selector not in SELECTORS:
-        raise _fail(f"unsupported MIRROR_HW={(value or '').strip()!r}; expected empty or 'b200'")
+        raise fail(f"unsupported MIRROR_HW={(value or '').strip()!r}; expected empty or 'b200'")
     return selector
 
 
@@ -95,19 +88,11 @@ def read_marks(
 ) -> MarkAsk:
     """SKUs (case-sensitive whole words, not after `not `) and cards_<n> of every expression."""
     chip_set = set(chips)
-    found: set[str] = set()
-    positive: list[int] = []
-    negated = False
-    for expression in expressions:
-        for sku in skus:
-            if sku.lower() in chip_set and any(polarities(expression, sku)):
-                found.add(sku.lower())
-        for n in counts:
-            for is_positive in polarities(expression, f"cards_{n}"):
-                if is_positive:
-                    positive.append(n)
-                else:
-                    negated = True
+    wanted = [sku for sku in skus if sku.lower() in chip_set]
+    found = {sku.lower() for e in expressions for sku in wanted if any(polarities(e, sku))}
+    seen = [(n, p) for e in expressions for n in counts for p in polarities(e, f"cards_{n}")]
+    positive = [n for n, is_positive in seen if is_positive]
+    negated = not all(is_positive for _, is_positive in seen)
     cards: Cards = max(positive) if positive else ("max" if negated else None)
     return MarkAsk(frozenset(found), cards, bool(positive) or negated)
 
@@ -147,47 +132,44 @@ def compose_preset(
     else:
         return None, f"skip {label}: no H100 or L4 in -m SKUs [{shown}]"
     if ask.cards is None:
-        raise _fail(
+        raise fail(
             f"step {label!r} has a pytest -m SKU marker but no cards_* (or not cards_*); "
             "add cards_n or set mirror_hardwares to force a preset"
         )
     if ask.cards == "max":
         available = [n for n in counts if f"{chip}_{n}" in presets.presets]
         if not available:
-            raise _fail(f"not cards_* in step {label!r} has no CUDA count presets for {chip}")
+            raise fail(f"not cards_* in step {label!r} has no CUDA count presets for {chip}")
         name = f"{chip}_{max(available)}"
         return name, f"{label}: not cards_* → {name!r}"
     if ask.cards not in counts:
         supported = ", ".join(f"cards_{n}" for n in counts)
-        raise _fail(
+        raise fail(
             f"cards_{ask.cards} in step {label!r} is not a registered cards_* mark; "
             f"supported: {supported}"
         )
     name = f"{chip}_{ask.cards}"
     if name not in presets.presets:
-        raise _fail(f"cards_{ask.cards} in step {label!r} has no preset {name!r}")
+        raise fail(f"cards_{ask.cards} in step {label!r} has no preset {name!r}")
     return name, f"{label}: cards_{ask.cards} → {name!r}"
 
 
 def preset_name(value: Any, label: str) -> str:
     """The `mirror_hardwares` value as a preset name (strings and ints only)."""
     if isinstance(value, bool):
-        raise _fail(f"{FIELD} must not be a boolean in step {label!r}")
+        raise fail(f"{FIELD} must not be a boolean in step {label!r}")
     if isinstance(value, int):
         value = str(value)
     if not isinstance(value, str):
-        raise _fail(f"{FIELD} must be a preset string in step {label!r}")
+        raise fail(f"{FIELD} must be a preset string in step {label!r}")
     name = value.strip()
     if not name:
-        raise _fail(f"{FIELD} must be a non-empty string in step {label!r}")
+        raise fail(f"{FIELD} must be a non-empty string in step {label!r}")
     return name
 
 
 def plain_copy(value: Any) -> Any:
-    """Deep copy of YAML data (dicts, lists, scalars): faster than `copy.deepcopy`.
-
-    Also unshares YAML anchors, so the dumped pipeline never holds aliases.
-    """
+    """Deep copy of YAML data, faster than `copy.deepcopy`; unshares anchors (no aliases)."""
     if isinstance(value, dict):
         return {k: plain_copy(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -246,7 +228,7 @@ def _expand_named(
 ) -> Expansion:
     """A step that names its preset: the preset, or dropped when it is another chip's."""
     if _has_pool(step):
-        raise _fail(
+        raise fail(
             f"step {label!r} sets {FIELD} together with agents/plugins/image; use {FIELD} only"
         )
     name = preset_name(step[FIELD], label)
@@ -256,8 +238,11 @@ def _expand_named(
         if chip is not None and chip != selector:
             line = f"skip {label}: preset {name!r} is {chip} hardware; MIRROR_HW={selector!r}"
             return Expansion(None, dropped="mirror-hw", log=[line])
+    return Expansion(apply_preset(step, known_preset(name, label, presets)), preset=name)
+
+
+def known_preset(name: str, label: str, presets: PresetRegistry) -> Mapping[str, Any]:
+    """The preset `name` (a step's `mirror_hardwares`), else the original's error."""
     if name not in presets.presets:
-        raise _fail(
-            f"unknown {FIELD} {name!r} in step {label!r}; known: {', '.join(presets.names)}"
-        )
-    return Expansion(apply_preset(step, presets.presets[name]), preset=name)
+        raise fail(f"unknown {FIELD} {name!r} in step {label!r}; known: {', '.join(presets.names)}")
+    return presets.presets[name]

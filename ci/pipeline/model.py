@@ -1,15 +1,8 @@
 """Buildkite pipelines as typed values: parsed once, walked one way, emitted one way.
 
-Every task that reads or writes a pipeline works on these types:
-
-* `Pipeline`: the document's own keys (`env`, `agents`, …) and its steps;
-* `Group`: a mapping with a `steps` list (Buildkite's group step);
-* `Step`: any other mapping (a command, trigger, block, input or wait step);
-* `Shorthand`: an entry that is not a mapping (`- wait`, `- block`), kept as is.
-
-A step keeps the keys it was written with, in their order, so what is emitted
-is what was read except for a task's changes (`Step.replace`). `parse` and
-`emit` are the YAML boundary (`Document`, plain YAML data).
+A `Pipeline` holds `Group`s (a mapping with a `steps` list), `Step`s (any other
+mapping) and `Shorthand`s (`- wait`, kept as is). Keys keep their written order, so
+what is emitted is what was read except for a task's changes (`Step.replace`).
 """
 
 from __future__ import annotations
@@ -101,10 +94,9 @@ class Pipeline:
 
 def name_of(fields: Fields) -> str:
     """What `plan` calls a step: `label`, else `name`, `group` or `key`, else `<step>`."""
-    for key in ("label", "name", "group", "key"):
-        if fields.get(key):
-            return str(fields[key])
-    return "<step>"
+    return next(
+        (str(fields[k]) for k in ("label", "name", "group", "key") if fields.get(k)), "<step>"
+    )
 
 
 def node(entry: Any) -> Node:
@@ -185,38 +177,33 @@ def prune(
     keep_empty: bool = False,
     outer: tuple[Group, ...] = (),
 ) -> tuple[Node, ...]:
-    """The tree with each step mapped by `on_step` and empty groups left out.
+    """The tree with each step mapped by `on_step` (a step, nodes in its place, or None) and
+    each group by `on_group` (None drops it); a group left empty goes to `on_empty` and is
+    left out (kept, with no steps, under `keep_empty`). Shorthands stay."""
 
-    `on_step` returns the step to keep, nodes to put in its place, or None;
-    `on_group` the group to enter, or None to drop it whole. A group left empty
-    goes to `on_empty` (kept, with no steps, under `keep_empty`). Shorthands stay."""
-    out: list[Node] = []
-    for entry in entries:
-        if isinstance(entry, Shorthand):
-            out.append(entry)
-        elif isinstance(entry, Group):
-            entered = entry if on_group is None else on_group(entry, outer)
-            if entered is None:
-                continue
-            children = prune(
-                entered.steps,
-                on_step,
-                on_group=on_group,
-                on_empty=on_empty,
-                keep_empty=keep_empty,
-                outer=(*outer, entry),
-            )
-            if children or keep_empty:
-                out.append(entered.with_steps(children))
-            elif on_empty is not None:
-                on_empty(entry, outer)
-        else:
-            made = on_step(entry, outer)
-            if isinstance(made, Step):
-                out.append(made)
-            elif made is not None:
-                out.extend(made)
-    return tuple(out)
+    def walk(entries: Iterable[Node], outer: tuple[Group, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for entry in entries:
+            if isinstance(entry, Shorthand):
+                out.append(entry)
+            elif isinstance(entry, Group):
+                entered = entry if on_group is None else on_group(entry, outer)
+                if entered is None:
+                    continue
+                children = walk(entered.steps, (*outer, entry))
+                if children or keep_empty:
+                    out.append(entered.with_steps(children))
+                elif on_empty is not None:
+                    on_empty(entry, outer)
+            else:
+                made = on_step(entry, outer)
+                if isinstance(made, Step):
+                    out.append(made)
+                elif made is not None:
+                    out.extend(made)
+        return tuple(out)
+
+    return walk(entries, outer)
 
 
 class _StepsAt(Document):

@@ -7,7 +7,7 @@ most once per run, only when a step needs it, with the original's messages (exit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,36 +23,31 @@ PRESET_REGISTRY = ".buildkite/common/ci_mirror_hardwares.yml"
 FALLBACK_KEY = "source_filter_fallback"
 
 
-def _fail(message: str) -> UserError:
+def fail(message: str) -> UserError:
+    """A validation error of the uploader: exit 1, as the original's."""
     return UserError(message, code=FAILURE)
 
 
 def _read_yaml(path: Path, what: str) -> Any:
     """The registry's document; the original's messages, with the reason in parentheses."""
     if not files.exists(path):
-        raise _fail(f"missing CI {what} registry: {path}")
+        raise fail(f"missing CI {what} registry: {path}")
     try:
         return yamlio.loads(files.read_text(path, str(path)), source=str(path))
     except UserError as exc:  # one line per problem: unreadable, invalid YAML, duplicate key …
-        shown = str(path)
-        raise UserError(
-            *(
-                f"invalid CI {what} registry: {shown} ({p.removeprefix(shown + ': ')})"
-                for p in exc.problems
-            ),
-            code=FAILURE,
-        ) from None
+        whys = [p.removeprefix(f"{path}: ") for p in exc.problems]
+        lines = [f"invalid CI {what} registry: {path} ({why})" for why in whys]
+        raise UserError(*lines, code=FAILURE) from None
 
 
-def _flatten(value: list[Any], key: str, out: dict[str, None]) -> None:
+def _flatten(value: list[Any], key: str) -> Iterator[str]:
     for item in value:
         if isinstance(item, list):
-            _flatten(item, key, out)
-            continue
-        text = "" if item is None else str(item).strip()
-        if not text:
-            raise _fail(f"empty path in source_file_dependencies[{key!r}]")
-        out.setdefault(text, None)
+            yield from _flatten(item, key)
+        elif not (text := "" if item is None else str(item).strip()):
+            raise fail(f"empty path in source_file_dependencies[{key!r}]")
+        else:
+            yield text
 
 
 @dataclass(frozen=True)
@@ -65,22 +60,20 @@ class SourceRegistry:
     @classmethod
     def parse(cls, data: Any, path: str) -> SourceRegistry:
         if not isinstance(data, dict):
-            raise _fail(f"invalid CI source_file_dependencies registry: {path}")
+            raise fail(f"invalid CI source_file_dependencies registry: {path}")
         table = data.get("source_file_dependencies")
         if not isinstance(table, dict):
-            raise _fail(f"source_file_dependencies must be a mapping in {path}")
+            raise fail(f"source_file_dependencies must be a mapping in {path}")
         keys: dict[str, tuple[str, ...]] = {}
         for key, value in table.items():
             if not isinstance(key, str) or not key.strip():
-                raise _fail(f"source_file_dependencies keys must be non-empty strings in {path}")
+                raise fail(f"source_file_dependencies keys must be non-empty strings in {path}")
             if not isinstance(value, list):
-                raise _fail(
+                raise fail(
                     f"source_file_dependencies[{key!r}] must be a list of path prefixes, "
                     f"got {type(value).__name__}"
                 )
-            flat: dict[str, None] = {}
-            _flatten(value, key, flat)
-            keys[key] = tuple(flat)
+            keys[key] = tuple(dict.fromkeys(_flatten(value, key)))
         return cls(path, keys)
 
     @property
@@ -91,7 +84,7 @@ class SourceRegistry:
     def fallback(self) -> tuple[str, ...]:
         paths = self.keys.get(FALLBACK_KEY, ())
         if not paths:
-            raise _fail(
+            raise fail(
                 f"source_file_dependencies[{FALLBACK_KEY!r}] must list shared uploader "
                 f"paths in {self.path}"
             )
@@ -108,13 +101,13 @@ class PresetRegistry:
     @classmethod
     def parse(cls, data: Any, path: str) -> PresetRegistry:
         if not isinstance(data, dict):
-            raise _fail(f"invalid CI mirror_hardwares registry: {path}")
+            raise fail(f"invalid CI mirror_hardwares registry: {path}")
         table = data.get("mirror_hardwares")
         if not isinstance(table, dict):
-            raise _fail(f"mirror_hardwares must be a mapping in {path}")
+            raise fail(f"mirror_hardwares must be a mapping in {path}")
         bad = next((str(k) for k, v in table.items() if not isinstance(v, dict)), None)
         if bad is not None:
-            raise _fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad})")
+            raise fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad})")
         return cls(path, {str(k): v for k, v in table.items()})
 
     @property
@@ -123,10 +116,7 @@ class PresetRegistry:
 
 
 class Registries:
-    """Every registry one run may read, each loaded on first use and then reused.
-
-    The uploader builds one per run with `for_repo`; tests build one from data.
-    """
+    """Every registry one run may read, each loaded on first use and then reused."""
 
     def __init__(
         self,
@@ -157,7 +147,7 @@ class Registries:
     ) -> Registries:
         def given(value: Any, what: str) -> Any:
             if value is None:
-                raise _fail(f"missing {what} registry: {where}")
+                raise fail(f"missing {what} registry: {where}")
             return value
 
         return cls(

@@ -1,11 +1,8 @@
 """Test-pipeline mode of the uploader as one pure function.
 
-`render_test_pipeline` checks MIRROR_HW, keeps only the E2E groups under the
-e2e scope, applies the fallback bypass, then the source filter and the hardware
-expansion per step, and returns the pipeline with what it kept, what it dropped
-and why. No git, files or upload: `upload-pipeline`, `lint-pipelines` and `plan`
-all call it, so they agree by construction. Every problem is collected (one
-`error:` line each, exit 1), where the original stopped at the first.
+No git, files or upload: `upload-pipeline`, `lint-pipelines` and `plan` all call
+`render_test_pipeline`, so they agree by construction. Every problem is collected
+(one `error:` line each, exit 1), where the original stopped at the first.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from ci.pipeline.registries import Registries
 from ci.pipeline.sourcefilter import step_label
 
 Scope = Literal["diff", "all", "e2e"]
-SCOPES: tuple[str, ...] = ("diff", "all", "e2e", "auto")
 E2E_GROUP = "E2E Test"
 
 DropReason = Literal["source-filter", "mirror-hw", "no-chip", "empty-group", "e2e-scope", "error"]
@@ -83,18 +79,11 @@ class _Walk:
     """One pass of the source filter and the hardware expansion over the steps."""
 
     def __init__(
-        self,
-        registries: Registries,
-        selector: str | None,
-        changed: Sequence[str] | None,
-        out: Rendered,
-        source: str = "",
-    ) -> None:
-        self.source = source
-        self.registries = registries
-        self.selector = selector
-        self.changed = changed
-        self.out = out
+        self, registries: Registries, selector: str | None, changed: Sequence[str] | None,
+        out: Rendered, source: str = "",
+    ) -> None:  # fmt: skip
+        self.registries, self.selector, self.changed = registries, selector, changed
+        self.out, self.source = out, source
         self.prefixes: dict[int, tuple[str, ...] | None] = {}
         self.failed: set[int] = set()
 
@@ -180,9 +169,7 @@ def render_test_pipeline(
     source: str = "pipeline",
 ) -> Rendered:
     """Filter and expand one test YAML; problems are collected in `Rendered.problems`.
-
-    `changed` (None: unknown) filters only under `scope="diff"`; when no step
-    matches it, a change to `pipeline_path` or a fallback prefix keeps every job."""
+    `changed` (None: unknown) filters only under `scope="diff"` (see `sourcefilter.bypass`)."""
     if not isinstance(document, dict):
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     selector = mirror.parse_mirror_hw(mirror_hw)
@@ -198,11 +185,8 @@ def render_test_pipeline(
         for s in steps:
             if s not in chosen:
                 walk.drop(s, (), "e2e-scope")
-        out.log.append(
-            f"keep {len(chosen)} group(s) matching {E2E_GROUP!r}"
-            if chosen
-            else f"no group matching {E2E_GROUP!r} found"
-        )
+        found = f"keep {len(chosen)} group(s)" if chosen else "no group"
+        out.log.append(f"{found} matching {E2E_GROUP!r}" + ("" if chosen else " found"))
         steps = chosen
     if filter_by is not None:
         try:
@@ -213,9 +197,7 @@ def render_test_pipeline(
             out.problems.extend(exc.problems)
             bypass = None
         if bypass is not None:
-            out.log.append(
-                f"keep all jobs (no source_file_dependencies match; bypassed by {bypass})"
-            )
+            out.log.append(f"keep all jobs (no {sourcefilter.FIELD} match; bypassed by {bypass})")
             out.bypassed_by = bypass
             walk.changed = filter_by = None
     out.filtering = filter_by is not None

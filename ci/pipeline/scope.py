@@ -40,8 +40,4 @@ def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope
 def resolve(requested: str, pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
     if requested == "auto":
         return auto_scope(pipeline_path, branch, env)
-    if requested == "all":
-        return "all"
-    if requested == "e2e":
-        return "e2e"
-    return "diff"
+    return "all" if requested == "all" else "e2e" if requested == "e2e" else "diff"

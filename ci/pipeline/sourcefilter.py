@@ -10,8 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ci.errors import FAILURE, UserError
-from ci.pipeline.registries import FALLBACK_KEY, SOURCE_REGISTRY, SourceRegistry
+from ci.pipeline.registries import FALLBACK_KEY, SOURCE_REGISTRY, SourceRegistry, fail
 
 FIELD = "source_file_dependencies"
 KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -23,22 +22,18 @@ def step_label(step: Any) -> str:
     return str(next(iter(found), "<step>"))
 
 
-def _fail(message: str) -> UserError:
-    return UserError(message, code=FAILURE)
-
-
 def _keys(
     keys: Sequence[str], label: str, sources: Callable[[], SourceRegistry]
 ) -> tuple[str, ...]:
     if FALLBACK_KEY in keys:
-        raise _fail(
+        raise fail(
             f"{FIELD} {FALLBACK_KEY!r} bypasses filtering and cannot be attached to a step "
             f"({label!r})"
         )
     registry = sources()
     for key in keys:
         if key not in registry.keys:
-            raise _fail(f"unknown {FIELD} {key!r} in step {label!r}; {_suggest(key, registry)}")
+            raise fail(f"unknown {FIELD} {key!r} in step {label!r}; {_suggest(key, registry)}")
     return tuple(dict.fromkeys(p for key in keys for p in registry.keys[key]))
 
 
@@ -56,10 +51,8 @@ def _suggest(key: str, registry: SourceRegistry) -> str:
 
 
 def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, ...] | None:
-    """The step's path prefixes, or None when it has no `source_file_dependencies`.
-
-    A key-shaped string is a registry key, any other one inline prefix; a list
-    is all keys or all prefixes (empty: the step never matches a diff)."""
+    """The step's path prefixes (None: no `source_file_dependencies`). A key-shaped string is
+    a registry key, else a prefix; a list is all keys or all prefixes (empty: never matches)."""
     if not isinstance(step, dict) or step.get(FIELD) is None:
         return None
     value = step[FIELD]
@@ -67,14 +60,14 @@ def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, 
     if isinstance(value, str):
         return _keys([value], label, sources) if KEY_SHAPE.match(value) else (value,)
     if not isinstance(value, list):
-        raise _fail(f"{FIELD} must be a string key or list in step {label!r}")
+        raise fail(f"{FIELD} must be a string key or list in step {label!r}")
     if not all(isinstance(item, str) for item in value):
-        raise _fail(f"{FIELD} must be a string key or list of strings in step {label!r}")
+        raise fail(f"{FIELD} must be a string key or list of strings in step {label!r}")
     shaped = [bool(KEY_SHAPE.match(item)) for item in value]
     if value and all(shaped):
         return _keys(value, label, sources)
     if any(shaped):
-        raise _fail(f"{FIELD} in step {label!r} mixes registry keys and path prefixes")
+        raise fail(f"{FIELD} in step {label!r} mixes registry keys and path prefixes")
     return tuple(dict.fromkeys(value))
 
 
@@ -95,10 +88,8 @@ def bypass(
     pipeline_path: str | None,
     sources: Callable[[], SourceRegistry],
 ) -> str | None:
-    """The changed path that switches filtering off, or None.
-
-    Only when no gated step matches: a change to the pipeline file itself, or
-    under a `source_filter_fallback` prefix, keeps every job."""
+    """The changed path that switches filtering off, or None: when no gated step matches, a
+    change to the pipeline file itself or under a `source_filter_fallback` prefix keeps all."""
     prefix_lists = list(gated)
     if not changed or not prefix_lists or any(matches(p, changed) for p in prefix_lists):
         return None

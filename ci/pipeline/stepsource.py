@@ -39,13 +39,10 @@ class Dependency:
 
 
 def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
-    """`depends_on` as a string, a list of strings, or a list of `{step: KEY, allow_failure}`.
-
-    `allow_all` is the step's `allow_dependency_failure: true`.
-    """
-    items = value if isinstance(value, list) else [value]
+    """`depends_on` as strings or `{step: KEY, allow_failure}` (`allow_all`: the step's
+    `allow_dependency_failure: true`)."""
     found: list[Dependency] = []
-    for item in items:
+    for item in value if isinstance(value, list) else [value]:
         if isinstance(item, str) and item.strip():
             found.append(Dependency(item.strip(), allow_all))
         elif isinstance(item, Mapping) and isinstance(item.get("step"), str):
@@ -55,8 +52,7 @@ def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
 
 
 def _condition(entry: Mapping[str, Any]) -> tuple[str, ...]:
-    value = entry.get("if")
-    if value is None:
+    if (value := entry.get("if")) is None:
         return ()
     return (str(value).lower() if isinstance(value, bool) else " ".join(str(value).split()),)
 
@@ -110,9 +106,7 @@ def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
 
 def upload_refs(text: str) -> list[str]:
     """Names that Buildkite expands at upload, not the job shell at run time."""
-    return [
-        m.group("braced") or m.group("bare") for m in _UPLOAD.finditer(text) if m.group(0) != "$$"
-    ]
+    return [name for name, _column in upload_refs_at(text)]
 
 
 def upload_refs_at(line: str) -> list[tuple[str, int]]:
@@ -150,11 +144,8 @@ def _env(value: Any) -> dict[str, str]:
 
 def _label(step: Mapping[str, Any], position: int) -> str:
     """`label`, else `name` (Buildkite's alias), else `key`, else its place in its list."""
-    for name in ("label", "name", "key"):
-        value = step.get(name)
-        if isinstance(value, str) and value.strip():
-            return value
-    return f"step {position}"
+    found = (step[k] for k in ("label", "name", "key") if isinstance(step.get(k), str))
+    return next((value for value in found if value.strip()), f"step {position}")
 
 
 def steps_of(
@@ -208,7 +199,7 @@ def pipeline_files(repo: Path) -> list[Path]:
 
 
 def load_documents(path: Path, source: str) -> list[Any]:
-    """All YAML documents of a file (old pipeline.yml files hold two); errors exit 1."""
+    """All YAML documents of a file (old pipeline.yml files hold two)."""
     return [d for d in yamlio.load_all(path, source) if d is not None]
 
 
@@ -226,8 +217,6 @@ def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellSte
             continue
         found = file_problems(rel, path, documents)
         problems += found
-        if not found:
-            for document in documents:
-                steps.extend(steps_of(document, rel))
+        steps += [] if found else [s for document in documents for s in steps_of(document, rel)]
     UserError.collect(problems, code=FAILURE)
     return steps

@@ -1,11 +1,8 @@
 """`upload-pipeline`: render one pipeline file and print or upload it.
 
-The task layer of the uploader: it finds the repo and the file, asks the diff
-resolver (`ci.diff`) for the changed paths, hands everything to the pure
-renderer (`ci.pipeline.render`), validates the result against Buildkite's
-schema, and only then prints it or pipes it to `buildkite-agent pipeline
-upload`. A `bootstrap-upload-steps.yml` gets the skip-ci decision and the gates
-of `ci.pipeline.bootstrap_mode` instead.
+The uploader's task layer: repo, file and diff in, the pure renderer
+(`ci.pipeline.render`) in between, the schema check before any output. A
+`bootstrap-upload-steps.yml` gets the gates of `ci.pipeline.bootstrap_mode` instead.
 """
 
 from __future__ import annotations
@@ -74,11 +71,8 @@ def repo_relative(repo: Path, path: Path) -> str | None:
 
 
 def upload_command(text: str) -> door.Command:
-    return door.Command(
-        ("buildkite-agent", "pipeline", "upload"),
-        description="upload the rendered pipeline",
-        stdin=text,
-    )
+    argv = ("buildkite-agent", "pipeline", "upload")
+    return door.Command(argv, "upload the rendered pipeline", stdin=text)
 
 
 def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
@@ -91,11 +85,8 @@ def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
 
 
 def load_test_yaml(path: Path) -> model.Document:
-    """The uploader's reading of a test YAML: one mapping document, else one error per problem.
-
-    Each says why (e.g. a second `---` document), which the spec's message never
-    did. The gates ask this too (`ci.pipeline.judge`), so they refuse what the upload refuses.
-    """
+    """The uploader's reading of a test YAML: one mapping document, else one error per
+    problem; the gates ask this too (`ci.pipeline.judge`), to refuse what the upload refuses."""
     try:
         data = files.read_bytes(path, str(path))  # a FIFO or a loop is an error, never a hang
     except files.Unreadable as exc:
@@ -174,11 +165,9 @@ def annotate_command(pipeline: str, problems: tuple[str, ...]) -> door.Command:
         [f"**upload-pipeline failed for `{pipeline}`** (nothing was uploaded):", ""]
         + [f"- {p}" for p in problems]
     )
-    argv = ("buildkite-agent", "annotate", "--style", "error", "--context")
-    return door.Command(
-        (*argv, f"upload-pipeline-{pipeline}", body),
-        description="annotate the build with the upload errors",
-    )
+    argv: tuple[str, ...] = ("buildkite-agent", "annotate", "--style", "error", "--context")
+    argv += (f"upload-pipeline-{pipeline}", body)
+    return door.Command(argv, "annotate the build with the upload errors")
 
 
 def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None) -> None:
@@ -188,8 +177,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
         _upload_pipeline(options, source)
     except UserError as exc:
         if options.upload and not options.dry_run and source.get("BUILDKITE") == "true":
-            # The PR author sees why the tier did not run (the original only printed a
-            # traceback); a failing annotation is ignored.
+            # The PR author sees why the tier did not run; a failing annotation is ignored.
             door.run(annotate_command(options.pipeline, exc.problems), quiet=True)
         raise
 
@@ -202,20 +190,16 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         # Bootstrap mode is chosen by file name; `--all`/`--e2e` are ignored.
         upload_bootstrap_file(repo, path, options, source)
         return
-    if options.platform:
-        # The original loader's guard: a platform means a bootstrap file.
+    if options.platform:  # the original loader's guard: a platform means a bootstrap file
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
-    if path.parent.name == "amd" and path.name.startswith("test-"):
-        # Template data (agent_pool, mirror_hardwares lists), not an upload-format YAML:
-        # rendering it gave one "must be a preset string" error per step.
+    if path.parent.name == "amd" and path.name.startswith("test-"):  # template data
         raise UserError(
             f"{relative}: AMD suite YAMLs are rendered by `vllm-omni-ci bootstrap --platform rocm`"
             " (suites: `vllm-omni-ci select-suites`), not by upload-pipeline",
             code=FAILURE,
         )
     mirror_hw = source.get("MIRROR_HW", "")
-    # A bad MIRROR_HW fails even a pipeline without GPU steps, before any git work.
-    parse_mirror_hw(mirror_hw)
+    parse_mirror_hw(mirror_hw)  # fails even a pipeline without GPU steps, before any git work
     inputs = UploadInputs(
         branch=resolve_branch(repo, env=source) if options.scope == "auto" else "",
         schedule=source,
@@ -242,8 +226,7 @@ def upload_bootstrap_file(
         log(f"--scope {options.scope} is ignored for {path.name} (bootstrap mode)")
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = load_document(text, str(path))
-    decision = skipci.decision(repo, env=env)
-    rendered = render_bootstrap(document, decision, chosen)
+    rendered = render_bootstrap(document, skipci.decision(repo, env=env), chosen)
     for line in rendered.log:
         log(line)
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
