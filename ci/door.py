@@ -242,6 +242,21 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
     return (found, 0, "") if found else (None, 127, f"error: command not found: {argv0}")
 
 
+def _popen(
+    cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
+) -> subprocess.Popen[bytes] | Result:
+    """Start the program in its own session, or bash's verdict on why it cannot start."""
+    exe, code, message = _resolve(cmd.argv[0], env)
+    if exe is None:
+        return Result(code, "", redact(message))
+    try:
+        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+            [exe, *cmd.argv[1:]], cwd=cmd.cwd, env=env, start_new_session=True, **how
+        )
+    except OSError as exc:
+        return Result(126, "", redact(f"error: cannot start {cmd.argv[0]}: {exc}"))
+
+
 def _stream(target: Output, stdin_given: bool) -> tuple[int, int | None, int | None]:
     # "stderr": the child's stdout joins our stderr, our stdout is the task's result only.
     out, err = {
@@ -367,12 +382,6 @@ def run(
     redact = Redactor.for_env(env, extra=cmd.all_secrets())
     if not quiet:
         echo(cmd, redact)
-    exe, code, message = _resolve(cmd.argv[0], env)
-    if exe is None:
-        if check:
-            raise CommandFailed(code, redact(message))
-        return Result(code, "", message)
-
     stdin, out, err = _stream(output, cmd.stdin is not None)
     relays = _relays(output, redact)
     if relays:
@@ -382,24 +391,16 @@ def run(
     proctree.become_subreaper()
     cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
     with _SignalWatch() as watch:
-        try:
-            proc = subprocess.Popen(
-                [exe, *cmd.argv[1:]],
-                cwd=cmd.cwd,
-                env=env,
-                stdin=stdin,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=proctree.preexec(cgroup),
-            )
-        except OSError as exc:
+        proc = _popen(
+            cmd, env, redact, stdin=stdin, stdout=out, stderr=err,
+            preexec_fn=proctree.preexec(cgroup),
+        )  # fmt: skip
+        if isinstance(proc, Result):
             for relay in relays:
                 relay.abort()
-            message = redact(f"error: cannot start {cmd.argv[0]}: {exc}")
             if check:
-                raise CommandFailed(126, message) from None
-            return Result(126, "", message)
+                raise CommandFailed(proc.code, proc.stderr)
+            return proc
         for relay in relays:
             relay.start()
         tree = proctree.Tree(proc.pid, cgroup)
@@ -453,14 +454,14 @@ def _wait(
     code: int | None = None
     while code is None:
         tree.sweep()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             code = exit_code(proc.wait(timeout=POLL))
-        except subprocess.TimeoutExpired:
-            pass
-        if code is None and watch.received is not None:
+        if code is not None:
+            break
+        if watch.received is not None:
             tree.terminate(grace=min(cmd.grace, SIGNAL_GRACE))
             code = exit_code(proc.wait())
-        elif code is None and deadline is not None and time.monotonic() >= deadline:
+        elif deadline is not None and time.monotonic() >= deadline:
             timed_out = True
             killed = tree.terminate(grace=cmd.grace)
             proc.wait()
@@ -474,10 +475,8 @@ def _wait(
 
 def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
     def pump() -> None:
-        if stream is None:
-            return
-        for block in iter(lambda: stream.read(65536), b""):
-            sink.append(block)
+        if stream is not None:
+            sink.extend(iter(lambda: stream.read(65536), b""))
 
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()
@@ -536,9 +535,9 @@ def execute(
         previous = result
         if result.ok:
             continue
-        forgiven = cmd.forgive_if is not None and runner(cmd.forgive_if, "null", False).ok
-        if forgiven and cmd.forgive_if is not None:
-            note(cmd.forgive_if.description)  # says why the failure does not matter
+        forgive = cmd.forgive_if
+        if forgive is not None and runner(forgive, "null", False).ok:
+            note(forgive.description)  # says why the failure does not matter
             previous = Result(0, result.stdout)
         elif cmd.tolerate is not None:
             if cmd.tolerate:
@@ -568,29 +567,18 @@ def spawn(cmd: Command, log: str) -> Service:
     env = {**os.environ, **cmd.env}
     redact = Redactor.for_env(env, extra=cmd.all_secrets())
     echo(cmd, redact)
-    exe, code, message = _resolve(cmd.argv[0], env)
-    if exe is None:
-        raise CommandFailed(code, redact(message))
     with open(log, "ab") as sink:
-        try:
-            proc = subprocess.Popen(
-                [exe, *cmd.argv[1:]],
-                cwd=cmd.cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise CommandFailed(126, redact(f"error: cannot start {cmd.argv[0]}: {exc}")) from None
+        proc = _popen(
+            cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
+        )
+    if isinstance(proc, Result):
+        raise CommandFailed(proc.code, proc.stderr)
     from ci import proctree
 
     proctree.exempt(proc.pid)  # an orphan sweep of a later command must never claim it
-    try:
+    started = 0.0
+    with contextlib.suppress(psutil.Error):
         started = psutil.Process(proc.pid).create_time()
-    except psutil.Error:
-        started = 0.0
     return Service(proc.pid, started, cmd.argv, log)
 
 
