@@ -49,16 +49,10 @@ def become_subreaper() -> None:
 Identity = tuple[int, float]
 
 
-def _identity(proc: psutil.Process) -> Identity | None:
+def _identity(proc: psutil.Process | int) -> Identity | None:
     try:
-        return (proc.pid, proc.create_time())
-    except psutil.Error:
-        return None
-
-
-def _identity_of(pid: int) -> Identity | None:
-    try:
-        return _identity(psutil.Process(pid))
+        found = psutil.Process(proc) if isinstance(proc, int) else proc
+        return (found.pid, found.create_time())
     except psutil.Error:
         return None
 
@@ -125,12 +119,9 @@ class Cgroup:
         _cgroups.append(made)
         return made
 
-    def _write(self, name: str, text: str, directory: str = "") -> bool:
-        return _write(os.path.join(directory or self.path, name), text.encode())
-
-    def adopt(self, pid: int) -> bool:
-        """Move `pid` into this cgroup; False when the kernel refuses."""
-        return self._write("cgroup.procs", str(pid))
+    def adopt(self, pid: int, path: str = "") -> bool:
+        """Move `pid` into this cgroup (or the one at `path`); False when the kernel refuses."""
+        return _write(os.path.join(path or self.path, "cgroup.procs"), str(pid).encode())
 
     def pids(self) -> list[int]:
         try:
@@ -155,7 +146,7 @@ class Cgroup:
 
     def kill(self) -> None:
         """SIGKILL everything inside: `cgroup.kill` (Linux 5.14+), else each listed pid."""
-        if not self._write("cgroup.kill", "1"):
+        if not _write(os.path.join(self.path, "cgroup.kill"), b"1"):
             self.signal(signal.SIGKILL)
 
     def remove(self) -> bool:
@@ -182,7 +173,7 @@ class Cgroup:
             if not pids:
                 break
             for pid in pids:
-                self._write("cgroup.procs", str(pid), directory=parent)
+                self.adopt(pid, parent)
         return self.remove()
 
 
@@ -218,15 +209,13 @@ def _write(path: str | bytes, data: bytes) -> bool:
     """Write a cgroup control file; False when the kernel refuses."""
     try:
         fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
     except OSError:
         return False
-    try:
-        os.write(fd, data)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return True
 
 
 # Every cgroup we made and did not remove yet. One whose command ended with
@@ -269,7 +258,7 @@ class Tree:
         if self.cgroup is not None and root_pid not in self.cgroup.pids():
             self.cgroup.adopt(root_pid)
         _active_roots.add(root_pid)
-        ident = _identity_of(root_pid)
+        ident = _identity(root_pid)
         self.known: set[Identity] = {ident} if ident else set()
         self._started = time.time() - 1.0
 
@@ -278,7 +267,7 @@ class Tree:
         with contextlib.suppress(psutil.Error):
             self._know(psutil.Process(self.root).children(recursive=True))
         if self.cgroup is not None:
-            inside = {i for i in map(_identity_of, self.cgroup.pids()) if i}
+            inside = {i for i in map(_identity, self.cgroup.pids()) if i}
             self.known |= inside
             self._placed |= inside
         # Orphans re-parented to us (we are a subreaper) that appeared after our
@@ -324,22 +313,16 @@ class Tree:
     def alive(self) -> list[psutil.Process]:
         found: list[psutil.Process] = []
         for pid, started in self.known:
-            try:
+            with contextlib.suppress(psutil.Error):
                 proc = psutil.Process(pid)
                 if proc.create_time() != started:
                     continue
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    self._reap(pid)
-                    continue
-                found.append(proc)
-            except psutil.Error:
-                continue
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+                elif pid != self.root:  # a zombie: reap it (Popen reaps its own child)
+                    with contextlib.suppress(ChildProcessError, OSError):
+                        os.waitpid(pid, os.WNOHANG)
         return found
-
-    def _reap(self, pid: int) -> None:
-        if pid != self.root:  # Popen reaps its own child
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, os.WNOHANG)
 
     def signal(self, signum: int) -> set[Identity]:
         """Signal the group, the cgroup and every known live process; their identities."""
@@ -371,12 +354,9 @@ class Tree:
                 self.close()
                 return False
             # What appeared after the TERM gets it too (re-spawners fork on).
-            for proc in self.alive():
-                ident = _identity(proc)
-                if ident and ident not in termed:
-                    with contextlib.suppress(psutil.Error):
-                        proc.send_signal(signal.SIGTERM)
-                    termed.add(ident)
+            fresh = [p for p in self.alive() if _identity(p) not in termed]
+            _send(fresh, signal.SIGTERM)
+            termed |= {i for i in map(_identity, fresh) if i}
             time.sleep(POLL)
         self.kill_until_empty()
         self.close()
@@ -424,7 +404,7 @@ def _descendants() -> list[psutil.Process]:
             if child.pid not in _exempt:
                 found.append(child)
                 with contextlib.suppress(psutil.Error):
-                    found.extend(child.children(recursive=True))
+                    found += child.children(recursive=True)
     return found
 
 
