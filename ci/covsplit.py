@@ -1,9 +1,8 @@
 """`cov-split`: one model's E2E tests, once per entry mode, each with its own coverage report.
 
-Replaces `run_cov_split.sh`. Per-mode reports keep offline and online
-attribution apart (vllm-project/vllm-omni#5332). Coverage runs only on the
-weekly sweep; every other run is the plain combined pytest, its status passed
-through exactly (5 included). The two shapes' exit rules differ on purpose (`execute`).
+Replaces `run_cov_split.sh`; per-mode reports keep offline and online attribution
+apart. Only the weekly sweep measures coverage; other runs are the plain combined
+pytest with its exact status. The two shapes' exit rules differ (`execute`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """The one diff resolver: which files a build changed, and against what.
 
-Every task asks here, so a build sees one answer (the original had three rules):
-
 * no explicit range: the build decides (`ci.target.resolve_build`). A PR diffs
   `origin/<base>...<commit>` (fetching a missing base once, then a local
   `<base>`), a `main` build `<commit>^..<commit>`; anything else has no range
@@ -9,8 +7,8 @@ Every task asks here, so a build sees one answer (the original had three rules):
 * an explicit base and/or head (`plan`): `<base>...<head>`; `head=WORKTREE`
   diffs the merge-base against the working tree, untracked files included.
 
-Paths are relative to `repo`, even a subfolder of a larger repository. Each
-resolution is cached per process, so every gate of one bootstrap shares it.
+Paths are relative to `repo`. Each resolution is cached per process, so every
+gate of one bootstrap sees one answer.
 """
 
 from __future__ import annotations
@@ -130,22 +128,11 @@ class Diff:
         # --no-renames: as in the original's per-file `git diff <range> -- <file>`,
         # a renamed file reads as a new file.
         result = _git(
-            self.repo,
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-renames",
-            "--relative",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            *self.revs,
-            "--",
-            *paths,
-        )
-        if not result.ok:
-            return dict.fromkeys(paths)
-        if len(paths) == 1:
-            return {paths[0]: result.stdout}
+            self.repo, "diff", "--no-color", "--no-ext-diff", "--no-renames", "--relative",
+            "--src-prefix=a/", "--dst-prefix=b/", *self.revs, "--", *paths,
+        )  # fmt: skip
+        if not result.ok or len(paths) == 1:
+            return dict.fromkeys(paths, result.stdout if result.ok else None)
         return _split_patches(result.stdout, paths)
 
     def _untracked_patch(self, path: str) -> str | None:
@@ -153,10 +140,9 @@ class Diff:
         if text is None:
             return None
         lines = text.splitlines()
-        body = "".join(f"+{line}\n" for line in lines)
         return (
             f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{x}\n" for x in lines)
         )
 
     def _read_new(self, path: str) -> str | None:

@@ -1,14 +1,12 @@
 """Finding and ending a child's whole process tree.
 
 A process-group kill misses descendants that called `setsid`, and a psutil walk
-misses orphans whose parent exited. So we use both, and make our process a
-child subreaper (Linux) so orphans re-parent to us and stay findable. A process
-is known by pid *and* start time, so a recycled pid is never signalled.
-
-Where cgroup v2 is mounted and our cgroup is writable, each command also gets a
-child cgroup (`vllm-omni-ci-<pid>-<n>`), and `cgroup.kill` ends everything in
-it, forks in flight included; `VLLM_OMNI_CI_CGROUP=0` turns that off. Without
-one, TERM/KILL repeat until a sweep finds no process left.
+misses orphans whose parent exited, so we use both, as a child subreaper (Linux)
+that orphans re-parent to. A process is known by pid *and* start time, so a
+recycled pid is never signalled. Where cgroup v2 is writable each command also
+gets a child cgroup whose `cgroup.kill` ends everything in it, forks in flight
+included (`VLLM_OMNI_CI_CGROUP=0` turns that off); without one, TERM/KILL repeat
+until a sweep finds nothing left.
 """
 
 from __future__ import annotations

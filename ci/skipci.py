@@ -1,15 +1,12 @@
 """skip-ci: may this build skip its L2/L3 tests, given what it changed?
 
-The model of `skip_ci.py`, as pure functions over the changed paths:
-
 * docs and/or pytest skip marks only: skip everything (`skip-all`);
 * only whitelisted CI level YAML (maybe plus docs/skip marks): "yaml-gated",
   run just the platforms and levels whose YAML changed (`skip-l23` elsewhere);
 * anything else, no changed file, or an unknown diff: run normally.
 
-`decide` is pure; `decision_for(diff)` and `decision(repo, ...)` add the
-shared diff resolver, a per-process cache and the once-only `[skip-ci]:` log
-line, so the AMD bootstrap, the uploader's bootstrap mode and `plan` agree.
+`decide` is pure; `decision_for` and `decision` add the shared diff resolver, a
+per-process cache and the once-only `[skip-ci]:` line, so every caller agrees.
 """
 
 from __future__ import annotations
@@ -98,12 +95,9 @@ def classify(
         elif is_test_py(path):
             ok = changes is not None and skip_mark_only(path, changes, notes)
             bucket = "skip_tests" if ok else "other"
-        elif path in L2_YAML_FILES:
-            bucket = "l2"
-        elif path in L3_YAML_FILES:
-            bucket = "l3"
         else:
-            bucket = "l45" if path in L45_YAML_FILES else "other"
+            levels = (("l2", L2_YAML_FILES), ("l3", L3_YAML_FILES), ("l45", L45_YAML_FILES))
+            bucket = next((name for name, yamls in levels if path in yamls), "other")
         found[bucket].append(path)
     return Buckets(**{k: tuple(v) for k, v in found.items()}), tuple(notes)
 
@@ -158,19 +152,14 @@ def module_is_skipped(source: str) -> bool:
     except (SyntaxError, ValueError):
         return False
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets = [node.target]
-        else:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
             continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if not any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
             continue
-        value = node.value
-        assert value is not None
-        segment = ast.get_source_segment(source, value) or ""
+        segment = ast.get_source_segment(source, node.value) or ""
         if segment.startswith("pytest.mark.skip") or (
-            isinstance(value, ast.List) and "pytest.mark.skip" in segment
+            isinstance(node.value, ast.List) and "pytest.mark.skip" in segment
         ):
             return True
     return False
@@ -180,11 +169,10 @@ def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) 
     """Is this test file's change only pytest skip marks (or, if new, is it skipped whole)?"""
     log = notes if notes is not None else []
     patch = changes.patch(path)
-    if patch is None:
-        log.append(f"skip-mark-only: git diff failed for {path}")
-        return False
-    if not patch.strip():
-        log.append(f"skip-mark-only: empty diff for {path}")
+    if not patch or not patch.strip():
+        log.append(
+            f"skip-mark-only: {'git diff failed' if patch is None else 'empty diff'} for {path}"
+        )
         return False
     only_marks = patch_is_skip_mark_only(patch)
     if only_marks or not is_new_file_patch(patch):
@@ -360,18 +348,18 @@ def clear_cache() -> None:
 
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
-    problems: list[str] = []
-    if not platform:
-        problems.append("--platform is required: rocm (amd), cuda, npu or xpu (intel)")
-    else:
-        try:
+    problems = [] if platform else ["--platform is required: rocm (amd), cuda, npu or xpu (intel)"]
+    try:
+        if platform:
             spec_platform(platform)
-        except UserError as exc:
-            problems += [f"--platform: {p}" for p in exc.problems]
-    if not level:
-        problems.append("--level is required: l2 or l3")
-    elif level not in LEVELS:
-        problems.append(f"--level: unknown level {level!r}: allowed values are l2, l3")
+    except UserError as exc:
+        problems += [f"--platform: {p}" for p in exc.problems]
+    if level not in LEVELS:
+        problems.append(
+            f"--level: unknown level {level!r}: allowed values are l2, l3"
+            if level
+            else "--level is required: l2 or l3"
+        )
     UserError.collect(problems)
     target = resolve_repo(repo or None)
     if not git(target, "rev-parse", "--is-inside-work-tree").ok:
@@ -380,11 +368,10 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     diff = resolve_diff(target)
     word = _decided(diff).gate(platform, level)
     decision_for(diff, verdict=f"{spec_platform(platform)}/{level}: {word or 'run'}")
-    if word is None:
-        raise Stop(1)
-    sys.stdout.write(word + "\n")
-    sys.stdout.flush()
-    raise Stop(0)
+    if word is not None:
+        sys.stdout.write(word + "\n")
+        sys.stdout.flush()
+    raise Stop(1 if word is None else 0)
 
 
 def annotate_command() -> door.Command:

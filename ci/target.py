@@ -1,17 +1,11 @@
 """The repository a task works on (`--repo`), and the build it acts for.
 
-`resolve_build` is the one rule for "what kind of build is this?":
-
-* explicit env values win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`,
-  `BUILDKITE_PULL_REQUEST_BASE_BRANCH`, `BUILDKITE_COMMIT`);
-* inside Buildkite nothing is defaulted: a missing commit is an input error
-  (exit 2), since guessing would build or test the wrong revision;
-* outside it, with no PR and no branch given, a checkout on a branch other
-  than `main` is a PR against `main` and one on `main` a push to `main`; the
-  branch defaults to the checkout's and the commit to `HEAD`. What the rule
-  chose is said once on stderr (`local build: …`).
-
-git runs through `git()`: no git on PATH is `error: git: not found`, exit 127.
+`resolve_build` is the one rule for "what kind of build is this?": explicit env
+values win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`, `..._BASE_BRANCH`,
+`BUILDKITE_COMMIT`); inside Buildkite a missing commit is an input error (exit 2),
+since a guess would test the wrong revision; outside it, a checkout on a branch
+other than `main` is a PR against `main`, one on `main` a push to it, with the
+commit `HEAD`, said once on stderr (`local build: …`).
 """
 
 from __future__ import annotations

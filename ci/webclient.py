@@ -1,10 +1,7 @@
-"""HTTP requests through the door: echoed, masked, said-not-sent under a dry-run, no redirects.
+"""HTTP requests through the door: echoed, masked, said-not-sent under a dry-run.
 
-A request is an outside call like a command: one stderr line says what is
-asked (secrets masked), and one that changes something is, under `--dry-run`,
-said and not sent. Redirects are never followed (urllib resends every header,
-`Authorization` included, wherever a 3xx points): the caller gets the 3xx's
-HTTPError instead, and the token goes nowhere else.
+Redirects are never followed (urllib resends every header, `Authorization`
+included, wherever a 3xx points): the caller gets the 3xx's HTTPError instead.
 """
 
 from __future__ import annotations

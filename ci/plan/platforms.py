@@ -1,16 +1,10 @@
 """Plan rows from the values the real bootstraps and uploads compute.
 
-Nothing here decides what CI runs: each platform reads what its real task
-produces, so the plan cannot drift from the uploads:
-
-* rocm: `ci.amd.bootstrap.plan_pipeline` with the plan's labels and diff;
-* cuda, npu: `ci.bootstraps.bootstrap_plan`, each upload step's gate evaluated
-  by `ci.pipeline.ifexpr`, then its test YAML through `render_upload` (what
-  `upload-pipeline --scope auto` runs);
-* xpu: `ci.bootstraps.intel_pipeline`.
-
-Every pipeline that would be uploaded passes the upload's schema check (a
-failure is that platform's error). Files are read from `Situation.files`.
+Nothing here decides what CI runs, so the plan cannot drift from the uploads:
+rocm reads `ci.amd.bootstrap.plan_pipeline`; cuda and npu
+`ci.bootstraps.bootstrap_plan`, each upload gate evaluated by `ci.pipeline.ifexpr`,
+then its test YAML through `render_upload`; xpu `ci.bootstraps.intel_pipeline`.
+Every pipeline that would be uploaded must pass the schema check.
 """
 
 from __future__ import annotations
