@@ -52,10 +52,6 @@ def coverage_gate(env: Mapping[str, str]) -> bool:
     return env.get("WEEKLY", "") == "1" and env.get("BUILDKITE_BRANCH", "") == "main"
 
 
-def report_name(model_id: str, mode: str, suffix: str) -> str:
-    return f"coverage-{model_id}-{mode}-{suffix}.xml"
-
-
 @dataclass(frozen=True)
 class Half:
     """One mode's coverage run: pytest, then gzip of its report."""
@@ -101,7 +97,7 @@ def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
 
     # Step id, not job id: a retry overwrites its report instead of adding one.
     suffix = env.get("BUILDKITE_STEP_ID", "") or "local"
-    reports = [report_name(model, mode, suffix) for mode in MODES]
+    reports = [f"coverage-{model}-{mode}-{suffix}.xml" for mode in MODES]
     # Both modes, not only those that run: the upload glob matches both, and a
     # stale report would be published as if its mode had run this time.
     clean = door.Command(

@@ -67,12 +67,8 @@ def _git(repo: Path, *args: str) -> door.Result:
 
 @dataclass(frozen=True)
 class Diff:
-    """The changed files of one build, and how they were found.
-
-    `paths` is None when no range resolved or git failed: run normal CI, never
-    read it as "no change". `reason` says which rule chose `range`; `patch` and
-    `new_text` are the per-file details `ci.skipci.Changes` asks for.
-    """
+    """The changed files of one build (`paths`; None when no range resolved or git failed:
+    run normal CI, never read it as "no change"), and which rule chose `range` (`reason`)."""
 
     repo: Path
     paths: tuple[str, ...] | None
@@ -95,8 +91,7 @@ class Diff:
 
     def patch(self, path: str) -> str | None:
         """The unified diff of one changed file (`git diff <range> -- <path>`), None when git
-        fails. The first call fetches every changed test file's (what skip-ci reads) at once.
-        """
+        fails. The first call fetches every changed test file's (what skip-ci reads) at once."""
         if self.range is None:
             return None
         if path not in self._patches:
@@ -188,11 +183,9 @@ def resolve_diff(
     env: Mapping[str, str] | None = None,
 ) -> Diff:
     """The changed files of `repo`, resolved once per process and shared.
-
     No `base`/`head`: the build's rule (module docstring). Otherwise `base` (default
     `default_base`) against `head` (default `HEAD`; `WORKTREE`). A bad explicit
-    revision is a `UserError`; in env mode every failure is `paths=None`.
-    """
+    revision is a `UserError`; in env mode every failure is `paths=None`."""
     source = os.environ if env is None else env
     root = Path(repo).expanduser().resolve()
     key = (str(root), base, head, tuple(source.get(k, "") for k in ENV_KEYS))
@@ -228,10 +221,6 @@ def _finish(
 def _none(repo: Path, reason: str) -> Diff:
     _log(reason)
     return Diff(repo, None, None, reason)
-
-
-def pr_base_branch(env: Mapping[str, str]) -> str:
-    return env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or "main"
 
 
 def _pr_base_ref(repo: Path, branch: str, *, fetch: bool) -> str | None:
@@ -283,7 +272,9 @@ def main_build_base(repo: Path, commit: str) -> str | None:
 
 def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:
     """`origin/<PR base or main>`, else the local branch: what `plan` compares with."""
-    branch = pr_base_branch(os.environ if env is None else env)
+    branch = (os.environ if env is None else env).get(
+        "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
+    ) or "main"
     ref = _pr_base_ref(repo, branch, fetch=False)
     if ref is None:
         raise UserError(

@@ -67,10 +67,8 @@ class Command:
 
     def line(self, redact: Redactor | None = None) -> str:
         """The command as a copy-pasteable shell line: `(cd DIR && K=V argv) < /dev/null`.
-
         Words are masked before quoting (quoting can split a secret). Stdin is
-        never inlined (a secret, or a whole pipeline): a shell comment says so.
-        """
+        never inlined (a secret, or a whole pipeline): a shell comment says so."""
         mask = redact or self.redactor()
         text = " ".join(
             [
@@ -221,9 +219,7 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 def install_interrupt_handlers() -> None:
     """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129 (main thread).
-
-    While a command runs, `run` forwards the signal to its tree first instead.
-    """
+    While a command runs, `run` forwards the signal to its tree first instead."""
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, _raise_interrupted)
@@ -271,8 +267,7 @@ class _Relay:
     """Copies a child's output stream to one of ours, every secret masked (only when
     there is one to mask). The child writes to a pseudo-terminal when our stream is
     a terminal, so it still sees one (colours, line buffering); `finish` waits until
-    what it wrote is copied, and a process it left running is still copied while we live.
-    """
+    what it wrote is copied, and a process it left running is still copied while we live."""
 
     def __init__(self, target_fd: int, redact: Redactor) -> None:
         self.target_fd = target_fd
@@ -365,17 +360,11 @@ def exit_code(returncode: int) -> int:
 
 
 def run(
-    cmd: Command,
-    *,
-    output: Output = "stderr",
-    check: bool = False,
-    quiet: bool = False,
+    cmd: Command, *, output: Output = "stderr", check: bool = False, quiet: bool = False
 ) -> Result:
     """Run one command; its exit status (and output when captured).
-
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
-    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
-    """
+    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops."""
     from ci import proctree
 
     env = {**os.environ, **cmd.env}
@@ -500,13 +489,10 @@ def execute(
     runner: Runner = _run,
     log: Callable[[str], None] | None = None,
 ) -> int:
-    """Run the plan's steps in order, each under its policy (`Command.tolerate` and on).
-
-    The first failure neither tolerated nor forgiven ends the plan: its exit code
-    is returned (raised as `CommandFailed` with `check`). `dry_run` prints the plan
-    instead: on stdout, or with `log_dry_run` (stdout is another result) as
-    `(dry-run) not run: …` lines through `log` (default: stderr).
-    """
+    """Run the plan's steps in order, each under its policy; the first failure neither
+    tolerated nor forgiven ends it with its exit code (`CommandFailed` with `check`).
+    `dry_run` prints the plan on stdout, or with `log_dry_run` as `(dry-run) not run: …`
+    lines through `log` (default: stderr)."""
     if dry_run:
         if log_dry_run:
             for line in plan.not_run():

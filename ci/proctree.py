@@ -191,8 +191,7 @@ def _remove_stale(base: str) -> None:
 def preexec(cgroup: Cgroup | None) -> Callable[[], None] | None:
     """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program, so
     the command never forks outside it. Only `os` calls; a refusal is silent (the child
-    runs anyway, and `Tree` moves it from outside).
-    """
+    runs anyway, and `Tree` moves it from outside)."""
     if cgroup is None:
         return None
     target = os.fsencode(os.path.join(cgroup.path, "cgroup.procs"))
@@ -420,17 +419,13 @@ def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
     contents of ended commands' cgroups."""
     _reap_children()
     found: dict[Identity, psutil.Process] = {}
-    candidates: list[psutil.Process] = _descendants()
-    for cgroup in _ended_cgroups():
-        for pid in cgroup.pids():
-            with contextlib.suppress(psutil.Error):
-                candidates.append(psutil.Process(pid))
-    for proc in candidates:
-        ident = _identity(proc)
-        if ident is None or ident in keep or ident in found:
-            continue
+    inside = (pid for cgroup in _ended_cgroups() for pid in cgroup.pids())
+    candidates: list[psutil.Process | int] = [*_descendants(), *inside]
+    for each in candidates:
         with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            proc = psutil.Process(each) if isinstance(each, int) else each
+            ident = _identity(proc)
+            if ident and ident not in keep and ident not in found and _running(proc):
                 found[ident] = proc
     return list(found.values())
 
@@ -448,20 +443,16 @@ def end_leftovers(
 ) -> int:
     """End what `leftovers(keep)` finds: TERM, up to `grace`, then KILL until a look after a
     KILL finds nothing (at most `KILL_ROUNDS`). `seen` gets each process once, before its
-    first signal (to describe it while it runs). Returns how many it signalled.
-    """
+    first signal (to describe it while it runs). Returns how many it signalled."""
     signalled: dict[Identity, psutil.Process] = {}
 
     def take(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
-        fresh = []
-        for proc in procs:
-            ident = _identity(proc)
-            if ident and ident not in signalled:
-                if seen is not None:
-                    seen(proc)
-                signalled[ident] = proc
-                fresh.append(proc)
-        return fresh
+        fresh = {i: p for p in procs if (i := _identity(p)) and i not in signalled}
+        for proc in fresh.values():
+            if seen is not None:
+                seen(proc)
+        signalled.update(fresh)
+        return list(fresh.values())
 
     found = leftovers(keep)
     if not found and not _ended_cgroups():

@@ -90,10 +90,8 @@ class Redactor:
 
 class StreamRedactor:
     """Masks secrets in text that arrives in pieces (a child's output, read as it comes).
-
     `feed` returns what can be printed now: everything except a tail that could
-    still grow into a secret, or that cuts one in two. `flush` returns the rest.
-    """
+    still grow into a secret, or that cuts one in two. `flush` returns the rest."""
 
     def __init__(self, redact: Redactor) -> None:
         self._redact = redact

@@ -108,10 +108,8 @@ _ANY_MARK = re.compile(r"pytest\.mark\.\w+")
 
 def patch_is_skip_mark_only(patch: str) -> bool:
     """Line scan of a test file's diff: only skip marks (and neutral lines) change, one is added.
-
     The original's quirks kept: a `+++`/`---` content line is taken for a header,
-    a skip mark anywhere on a line qualifies it, `skipif` counts, only `()` balance.
-    """
+    a skip mark anywhere on a line qualifies it, `skipif` counts, only `()` balance."""
     pending = changed = 0
     added_skip = False
     for line in patch.splitlines():
@@ -138,15 +136,10 @@ def patch_is_skip_mark_only(patch: str) -> bool:
     return changed > 0 and added_skip
 
 
-def is_new_file_patch(patch: str) -> bool:
-    return "new file mode" in patch or "--- /dev/null" in patch
-
-
 def module_is_skipped(source: str) -> bool:
     """A module-level `pytestmark` that skips the file (how a new test file qualifies):
     a list holding `pytest.mark.skip`, or `pytest.mark.skip…` itself (so `skipif` too,
-    as in the original). A file that does not parse does not qualify.
-    """
+    as in the original). A file that does not parse does not qualify."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -175,7 +168,7 @@ def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) 
         )
         return False
     only_marks = patch_is_skip_mark_only(patch)
-    if only_marks or not is_new_file_patch(patch):
+    if only_marks or not ("new file mode" in patch or "--- /dev/null" in patch):
         return only_marks
     text = changes.new_text(path)
     if text is not None and module_is_skipped(text):

@@ -104,12 +104,8 @@ def resolve_branch(
 
 @dataclass(frozen=True)
 class Build:
-    """The build a task acts for, from the Buildkite env or (outside it) the local rule.
-
-    `kind`: "pr", "main" (a push to main) or "branch" (no range, normal CI).
-    `branch` is BUILDKITE_BRANCH, else the checkout's when the rule needed it;
-    `local` is the `local build: …` line when the rule defaulted something.
-    """
+    """The build a task acts for: `kind` "pr", "main" (a push to main) or "branch" (no range,
+    normal CI); `local` is the `local build: …` line when the rule defaulted something."""
 
     kind: BuildKind
     commit: str
@@ -131,9 +127,7 @@ def resolve_build(
     repo: Path, env: Mapping[str, str] | None = None, *, need_commit: bool = True
 ) -> Build:
     """The one rule for the build a task acts for (module docstring); says `local build: …`.
-
-    `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check.
-    """
+    `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check."""
     source = os.environ if env is None else env
     inside = in_buildkite(source)
     pull_request = source.get("BUILDKITE_PULL_REQUEST", "")

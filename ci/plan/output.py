@@ -108,12 +108,10 @@ COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
 
 def print_table(plan: BuildPlan, file: IO[str]) -> None:
     """One rich table per platform: every job it would run, then what was dropped and why.
-
     Piped (a file, a CI log), each fact is one line and the tables are as wide
     as they need. At a terminal lines wrap between words, `:emoji:` shortcodes
     are dropped, and a table leaves out a column empty or the same on every row
-    (said once, as `every job:`); when still too wide, each job is a line.
-    """
+    (said once, as `every job:`); when still too wide, each job is a line."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
