@@ -103,8 +103,7 @@ def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
         for key, value in template.fields.items():
             if key not in ("label", "key", "agents", "env", "command", "commands", "if"):
                 step[key] = copy.deepcopy(value)  # no YAML anchors in the output
-        step["env"] = {**dict(variants.STEP_ENV), **env}
-        step["commands"] = [row.build_command()]
+        step |= {"env": {**dict(variants.STEP_ENV), **env}, "commands": [row.build_command()]}
         made.append(model.Step(step))
     return made
 
@@ -112,9 +111,7 @@ def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
 def _image_depends(value: Any, templates: Mapping[str, model.Step], generated: list[str]) -> Any:
     """`depends_on` with each replaced NPU image key expanded to the generated keys."""
     names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list):
-        return value
-    if not any(isinstance(n, str) and n in templates for n in names):
+    if not isinstance(names, list) or not any(isinstance(n, str) and n in templates for n in names):
         return value
     expanded = (generated if isinstance(n, str) and n in templates else [n] for n in names)
     out: list[Any] = []

@@ -419,11 +419,7 @@ def failed(cmd: Command, result: Result, redact: Redactor | None = None) -> Comm
 
 
 def _wait(
-    proc: subprocess.Popen[bytes],
-    cmd: Command,
-    tree: Tree,
-    watch: _SignalWatch,
-    output: Output,
+    proc: subprocess.Popen[bytes], cmd: Command, tree: Tree, watch: _SignalWatch, output: Output
 ) -> tuple[int, tuple[str, str], bool]:
     """Wait for the child, enforcing the timeout and forwarding signals."""
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}

@@ -21,13 +21,8 @@ from ci.errors import FAILURE, UserError
 
 SCHEMA_FILE = "buildkite-pipeline.schema.json"
 MAX_MESSAGE = 160
-_KINDS: Final = (
-    ("group", "groupStep"),
-    ("trigger", "triggerStep"),
-    ("block", "blockStep"),
-    ("input", "inputStep"),
-    ("wait", "waitStep"),
-)
+# A step's kind is the first of these keys it has (`groupStep`...), else `commandStep`.
+_KINDS: Final = tuple((key, f"{key}Step") for key in ("group", "trigger", "block", "input", "wait"))
 _STEP_LISTS: Final = ("pipelineSteps", "groupSteps")
 _ANNOTATIONS: Final = frozenset({"description", "title", "examples", "deprecated", "$comment"})
 _MEMO: dict[tuple[str, str, str], bool] = {}

@@ -196,11 +196,8 @@ class Decision:
     def is_run(self, platform: str | Platform, level: str) -> bool:
         """Should `platform`'s `level` run? Levels beyond l2/l3 only stop under skip-all."""
         name = spec_platform(platform)
-        if self.skip_all:
-            return False
-        if not self.yaml_gated or level not in LEVELS:
-            return True
-        return (name, level) in self.runs
+        gated = self.yaml_gated and level in LEVELS
+        return not self.skip_all and (not gated or (name, level) in self.runs)
 
     def run_pairs(self) -> list[str]:
         """`platform/level` pairs that run, in the fixed order (all when not gated)."""
@@ -221,10 +218,9 @@ class Decision:
 
     def gate(self, platform: str | Platform, level: str) -> Word | None:
         """The CLI's word: `skip-all`, `skip-l23`, or None (run)."""
-        if self.skip_all:
-            spec_platform(platform)
-            return "skip-all"
-        return None if self.is_run(platform, level) else "skip-l23"
+        if self.is_run(platform, level):  # which also refuses an unknown platform
+            return None
+        return "skip-all" if self.skip_all else "skip-l23"
 
 
 def _pairs(pairs: Iterable[tuple[str, str]]) -> str:

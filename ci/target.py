@@ -138,13 +138,10 @@ def resolve_build(
         if inside and need_commit:
             raise UserError(COMMIT_MISSING, code=BAD_INPUT)
         commit = "HEAD"
-    if inside or is_pr_value(pull_request):
-        kind: BuildKind = "pr" if is_pr_value(pull_request) else "main"
-        if kind == "main" and branch != MAIN:
-            kind = "branch"
-        return Build(kind, commit, branch, base_branch, pull_request)
-    if branch:
-        kind = "main" if branch == MAIN else "branch"
+    if inside or is_pr_value(pull_request) or branch:
+        kind: BuildKind = (
+            "pr" if is_pr_value(pull_request) else "main" if branch == MAIN else "branch"
+        )
         return Build(kind, commit, branch, base_branch, pull_request)
     # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.

@@ -68,11 +68,9 @@ def _title(platform: PlatformPlan) -> str:
 
 
 def _pipeline_line(pipeline: PlannedPipeline) -> str:
-    head = f"{pipeline.name} ({pipeline.file or '-'})"
-    if pipeline.scope:
-        head += f" scope={pipeline.scope}"
-    head += f": {pipeline.status}"
-    return head + (f" — {pipeline.reason}" if pipeline.reason else "")
+    scope = f" scope={pipeline.scope}" if pipeline.scope else ""
+    reason = f" — {pipeline.reason}" if pipeline.reason else ""
+    return f"{pipeline.name} ({pipeline.file or '-'}){scope}: {pipeline.status}{reason}"
 
 
 def _short_name(platform: PlatformPlan, pipeline: PlannedPipeline) -> str:
