@@ -234,12 +234,9 @@ def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
     on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
     l2 = {L2_YAML_FILES[f] for f in buckets.l2}
     l3 = {L3_YAML_FILES[f] for f in buckets.l3}
-    if buckets.l45:
+    if buckets.l45:  # the first rule: every pair is still on
         for p in PLATFORMS:
-            if not l2:
-                on[p, "l2"] = False
-            if not l3:
-                on[p, "l3"] = False
+            on[p, "l2"], on[p, "l3"] = bool(l2), bool(l3)
     if l2:
         for p in PLATFORMS:
             on[p, "l3"] = False
