@@ -239,12 +239,9 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
 
 
 def _popen(
-    cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
+    exe: str, cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
 ) -> subprocess.Popen[bytes] | Result:
-    """Start the program in its own session, or bash's verdict on why it cannot start."""
-    exe, code, message = _resolve(cmd.argv[0], env)
-    if exe is None:
-        return Result(code, "", redact(message))
+    """Start `exe` (what `_resolve` found) in its own session; 126 when it cannot start."""
     try:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             [exe, *cmd.argv[1:]], cwd=cmd.cwd, env=env, start_new_session=True, **how
@@ -371,6 +368,11 @@ def run(
     redact = Redactor.for_env(env, extra=cmd.all_secrets())
     if not quiet:
         echo(cmd, redact)
+    exe, code, message = _resolve(cmd.argv[0], env)
+    if exe is None:
+        if check:
+            raise CommandFailed(code, redact(message))
+        return Result(code, "", message)
     stdin, out, err = _stream(output, cmd.stdin is not None)
     relays = _relays(output, redact)
     if relays:
@@ -381,7 +383,7 @@ def run(
     cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
     with _SignalWatch() as watch:
         proc = _popen(
-            cmd, env, redact, stdin=stdin, stdout=out, stderr=err,
+            exe, cmd, env, redact, stdin=stdin, stdout=out, stderr=err,
             preexec_fn=proctree.preexec(cgroup),
         )  # fmt: skip
         if isinstance(proc, Result):
@@ -549,9 +551,12 @@ def spawn(cmd: Command, log: str) -> Service:
     env = {**os.environ, **cmd.env}
     redact = Redactor.for_env(env, extra=cmd.all_secrets())
     echo(cmd, redact)
+    exe, code, message = _resolve(cmd.argv[0], env)
+    if exe is None:
+        raise CommandFailed(code, redact(message))
     with open(log, "ab") as sink:
         proc = _popen(
-            cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
+            exe, cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
         )
     if isinstance(proc, Result):
         raise CommandFailed(proc.code, proc.stderr)
