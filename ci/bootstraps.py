@@ -1,16 +1,11 @@
 """`bootstrap --platform cuda|npu|xpu`: the first job of the CUDA, NPU and Intel pipelines.
 
 CUDA and NPU: the platform's `bootstrap-upload-steps.yml` gets the bootstrap-mode
-gates (`ci.pipeline.bootstrap_mode`) and loses its inline shell: each upload
-step runs `vllm-omni-ci upload-pipeline <test YAML> --upload --scope auto`,
-the CUDA image step `vllm-omni-ci build-image --platform cuda`, and the NPU
-image steps come from the variant table (`ci.images.variants`), one each.
-
-XPU: gate with skip-ci (`intel l2`, on main too), then upload
-`intel/pipeline-intel.yml` with its test step running `build-image` and
-`run-tests` for xpu instead of `run-xpu-test.sh`.
-
-Every pipeline passes Buildkite's schema before it leaves; `--dry-run` prints it.
+gates (`ci.pipeline.bootstrap_mode`) and tool commands instead of inline shell
+(`upload-pipeline <test YAML> --upload --scope auto`, `build-image`; NPU image
+steps one per row of `ci.images.variants`). XPU: gated by skip-ci (`intel l2`,
+on main too), `intel/pipeline-intel.yml` runs `build-image` and `run-tests`
+instead of `run-xpu-test.sh`. Every pipeline passes Buildkite's schema first.
 """
 
 from __future__ import annotations
@@ -108,8 +103,7 @@ def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
         for key, value in template.fields.items():
             if key not in ("label", "key", "agents", "env", "command", "commands", "if"):
                 step[key] = copy.deepcopy(value)  # no YAML anchors in the output
-        step["env"] = {**dict(variants.STEP_ENV), **env}
-        step["commands"] = [row.build_command()]
+        step |= {"env": {**dict(variants.STEP_ENV), **env}, "commands": [row.build_command()]}
         made.append(model.Step(step))
     return made
 
@@ -117,9 +111,7 @@ def _npu_image_steps(templates: Mapping[str, model.Step]) -> list[model.Step]:
 def _image_depends(value: Any, templates: Mapping[str, model.Step], generated: list[str]) -> Any:
     """`depends_on` with each replaced NPU image key expanded to the generated keys."""
     names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list):
-        return value
-    if not any(isinstance(n, str) and n in templates for n in names):
+    if not isinstance(names, list) or not any(isinstance(n, str) and n in templates for n in names):
         return value
     expanded = (generated if isinstance(n, str) and n in templates else [n] for n in names)
     out: list[Any] = []

@@ -1,9 +1,8 @@
 """`cov-split`: one model's E2E tests, once per entry mode, each with its own coverage report.
 
-Replaces `run_cov_split.sh`. Per-mode reports keep offline and online
-attribution apart (vllm-project/vllm-omni#5332). Coverage runs only on the
-weekly sweep; every other run is the plain combined pytest, its status passed
-through exactly (5 included). The two shapes' exit rules differ on purpose (`execute`).
+Replaces `run_cov_split.sh`; per-mode reports keep offline and online attribution
+apart. Only the weekly sweep measures coverage; other runs are the plain combined
+pytest with its exact status. The two shapes' exit rules differ (`execute`).
 """
 
 from __future__ import annotations
@@ -53,10 +52,6 @@ def coverage_gate(env: Mapping[str, str]) -> bool:
     return env.get("WEEKLY", "") == "1" and env.get("BUILDKITE_BRANCH", "") == "main"
 
 
-def report_name(model_id: str, mode: str, suffix: str) -> str:
-    return f"coverage-{model_id}-{mode}-{suffix}.xml"
-
-
 @dataclass(frozen=True)
 class Half:
     """One mode's coverage run: pytest, then gzip of its report."""
@@ -102,7 +97,7 @@ def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
 
     # Step id, not job id: a retry overwrites its report instead of adding one.
     suffix = env.get("BUILDKITE_STEP_ID", "") or "local"
-    reports = [report_name(model, mode, suffix) for mode in MODES]
+    reports = [f"coverage-{model}-{mode}-{suffix}.xml" for mode in MODES]
     # Both modes, not only those that run: the upload glob matches both, and a
     # stale report would be published as if its mode had run this time.
     clean = door.Command(

@@ -1,7 +1,5 @@
 """The one diff resolver: which files a build changed, and against what.
 
-Every task asks here, so a build sees one answer (the original had three rules):
-
 * no explicit range: the build decides (`ci.target.resolve_build`). A PR diffs
   `origin/<base>...<commit>` (fetching a missing base once, then a local
   `<base>`), a `main` build `<commit>^..<commit>`; anything else has no range
@@ -9,8 +7,8 @@ Every task asks here, so a build sees one answer (the original had three rules):
 * an explicit base and/or head (`plan`): `<base>...<head>`; `head=WORKTREE`
   diffs the merge-base against the working tree, untracked files included.
 
-Paths are relative to `repo`, even a subfolder of a larger repository. Each
-resolution is cached per process, so every gate of one bootstrap shares it.
+Paths are relative to `repo`. Each resolution is cached per process, so every
+gate of one bootstrap sees one answer.
 """
 
 from __future__ import annotations
@@ -69,12 +67,8 @@ def _git(repo: Path, *args: str) -> door.Result:
 
 @dataclass(frozen=True)
 class Diff:
-    """The changed files of one build, and how they were found.
-
-    `paths` is None when no range resolved or git failed: run normal CI, never
-    read it as "no change". `reason` says which rule chose `range`; `patch` and
-    `new_text` are the per-file details `ci.skipci.Changes` asks for.
-    """
+    """The changed files of one build (`paths`; None when no range resolved or git failed:
+    run normal CI, never read it as "no change"), and which rule chose `range` (`reason`)."""
 
     repo: Path
     paths: tuple[str, ...] | None
@@ -97,8 +91,7 @@ class Diff:
 
     def patch(self, path: str) -> str | None:
         """The unified diff of one changed file (`git diff <range> -- <path>`), None when git
-        fails. The first call fetches every changed test file's (what skip-ci reads) at once.
-        """
+        fails. The first call fetches every changed test file's (what skip-ci reads) at once."""
         if self.range is None:
             return None
         if path not in self._patches:
@@ -130,22 +123,11 @@ class Diff:
         # --no-renames: as in the original's per-file `git diff <range> -- <file>`,
         # a renamed file reads as a new file.
         result = _git(
-            self.repo,
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-renames",
-            "--relative",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            *self.revs,
-            "--",
-            *paths,
-        )
-        if not result.ok:
-            return dict.fromkeys(paths)
-        if len(paths) == 1:
-            return {paths[0]: result.stdout}
+            self.repo, "diff", "--no-color", "--no-ext-diff", "--no-renames", "--relative",
+            "--src-prefix=a/", "--dst-prefix=b/", *self.revs, "--", *paths,
+        )  # fmt: skip
+        if not result.ok or len(paths) == 1:
+            return dict.fromkeys(paths, result.stdout if result.ok else None)
         return _split_patches(result.stdout, paths)
 
     def _untracked_patch(self, path: str) -> str | None:
@@ -153,10 +135,9 @@ class Diff:
         if text is None:
             return None
         lines = text.splitlines()
-        body = "".join(f"+{line}\n" for line in lines)
         return (
             f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{x}\n" for x in lines)
         )
 
     def _read_new(self, path: str) -> str | None:
@@ -202,11 +183,9 @@ def resolve_diff(
     env: Mapping[str, str] | None = None,
 ) -> Diff:
     """The changed files of `repo`, resolved once per process and shared.
-
     No `base`/`head`: the build's rule (module docstring). Otherwise `base` (default
     `default_base`) against `head` (default `HEAD`; `WORKTREE`). A bad explicit
-    revision is a `UserError`; in env mode every failure is `paths=None`.
-    """
+    revision is a `UserError`; in env mode every failure is `paths=None`."""
     source = os.environ if env is None else env
     root = Path(repo).expanduser().resolve()
     key = (str(root), base, head, tuple(source.get(k, "") for k in ENV_KEYS))
@@ -242,10 +221,6 @@ def _finish(
 def _none(repo: Path, reason: str) -> Diff:
     _log(reason)
     return Diff(repo, None, None, reason)
-
-
-def pr_base_branch(env: Mapping[str, str]) -> str:
-    return env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or "main"
 
 
 def _pr_base_ref(repo: Path, branch: str, *, fetch: bool) -> str | None:
@@ -297,7 +272,9 @@ def main_build_base(repo: Path, commit: str) -> str | None:
 
 def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:
     """`origin/<PR base or main>`, else the local branch: what `plan` compares with."""
-    branch = pr_base_branch(os.environ if env is None else env)
+    branch = (os.environ if env is None else env).get(
+        "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
+    ) or "main"
     ref = _pr_base_ref(repo, branch, fetch=False)
     if ref is None:
         raise UserError(

@@ -188,10 +188,8 @@ class DoctorFinding:
 
 def judge(report: Report, base_image: bool, builder: str = "auto") -> list[DoctorFinding]:
     """What the tasks need on this machine, each checked against the report.
-
     `builder="buildx"` needs a working `docker buildx`; `auto` and `engine` need a
-    client that can build with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1`).
-    """
+    client that can build with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1`)."""
     up = f"run `{UP}`"
     if builder == "buildx":
         build = DoctorFinding(

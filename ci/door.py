@@ -67,10 +67,8 @@ class Command:
 
     def line(self, redact: Redactor | None = None) -> str:
         """The command as a copy-pasteable shell line: `(cd DIR && K=V argv) < /dev/null`.
-
         Words are masked before quoting (quoting can split a secret). Stdin is
-        never inlined (a secret, or a whole pipeline): a shell comment says so.
-        """
+        never inlined (a secret, or a whole pipeline): a shell comment says so."""
         mask = redact or self.redactor()
         text = " ".join(
             [
@@ -221,9 +219,7 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 def install_interrupt_handlers() -> None:
     """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129 (main thread).
-
-    While a command runs, `run` forwards the signal to its tree first instead.
-    """
+    While a command runs, `run` forwards the signal to its tree first instead."""
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, _raise_interrupted)
@@ -242,6 +238,18 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
     return (found, 0, "") if found else (None, 127, f"error: command not found: {argv0}")
 
 
+def _popen(
+    exe: str, cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
+) -> subprocess.Popen[bytes] | Result:
+    """Start `exe` (what `_resolve` found) in its own session; 126 when it cannot start."""
+    try:
+        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+            [exe, *cmd.argv[1:]], cwd=cmd.cwd, env=env, start_new_session=True, **how
+        )
+    except OSError as exc:
+        return Result(126, "", redact(f"error: cannot start {cmd.argv[0]}: {exc}"))
+
+
 def _stream(target: Output, stdin_given: bool) -> tuple[int, int | None, int | None]:
     # "stderr": the child's stdout joins our stderr, our stdout is the task's result only.
     streams: dict[str, tuple[int | None, int | None]] = {
@@ -258,8 +266,7 @@ class _Relay:
     """Copies a child's output stream to one of ours, every secret masked (only when
     there is one to mask). The child writes to a pseudo-terminal when our stream is
     a terminal, so it still sees one (colours, line buffering); `finish` waits until
-    what it wrote is copied, and a process it left running is still copied while we live.
-    """
+    what it wrote is copied, and a process it left running is still copied while we live."""
 
     def __init__(self, target_fd: int, redact: Redactor) -> None:
         self.target_fd = target_fd
@@ -352,17 +359,11 @@ def exit_code(returncode: int) -> int:
 
 
 def run(
-    cmd: Command,
-    *,
-    output: Output = "stderr",
-    check: bool = False,
-    quiet: bool = False,
+    cmd: Command, *, output: Output = "stderr", check: bool = False, quiet: bool = False
 ) -> Result:
     """Run one command; its exit status (and output when captured).
-
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
-    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
-    """
+    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops."""
     from ci import proctree
 
     env = {**os.environ, **cmd.env}
@@ -374,7 +375,6 @@ def run(
         if check:
             raise CommandFailed(code, redact(message))
         return Result(code, "", message)
-
     stdin, out, err = _stream(output, cmd.stdin is not None)
     relays = _relays(output, redact)
     if relays:
@@ -384,24 +384,16 @@ def run(
     proctree.become_subreaper()
     cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
     with _SignalWatch() as watch:
-        try:
-            proc = subprocess.Popen(
-                [exe, *cmd.argv[1:]],
-                cwd=cmd.cwd,
-                env=env,
-                stdin=stdin,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=proctree.preexec(cgroup),
-            )
-        except OSError as exc:
+        proc = _popen(
+            exe, cmd, env, redact, stdin=stdin, stdout=out, stderr=err,
+            preexec_fn=proctree.preexec(cgroup),
+        )  # fmt: skip
+        if isinstance(proc, Result):
             for relay in relays:
                 relay.abort()
-            message = redact(f"error: cannot start {cmd.argv[0]}: {exc}")
             if check:
-                raise CommandFailed(126, message) from None
-            return Result(126, "", message)
+                raise CommandFailed(proc.code, proc.stderr)
+            return proc
         for relay in relays:
             relay.start()
         tree = proctree.Tree(proc.pid, cgroup)
@@ -431,11 +423,7 @@ def failed(cmd: Command, result: Result, redact: Redactor | None = None) -> Comm
 
 
 def _wait(
-    proc: subprocess.Popen[bytes],
-    cmd: Command,
-    tree: Tree,
-    watch: _SignalWatch,
-    output: Output,
+    proc: subprocess.Popen[bytes], cmd: Command, tree: Tree, watch: _SignalWatch, output: Output
 ) -> tuple[int, tuple[str, str], bool]:
     """Wait for the child, enforcing the timeout and forwarding signals."""
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
@@ -455,14 +443,14 @@ def _wait(
     code: int | None = None
     while code is None:
         tree.sweep()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             code = exit_code(proc.wait(timeout=POLL))
-        except subprocess.TimeoutExpired:
-            pass
-        if code is None and watch.received is not None:
+        if code is not None:
+            break
+        if watch.received is not None:
             tree.terminate(grace=min(cmd.grace, SIGNAL_GRACE))
             code = exit_code(proc.wait())
-        elif code is None and deadline is not None and time.monotonic() >= deadline:
+        elif deadline is not None and time.monotonic() >= deadline:
             timed_out = True
             killed = tree.terminate(grace=cmd.grace)
             proc.wait()
@@ -476,10 +464,8 @@ def _wait(
 
 def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
     def pump() -> None:
-        if stream is None:
-            return
-        for block in iter(lambda: stream.read(65536), b""):
-            sink.append(block)
+        if stream is not None:
+            sink.extend(iter(lambda: stream.read(65536), b""))
 
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()
@@ -503,13 +489,10 @@ def execute(
     runner: Runner = _run,
     log: Callable[[str], None] | None = None,
 ) -> int:
-    """Run the plan's steps in order, each under its policy (`Command.tolerate` and on).
-
-    The first failure neither tolerated nor forgiven ends the plan: its exit code
-    is returned (raised as `CommandFailed` with `check`). `dry_run` prints the plan
-    instead: on stdout, or with `log_dry_run` (stdout is another result) as
-    `(dry-run) not run: …` lines through `log` (default: stderr).
-    """
+    """Run the plan's steps in order, each under its policy; the first failure neither
+    tolerated nor forgiven ends it with its exit code (`CommandFailed` with `check`).
+    `dry_run` prints the plan on stdout, or with `log_dry_run` as `(dry-run) not run: …`
+    lines through `log` (default: stderr)."""
     if dry_run:
         if log_dry_run:
             for line in plan.not_run():
@@ -538,9 +521,9 @@ def execute(
         previous = result
         if result.ok:
             continue
-        forgiven = cmd.forgive_if is not None and runner(cmd.forgive_if, "null", False).ok
-        if forgiven and cmd.forgive_if is not None:
-            note(cmd.forgive_if.description)  # says why the failure does not matter
+        forgive = cmd.forgive_if
+        if forgive is not None and runner(forgive, "null", False).ok:
+            note(forgive.description)  # says why the failure does not matter
             previous = Result(0, result.stdout)
         elif cmd.tolerate is not None:
             if cmd.tolerate:
@@ -574,25 +557,17 @@ def spawn(cmd: Command, log: str) -> Service:
     if exe is None:
         raise CommandFailed(code, redact(message))
     with open(log, "ab") as sink:
-        try:
-            proc = subprocess.Popen(
-                [exe, *cmd.argv[1:]],
-                cwd=cmd.cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise CommandFailed(126, redact(f"error: cannot start {cmd.argv[0]}: {exc}")) from None
+        proc = _popen(
+            exe, cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
+        )
+    if isinstance(proc, Result):
+        raise CommandFailed(proc.code, proc.stderr)
     from ci import proctree
 
     proctree.exempt(proc.pid)  # an orphan sweep of a later command must never claim it
-    try:
+    started = 0.0
+    with contextlib.suppress(psutil.Error):
         started = psutil.Process(proc.pid).create_time()
-    except psutil.Error:
-        started = 0.0
     return Service(proc.pid, started, cmd.argv, log)
 
 

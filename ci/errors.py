@@ -35,11 +35,8 @@ class UserError(Exception):
 
 
 class Stop(Exception):
-    """End the task with `code`, after printing `lines` verbatim to stderr.
-
-    For outcomes that are not input errors but still need a specific code,
-    such as skip-ci's 0/1 or a runner's mapped exit status.
-    """
+    """End the task with `code` after printing `lines` to stderr (skip-ci's 0/1, a runner's
+    mapped exit status: outcomes that are not input errors)."""
 
     def __init__(self, code: int, *lines: str) -> None:
         super().__init__(f"exit {code}")

@@ -1,14 +1,12 @@
 """Finding and ending a child's whole process tree.
 
 A process-group kill misses descendants that called `setsid`, and a psutil walk
-misses orphans whose parent exited. So we use both, and make our process a
-child subreaper (Linux) so orphans re-parent to us and stay findable. A process
-is known by pid *and* start time, so a recycled pid is never signalled.
-
-Where cgroup v2 is mounted and our cgroup is writable, each command also gets a
-child cgroup (`vllm-omni-ci-<pid>-<n>`), and `cgroup.kill` ends everything in
-it, forks in flight included; `VLLM_OMNI_CI_CGROUP=0` turns that off. Without
-one, TERM/KILL repeat until a sweep finds no process left.
+misses orphans whose parent exited, so we use both, as a child subreaper (Linux)
+that orphans re-parent to. A process is known by pid *and* start time, so a
+recycled pid is never signalled. Where cgroup v2 is writable each command also
+gets a child cgroup whose `cgroup.kill` ends everything in it, forks in flight
+included (`VLLM_OMNI_CI_CGROUP=0` turns that off); without one, TERM/KILL repeat
+until a sweep finds nothing left.
 """
 
 from __future__ import annotations
@@ -49,16 +47,10 @@ def become_subreaper() -> None:
 Identity = tuple[int, float]
 
 
-def _identity(proc: psutil.Process) -> Identity | None:
+def _identity(proc: psutil.Process | int) -> Identity | None:
     try:
-        return (proc.pid, proc.create_time())
-    except psutil.Error:
-        return None
-
-
-def _identity_of(pid: int) -> Identity | None:
-    try:
-        return _identity(psutil.Process(pid))
+        found = psutil.Process(proc) if isinstance(proc, int) else proc
+        return (found.pid, found.create_time())
     except psutil.Error:
         return None
 
@@ -125,12 +117,9 @@ class Cgroup:
         _cgroups.append(made)
         return made
 
-    def _write(self, name: str, text: str, directory: str = "") -> bool:
-        return _write(os.path.join(directory or self.path, name), text.encode())
-
-    def adopt(self, pid: int) -> bool:
-        """Move `pid` into this cgroup; False when the kernel refuses."""
-        return self._write("cgroup.procs", str(pid))
+    def adopt(self, pid: int, path: str = "") -> bool:
+        """Move `pid` into this cgroup (or the one at `path`); False when the kernel refuses."""
+        return _write(os.path.join(path or self.path, "cgroup.procs"), str(pid).encode())
 
     def pids(self) -> list[int]:
         try:
@@ -155,7 +144,7 @@ class Cgroup:
 
     def kill(self) -> None:
         """SIGKILL everything inside: `cgroup.kill` (Linux 5.14+), else each listed pid."""
-        if not self._write("cgroup.kill", "1"):
+        if not _write(os.path.join(self.path, "cgroup.kill"), b"1"):
             self.signal(signal.SIGKILL)
 
     def remove(self) -> bool:
@@ -182,7 +171,7 @@ class Cgroup:
             if not pids:
                 break
             for pid in pids:
-                self._write("cgroup.procs", str(pid), directory=parent)
+                self.adopt(pid, parent)
         return self.remove()
 
 
@@ -202,8 +191,7 @@ def _remove_stale(base: str) -> None:
 def preexec(cgroup: Cgroup | None) -> Callable[[], None] | None:
     """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program, so
     the command never forks outside it. Only `os` calls; a refusal is silent (the child
-    runs anyway, and `Tree` moves it from outside).
-    """
+    runs anyway, and `Tree` moves it from outside)."""
     if cgroup is None:
         return None
     target = os.fsencode(os.path.join(cgroup.path, "cgroup.procs"))
@@ -218,15 +206,13 @@ def _write(path: str | bytes, data: bytes) -> bool:
     """Write a cgroup control file; False when the kernel refuses."""
     try:
         fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
     except OSError:
         return False
-    try:
-        os.write(fd, data)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return True
 
 
 # Every cgroup we made and did not remove yet. One whose command ended with
@@ -269,7 +255,7 @@ class Tree:
         if self.cgroup is not None and root_pid not in self.cgroup.pids():
             self.cgroup.adopt(root_pid)
         _active_roots.add(root_pid)
-        ident = _identity_of(root_pid)
+        ident = _identity(root_pid)
         self.known: set[Identity] = {ident} if ident else set()
         self._started = time.time() - 1.0
 
@@ -278,7 +264,7 @@ class Tree:
         with contextlib.suppress(psutil.Error):
             self._know(psutil.Process(self.root).children(recursive=True))
         if self.cgroup is not None:
-            inside = {i for i in map(_identity_of, self.cgroup.pids()) if i}
+            inside = {i for i in map(_identity, self.cgroup.pids()) if i}
             self.known |= inside
             self._placed |= inside
         # Orphans re-parented to us (we are a subreaper) that appeared after our
@@ -324,22 +310,16 @@ class Tree:
     def alive(self) -> list[psutil.Process]:
         found: list[psutil.Process] = []
         for pid, started in self.known:
-            try:
+            with contextlib.suppress(psutil.Error):
                 proc = psutil.Process(pid)
                 if proc.create_time() != started:
                     continue
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    self._reap(pid)
-                    continue
-                found.append(proc)
-            except psutil.Error:
-                continue
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+                elif pid != self.root:  # a zombie: reap it (Popen reaps its own child)
+                    with contextlib.suppress(ChildProcessError, OSError):
+                        os.waitpid(pid, os.WNOHANG)
         return found
-
-    def _reap(self, pid: int) -> None:
-        if pid != self.root:  # Popen reaps its own child
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, os.WNOHANG)
 
     def signal(self, signum: int) -> set[Identity]:
         """Signal the group, the cgroup and every known live process; their identities."""
@@ -371,12 +351,9 @@ class Tree:
                 self.close()
                 return False
             # What appeared after the TERM gets it too (re-spawners fork on).
-            for proc in self.alive():
-                ident = _identity(proc)
-                if ident and ident not in termed:
-                    with contextlib.suppress(psutil.Error):
-                        proc.send_signal(signal.SIGTERM)
-                    termed.add(ident)
+            fresh = [p for p in self.alive() if _identity(p) not in termed]
+            _send(fresh, signal.SIGTERM)
+            termed |= {i for i in map(_identity, fresh) if i}
             time.sleep(POLL)
         self.kill_until_empty()
         self.close()
@@ -424,7 +401,7 @@ def _descendants() -> list[psutil.Process]:
             if child.pid not in _exempt:
                 found.append(child)
                 with contextlib.suppress(psutil.Error):
-                    found.extend(child.children(recursive=True))
+                    found += child.children(recursive=True)
     return found
 
 
@@ -442,17 +419,13 @@ def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
     contents of ended commands' cgroups."""
     _reap_children()
     found: dict[Identity, psutil.Process] = {}
-    candidates: list[psutil.Process] = _descendants()
-    for cgroup in _ended_cgroups():
-        for pid in cgroup.pids():
-            with contextlib.suppress(psutil.Error):
-                candidates.append(psutil.Process(pid))
-    for proc in candidates:
-        ident = _identity(proc)
-        if ident is None or ident in keep or ident in found:
-            continue
+    inside = (pid for cgroup in _ended_cgroups() for pid in cgroup.pids())
+    candidates: list[psutil.Process | int] = [*_descendants(), *inside]
+    for each in candidates:
         with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            proc = psutil.Process(each) if isinstance(each, int) else each
+            ident = _identity(proc)
+            if ident and ident not in keep and ident not in found and _running(proc):
                 found[ident] = proc
     return list(found.values())
 
@@ -470,20 +443,16 @@ def end_leftovers(
 ) -> int:
     """End what `leftovers(keep)` finds: TERM, up to `grace`, then KILL until a look after a
     KILL finds nothing (at most `KILL_ROUNDS`). `seen` gets each process once, before its
-    first signal (to describe it while it runs). Returns how many it signalled.
-    """
+    first signal (to describe it while it runs). Returns how many it signalled."""
     signalled: dict[Identity, psutil.Process] = {}
 
     def take(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
-        fresh = []
-        for proc in procs:
-            ident = _identity(proc)
-            if ident and ident not in signalled:
-                if seen is not None:
-                    seen(proc)
-                signalled[ident] = proc
-                fresh.append(proc)
-        return fresh
+        fresh = {i: p for p in procs if (i := _identity(p)) and i not in signalled}
+        for proc in fresh.values():
+            if seen is not None:
+                seen(proc)
+        signalled.update(fresh)
+        return list(fresh.values())
 
     found = leftovers(keep)
     if not found and not _ended_cgroups():

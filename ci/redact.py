@@ -20,17 +20,8 @@ from collections.abc import Iterable, Mapping
 
 MASK = "[REDACTED]"
 MIN_LENGTH = 6
-SECRET_SUFFIXES = (
-    "_TOKEN",
-    "_SECRET",
-    "_PASSWORD",
-    "_KEY",
-    "_ACCESS_KEY",
-    "_SECRET_KEY",
-    "_PRIVATE_KEY",
-    "_CONNECTION_STRING",
-)
-SECRET_NAMES = frozenset({"TOKEN", "PASSWORD", "SECRET"})
+# `_TOKEN`, `_SECRET_KEY` and the like need no suffix: a part or substring below catches them.
+SECRET_SUFFIXES = ("_KEY", "_CONNECTION_STRING")
 # A name with one of these as an `_`-separated part is secret wherever the part
 # sits (HF_TOKEN_PATH, SECRET_KEY_BASE), but TOKENIZERS_PARALLELISM is not.
 SECRET_PARTS = frozenset({"TOKEN", "SECRET", "PASSWD"})
@@ -43,11 +34,7 @@ _remembered: set[str] = set()
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper()
-    if (
-        upper in SECRET_NAMES
-        or any(part in upper for part in SECRET_SUBSTRINGS)
-        or SECRET_PARTS & set(upper.split("_"))
-    ):
+    if any(part in upper for part in SECRET_SUBSTRINGS) or SECRET_PARTS & set(upper.split("_")):
         return True
     buildkite_id = upper.startswith("BUILDKITE_") and upper.endswith(_BUILDKITE_ID_SUFFIXES)
     return not buildkite_id and upper.endswith(SECRET_SUFFIXES)
@@ -64,17 +51,12 @@ def remember(*values: str) -> None:
     _remembered.update(v for v in values if v and len(v.strip()) >= MIN_LENGTH)
 
 
-def remembered() -> frozenset[str]:
-    return frozenset(_remembered)
-
-
 def forms(value: str) -> set[str]:
     """Every text under which `value` can appear in what we print (none when it is too short)."""
     stripped = value.strip()  # masking it masks the raw value, and keeps the newline after it
     if len(stripped) < MIN_LENGTH:
         return set()
-    found = {stripped}
-    found |= {line.strip() for line in stripped.splitlines()}
+    found = {stripped, *(line.strip() for line in stripped.splitlines())}
     for text in list(found):
         found.add(shlex.quote(text))  # a whole shell word
         found.add(text.replace("'", "'\"'\"'"))  # inside a shell-quoted word
@@ -85,11 +67,11 @@ def forms(value: str) -> set[str]:
 
 
 class Redactor:
-    """Replaces every known secret; longest first so overlapping values mask fully."""
+    """Replaces every known secret (`values`: the texts it masks)."""
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        every = set().union(*map(forms, values))
-        self._values: list[str] = sorted(every, key=len, reverse=True)
+        # Longest first, so that overlapping values mask fully.
+        self.values = sorted(set().union(*map(forms, values)), key=len, reverse=True)
 
     @classmethod
     def for_env(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -97,27 +79,19 @@ class Redactor:
         found = secrets_from_env().union(_remembered, *map(secrets_from_env, envs))
         return cls([*found, *extra])
 
-    @property
-    def values(self) -> tuple[str, ...]:
-        """The texts this redactor masks, longest first."""
-        return tuple(self._values)
-
     def __bool__(self) -> bool:
-        return bool(self._values)
+        return bool(self.values)
 
     def __call__(self, text: str) -> str:
-        for value in self._values:
-            if value in text:
-                text = text.replace(value, MASK)
+        for value in self.values:
+            text = text.replace(value, MASK)
         return text
 
 
 class StreamRedactor:
     """Masks secrets in text that arrives in pieces (a child's output, read as it comes).
-
     `feed` returns what can be printed now: everything except a tail that could
-    still grow into a secret, or that cuts one in two. `flush` returns the rest.
-    """
+    still grow into a secret, or that cuts one in two. `flush` returns the rest."""
 
     def __init__(self, redact: Redactor) -> None:
         self._redact = redact

@@ -21,13 +21,8 @@ from ci.errors import FAILURE, UserError
 
 SCHEMA_FILE = "buildkite-pipeline.schema.json"
 MAX_MESSAGE = 160
-_KINDS: Final = (
-    ("group", "groupStep"),
-    ("trigger", "triggerStep"),
-    ("block", "blockStep"),
-    ("input", "inputStep"),
-    ("wait", "waitStep"),
-)
+# A step's kind is the first of these keys it has (`groupStep`...), else `commandStep`.
+_KINDS: Final = tuple((key, f"{key}Step") for key in ("group", "trigger", "block", "input", "wait"))
 _STEP_LISTS: Final = ("pipelineSteps", "groupSteps")
 _ANNOTATIONS: Final = frozenset({"description", "title", "examples", "deprecated", "$comment"})
 _MEMO: dict[tuple[str, str, str], bool] = {}
@@ -44,8 +39,7 @@ def clear_cache() -> None:
 
 @cache
 def _schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(schema_text())
-    return loaded
+    return json.loads(schema_text())  # type: ignore[no-any-return]
 
 
 def _node(pointer: str) -> Any:
@@ -155,10 +149,7 @@ def _steps_ok(step_list: str, steps: Any) -> bool:
 
 
 def _kind(step: dict[Any, Any]) -> str:
-    for key, definition in _KINDS:
-        if key in step:
-            return definition
-    return "commandStep"
+    return next((definition for key, definition in _KINDS if key in step), "commandStep")
 
 
 def _step_ok(step: Any, step_list: str) -> bool:
@@ -179,11 +170,9 @@ def _format(path: list[Any], message: str) -> str:
 def _against(definition: str, instance: Any, path: list[Any]) -> list[str]:
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
-    found = []
-    for error in validator(f"#/definitions/{definition}").iter_errors(instance):
-        best = best_match([error])
-        found.append(_format([*path, *best.absolute_path], best.message))
-    return found
+    errors = validator(f"#/definitions/{definition}").iter_errors(instance)
+    best = [best_match([error]) for error in errors]
+    return [_format([*path, *b.absolute_path], b.message) for b in best]
 
 
 def _messages(step: Any, path: list[Any]) -> list[str]:

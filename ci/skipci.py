@@ -1,15 +1,12 @@
 """skip-ci: may this build skip its L2/L3 tests, given what it changed?
 
-The model of `skip_ci.py`, as pure functions over the changed paths:
-
 * docs and/or pytest skip marks only: skip everything (`skip-all`);
 * only whitelisted CI level YAML (maybe plus docs/skip marks): "yaml-gated",
   run just the platforms and levels whose YAML changed (`skip-l23` elsewhere);
 * anything else, no changed file, or an unknown diff: run normally.
 
-`decide` is pure; `decision_for(diff)` and `decision(repo, ...)` add the
-shared diff resolver, a per-process cache and the once-only `[skip-ci]:` log
-line, so the AMD bootstrap, the uploader's bootstrap mode and `plan` agree.
+`decide` is pure; `decision_for` and `decision` add the shared diff resolver, a
+per-process cache and the once-only `[skip-ci]:` line, so every caller agrees.
 """
 
 from __future__ import annotations
@@ -98,12 +95,9 @@ def classify(
         elif is_test_py(path):
             ok = changes is not None and skip_mark_only(path, changes, notes)
             bucket = "skip_tests" if ok else "other"
-        elif path in L2_YAML_FILES:
-            bucket = "l2"
-        elif path in L3_YAML_FILES:
-            bucket = "l3"
         else:
-            bucket = "l45" if path in L45_YAML_FILES else "other"
+            levels = (("l2", L2_YAML_FILES), ("l3", L3_YAML_FILES), ("l45", L45_YAML_FILES))
+            bucket = next((name for name, yamls in levels if path in yamls), "other")
         found[bucket].append(path)
     return Buckets(**{k: tuple(v) for k, v in found.items()}), tuple(notes)
 
@@ -114,10 +108,8 @@ _ANY_MARK = re.compile(r"pytest\.mark\.\w+")
 
 def patch_is_skip_mark_only(patch: str) -> bool:
     """Line scan of a test file's diff: only skip marks (and neutral lines) change, one is added.
-
     The original's quirks kept: a `+++`/`---` content line is taken for a header,
-    a skip mark anywhere on a line qualifies it, `skipif` counts, only `()` balance.
-    """
+    a skip mark anywhere on a line qualifies it, `skipif` counts, only `()` balance."""
     pending = changed = 0
     added_skip = False
     for line in patch.splitlines():
@@ -144,33 +136,23 @@ def patch_is_skip_mark_only(patch: str) -> bool:
     return changed > 0 and added_skip
 
 
-def is_new_file_patch(patch: str) -> bool:
-    return "new file mode" in patch or "--- /dev/null" in patch
-
-
 def module_is_skipped(source: str) -> bool:
     """A module-level `pytestmark` that skips the file (how a new test file qualifies):
     a list holding `pytest.mark.skip`, or `pytest.mark.skip…` itself (so `skipif` too,
-    as in the original). A file that does not parse does not qualify.
-    """
+    as in the original). A file that does not parse does not qualify."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return False
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets = [node.target]
-        else:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
             continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if not any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
             continue
-        value = node.value
-        assert value is not None
-        segment = ast.get_source_segment(source, value) or ""
+        segment = ast.get_source_segment(source, node.value) or ""
         if segment.startswith("pytest.mark.skip") or (
-            isinstance(value, ast.List) and "pytest.mark.skip" in segment
+            isinstance(node.value, ast.List) and "pytest.mark.skip" in segment
         ):
             return True
     return False
@@ -180,14 +162,13 @@ def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) 
     """Is this test file's change only pytest skip marks (or, if new, is it skipped whole)?"""
     log = notes if notes is not None else []
     patch = changes.patch(path)
-    if patch is None:
-        log.append(f"skip-mark-only: git diff failed for {path}")
-        return False
-    if not patch.strip():
-        log.append(f"skip-mark-only: empty diff for {path}")
+    if not patch or not patch.strip():
+        log.append(
+            f"skip-mark-only: {'git diff failed' if patch is None else 'empty diff'} for {path}"
+        )
         return False
     only_marks = patch_is_skip_mark_only(patch)
-    if only_marks or not is_new_file_patch(patch):
+    if only_marks or not ("new file mode" in patch or "--- /dev/null" in patch):
         return only_marks
     text = changes.new_text(path)
     if text is not None and module_is_skipped(text):
@@ -215,11 +196,8 @@ class Decision:
     def is_run(self, platform: str | Platform, level: str) -> bool:
         """Should `platform`'s `level` run? Levels beyond l2/l3 only stop under skip-all."""
         name = spec_platform(platform)
-        if self.skip_all:
-            return False
-        if not self.yaml_gated or level not in LEVELS:
-            return True
-        return (name, level) in self.runs
+        gated = self.yaml_gated and level in LEVELS
+        return not self.skip_all and (not gated or (name, level) in self.runs)
 
     def run_pairs(self) -> list[str]:
         """`platform/level` pairs that run, in the fixed order (all when not gated)."""
@@ -240,10 +218,9 @@ class Decision:
 
     def gate(self, platform: str | Platform, level: str) -> Word | None:
         """The CLI's word: `skip-all`, `skip-l23`, or None (run)."""
-        if self.skip_all:
-            spec_platform(platform)
-            return "skip-all"
-        return None if self.is_run(platform, level) else "skip-l23"
+        if self.is_run(platform, level):  # which also refuses an unknown platform
+            return None
+        return "skip-all" if self.skip_all else "skip-l23"
 
 
 def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
@@ -257,12 +234,9 @@ def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
     on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
     l2 = {L2_YAML_FILES[f] for f in buckets.l2}
     l3 = {L3_YAML_FILES[f] for f in buckets.l3}
-    if buckets.l45:
+    if buckets.l45:  # the first rule: every pair is still on
         for p in PLATFORMS:
-            if not l2:
-                on[p, "l2"] = False
-            if not l3:
-                on[p, "l3"] = False
+            on[p, "l2"], on[p, "l3"] = bool(l2), bool(l3)
     if l2:
         for p in PLATFORMS:
             on[p, "l3"] = False
@@ -360,18 +334,18 @@ def clear_cache() -> None:
 
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
-    problems: list[str] = []
-    if not platform:
-        problems.append("--platform is required: rocm (amd), cuda, npu or xpu (intel)")
-    else:
-        try:
+    problems = [] if platform else ["--platform is required: rocm (amd), cuda, npu or xpu (intel)"]
+    try:
+        if platform:
             spec_platform(platform)
-        except UserError as exc:
-            problems += [f"--platform: {p}" for p in exc.problems]
-    if not level:
-        problems.append("--level is required: l2 or l3")
-    elif level not in LEVELS:
-        problems.append(f"--level: unknown level {level!r}: allowed values are l2, l3")
+    except UserError as exc:
+        problems += [f"--platform: {p}" for p in exc.problems]
+    if level not in LEVELS:
+        problems.append(
+            f"--level: unknown level {level!r}: allowed values are l2, l3"
+            if level
+            else "--level is required: l2 or l3"
+        )
     UserError.collect(problems)
     target = resolve_repo(repo or None)
     if not git(target, "rev-parse", "--is-inside-work-tree").ok:
@@ -380,11 +354,10 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     diff = resolve_diff(target)
     word = _decided(diff).gate(platform, level)
     decision_for(diff, verdict=f"{spec_platform(platform)}/{level}: {word or 'run'}")
-    if word is None:
-        raise Stop(1)
-    sys.stdout.write(word + "\n")
-    sys.stdout.flush()
-    raise Stop(0)
+    if word is not None:
+        sys.stdout.write(word + "\n")
+        sys.stdout.flush()
+    raise Stop(1 if word is None else 0)
 
 
 def annotate_command() -> door.Command:

@@ -1,17 +1,11 @@
 """The repository a task works on (`--repo`), and the build it acts for.
 
-`resolve_build` is the one rule for "what kind of build is this?":
-
-* explicit env values win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`,
-  `BUILDKITE_PULL_REQUEST_BASE_BRANCH`, `BUILDKITE_COMMIT`);
-* inside Buildkite nothing is defaulted: a missing commit is an input error
-  (exit 2), since guessing would build or test the wrong revision;
-* outside it, with no PR and no branch given, a checkout on a branch other
-  than `main` is a PR against `main` and one on `main` a push to `main`; the
-  branch defaults to the checkout's and the commit to `HEAD`. What the rule
-  chose is said once on stderr (`local build: …`).
-
-git runs through `git()`: no git on PATH is `error: git: not found`, exit 127.
+`resolve_build` is the one rule for "what kind of build is this?": explicit env
+values win (`BUILDKITE_PULL_REQUEST`, `BUILDKITE_BRANCH`, `..._BASE_BRANCH`,
+`BUILDKITE_COMMIT`); inside Buildkite a missing commit is an input error (exit 2),
+since a guess would test the wrong revision; outside it, a checkout on a branch
+other than `main` is a PR against `main`, one on `main` a push to it, with the
+commit `HEAD`, said once on stderr (`local build: …`).
 """
 
 from __future__ import annotations
@@ -110,12 +104,8 @@ def resolve_branch(
 
 @dataclass(frozen=True)
 class Build:
-    """The build a task acts for, from the Buildkite env or (outside it) the local rule.
-
-    `kind`: "pr", "main" (a push to main) or "branch" (no range, normal CI).
-    `branch` is BUILDKITE_BRANCH, else the checkout's when the rule needed it;
-    `local` is the `local build: …` line when the rule defaulted something.
-    """
+    """The build a task acts for: `kind` "pr", "main" (a push to main) or "branch" (no range,
+    normal CI); `local` is the `local build: …` line when the rule defaulted something."""
 
     kind: BuildKind
     commit: str
@@ -137,9 +127,7 @@ def resolve_build(
     repo: Path, env: Mapping[str, str] | None = None, *, need_commit: bool = True
 ) -> Build:
     """The one rule for the build a task acts for (module docstring); says `local build: …`.
-
-    `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check.
-    """
+    `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check."""
     source = os.environ if env is None else env
     inside = in_buildkite(source)
     pull_request = source.get("BUILDKITE_PULL_REQUEST", "")
@@ -150,13 +138,10 @@ def resolve_build(
         if inside and need_commit:
             raise UserError(COMMIT_MISSING, code=BAD_INPUT)
         commit = "HEAD"
-    if inside or is_pr_value(pull_request):
-        kind: BuildKind = "pr" if is_pr_value(pull_request) else "main"
-        if kind == "main" and branch != MAIN:
-            kind = "branch"
-        return Build(kind, commit, branch, base_branch, pull_request)
-    if branch:
-        kind = "main" if branch == MAIN else "branch"
+    if inside or is_pr_value(pull_request) or branch:
+        kind: BuildKind = (
+            "pr" if is_pr_value(pull_request) else "main" if branch == MAIN else "branch"
+        )
         return Build(kind, commit, branch, base_branch, pull_request)
     # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.

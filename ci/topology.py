@@ -44,10 +44,14 @@ class TierRow:
     platform: Platform
     tier: Tier
     file: str
-    label: str
     level: Literal["l2", "l3", "l45"]
     upload_key: str | None = None
     auto: AutoRule | None = None
+
+    @property
+    def label(self) -> str:
+        """The PR label that uploads this tier off main."""
+        return LABELS[self.tier]
 
 
 R, C, N, X = Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU
@@ -62,35 +66,26 @@ _E2E_WEEKLY = AutoRule("e2e", ("WEEKLY",))
 _ALL_NIGHTLY = AutoRule("all", ("NIGHTLY",))
 
 TABLE: Final[tuple[TierRow, ...]] = (
-    TierRow(R, READY, ".buildkite/amd/test-amd-ready.yml", LABELS[READY], "l2"),
-    TierRow(R, MERGE, ".buildkite/amd/test-amd-merge.yml", LABELS[MERGE], "l3"),
-    TierRow(R, NIGHTLY, ".buildkite/amd/test-amd-nightly.yml", LABELS[NIGHTLY], "l45"),
+    TierRow(R, READY, ".buildkite/amd/test-amd-ready.yml", "l2"),
+    TierRow(R, MERGE, ".buildkite/amd/test-amd-merge.yml", "l3"),
+    TierRow(R, NIGHTLY, ".buildkite/amd/test-amd-nightly.yml", "l45"),
+    TierRow(C, READY, ".buildkite/cuda/test-ready.yml", "l2", "upload-ready-pipeline", _E2E_WEEKLY),
+    TierRow(C, MERGE, ".buildkite/cuda/test-merge.yml", "l3", "upload-merge-pipeline", _E2E_WEEKLY),
     TierRow(
-        C, READY, ".buildkite/cuda/test-ready.yml", LABELS[READY], "l2",
-        "upload-ready-pipeline", _E2E_WEEKLY,
-    ),
-    TierRow(
-        C, MERGE, ".buildkite/cuda/test-merge.yml", LABELS[MERGE], "l3",
-        "upload-merge-pipeline", _E2E_WEEKLY,
-    ),
-    TierRow(
-        C, NIGHTLY, ".buildkite/cuda/test-nightly.yml", LABELS[NIGHTLY], "l45",
+        C, NIGHTLY, ".buildkite/cuda/test-nightly.yml", "l45",
         "upload-nightly-pipeline", _ALL_NIGHTLY,
     ),
     TierRow(
-        C, WEEKLY, ".buildkite/cuda/test-weekly.yml", LABELS[WEEKLY], "l45",
+        C, WEEKLY, ".buildkite/cuda/test-weekly.yml", "l45",
         "upload-weekly-pipeline", AutoRule("all", ("WEEKLY", "NON_CRITICAL")),
     ),
+    TierRow(N, READY, ".buildkite/npu/test-npu-ready.yml", "l2", "upload-ready-pipeline"),
     TierRow(
-        N, READY, ".buildkite/npu/test-npu-ready.yml", LABELS[READY], "l2",
-        "upload-ready-pipeline",
-    ),
-    TierRow(
-        N, NIGHTLY, ".buildkite/npu/test-npu-nightly.yml", LABELS[NIGHTLY], "l45",
+        N, NIGHTLY, ".buildkite/npu/test-npu-nightly.yml", "l45",
         "upload-nightly-pipeline", _ALL_NIGHTLY,
     ),
     # Intel has one pipeline, gated as l2 on every branch, uploaded by its bootstrap.
-    TierRow(X, READY, ".buildkite/intel/pipeline-intel.yml", LABELS[READY], "l2"),
+    TierRow(X, READY, ".buildkite/intel/pipeline-intel.yml", "l2"),
 )  # fmt: skip
 
 # skip-ci's own platform names, in the order its messages and matrix use.

@@ -1,10 +1,7 @@
-"""HTTP requests through the door: echoed, masked, said-not-sent under a dry-run, no redirects.
+"""HTTP requests through the door: echoed, masked, said-not-sent under a dry-run.
 
-A request is an outside call like a command: one stderr line says what is
-asked (secrets masked), and one that changes something is, under `--dry-run`,
-said and not sent. Redirects are never followed (urllib resends every header,
-`Authorization` included, wherever a 3xx points): the caller gets the 3xx's
-HTTPError instead, and the token goes nowhere else.
+Redirects are never followed (urllib resends every header, `Authorization`
+included, wherever a 3xx points): the caller gets the 3xx's HTTPError instead.
 """
 
 from __future__ import annotations
@@ -37,11 +34,6 @@ class NotSent(Exception):
     """A request that `--dry-run` said and did not send."""
 
 
-def opener() -> urllib.request.OpenerDirector:
-    """A urllib opener that never follows a redirect."""
-    return urllib.request.build_opener(NoRedirect())
-
-
 def send(
     request: urllib.request.Request,
     *,
@@ -51,9 +43,7 @@ def send(
     dry_run: bool = False,
 ) -> Any:
     """Open `request` (a response to use as a context manager), after saying so on stderr.
-
-    `quiet` for probes that poll; under `dry_run` it is said and `NotSent` raised.
-    """
+    `quiet` for probes that poll; under `dry_run` it is said and `NotSent` raised."""
     redact = Redactor.for_env(extra=[s for s in secrets if s])
     what = f"{request.get_method()} {request.full_url}"
     if dry_run:
@@ -61,4 +51,4 @@ def send(
         raise NotSent(what)
     if not quiet:
         door.note(f"http: {what}", redact=redact)
-    return opener().open(request, timeout=timeout)
+    return urllib.request.build_opener(NoRedirect()).open(request, timeout=timeout)

@@ -92,29 +92,14 @@ def plan(options: WheelhouseOptions) -> Plan:
         description="build the vllm-omni-ci wheel (reproducible)",
         env={**env, "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH},
     )
+    argv = (
+        *pip, "download", "--dest", dest, "--find-links", dest, "--only-binary=:all:",
+        "--python-version", options.python_version, "--implementation", "cp",
+        "--abi", abi, "--abi", "abi3", "--abi", "none", *platforms,
+        f"vllm-omni-ci=={version}", *EXTRA_REQUIREMENTS,
+    )  # fmt: skip
     download = Command(
-        (
-            *pip,
-            "download",
-            "--dest",
-            dest,
-            "--find-links",
-            dest,
-            "--only-binary=:all:",
-            "--python-version",
-            options.python_version,
-            "--implementation",
-            "cp",
-            "--abi",
-            abi,
-            "--abi",
-            "abi3",
-            "--abi",
-            "none",
-            *platforms,
-            f"vllm-omni-ci=={version}",
-            *EXTRA_REQUIREMENTS,
-        ),
+        argv,
         description=f"download runtime dependency wheels for CPython {options.python_version}",
         env=env,
     )

@@ -45,8 +45,7 @@ class InvalidYAML(UserError):
 def _fast(kind: str) -> Any:
     """The safe `kind` ("Loader" or "Dumper"), libyaml's when present, minus PyYAML's
     per-node Python work (a scalar's tag depends only on its text: remembered; no path
-    tracking); dicts, lists and strings dump the short way. Same documents, same text.
-    """
+    tracking); dicts, lists and strings dump the short way. Same documents, same text."""
     import yaml
 
     dumper = kind == "Dumper"

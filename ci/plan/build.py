@@ -80,8 +80,7 @@ def _plan(
         for pipeline in made.pipelines:
             pipeline.reason = shown(pipeline.reason, files, inputs.repo, rev)
         if made.errors:
-            made.status = "error"
-            made.reason = made.errors[0]
+            made.status, made.reason = "error", made.errors[0]
         plan.platforms.append(made)
     known = ", ".join(sorted(situation.known_labels)) or "none"
     plan.warnings += [

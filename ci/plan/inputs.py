@@ -31,8 +31,6 @@ from ci.target import git, resolve_build, resolve_repo
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ci.pipeline.ifexpr import Context
-
 FORMATS: Final = ("table", "json", "markdown")
 ORDER: Final = (Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU)
 MAIN: Final = "main"

@@ -123,13 +123,7 @@ class PlatformPlan:
         return [s for p in self.pipelines for s in p.steps]
 
     def as_dict(self) -> JsonObject:
-        pipelines = [p.as_dict() for p in self.pipelines]
-        return {
-            **vars(self),
-            "pipelines": pipelines,
-            "errors": [*self.errors],
-            "notes": [*self.notes],
-        }
+        return {**vars(self), "pipelines": [p.as_dict() for p in self.pipelines]}
 
 
 @dataclass

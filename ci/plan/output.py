@@ -68,11 +68,9 @@ def _title(platform: PlatformPlan) -> str:
 
 
 def _pipeline_line(pipeline: PlannedPipeline) -> str:
-    head = f"{pipeline.name} ({pipeline.file or '-'})"
-    if pipeline.scope:
-        head += f" scope={pipeline.scope}"
-    head += f": {pipeline.status}"
-    return head + (f" — {pipeline.reason}" if pipeline.reason else "")
+    scope = f" scope={pipeline.scope}" if pipeline.scope else ""
+    reason = f" — {pipeline.reason}" if pipeline.reason else ""
+    return f"{pipeline.name} ({pipeline.file or '-'}){scope}: {pipeline.status}{reason}"
 
 
 def _short_name(platform: PlatformPlan, pipeline: PlannedPipeline) -> str:
@@ -108,12 +106,10 @@ COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
 
 def print_table(plan: BuildPlan, file: IO[str]) -> None:
     """One rich table per platform: every job it would run, then what was dropped and why.
-
     Piped (a file, a CI log), each fact is one line and the tables are as wide
     as they need. At a terminal lines wrap between words, `:emoji:` shortcodes
     are dropped, and a table leaves out a column empty or the same on every row
-    (said once, as `every job:`); when still too wide, each job is a line.
-    """
+    (said once, as `every job:`); when still too wide, each job is a line."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

@@ -1,16 +1,10 @@
 """Plan rows from the values the real bootstraps and uploads compute.
 
-Nothing here decides what CI runs: each platform reads what its real task
-produces, so the plan cannot drift from the uploads:
-
-* rocm: `ci.amd.bootstrap.plan_pipeline` with the plan's labels and diff;
-* cuda, npu: `ci.bootstraps.bootstrap_plan`, each upload step's gate evaluated
-  by `ci.pipeline.ifexpr`, then its test YAML through `render_upload` (what
-  `upload-pipeline --scope auto` runs);
-* xpu: `ci.bootstraps.intel_pipeline`.
-
-Every pipeline that would be uploaded passes the upload's schema check (a
-failure is that platform's error). Files are read from `Situation.files`.
+Nothing here decides what CI runs, so the plan cannot drift from the uploads:
+rocm reads `ci.amd.bootstrap.plan_pipeline`; cuda and npu
+`ci.bootstraps.bootstrap_plan`, each upload gate evaluated by `ci.pipeline.ifexpr`,
+then its test YAML through `render_upload`; xpu `ci.bootstraps.intel_pipeline`.
+Every pipeline that would be uploaded must pass the schema check.
 """
 
 from __future__ import annotations
@@ -34,9 +28,7 @@ from ci.skipci import Decision
 
 if TYPE_CHECKING:
     from ci.diff import Diff
-    from ci.pipeline.registries import Registries
     from ci.plan.inputs import PlanInputs
-    from ci.skipci import Decision
 
 LEVELS = ("l2", "l3")
 
@@ -114,15 +106,15 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
         pipeline.dropped += [
-            PlannedDrop(label, "mirror-hw", (), mirror) for label in outcome.not_mirrored
-        ]
-        pipeline.dropped += [
-            PlannedDrop(group, "empty-group", (), f"every step is {mirror}")
-            for group in outcome.empty_groups
-        ]
-        pipeline.dropped += [
-            PlannedDrop(label, "duplicate", (group,), "identical to a step of an earlier suite")
-            for group, label in outcome.duplicates
+            *(PlannedDrop(label, "mirror-hw", (), mirror) for label in outcome.not_mirrored),
+            *(
+                PlannedDrop(g, "empty-group", (), f"every step is {mirror}")
+                for g in outcome.empty_groups
+            ),
+            *(
+                PlannedDrop(label, "duplicate", (group,), "identical to a step of an earlier suite")
+                for group, label in outcome.duplicates
+            ),
         ]
         run_all, precompiled, _ = bootstrap.precompiled_choice(
             amd_inputs, list(situation.diff.paths or ())
@@ -142,9 +134,8 @@ def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
 
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
-    inputs = situation.inputs
+    inputs, decision = situation.inputs, situation.decision
     ctx = inputs.context()
-    decision = situation.decision
     chosen: BootstrapPlatform = "npu" if platform == "npu" else "cuda"
     plan = PlatformPlan(platform, skip_ci=situation.skip_words(platform))
     made = bootstraps.bootstrap_plan(chosen, situation.files, decision)
@@ -167,21 +158,19 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
 
     tests: list[PlannedPipeline] = []
     for upload in made.uploads:
-        name = upload.key.removeprefix("upload-").removesuffix("-pipeline")
-        child = PlannedPipeline(name, upload.file)
+        child = PlannedPipeline(
+            upload.key.removeprefix("upload-").removesuffix("-pipeline"), upload.file
+        )
         tests.append(child)
         plan.pipelines.append(child)
-        if upload.gate is False:
-            child.status = "not-uploaded"
-            child.reason = situation.skip_reason()
-            continue
-        value, shown = (True, "") if upload.gate is True else verdict([upload.gate], ctx)
+        gate = upload.gate
+        value, shown = (gate, "") if isinstance(gate, bool) else verdict([gate], ctx)
         if value is False:
             child.status = "not-uploaded"
             child.reason = (
                 situation.skip_reason()
-                if decision.skip_all
-                else f"upload step's if is false ({_gate_needs(str(upload.gate), inputs)})"
+                if gate is False or decision.skip_all
+                else f"upload step's if is false ({_gate_needs(str(gate), inputs)})"
             )
             continue
         if value is None:
@@ -238,13 +227,9 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
         for text in kept.conditions:
             situation.known_labels.update(labels_in(ifexpr.parse(text)))
     child.steps, dropped = walk(rendered.tree.steps, inputs.context(), presets=presets)
+    under = {"source-filter": "no change under "}
     child.dropped = [
-        PlannedDrop(
-            d.label,
-            d.reason,
-            d.path,
-            f"no change under {d.detail}" if d.reason == "source-filter" else d.detail,
-        )
+        PlannedDrop(d.label, d.reason, d.path, under.get(d.reason, "") + d.detail)
         for d in rendered.dropped
     ] + dropped
     if rendered.bypassed_by:
@@ -264,10 +249,8 @@ def plan_xpu(situation: Situation) -> PlatformPlan:
     plan.pipelines.append(pipeline)
     rewritten, word = bootstraps.intel_pipeline(situation.files, situation.decision)
     if rewritten is None:
-        pipeline.status = "not-uploaded"
-        pipeline.reason = f"{word}: {situation.decision.message}"
-        plan.status = "skip"
-        plan.reason = situation.skip_reason()
+        pipeline.status, pipeline.reason = "not-uploaded", f"{word}: {situation.decision.message}"
+        plan.status, plan.reason = "skip", situation.skip_reason()
         return plan
     require_valid(model.emit(rewritten), bootstraps.INTEL_PIPELINE)
     pipeline.steps, pipeline.dropped = walk(rewritten.steps, situation.inputs.context())
