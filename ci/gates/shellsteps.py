@@ -191,9 +191,7 @@ def plan(
     if numbers:
         argv.append("--exclude=" + ",".join(numbers))
     command = Command(
-        argv=(*argv, *names),
-        description=f"shellcheck {len(names)} step scripts",
-        cwd=cwd,
+        argv=(*argv, *names), description=f"shellcheck {len(names)} step scripts", cwd=cwd
     )
     return Plan(commands=(command,), title="shellcheck-steps")
 

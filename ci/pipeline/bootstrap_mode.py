@@ -54,10 +54,7 @@ WEEKLY_LABEL: Final[Expr] = any_of(
 READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("ready"))
 MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("merge-test"))
 MERGE_MAIN: Final[Expr] = all_of(
-    branch_eq(MAIN),
-    env_ne("NIGHTLY", "1"),
-    env_ne("WEEKLY", "1"),
-    env_ne("NON_CRITICAL", "1"),
+    branch_eq(MAIN), env_ne("NIGHTLY", "1"), env_ne("WEEKLY", "1"), env_ne("NON_CRITICAL", "1")
 )
 READY_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(READY_LABEL))
 MERGE_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(any_of(_p(MERGE_MAIN), _p(MERGE_LABEL))))

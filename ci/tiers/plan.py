@@ -30,9 +30,7 @@ from ci.tiers.terminal import strip_emoji
 CONTAINER_LABEL = "vllm-omni-ci.tier"
 JOB_SHELL = {
     Platform.CUDA: Semantics(
-        platform="cuda",
-        preflight=(RequireCommands(), Section("CUDA tests")),
-        mode=Mode.FAIL_FAST,
+        platform="cuda", preflight=(RequireCommands(), Section("CUDA tests")), mode=Mode.FAIL_FAST
     ),
     Platform.XPU: Semantics(
         platform="xpu",

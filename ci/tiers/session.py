@@ -11,7 +11,6 @@ results folder included). A log or JUnit not written is only a warning.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import dataclasses
 import os
@@ -55,46 +54,39 @@ RESULTS = Path("build") / "tiers"
 
 @dataclass(frozen=True)
 class Args:
-    platform: Platform | None
-    repo: str
-    image: str
-    native: bool
-    force: bool
-    list: bool
-    step: str
-    keep_going: bool
-    results: str
-    labels: tuple[str, ...]
+    """The `tier` task's options, as given; `parse_args` checks them."""
+
+    platform: str = ""
+    repo: str = ""
+    image: str = ""
+    native: bool = False
+    force: bool = False
+    list: bool = False
+    step: str = ""
+    keep_going: bool = False
+    results: str = ""
+    label: Sequence[str] = ()
+
+    @property
+    def chosen(self) -> Platform | None:
+        return parse_platform(self.platform) if self.platform else None
 
 
-def parse_args(
-    *,
-    platform: str = "",
-    repo: str = "",
-    image: str = "",
-    native: bool = False,
-    force: bool = False,
-    list: bool = False,
-    step: str = "",
-    keep_going: bool = False,
-    results: str = "",
-    label: Sequence[str] = (),
-) -> Args:
-    """The `tier` task's options, checked together: every problem is one `error:` line."""
-    problems: builtins.list[str] = []  # `list` is the --list option here
-    chosen = None
-    if platform:
-        try:
-            chosen = parse_platform(platform)
-        except UserError as exc:
-            problems.extend(f"--platform: {p}" for p in exc.problems)
-    if native and image:
+def parse_args(**given: Any) -> Args:
+    """The options checked together: every problem is one `error:` line."""
+    args = Args(**given)
+    problems: list[str] = []
+    try:
+        args.chosen  # noqa: B018 (parsing is the check)
+    except UserError as exc:
+        problems.extend(f"--platform: {p}" for p in exc.problems)
+    if args.native and args.image:
         problems.append("--image: applies to container mode; drop it or --native")
-    for pair in label:
+    for pair in args.label:
         if "=" not in pair or not pair.split("=", 1)[0]:
             problems.append(f"--label: {pair!r} is not KEY=VALUE")
     UserError.collect(problems)
-    return Args(chosen, repo, image, native, force, list, step, keep_going, results, tuple(label))
+    return args
 
 
 # --------------------------------------------------------------------------- host
@@ -205,10 +197,10 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
 def _platforms(
     args: Args, tier: Tier, repo: Path, docker: str, environ: Mapping[str, str]
 ) -> list[Platform]:
-    if args.platform is not None:
-        if not has_tier(repo, tier, args.platform):
-            raise missing(tier, args.platform)
-        return [args.platform]
+    if (chosen := args.chosen) is not None:
+        if not has_tier(repo, tier, chosen):
+            raise missing(tier, chosen)
+        return [chosen]
     found = [p for p in Platform if has_tier(repo, tier, p)]
     if not found:
         raise UserError(f"no {tier} tier for any platform in {repo}")
@@ -310,7 +302,7 @@ def run(name: str, **given: Any) -> int:
         force=args.force,
         step=args.step,
         image=args.image,
-        labels=args.labels,
+        labels=tuple(args.label),
         stream=not live,
     )
     jobs = plan_tier(steps, host, options)
