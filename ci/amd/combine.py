@@ -1,11 +1,8 @@
 """Putting the selected AMD suites into one document.
 
-One suite keeps its own structure. Several suites become one group per suite
-(named by the spec prefix), with their top-level env merged (one variable with
-two values is an error naming it). A step deep-equal to a step of an earlier
-suite is kept once, as upstream's combiner does: running the identical job
-twice only burns MI300 time (docs/differences.md, "AMD: identical steps across
-suites run once").
+One suite keeps its structure; several become one group per suite (named by the
+spec prefix), their env merged (a variable with two values is an error). A step
+deep-equal to an earlier suite's is kept once, as upstream does (docs/differences.md).
 """
 
 from __future__ import annotations

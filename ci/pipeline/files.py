@@ -1,11 +1,9 @@
 """Reading and walking a target checkout without tracebacks or hangs.
 
-A checkout can hold symlink loops, dangling links, a FIFO or a directory where a
-file is expected, and bytes that are not UTF-8. `Path.read_text` blocks forever
-on a FIFO and `Path.resolve` raises on a loop (Python 3.11), so the tasks read
-through here: every such entry is one `UserError` line naming the file and
-saying why, a FIFO is opened non-blocking and never waited on, and `walk` lists
-an unreadable entry (so that reading it reports the problem) instead of skipping it.
+A checkout can hold symlink loops, dangling links, FIFOs, directories where a file
+is expected and non-UTF-8 bytes; `Path.read_text` blocks on a FIFO and `resolve`
+raises on a loop. Here each is one `UserError` line naming the file, a FIFO is
+never waited on, and `walk` lists an unreadable entry so that reading it reports it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Is this `.buildkite/` file acceptable to the task that consumes it? One answer for every gate.
 
-`lint-pipelines` and `shellcheck-steps` ask `file_problems`, which applies the
-consumers' own checks, so a gate never passes a file its consumer refuses:
+`file_problems` applies the consumers' own checks, so no gate passes a file they refuse:
 
 * AMD suite YAMLs (`amd/test-*.yml`): the AMD bootstrap's `ci.amd.combine.load_suite`;
 * the uploader's test YAMLs (`<dir>/test-*.yml`): `ci.pipeline.upload.load_test_yaml`;

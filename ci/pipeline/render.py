@@ -1,11 +1,9 @@
 """Test-pipeline mode of the uploader as one pure function.
 
-`render_test_pipeline` checks MIRROR_HW, keeps only the E2E groups under the
-e2e scope, applies the fallback bypass, then the source filter and the hardware
-expansion per step, and returns the pipeline with what it kept, what it dropped
-and why. No git, files or upload: `upload-pipeline`, `lint-pipelines` and `plan`
-all call it, so they agree by construction. Every problem is collected (one
-`error:` line each, exit 1), where the original stopped at the first.
+`render_test_pipeline`: MIRROR_HW checked, E2E groups only under the e2e scope, the
+fallback bypass, then the source filter and hardware expansion per step; returns
+what it kept and dropped, and why. Pure, so `upload-pipeline`, `lint-pipelines` and
+`plan` agree; every problem is collected (one `error:` line each, exit 1).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Run a tier's jobs one after another and record what happened to each.
 
-Each job's output goes to its own log file (and to stderr when streaming, as
-in CI) through the tee (`ci.runner.teelog`): the job's exit status alone
-decides its outcome; a log not written in full is a warning (`log_problem`).
-A container is removed after its job whatever happened (`docker rm -f`), as
-the timeout ends only the docker client's tree. Without `--keep-going`, a
-failing blocking job stops the run; soft failures never do.
+Each job's output goes through the tee (`ci.runner.teelog`) to its log (and stderr
+when streaming); its exit status alone decides its outcome, a log not written in
+full is a warning. Its container is removed whatever happened (the timeout ends
+only the client). Without `--keep-going` a failing blocking job stops the run.
 """
 
 from __future__ import annotations

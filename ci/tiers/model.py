@@ -5,10 +5,9 @@
 - npu: `.buildkite/npu/test-npu-<tier>.yml` (same);
 - xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
 
-A pair without a source is `no <tier> tier for <platform>` (exit 2). The shared
-step source (`ci.pipeline.stepsource`) walks the steps; this module adds what a
-tier run needs: shards, timeout, soft-fail, hardware, the CPU rule, and the `if`s
-evaluated as for a PR carrying the tier's label. `Tier`/`TierStep` are re-exported.
+A pair without a source is `no <tier> tier for <platform>` (exit 2). On top of
+`ci.pipeline.stepsource`: shards, timeout, soft-fail, hardware, the CPU rule, and
+the `if`s evaluated as for a PR carrying the tier's label.
 """
 
 from __future__ import annotations

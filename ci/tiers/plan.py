@@ -1,10 +1,8 @@
 """Steps → jobs: one per parallelism shard, each a ready-to-run command (pure).
 
-Every job runs the runner's rendered program (`ci.runner.program`): rocm with
-the MI300 semantics on the AMD template's TEST_COMMANDS (`ci.amd.render`),
-cuda/npu/xpu under Buildkite's `bash -e` job shell; in the platform's CI image
-with the repo mounted at its working directory, or here with `--native`. What
-the machine offers comes in as `Host`, so the plan is a pure function.
+Every job runs the rendered program (`ci.runner.program`): rocm with the MI300
+semantics on the AMD template's TEST_COMMANDS, cuda/npu/xpu under `bash -e`; in
+the platform's CI image with the repo mounted, or here with `--native`.
 """
 
 from __future__ import annotations
