@@ -130,16 +130,13 @@ class Inputs:
 
     @classmethod
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
-        # Bad NIGHTLY / DEBUG_TEST_YAML / AMD_MIRROR_HW stop here, before the label
-        # request and git: the script only found the first two in the selector, after
-        # both (exit 1 either way). A missing BUILDKITE_BRANCH in Buildkite was `set -u`'s
-        # exit 1; a bad BUILDKITE_PULL_REQUEST is an input error (exit 2, which wins).
+        # Bad inputs stop here, before the label request and git (exit 1; a bad
+        # BUILDKITE_PULL_REQUEST is an input error, exit 2, which wins).
         problems: list[str] = []
         pull_request = attempt(problems, lambda: parse_pull_request(env.get(PR_ENV)), "")
         code = FAILURE if pull_request else BAD_INPUT
-        # A set BUILDKITE_BRANCH, even empty, is a value in Buildkite (not main: the labels
-        # decide), as it was to the script; only an unset one stopped it (`set -u`). Outside
-        # Buildkite an empty one is the checkout's branch, as for every task (ci.target).
+        # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's
+        # `set -u` stopped only an unset one); elsewhere empty is the checkout's branch.
         if in_buildkite(env) and "BUILDKITE_BRANCH" in env:
             branch = env["BUILDKITE_BRANCH"]
         else:

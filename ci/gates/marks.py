@@ -1,13 +1,11 @@
 """`check-marks`: every test file carries a CI level and a hardware marker.
 
-Replaces vLLM-Omni's `check-mark` hook (`tools/pre_commit/check_test_marks.py`),
-with its rules and category names: a level (`Level`) and a platform marker or
-`hardware_test(`/`hardware_marks(` call (`Hardware`) per test file; no direct
-`pytest.mark.<SKU>` outside `tests/helpers/mark.py` (`Direct SKU`: the helpers
-also attach `cards_<n>`); literal helper arguments name registered platforms,
-SKUs and card counts, and `hardware_marks` is no decorator and mixes no counts
-(`Invalid hardware helper`); no test inherits both `cpu` and a GPU mark. The
-scan is static (`ast`): importing the tests would import torch.
+Replaces vLLM-Omni's `check-mark` hook, with its rules and category names: a level
+and a platform marker or hardware helper call per test file; no `pytest.mark.<SKU>`
+outside `tests/helpers/mark.py` (the helpers also attach `cards_<n>`); helper
+arguments name registered platforms, SKUs and counts, and `hardware_marks` is no
+decorator and mixes no counts; no test has both `cpu` and a GPU mark. The scan is
+static (`ast`): importing the tests would import torch.
 Exit 0 clean, 1 on any problem, 2 on bad input (no tests/, no registry).
 """
 

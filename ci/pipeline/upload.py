@@ -1,11 +1,9 @@
 """`upload-pipeline`: render one pipeline file and print or upload it.
 
-The task layer of the uploader: it finds the repo and the file, asks the diff
-resolver (`ci.diff`) for the changed paths, hands everything to the pure
-renderer (`ci.pipeline.render`), validates the result against Buildkite's
-schema, and only then prints it or pipes it to `buildkite-agent pipeline
-upload`. A `bootstrap-upload-steps.yml` gets the skip-ci decision and the gates
-of `ci.pipeline.bootstrap_mode` instead.
+The uploader's task layer: the changed paths (`ci.diff`) into the pure renderer
+(`ci.pipeline.render`), the result validated against Buildkite's schema, then
+printed or uploaded. A `bootstrap-upload-steps.yml` gets the skip-ci gates of
+`ci.pipeline.bootstrap_mode` instead.
 """
 
 from __future__ import annotations
@@ -91,11 +89,8 @@ def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
 
 
 def load_test_yaml(path: Path) -> model.Document:
-    """The uploader's reading of a test YAML: one mapping document, else one error per problem.
-
-    Each says why (e.g. a second `---` document), which the spec's message never
-    did. The gates ask this too (`ci.pipeline.judge`), so they refuse what the upload refuses.
-    """
+    """The uploader's reading of a test YAML: one mapping document, else one error per
+    problem saying why. The gates ask this too (`ci.pipeline.judge`)."""
     try:
         data = files.read_bytes(path, str(path))  # a FIFO or a loop is an error, never a hang
     except files.Unreadable as exc:

@@ -252,22 +252,8 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
             cwd=str(host.repo) if options.native else None,
             timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
         )
-        jobs.append(
-            Job(
-                step,
-                position,
-                name,
-                shard,
-                "",
-                env,
-                program,
-                image,
-                container,
-                log,
-                command,
-                status,
-            )
-        )
+        ran = (env, program, image, container, log, command, status)
+        jobs.append(Job(step, position, name, shard, "", *ran))
     return jobs
 
 
@@ -277,7 +263,5 @@ def select(steps: Sequence[TierStep], text: str) -> list[tuple[int, TierStep]]:
 
 
 def plan_tier(steps: Sequence[TierStep], host: Host, options: Options) -> list[Job]:
-    jobs: list[Job] = []
-    for position, step in select(steps, options.step):
-        jobs.extend(plan_step(step, position, host, options))
-    return jobs
+    chosen = select(steps, options.step)
+    return [job for position, step in chosen for job in plan_step(step, position, host, options)]

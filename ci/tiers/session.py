@@ -1,12 +1,10 @@
 """`vllm-omni-ci tier NAME [options]`, also behind `nox -s ready|merge|nightly|weekly -- [options]`.
 
-The one entry point both share (CI pods have no nox). The platforms are the
-given one, or every platform with a tier source and a local CI image. `--list`
-prints the steps and stops; else every input is checked (images, an engine that
-answers) before anything is written, then the jobs run into the run's results
-folder and are reported (table, JUnit, annotation). Exit 0; 1 when a blocking
-step failed or the engine cannot be reached; 2 for input errors (an unwritable
-results folder included). A log or JUnit not written is only a warning.
+The platforms: the given one, else every one with a tier source and a local CI
+image. `--list` prints the steps; else every input is checked before anything is
+written, then the jobs run and are reported (table, JUnit, annotation). Exit 1
+when a blocking step failed or the engine is unreachable, 2 for input errors
+(an unwritable results folder too); a log or JUnit not written is a warning.
 """
 
 from __future__ import annotations
