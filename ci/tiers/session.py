@@ -224,20 +224,17 @@ def _live() -> bool:
 
 
 def _check_images(jobs: Sequence[Job], docker: str, repo: Path) -> None:
-    problems: list[str] = []
-    seen: set[str] = set()
+    images: dict[str, Platform] = {}
     for job in jobs:
-        if not job.runs or not job.image or job.image in seen:
-            continue
-        seen.add(job.image)
-        if not image_present(docker, job.image):
-            problems.append(
-                f"image {job.image} ({job.step.platform}) is not present locally; "
-                + build_hint(job.step.platform, repo)
-                + " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
-                "or give --image, or --native)"
-            )
-    UserError.collect(problems)
+        if job.runs and job.image:
+            images.setdefault(job.image, job.step.platform)
+    UserError.collect(
+        f"image {image} ({platform}) is not present locally; {build_hint(platform, repo)}"
+        " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
+        "or give --image, or --native)"
+        for image, platform in images.items()
+        if not image_present(docker, image)
+    )
 
 
 def _annotate(markdown: str, style: str, tier: Tier) -> None:
