@@ -139,9 +139,7 @@ def _literal_str(node: ast.AST) -> str | None:
 
 
 def _literal_int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 class _Scanner:

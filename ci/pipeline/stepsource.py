@@ -108,13 +108,6 @@ def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
     return _UPLOAD.sub(replace, text)
 
 
-def upload_refs(text: str) -> list[str]:
-    """Names that Buildkite expands at upload, not the job shell at run time."""
-    return [
-        m.group("braced") or m.group("bare") for m in _UPLOAD.finditer(text) if m.group(0) != "$$"
-    ]
-
-
 def upload_refs_at(line: str) -> list[tuple[str, int]]:
     """(name, 1-based column in the unescaped line) of each upload-time reference."""
     found: list[tuple[str, int]] = []
@@ -143,7 +136,8 @@ def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
     return tuple(text.strip() for text in step_commands(step, rel_file) if text.strip())
 
 
-def _env(value: Any) -> dict[str, str]:
+def env_of(value: Any) -> dict[str, str]:
+    """A YAML `env` mapping as strings (null is empty); anything else is no env."""
     items = value.items() if isinstance(value, Mapping) else ()
     return {str(k): "" if v is None else str(v) for k, v in items}
 
@@ -157,14 +151,12 @@ def _label(step: Mapping[str, Any], position: int) -> str:
     return f"step {position}"
 
 
-def steps_of(
-    document: Any, rel_file: str, *, base_env: Mapping[str, str] | None = None
-) -> Iterator[ShellStep]:
+def steps_of(document: Any, rel_file: str) -> Iterator[ShellStep]:
     """The command steps of one parsed pipeline document (a mapping or a bare list)."""
     tree = model.parse(document)
     if tree.steps is None:
         return
-    env = {**(base_env or {}), **_env(tree.fields.get("env"))}
+    env = env_of(tree.fields.get("env"))
     shell = shell_of(rel_file)
     for step, outer in tree.leaves():
         commands = _commands(step.fields, rel_file)
@@ -176,7 +168,7 @@ def steps_of(
             file=rel_file,
             label=_label(step.fields, siblings.index(step) + 1),
             commands=commands,
-            env={**env, **{k: v for entry in chain for k, v in _env(entry.get("env")).items()}},
+            env={**env, **{k: v for entry in chain for k, v in env_of(entry.get("env")).items()}},
             group=outer[-1].name if outer else "",
             key=str(step.get("key") or ""),
             shell=shell,

@@ -123,12 +123,9 @@ def run_jobs(
     for i, job in enumerate(jobs):
         if not job.runs:
             continue
-        if stopped:
-            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=stopped)
-            continue
-        unmet = unmet_dependency(job, results)
-        if unmet:
-            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=unmet)
+        why_not = stopped or unmet_dependency(job, results)
+        if why_not:
+            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=why_not)
             continue
         results[i] = JobResult(job, JobOutcome.RUNNING)
         if progress:
@@ -165,9 +162,8 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
         ]
         for member in members:
             outcome = member.outcome
-            if outcome in (JobOutcome.PASSED, JobOutcome.SOFT):
-                continue
-            if outcome is JobOutcome.FAILED and dependency.allow_failure:
+            met = outcome in (JobOutcome.PASSED, JobOutcome.SOFT)
+            if met or (outcome is JobOutcome.FAILED and dependency.allow_failure):
                 continue
             why = {
                 JobOutcome.FAILED: "failed",

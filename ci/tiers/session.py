@@ -219,10 +219,6 @@ def _platforms(
     return present
 
 
-def _live() -> bool:
-    return sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
-
-
 def _check_images(jobs: Sequence[Job], docker: str, repo: Path) -> None:
     images: dict[str, Platform] = {}
     for job in jobs:
@@ -273,7 +269,7 @@ def run(name: str, **given: Any) -> int:
         sys.stdout.flush()
         return 0
 
-    live = _live()
+    live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
     commit = resolve_commit(repo)
     place = results_place(args.results, tier, platforms)
     npu_images = {
