@@ -1,13 +1,10 @@
 """`vllm-omni-ci`: the same task namespace as `inv`, usable from any directory.
 
-Why our own Invoke `Program` (also behind `inv`, through tasks.py, and behind
-the nox tier sessions): callers tell a usage error from a failing command by
-its exit code, so the command line is parsed by our grammar (`ci.grammar`),
-where every problem is one `error:` line and exit 2; Invoke's `c.run()`
-options and `-f/--config`, which would be silently ignored, are refused, as is
-an explicitly empty path or choice; a closed stdout ends quietly (141), as a
-shell tool, and a stdout that cannot be written (a full disk) is one `error:`
-line and exit 74, not a traceback.
+Our own Invoke `Program` (also behind `inv` and the nox tier sessions), since callers
+tell a usage error from a failure by exit code: our grammar (`ci.grammar`) makes
+each problem one `error:` line, exit 2; Invoke's `c.run()` options, `-f/--config`
+and explicitly empty paths or choices are refused; a closed stdout ends quietly
+(141), an unwritable one is one `error:` line and exit 74.
 """
 
 from __future__ import annotations
@@ -109,13 +106,8 @@ class CiProgram(Program):
         return self.tasks
 
     def refuse_run_options(self) -> None:
-        """Invoke's core options for `c.run()` shell commands, which no task uses, are errors.
-
-        Accepted silently they mislead: `step --dry -- CMD` ran CMD (Invoke's
-        `--dry` echoes `c.run` commands; it is not our `--dry-run`), and `-T 60`
-        bounded nothing. `-f/--config` loaded an Invoke config file that no task
-        reads. Every problem is one line; the task does not start.
-        """
+        """Invoke's `c.run()` options and `-f/--config` are errors: no task reads them, and
+        accepted they mislead (`step --dry -- CMD` ran CMD; `-T 60` bounded nothing)."""
         problems = [
             f"--{name}: not accepted: Invoke's option for shell commands, which no task runs"
             + (" (did you mean --dry-run?)" if name == "dry" else "")
@@ -130,10 +122,7 @@ class CiProgram(Program):
         UserError.collect(problems)
 
     def update_config(self, merge: bool = True) -> None:
-        """Invoke's config, without the runtime file `$INVOKE_RUNTIME_CONFIG` names.
-
-        No task reads an Invoke config, and a bad file there was a traceback.
-        """
+        """Config without `$INVOKE_RUNTIME_CONFIG`'s file: none is read, a bad one broke."""
         import os
 
         saved = os.environ.pop("INVOKE_RUNTIME_CONFIG", None)
@@ -163,12 +152,8 @@ class StdoutFailed(OSError):
 
 
 class _GuardedStdout:
-    """sys.stdout, whose write errors say that they are stdout's (see `guard_stdout`).
-
-    A proxy around the interpreter's own stream rather than a Python-level raw
-    file under it: a signal handler that raises (SIGTERM → 143) between a raw
-    write and its return made the buffer write the same bytes again.
-    """
+    """sys.stdout, whose write errors say they are stdout's. A proxy, not a raw file under
+    the stream: a signal raised between a raw write and its return wrote the bytes twice."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -198,12 +183,7 @@ class _GuardedStdout:
 
 
 def guard_stdout() -> None:
-    """Make a failed write to stdout a `StdoutFailed`, told apart from every other OSError.
-
-    A task writing its result to a full disk (`> /dev/full`) got an OSError
-    traceback; any OSError could be a task's own file, so the CLI could not
-    simply catch them all.
-    """
+    """Make a failed stdout write a `StdoutFailed`: any other OSError may be a task's own file."""
     if sys.stdout is sys.__stdout__ and sys.stdout is not None:
         sys.stdout = _GuardedStdout(sys.stdout)
 
@@ -242,13 +222,8 @@ def main() -> None:
 
 
 def adopt_inv() -> None:
-    """`inv` in the repo root: run the command line with our Program, then exit.
-
-    Invoke's own `inv` imports tasks.py after parsing only its core flags; from
-    there the same namespace runs under `CiProgram`, so `inv TASK` and
-    `vllm-omni-ci TASK` agree on usage errors (exit 2, a script's own messages
-    for the tasks that replace one) and on Ctrl-C (130). Called from tasks.py.
-    """
+    """`inv` (from tasks.py): rerun the command line under `CiProgram`, so `inv TASK` and
+    `vllm-omni-ci TASK` agree on usage errors and Ctrl-C."""
     import os
 
     if os.path.basename(sys.argv[0]) not in ("inv", "invoke"):
@@ -258,10 +233,7 @@ def adopt_inv() -> None:
 
 
 def nox_tier(tier: str, posargs: Sequence[str], *, default_repo: str) -> None:
-    """`nox -s TIER -- OPTIONS` is `vllm-omni-ci tier TIER OPTIONS`, the sample the default --repo.
-
-    The same program, grammar and errors as the `tier` task; exits with its status.
-    """
+    """`nox -s TIER -- OPTIONS` is `vllm-omni-ci tier TIER OPTIONS`, default --repo the sample."""
     import logging
 
     # nox logs everything on the root logger, where Invoke would echo its parser's steps.

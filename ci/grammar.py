@@ -1,16 +1,12 @@
 """The one command-line grammar of every task, with every error said in our words.
 
 `[CORE-OPTIONS] TASK [OPTIONS] [TASK [OPTIONS]]... [-- WORDS]`: an option is
-`--name VALUE`, `--name=VALUE` or its short flag; a value is never a word that
-is one of the task's own options (`--dest --dry-run` is a missing value); a
-task's positional argument may also be given as its option (`--pipeline X`);
-core options (`--help`, `--list`, ...) may follow a task name. Parsing here
-instead of in Invoke's parser lets each problem be one `error:` line that
-names the task, the option and what it accepts, and exit 2.
-
-A task that replaces a script may keep the script's grammar (`script=` on the
-task): a value option takes the next word whatever it is, a repeated one
-keeps the last value, and its errors are worded as the script's.
+`--name VALUE`, `--name=VALUE` or its short flag; a value is never one of the
+task's own options (`--dest --dry-run` is a missing value); a positional may be
+given as its option; core options may follow a task name. Each problem is one
+`error:` line naming task, option and what it accepts, exit 2. A task with
+`script=` keeps the script's grammar: a value option takes the next word, a
+repeated one keeps the last value, errors are worded as the script's.
 """
 
 from __future__ import annotations
@@ -216,12 +212,8 @@ NAME_OPTIONS = ("image",)
 
 
 def refuse_empty_values(tasks: Iterable[ParserContext]) -> None:
-    """`--repo ''` or `--platform ''` is a mistake (an unset variable), not the default.
-
-    A task cannot tell an empty value from a missing option, so path options
-    were silently the current directory or auto-detected, and a choice
-    (`--platform`, `--variant`, `--scope`, ...) its default.
-    """
+    """`--repo ''` or `--platform ''` is a mistake (an unset variable), not the default,
+    which a task cannot tell from a missing option."""
     problems = []
     for context in tasks:
         for arg in context.args.values():

@@ -135,7 +135,11 @@ def test_upload_interpolation_handles_the_escape_once() -> None:
         stepsource.unescape(text)
         == "echo $HOME ${BUILDKITE_COMMIT} $BRANCH ${X:-d} $(pwd) $? $1 $$"
     )
-    assert stepsource.upload_refs(text) == ["BUILDKITE_COMMIT", "BRANCH", "X"]
+    assert [name for name, _ in stepsource.upload_refs_at(text)] == [
+        "BUILDKITE_COMMIT",
+        "BRANCH",
+        "X",
+    ]
     values = {"BUILDKITE_COMMIT": "abc", "BRANCH": "main"}
     assert (
         stepsource.upload_interpolate(text, lambda name, _token: values.get(name, ""))

@@ -115,8 +115,7 @@ def _toml() -> Any:
         return importlib.import_module("tomli")
     except ImportError:  # pragma: no cover
         raise UserError(
-            "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)",
-            code=FAILURE,
+            "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)", code=FAILURE
         ) from None
 
 

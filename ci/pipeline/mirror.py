@@ -113,11 +113,7 @@ def _chip_of(name: str, chips: Iterable[str]) -> str | None:
 
 
 def compose_preset(
-    label: str,
-    ask: MarkAsk,
-    selector: str | None,
-    presets: PresetRegistry,
-    counts: Sequence[int],
+    label: str, ask: MarkAsk, selector: str | None, presets: PresetRegistry, counts: Sequence[int]
 ) -> tuple[str | None, str]:
     """The preset `<chip>_<n>` for an inferred step, or (None, why it is dropped)."""
     shown = ", ".join(sorted(ask.chips))

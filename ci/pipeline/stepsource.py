@@ -137,7 +137,8 @@ def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
     return tuple(text.strip() for text in step_commands(step, rel_file) if text.strip())
 
 
-def _env(value: Any) -> dict[str, str]:
+def env_of(value: Any) -> dict[str, str]:
+    """A YAML `env` mapping as strings (null is empty); anything else is no env."""
     items = value.items() if isinstance(value, Mapping) else ()
     return {str(k): "" if v is None else str(v) for k, v in items}
 
@@ -155,7 +156,7 @@ def steps_of(
     tree = model.parse(document)
     if tree.steps is None:
         return
-    env = {**(base_env or {}), **_env(tree.fields.get("env"))}
+    env = {**(base_env or {}), **env_of(tree.fields.get("env"))}
     shell = shell_of(rel_file)
     for step, outer in tree.leaves():
         commands = _commands(step.fields, rel_file)
@@ -167,7 +168,7 @@ def steps_of(
             file=rel_file,
             label=_label(step.fields, siblings.index(step) + 1),
             commands=commands,
-            env={**env, **{k: v for entry in chain for k, v in _env(entry.get("env")).items()}},
+            env={**env, **{k: v for entry in chain for k, v in env_of(entry.get("env")).items()}},
             group=outer[-1].name if outer else "",
             key=str(step.get("key") or ""),
             shell=shell,

@@ -1,11 +1,9 @@
 """Signals while a runner cleans up: recorded, acted on once the cleanup is done.
 
-Between commands a SIGTERM/SIGINT/SIGHUP raises `door.Interrupted` wherever the
-task is (`door.install_interrupt_handlers`). A runner ending what its command
-left behind must not be cut short so (the leftovers would keep running): inside
-`signals_deferred()` a signal is only recorded, and the runner ends with 128+N
-after its cleanup; a second signal ends it at once. While a command runs,
-`door.run` forwards signals to its tree and puts these handlers back afterwards.
+A signal normally raises `door.Interrupted` wherever the task is; a runner ending
+its command's leftovers must not be cut short so. Inside `signals_deferred()` a
+signal is only recorded and the runner ends with 128+N after its cleanup; a
+second signal ends it at once.
 """
 
 from __future__ import annotations

@@ -122,10 +122,7 @@ def reap_own_zombies() -> None:
 
 
 def settle(
-    before: Sequence[Proc],
-    scope: str,
-    seconds: float,
-    stop: Callable[[], bool] = lambda: False,
+    before: Sequence[Proc], scope: str, seconds: float, stop: Callable[[], bool] = lambda: False
 ) -> list[Proc]:
     """Leaks still present after up to `seconds` of letting leftovers exit (or until `stop()`)."""
     deadline = time.monotonic() + seconds

@@ -1,10 +1,8 @@
 """`run-tests --platform rocm|npu`: the job shells of the native ROCm and NPU jobs.
 
-ROCm replaces `.buildkite/amd/scripts/run-amd-test.sh` (MI300 pods, no Docker):
-env defaults, pre-flight, then every command runs and the first failure is
-kept. NPU jobs ran under Buildkite's default `bash -e -c`, so they stop at the
-first failure. Both are `Semantics` for the one renderer in `ci.runner.program`;
-this module only resolves the command text and runs the rendered program.
+ROCm replaces `run-amd-test.sh` (MI300 pods, no Docker): every command runs and
+the first failure is kept. NPU jobs ran under Buildkite's `bash -e -c`: they stop
+at the first failure. Both are `Semantics` of `ci.runner.program`.
 """
 
 from __future__ import annotations

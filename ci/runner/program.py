@@ -1,13 +1,10 @@
 """Render the whole bash program a test job runs: the runner's pure core.
 
-A program, not Python: the same text runs on a CI agent (`bash -c PROGRAM`) and
-in any test image (`docker run IMAGE bash -c PROGRAM`) without vllm-omni-ci, so
-the tiers and the XPU runner ship exactly what the native runner runs. In order:
-`set -euo pipefail` and the command text as one quoted literal; env defaults
-(when unset *or empty*), forced values, exports; the pre-flight checks; the
-`Commands:` line (secrets masked); the commands in a child bash run by `Mode`;
-the exit mapping. What it decides at run time (job id, GPU count, mount) is read
-from the environment it runs in, so one rendered text fits any job.
+A program, not Python, so the same text runs on an agent and in any test image
+without vllm-omni-ci. In order: `set -euo pipefail` and the commands as one quoted
+literal; env defaults (when unset *or empty*), forced values, exports; the
+pre-flight; the masked `Commands:` line; the commands in a child bash run by
+`Mode`; the exit mapping. Run-time facts (job id, GPU count) come from its env.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """`step [OPTIONS] -- COMMAND...`: one tested wrapper for what test YAMLs do in inline bash.
 
-It replaces `timeout --kill-after`, the `$BUILDKITE_PARALLEL_JOB` shard idioms,
-copying artifacts into the checkout, `tee … | tail` summaries and the `ps`/awk
-leak check. The argv never goes through a shell (`--summary-tail` pipes it
-through bash into `ci.runner.teelog`); its exit code is passed through, and a
-leak on a passing command gives 1. Files `step` writes have secrets masked; one
-that cannot be written is a warning, never the exit code. What the command left
-running is ended afterwards; a signal meanwhile cuts only the leak check short.
+It replaces `timeout --kill-after`, the shard idioms, artifact copies, `tee … | tail`
+summaries and the `ps`/awk leak check. The argv never goes through a shell but for
+`--summary-tail`'s tee; its exit code passes through, a leak after a pass gives 1.
+Written files are masked; one not written is a warning, never the exit code.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """The tee of `step --summary-tail` and of every tier job: the output to a log file, masked.
 
-It ends the command's pipeline (`"$@" 2>&1 | python -c BOOTSTRAP PARENT LOG [MODE STATUS]`)
-as `tee` did, with these differences:
-
-- every secret of the environment (`Redactor.for_env`) is masked in LOG, line by
-  line (a line ends at `\\n` or `\\r`), so a read never cuts a secret in two.
-  `step` masks its stream too; a tier job's stream (our stderr, the CI log,
-  which Buildkite redacts itself) passes as it comes, and MODE `log` drops it;
-- a LOG that cannot be written (a full disk) stops the copy to LOG, never the
-  stream, and the pipeline's status stays the command's (`exit ${PIPESTATUS[0]}`),
-  where `tee`'s own failure replaced it under pipefail. `step` warns on stderr;
-  a tier job's STATUS file (off the results disk) says `ok` or `error: <reason>`.
-
-It ignores SIGTERM, SIGINT and SIGHUP and ends when its input does (when the
-command's whole tree has closed the pipe), so the output written while the
-tree is being ended still reaches the log. KILL still ends it with the tree.
+It ends the pipeline (`"$@" 2>&1 | python -c BOOTSTRAP PARENT LOG [MODE STATUS]`) as
+`tee` did, except: every secret (`Redactor.for_env`) is masked in LOG line by line
+(`\\n` or `\\r`), so a read never cuts one in two; `step` masks its stream too, a
+tier job's stream (the CI log, redacted by Buildkite) passes as is, MODE `log`
+drops it. A LOG that cannot be written stops only the copy to LOG; the status
+stays the command's (`tee`'s failure replaced it under pipefail): `step` warns,
+a tier job's STATUS file says `ok` or `error: <reason>`. It ignores SIGTERM,
+SIGINT and SIGHUP and ends with its input, so output written while the tree is
+ended still reaches the log.
 """
 
 from __future__ import annotations

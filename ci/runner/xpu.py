@@ -1,13 +1,10 @@
 """`run-tests --platform xpu`: the XPU job's tests in a container of the CI image.
 
-Replaces the test half of `.buildkite/intel/scripts/run-xpu-test.sh`: `docker
-run` of `xpu/vllm-omni-ci:<commit>` with the script's devices, mounts, env and
-name, running the command table of `ci.runner.xpu_commands` under `bash -e`.
-Changed (docs/differences.md): devices are passed only when present (a missing
-/dev/dri made `docker run` exit 125); the timeout kills the container, not only
-the client; container and image are removed on every ending, each removal on
-its own; `docker system prune -f` on the shared host is opt-in (`--prune`).
-The run goes through the door's docker CLI, the kill and cleanup through the SDK.
+Replaces the test half of `run-xpu-test.sh`: `docker run` of `xpu/vllm-omni-ci:<commit>`
+with the script's devices, mounts, env and name, running `ci.runner.xpu_commands`.
+Changed (docs/differences.md): only present devices are passed; the timeout kills
+the container; container and image are removed on every ending; `docker system
+prune -f` is opt-in (`--prune`). Kill and cleanup go through the SDK.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Run a tier's jobs one after another and record what happened to each.
 
-Each job's output goes to its own log file (and to stderr when streaming, as
-in CI) through the tee (`ci.runner.teelog`): the job's exit status alone
-decides its outcome; a log not written in full is a warning (`log_problem`).
-A container is removed after its job whatever happened (`docker rm -f`), as
-the timeout ends only the docker client's tree. Without `--keep-going`, a
-failing blocking job stops the run; soft failures never do.
+Each job's output goes through the tee (`ci.runner.teelog`) to its log (and stderr
+when streaming); its exit status alone decides its outcome, a log not written in
+full is a warning. Its container is removed whatever happened (the timeout ends
+only the client). Without `--keep-going` a failing blocking job stops the run.
 """
 
 from __future__ import annotations
@@ -125,12 +123,9 @@ def run_jobs(
     for i, job in enumerate(jobs):
         if not job.runs:
             continue
-        if stopped:
-            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=stopped)
-            continue
-        unmet = unmet_dependency(job, results)
-        if unmet:
-            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=unmet)
+        why_not = stopped or unmet_dependency(job, results)
+        if why_not:
+            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=why_not)
             continue
         results[i] = JobResult(job, JobOutcome.RUNNING)
         if progress:
@@ -167,9 +162,8 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
         ]
         for member in members:
             outcome = member.outcome
-            if outcome in (JobOutcome.PASSED, JobOutcome.SOFT):
-                continue
-            if outcome is JobOutcome.FAILED and dependency.allow_failure:
+            met = outcome in (JobOutcome.PASSED, JobOutcome.SOFT)
+            if met or (outcome is JobOutcome.FAILED and dependency.allow_failure):
                 continue
             why = {
                 JobOutcome.FAILED: "failed",

@@ -5,10 +5,9 @@
 - npu: `.buildkite/npu/test-npu-<tier>.yml` (same);
 - xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
 
-A pair without a source is `no <tier> tier for <platform>` (exit 2). The shared
-step source (`ci.pipeline.stepsource`) walks the steps; this module adds what a
-tier run needs: shards, timeout, soft-fail, hardware, the CPU rule, and the `if`s
-evaluated as for a PR carrying the tier's label. `Tier`/`TierStep` are re-exported.
+A pair without a source is `no <tier> tier for <platform>` (exit 2). On top of
+`ci.pipeline.stepsource`: shards, timeout, soft-fail, hardware, the CPU rule, and
+the `if`s evaluated as for a PR carrying the tier's label.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from ci.pipeline import files
 from ci.pipeline.ifexpr import Context, check
 from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
 from ci.pipeline.registries import Registries
-from ci.pipeline.stepsource import load_documents, steps_of
+from ci.pipeline.stepsource import env_of, load_documents, steps_of
 from ci.platforms import Platform
 from ci.target import resolve_branch
 from ci.tiers.rules import amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
@@ -99,11 +98,6 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _env(value: Any) -> dict[str, str]:
-    items = value.items() if isinstance(value, Mapping) else ()
-    return {str(k): "" if v is None else str(v) for k, v in items}
-
-
 class _Hardware:
     """The preset the upload-pipeline code resolves for a CUDA/NPU step (registries read once)."""
 
@@ -154,7 +148,7 @@ def _yaml_steps(
         # An empty or scalar tier file would otherwise "pass" with nothing run.
         raise UserError(f"{rel}: not a test pipeline (a mapping with a `steps` list)", code=1)
     for document in documents:
-        file_env = _env(document.get("env")) if isinstance(document, Mapping) else {}
+        file_env = env_of(document.get("env")) if isinstance(document, Mapping) else {}
         for step in steps_of(document, rel):
             raw = step.raw
             dropped = ""

@@ -1,10 +1,8 @@
 """Steps → jobs: one per parallelism shard, each a ready-to-run command (pure).
 
-Every job runs the runner's rendered program (`ci.runner.program`): rocm with
-the MI300 semantics on the AMD template's TEST_COMMANDS (`ci.amd.render`),
-cuda/npu/xpu under Buildkite's `bash -e` job shell; in the platform's CI image
-with the repo mounted at its working directory, or here with `--native`. What
-the machine offers comes in as `Host`, so the plan is a pure function.
+Every job runs the rendered program (`ci.runner.program`): rocm with the MI300
+semantics on the AMD template's TEST_COMMANDS, cuda/npu/xpu under `bash -e`; in
+the platform's CI image with the repo mounted, or here with `--native`.
 """
 
 from __future__ import annotations
@@ -30,9 +28,7 @@ from ci.tiers.terminal import strip_emoji
 CONTAINER_LABEL = "vllm-omni-ci.tier"
 JOB_SHELL = {
     Platform.CUDA: Semantics(
-        platform="cuda",
-        preflight=(RequireCommands(), Section("CUDA tests")),
-        mode=Mode.FAIL_FAST,
+        platform="cuda", preflight=(RequireCommands(), Section("CUDA tests")), mode=Mode.FAIL_FAST
     ),
     Platform.XPU: Semantics(
         platform="xpu",
@@ -256,22 +252,8 @@ def plan_step(step: TierStep, position: int, host: Host, options: Options) -> li
             cwd=str(host.repo) if options.native else None,
             timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
         )
-        jobs.append(
-            Job(
-                step,
-                position,
-                name,
-                shard,
-                "",
-                env,
-                program,
-                image,
-                container,
-                log,
-                command,
-                status,
-            )
-        )
+        ran = (env, program, image, container, log, command, status)
+        jobs.append(Job(step, position, name, shard, "", *ran))
     return jobs
 
 
@@ -281,7 +263,5 @@ def select(steps: Sequence[TierStep], text: str) -> list[tuple[int, TierStep]]:
 
 
 def plan_tier(steps: Sequence[TierStep], host: Host, options: Options) -> list[Job]:
-    jobs: list[Job] = []
-    for position, step in select(steps, options.step):
-        jobs.extend(plan_step(step, position, host, options))
-    return jobs
+    chosen = select(steps, options.step)
+    return [job for position, step in chosen for job in plan_step(step, position, host, options)]

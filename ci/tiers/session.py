@@ -1,17 +1,14 @@
 """`vllm-omni-ci tier NAME [options]`, also behind `nox -s ready|merge|nightly|weekly -- [options]`.
 
-The one entry point both share (CI pods have no nox). The platforms are the
-given one, or every platform with a tier source and a local CI image. `--list`
-prints the steps and stops; else every input is checked (images, an engine that
-answers) before anything is written, then the jobs run into the run's results
-folder and are reported (table, JUnit, annotation). Exit 0; 1 when a blocking
-step failed or the engine cannot be reached; 2 for input errors (an unwritable
-results folder included). A log or JUnit not written is only a warning.
+The platforms: the given one, else every one with a tier source and a local CI
+image. `--list` prints the steps; else every input is checked before anything is
+written, then the jobs run and are reported (table, JUnit, annotation). Exit 1
+when a blocking step failed or the engine is unreachable, 2 for input errors
+(an unwritable results folder too); a log or JUnit not written is a warning.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import dataclasses
 import os
@@ -55,46 +52,39 @@ RESULTS = Path("build") / "tiers"
 
 @dataclass(frozen=True)
 class Args:
-    platform: Platform | None
-    repo: str
-    image: str
-    native: bool
-    force: bool
-    list: bool
-    step: str
-    keep_going: bool
-    results: str
-    labels: tuple[str, ...]
+    """The `tier` task's options, as given; `parse_args` checks them."""
+
+    platform: str = ""
+    repo: str = ""
+    image: str = ""
+    native: bool = False
+    force: bool = False
+    list: bool = False
+    step: str = ""
+    keep_going: bool = False
+    results: str = ""
+    label: Sequence[str] = ()
+
+    @property
+    def chosen(self) -> Platform | None:
+        return parse_platform(self.platform) if self.platform else None
 
 
-def parse_args(
-    *,
-    platform: str = "",
-    repo: str = "",
-    image: str = "",
-    native: bool = False,
-    force: bool = False,
-    list: bool = False,
-    step: str = "",
-    keep_going: bool = False,
-    results: str = "",
-    label: Sequence[str] = (),
-) -> Args:
-    """The `tier` task's options, checked together: every problem is one `error:` line."""
-    problems: builtins.list[str] = []  # `list` is the --list option here
-    chosen = None
-    if platform:
-        try:
-            chosen = parse_platform(platform)
-        except UserError as exc:
-            problems.extend(f"--platform: {p}" for p in exc.problems)
-    if native and image:
+def parse_args(**given: Any) -> Args:
+    """The options checked together: every problem is one `error:` line."""
+    args = Args(**given)
+    problems: list[str] = []
+    try:
+        args.chosen  # noqa: B018 (parsing is the check)
+    except UserError as exc:
+        problems.extend(f"--platform: {p}" for p in exc.problems)
+    if args.native and args.image:
         problems.append("--image: applies to container mode; drop it or --native")
-    for pair in label:
+    for pair in args.label:
         if "=" not in pair or not pair.split("=", 1)[0]:
             problems.append(f"--label: {pair!r} is not KEY=VALUE")
     UserError.collect(problems)
-    return Args(chosen, repo, image, native, force, list, step, keep_going, results, tuple(label))
+    return args
 
 
 # --------------------------------------------------------------------------- host
@@ -205,10 +195,10 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
 def _platforms(
     args: Args, tier: Tier, repo: Path, docker: str, environ: Mapping[str, str]
 ) -> list[Platform]:
-    if args.platform is not None:
-        if not has_tier(repo, tier, args.platform):
-            raise missing(tier, args.platform)
-        return [args.platform]
+    if (chosen := args.chosen) is not None:
+        if not has_tier(repo, tier, chosen):
+            raise missing(tier, chosen)
+        return [chosen]
     found = [p for p in Platform if has_tier(repo, tier, p)]
     if not found:
         raise UserError(f"no {tier} tier for any platform in {repo}")
@@ -229,25 +219,18 @@ def _platforms(
     return present
 
 
-def _live() -> bool:
-    return sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
-
-
 def _check_images(jobs: Sequence[Job], docker: str, repo: Path) -> None:
-    problems: list[str] = []
-    seen: set[str] = set()
+    images: dict[str, Platform] = {}
     for job in jobs:
-        if not job.runs or not job.image or job.image in seen:
-            continue
-        seen.add(job.image)
-        if not image_present(docker, job.image):
-            problems.append(
-                f"image {job.image} ({job.step.platform}) is not present locally; "
-                + build_hint(job.step.platform, repo)
-                + " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
-                "or give --image, or --native)"
-            )
-    UserError.collect(problems)
+        if job.runs and job.image:
+            images.setdefault(job.image, job.step.platform)
+    UserError.collect(
+        f"image {image} ({platform}) is not present locally; {build_hint(platform, repo)}"
+        " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
+        "or give --image, or --native)"
+        for image, platform in images.items()
+        if not image_present(docker, image)
+    )
 
 
 def _annotate(markdown: str, style: str, tier: Tier) -> None:
@@ -286,7 +269,7 @@ def run(name: str, **given: Any) -> int:
         sys.stdout.flush()
         return 0
 
-    live = _live()
+    live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
     commit = resolve_commit(repo)
     place = results_place(args.results, tier, platforms)
     npu_images = {
@@ -310,7 +293,7 @@ def run(name: str, **given: Any) -> int:
         force=args.force,
         step=args.step,
         image=args.image,
-        labels=args.labels,
+        labels=tuple(args.label),
         stream=not live,
     )
     jobs = plan_tier(steps, host, options)

@@ -1,10 +1,8 @@
 """Text for a terminal: words kept whole, `:emoji:` shortcodes dropped, tables that fit.
 
-For the tier table (`ci.tiers.report`) and the plan table (`ci.plan.output`),
-only when the output is a terminal. Lines wrap between words (a longer word stays
-whole); Buildkite's `:rocm:` shortcodes, pictures there, are dropped when they
-stand alone; table columns keep every word whole, and columns that say nothing
-are left out. When no whole-word layout fits, the caller prints lines instead.
+For the tier and plan tables on a terminal. Buildkite's `:rocm:` shortcodes are
+dropped when they stand alone; columns that say nothing are left out; when no
+whole-word layout fits, the caller prints lines instead.
 """
 
 from __future__ import annotations
