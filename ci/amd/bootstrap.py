@@ -181,8 +181,7 @@ class Inputs:
         return self.is_pr and not self.debug_test_yaml
 
 
-def log(message: str) -> None:
-    door.note(message)
+log: Note = door.note
 
 
 def quiet(message: str) -> None:

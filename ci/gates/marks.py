@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,9 +142,7 @@ def _literal_str(node: ast.AST) -> str | None:
 
 
 def _literal_int(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 class _Scanner:
@@ -157,9 +156,9 @@ class _Scanner:
 
     def _module_assignments(self) -> dict[str, list[ast.expr]]:
         """Module-level `NAME = ...` / `NAME += ...`, so `pytestmark = MARKS` resolves."""
-        found: dict[str, list[ast.expr]] = {}
+        found: defaultdict[str, list[ast.expr]] = defaultdict(list)
         for name, value in _assignments(self.tree.body):
-            found.setdefault(name, []).append(value)
+            found[name].append(value)
         return found
 
     def add(self, kind: str, detail: str, node: ast.AST | None = None) -> None:
@@ -170,15 +169,12 @@ class _Scanner:
         """The markers an expression applies (best effort on literals and module names)."""
         if node is None or depth > 8:
             return set()
-        name = self.names.mark_name(node)
-        if name is not None:
+        if (name := self.names.mark_name(node)) is not None:
             return {name}
         if isinstance(node, ast.Call):
-            called = self.names.mark_name(node.func)
-            if called is not None:
+            if (called := self.names.mark_name(node.func)) is not None:
                 return {called}
-            helper = self.names.helper(node)
-            return self._helper_marks(node) if helper else set()
+            return self._helper_marks(node) if self.names.helper(node) else set()
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             return set().union(*(self.marks_of(e, depth + 1) for e in node.elts))
         if isinstance(node, ast.Starred):
@@ -223,8 +219,7 @@ class _Scanner:
     def _direct_marks(self) -> set[str]:
         found: set[str] = set()
         for node in ast.walk(self.tree):
-            name = self.names.mark_name(node)
-            if name is None:
+            if (name := self.names.mark_name(node)) is None:
                 continue
             found.add(name)
             platform = self.registry.sku_platforms.get(name)
@@ -423,15 +418,14 @@ def load_registry(repo: Path) -> MarkerRegistry:
 
 def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> list[MarksReport]:
     """One report per file; a file the gate cannot read is a problem (`Unreadable`), never OK."""
-    reports = []
-    for path in files:
-        rel = path.relative_to(repo).as_posix()
+
+    def report(rel: str, path: Path) -> MarksReport:
         try:
-            problems = tuple(scan_source(read_text(path, rel), rel, registry))
+            return MarksReport(rel, tuple(scan_source(read_text(path, rel), rel, registry)))
         except Unreadable as exc:
-            problems = (Problem(UNREADABLE, exc.why),)
-        reports.append(MarksReport(rel, problems))
-    return reports
+            return MarksReport(rel, (Problem(UNREADABLE, exc.why),))
+
+    return [report(path.relative_to(repo).as_posix(), path) for path in files]
 
 
 def render(reports: Sequence[MarksReport]) -> str:

@@ -1,14 +1,11 @@
 """`lint-pipelines`: check every test YAML of a repo, whatever the diff.
 
-The uploader validates lazily: a step the diff filters out never has its key or
-preset looked up, so a typo surfaces only on the build that needs the step. The
-linter reports, for every step of every test YAML and all at once: unknown or
-malformed `source_file_dependencies` keys, unknown `mirror_hardwares` presets,
-expansion errors (MIRROR_HW unset and `b200`) and schema errors of the expanded
-pipeline; `if` strings outside the `if` module's subset are notes. Every other
-`.buildkite/` YAML must satisfy its consumer (`ci.pipeline.judge`) and the
-schema as it is (AMD test YAMLs without their template-only keys), as
-`check_buildkite.py` did; a file that cannot be read is a problem, never skipped.
+The uploader looks keys and presets up only for steps the diff keeps, so a typo
+surfaces late; the linter reports, for every step at once: bad
+`source_file_dependencies` keys, unknown `mirror_hardwares` presets, expansion
+errors and schema errors (`if` strings outside `ifexpr`'s subset are notes).
+Every other `.buildkite/` YAML must satisfy its consumer (`ci.pipeline.judge`)
+and the schema, as `check_buildkite.py` did; an unreadable file is a problem.
 """
 
 from __future__ import annotations

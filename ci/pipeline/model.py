@@ -1,15 +1,12 @@
 """Buildkite pipelines as typed values: parsed once, walked one way, emitted one way.
 
-Every task that reads or writes a pipeline works on these types:
-
 * `Pipeline`: the document's own keys (`env`, `agents`, …) and its steps;
 * `Group`: a mapping with a `steps` list (Buildkite's group step);
 * `Step`: any other mapping (a command, trigger, block, input or wait step);
 * `Shorthand`: an entry that is not a mapping (`- wait`, `- block`), kept as is.
 
-A step keeps the keys it was written with, in their order, so what is emitted
-is what was read except for a task's changes (`Step.replace`). `parse` and
-`emit` are the YAML boundary (`Document`, plain YAML data).
+Steps keep their keys in written order, so what is emitted is what was read plus
+a task's changes (`Step.replace`). `parse` and `emit` are the YAML boundary.
 """
 
 from __future__ import annotations
