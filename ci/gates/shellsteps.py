@@ -1,15 +1,13 @@
 """`shellcheck-steps`: shellcheck the shell text inside the target's pipeline YAMLs.
 
-Each step's script is rebuilt as its shell receives it (`$$` back to `$`),
-after a first line stating its dialect, since shellcheck's findings depend on
-it (SC2164 is dropped under errexit): AMD tier YAMLs run in the native
-runner's bash (`set -o pipefail`, no errexit), everything else in Buildkite's
-`bash -e -c` (`set -e`). Single-`$` references are filled in at upload, so
-shellcheck sees a same-length word there; our `upload-expansion` check flags
-those whose upload-time value is surely wrong (assigned by the step, in its
-env, or per-job such as `$PATH`). Findings name file, step, command and line.
-Exit 0 clean, 1 findings or a file its consumer refuses (`ci.pipeline.judge`),
-2 bad input or no shellcheck.
+Each step's script is rebuilt as its shell receives it (`$$` back to `$`) under a
+first line stating its dialect, on which findings depend: AMD tier YAMLs run in
+the native runner's bash (`set -o pipefail`, no errexit, so SC2164 is dropped),
+everything else in Buildkite's `bash -e -c`. Single-`$` references are filled in
+at upload, so shellcheck sees a same-length word; `upload-expansion` flags those
+whose upload-time value is surely wrong (set by the step, in its env, or per job
+like `$PATH`). Exit 0 clean, 1 findings or a file its consumer refuses
+(`ci.pipeline.judge`), 2 bad input or no shellcheck.
 """
 
 from __future__ import annotations

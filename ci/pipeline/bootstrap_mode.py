@@ -1,13 +1,11 @@
 """Bootstrap mode of the uploader: `if` gates on `bootstrap-upload-steps.yml`.
 
 The CUDA and NPU bootstrap files list an image build and one upload step per
-tier. Which may run depends on the skip-ci decision (docs-only builds run only
-scheduled jobs; a CI-YAML-only change runs the levels it touched) and on what
-Buildkite knows at upload time (branch, PR labels, schedule env). The gates are
-the original's exact `if` strings, built as `ci.pipeline.ifexpr` trees and
-injected by step key (`ci.topology`'s `upload_key`); an `if` of false drops the
-step, true removes the key, and a skip-all build is never revived by a label.
-Pure: the task layer (`ci.pipeline.upload`) reads the file and emits the result.
+tier; which may run depends on the skip-ci decision and on what Buildkite knows
+at upload (branch, PR labels, schedule env). The gates are the original's exact
+`if` strings, built as `ci.pipeline.ifexpr` trees and injected by step key
+(`ci.topology`'s `upload_key`): false drops the step, true removes the key, and
+a label never revives a skip-all build. Pure: `ci.pipeline.upload` does the I/O.
 """
 
 from __future__ import annotations
