@@ -1,18 +1,13 @@
 """The two ways the ROCm and CUDA CI images are built, shared by both platforms.
 
-- **buildx**: what the old scripts ran. A docker-container builder exports the
-  full BuildKit cache (mode=max) to a registry ref. Every buildx command names
-  the builder with `--builder` instead of `docker buildx use`, which would change
-  the agent user's global builder under other jobs.
-- **engine**: `DOCKER_BUILDKIT=1 docker build` on a client that can do it
-  without the buildx plugin (what `doctor` finds). The engine cannot export a
-  registry cache, so the image carries an *inline* cache
-  (`BUILDKIT_INLINE_CACHE=1`, mode=min: only the final image's layers) and is
-  pushed a second time under the cache ref.
+- **buildx**: the old scripts' way; a docker-container builder exports the full
+  BuildKit cache (mode=max). Commands name it with `--builder`, since
+  `docker buildx use` would change the agent user's builder under other jobs.
+- **engine**: `DOCKER_BUILDKIT=1 docker build` without the buildx plugin. It
+  cannot export a registry cache, so the image carries an inline cache (mode=min)
+  and is pushed a second time under the cache ref.
 
-Planning is pure: plain door commands whose policy says what the scripts'
-conditionals did, so running is `door.execute` and the dry-run prints exactly
-what runs.
+Planning is pure door commands, so the dry-run prints exactly what runs.
 """
 
 from __future__ import annotations

@@ -59,13 +59,10 @@ class BuildOptions:
 
     def misplaced(self) -> list[str]:
         """One problem per option that was given but does not apply to this platform."""
-        problems = []
-        for field in fields(self):
-            platforms = APPLIES.get(field.name)
-            if platforms is None or self.platform in platforms:
-                continue
-            if getattr(self, field.name) != field.default:
-                names = " or ".join(p.value for p in platforms)
-                flag = "--" + field.name.replace("_", "-")
-                problems.append(f"{flag}: applies to --platform {names} only")
-        return problems
+        return [
+            f"--{f.name.replace('_', '-')}: applies to --platform"
+            f" {' or '.join(p.value for p in APPLIES[f.name])} only"
+            for f in fields(self)
+            if self.platform not in APPLIES.get(f.name, (self.platform,))
+            and getattr(self, f.name) != f.default
+        ]

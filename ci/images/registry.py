@@ -1,19 +1,13 @@
 """Ask the registry a ROCm/CUDA build talks to whether it answers, before the build.
 
-A registry that accepts connections but never answers made `build-image`
-hang with no output, and stalled dockerd's `--cache-from` lookup for every
-build of the engine. One `GET /v2/` with a short timeout turns that into one
-line and an exit 1 (the machine's state, not the input: amd-build's retry may
-find it back). `VLLM_OMNI_CI_REGISTRY_PROBE=0` skips the check.
-
-Asked: the image ref's registry when the build pushes; under `--no-push` the
-cache ref's only when it is on this machine; `--dry-run` asks nothing. Any HTTP
-status, or a TLS handshake failing on the certificate, is an answer; a
-timeout, a refused connection or an unresolved name is not.
-
-Docker's rules: the first component of a repository is a registry host when it
-has a `.` or `:` or is `localhost`, else the image is on Docker Hub; a loopback
-registry is spoken to over plain HTTP, any other over HTTPS.
+A registry that accepts connections but never answers hung `build-image` and
+dockerd's `--cache-from` lookup; one short `GET /v2/` makes it one line and exit 1
+(the machine's state, so amd-build's retry may pass). `VLLM_OMNI_CI_REGISTRY_PROBE=0`
+skips it. Asked: the image's registry when pushing; under `--no-push` the cache
+ref's only when on this machine; `--dry-run` asks nothing. Any HTTP status or a
+certificate failure is an answer; a timeout, refusal or unresolved name is not.
+Docker's rules: a repository's first component is a registry host when it has a
+`.` or `:` or is `localhost` (else Docker Hub); a loopback registry speaks HTTP.
 """
 
 from __future__ import annotations

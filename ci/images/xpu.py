@@ -1,17 +1,12 @@
 """XPU CI image: resolve the vLLM XPU base image, then build `xpu/vllm-omni-ci:<commit>`.
 
 Replaces the build half of `.buildkite/intel/scripts/run-xpu-test.sh`. The base
-is found in the script's priority order, one *tier* after another:
-
-1. pull `<upstream>:<version>` (refreshes moving tags);
-2. the pull failed, but a local copy of that image exists;
-3. `VLLM_BASE` (default `xpu/vllm-omni-ci-base:<version>`) exists locally;
-4. clone vLLM at the tag and build its `vllm-openai` target as `VLLM_BASE` (~30 min).
-
-Unlike the script, an engine that cannot answer an image lookup is an error
-(an empty `docker images -q` used to start the 30-minute source build); the
-winning tier is logged with its reason; and an engine that cannot export with
-`--output type=image` (the classic image store) builds with `docker build -t`.
+comes from the first tier that works, in the script's order: pull `<upstream>:<version>`;
+a local copy of it; `VLLM_BASE` (default `xpu/vllm-omni-ci-base:<version>`) found
+locally; else vLLM cloned at the tag and its `vllm-openai` target built as `VLLM_BASE`.
+Unlike the script, an engine that cannot answer a lookup is an error (not "missing",
+which started the 30-minute source build), and an engine that cannot export
+`--output type=image` builds with `docker build -t`.
 """
 
 from __future__ import annotations
@@ -196,9 +191,11 @@ def tier_plan(build: XpuBuild, tier: BaseTier, reason: str, export: bool) -> doo
             source_build_command(build, SOURCE_DIR, export),
         ]
     commands.append(image_build_command(build, build.base_for(tier), export))
-    how = "--output type=image (the engine can export)"
-    if not export:
-        how = "plain docker build -t (the engine cannot do --output type=image)"
+    how = (
+        "--output type=image (the engine can export)"
+        if export
+        else "plain docker build -t (the engine cannot do --output type=image)"
+    )
     return door.Plan(
         commands=tuple(commands),
         facts=(
@@ -212,11 +209,7 @@ def tier_plan(build: XpuBuild, tier: BaseTier, reason: str, export: bool) -> doo
 
 
 def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
-    """Without an engine to ask: every tier in order, each used only if the one before fails.
-
-    The builds show the script's `--output type=image` (what an engine with
-    the containerd image store runs); the `export` fact says when `-t` replaces it.
-    """
+    """Without an engine to ask: every tier in order, each used only if the one before fails."""
     up, base = build.upstream, build.fallback_base
     return door.Plan(
         commands=(
@@ -278,22 +271,6 @@ def image_exists(client: DockerClient, ref: str) -> bool:
     return True
 
 
-def predict_tier(build: XpuBuild, client: DockerClient) -> tuple[BaseTier, str]:
-    """The tier a real run would pick, from read-only lookups only (the registry: no pull)."""
-    up, base = build.upstream, build.fallback_base
-    try:
-        ask = f"ask the registry for {up} (no pull)"
-        door_docker.ask(ask, lambda: client.images.get_registry_data(up))
-        return BaseTier.PULLED, f"{up}: the registry has it"
-    except Exception as exc:
-        why = _last_line(exc)
-    if image_exists(client, up):
-        return BaseTier.LOCAL_UPSTREAM, f"{up} not pullable ({why}), local copy present"
-    if image_exists(client, base):
-        return BaseTier.LOCAL_BASE, f"{up} unavailable, {base} present"
-    return BaseTier.SOURCE, f"{up} not pullable ({why}) nor local; {base} not local"
-
-
 def engine_can_export(client: DockerClient) -> bool:
     """Read-only guess for the dry-run: only the containerd image store exports type=image."""
     try:
@@ -305,23 +282,25 @@ def engine_can_export(client: DockerClient) -> bool:
     )
 
 
-def resolve_base(build: XpuBuild, exists: Callable[[str], bool]) -> tuple[BaseTier, str]:
-    """Tiers 1-3 for real (tier 4 is the caller's): (tier, reason). Logs the script's warnings."""
+def choose_tier(
+    build: XpuBuild,
+    upstream: tuple[bool, str],
+    exists: Callable[[str], bool],
+    note: Callable[[str], None] = lambda _: None,
+) -> tuple[BaseTier, str]:
+    """The tiers after tier 1's `upstream` (usable, why not); tier 4's build is the caller's."""
     up, base = build.upstream, build.fallback_base
-    # Streamed, not captured: the upstream image is ~37 GB and the log should show progress.
-    pulled = deadline.step(pull_command(build))
-    if pulled.ok:
-        return BaseTier.PULLED, f"docker pull {up} succeeded"
-    reason = f"docker pull exit {pulled.code}, its error is in the log above"
-    door.note(f"pull of {up} failed ({reason})")
+    ok, why = upstream
+    if ok:
+        return BaseTier.PULLED, why
     if exists(up):
-        door.note(f"WARNING: could not pull {up}; using local copy")
-        return BaseTier.LOCAL_UPSTREAM, f"pull failed ({reason}); local copy present"
-    door.note(f"WARNING: {up} unavailable remotely and locally")
+        note(f"WARNING: could not pull {up}; using local copy")
+        return BaseTier.LOCAL_UPSTREAM, f"{why}; local copy present"
+    note(f"WARNING: {up} unavailable remotely and locally")
     if exists(base):
         return BaseTier.LOCAL_BASE, f"{up} unavailable; {base} present"
-    door.note(f"WARNING: building {base} from vLLM {build.vllm_version} source")
-    return BaseTier.SOURCE, f"neither {up} nor {base} is available"
+    note(f"WARNING: building {base} from vLLM {build.vllm_version} source")
+    return BaseTier.SOURCE, f"{why}; no local copy, {base} not local"
 
 
 def build_from_source(build: XpuBuild, export: bool) -> None:
@@ -356,7 +335,14 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
     except Exception as exc:
         door.execute(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
         return
-    tier, reason = predict_tier(build, client)
+    up = build.upstream
+    try:
+        ask = f"ask the registry for {up} (no pull)"  # read-only tier 1: nothing is pulled
+        door_docker.ask(ask, lambda: client.images.get_registry_data(up))
+        upstream = True, f"{up}: the registry has it"
+    except Exception as exc:
+        upstream = False, f"{up} not pullable ({_last_line(exc)})"
+    tier, reason = choose_tier(build, upstream, lambda ref: image_exists(client, ref))
     # The client a real run would use (client queries only: no engine-side probe build).
     chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
     if chosen:
@@ -374,7 +360,14 @@ def build(options: BuildOptions) -> None:
     export = report.output_image
     with door.buildkite_group(f"XPU base image for vLLM {job.vllm_version}"):
         client = functools.cache(engine_client)  # connected on first use: tier 1 needs none
-        tier, reason = resolve_base(job, lambda ref: image_exists(client(), ref))
+        # Streamed, not captured: the upstream image is ~37 GB and the log shows progress.
+        pulled = deadline.step(pull_command(job))
+        upstream = pulled.ok, f"docker pull {job.upstream} succeeded"
+        if not pulled.ok:
+            why = f"docker pull exit {pulled.code}, its error is in the log above"
+            door.note(f"pull of {job.upstream} failed ({why})")
+            upstream = False, f"pull failed ({why})"
+        tier, reason = choose_tier(job, upstream, lambda r: image_exists(client(), r), door.note)
         door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
         door.note(f"why: {reason}")
         if tier == BaseTier.SOURCE:

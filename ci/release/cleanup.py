@@ -1,11 +1,10 @@
 """Prune old `nightly-*` tags of vllm/vllm-omni on Docker Hub, keeping the newest N.
 
-Replaces `.buildkite/release/scripts/cleanup-nightly-builds.sh`, with its
-rules: log in, page through the name-filtered tag list, keep only names that
-start with `nightly-` (Hub's filter is a substring match), sort newest first,
-keep N, delete the rest one by one with a pause, and exit 1 if any delete
-failed. Unlike the script (docs/differences.md), a listing error exits 1,
-timestamps are compared as datetimes, and no credential is ever printed.
+Replaces `.buildkite/release/scripts/cleanup-nightly-builds.sh`: log in, page
+through the filtered tag list, keep names starting `nightly-` (Hub's filter is a
+substring match), newest first, keep N, delete the rest with a pause, exit 1 if a
+delete failed. Unlike it (docs/differences.md), a listing error exits 1,
+timestamps compare as datetimes, and no credential is printed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Pinned Debian packages into the sandbox's prefix, without touching the system's packages.
 
-`apt-get download` from a private sources list that names the mirror apt
-already uses, with its own lists, cache and an empty dpkg status, so the
-system's apt state is never read or written; then `dpkg -x` into the prefix.
-Nothing is configured, no maintainer script runs, and removing the prefix
-undoes it all.
+`apt-get download` from a private sources list naming the mirror apt already
+uses, with its own lists, cache and empty dpkg status, then `dpkg -x` into the
+prefix: nothing configured, no maintainer script, removing the prefix undoes it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The exact Debian packages the sandbox installs, and why these.
 
-Debian bookworm's newest engine is 20.10, without the buildx plugin and
-without the containerd image store, and the buildx `docker` driver exports a
-registry cache only with that store. Debian trixie's engine, client, buildx
-and containerd need nothing newer than bookworm's libc (>= 2.34), so they run
-on bookworm unchanged; the small helpers (runc, tini as docker-init, the
-registry, debootstrap) come from bookworm itself.
-
-A pin is an upstream version: the Debian revision (`+dfsg1-9+deb13u1`) may
-move with security updates on the mirror, the upstream version may not. The
-revision actually installed is printed and kept in installed.json.
+Bookworm's engine (20.10) has neither buildx nor the containerd image store the
+buildx `docker` driver needs to export a registry cache; trixie's engine, client,
+buildx and containerd run on bookworm's libc unchanged, and the small helpers
+come from bookworm. A pin is an upstream version (the Debian revision may move
+with security updates); the revision installed is printed and kept in installed.json.
 """
 
 from __future__ import annotations
