@@ -125,7 +125,7 @@ def rewrite_steps(
     document: model.Pipeline | Mapping[str, Any], platform: BootstrapPlatform
 ) -> tuple[model.Pipeline, frozenset[str]]:
     """The bootstrap file with tool commands instead of shell; also the image step keys."""
-    tree = document if isinstance(document, model.Pipeline) else model.parse(document)
+    tree = model.parse(document)
     templates = {s.key: s for s, _ in tree.leaves() if s.key in bootstrap_mode.IMAGE_KEYS}
     generated = _npu_image_steps(templates) if platform == "npu" and templates else []
     keys = [s.key for s in generated]
@@ -209,7 +209,7 @@ def plan_pipeline(
 
 def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> model.Pipeline:
     """`pipeline-intel.yml` with the test step running vllm-omni-ci instead of the script."""
-    tree = document if isinstance(document, model.Pipeline) else model.parse(document)
+    tree = model.parse(document)
     if tree.steps is None:
         raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
     found = 0

@@ -107,6 +107,14 @@ class GitHub:
     url: str = ""
 
 
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.ThreadingHTTPServer:
+    """A GitHub stand-in on 127.0.0.1 (a free port), answering in a background thread."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def github() -> Iterator[GitHub]:
     state = GitHub()
@@ -133,10 +141,7 @@ def github() -> Iterator[GitHub]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = _serve(Handler)
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield state
     state.released.set()
@@ -1156,9 +1161,7 @@ def servers() -> Iterator[Callable[[], Recorder]]:
             def log_message(self, *args: object) -> None:
                 pass
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = _serve(Handler)
         started.append(server)
         state.url = f"http://127.0.0.1:{server.server_address[1]}"
         return state

@@ -151,7 +151,7 @@ def render_bootstrap(
 ) -> BootstrapRendered:
     """Inject the gates by step key, drop disabled steps and empty groups (pure)."""
     by_key = gates(decision, platform).by_key(image_keys)
-    tree = document if isinstance(document, model.Pipeline) else model.parse(document)
+    tree = model.parse(document)
     out = BootstrapRendered(tree)
 
     def gate(step: model.Step, _outer: object) -> model.Step | None:

@@ -18,14 +18,20 @@ Document: TypeAlias = dict[str, Any]
 _DELETE: Any = object()
 
 
-@dataclass(frozen=True, eq=False)
-class Step:
-    """One non-group step, with its keys as written."""
+class _Keyed:
+    """Read access to an entry's own keys (`fields`), for steps and groups alike."""
 
     fields: Fields
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.fields.get(name, default)
+
+
+@dataclass(frozen=True, eq=False)
+class Step(_Keyed):
+    """One non-group step, with its keys as written."""
+
+    fields: Fields
 
     def __getitem__(self, name: str) -> Any:
         return self.fields[name]
@@ -46,14 +52,11 @@ class Step:
 
 
 @dataclass(frozen=True, eq=False)
-class Group:
+class Group(_Keyed):
     """A group step: its own keys (without `steps`) and its children."""
 
     fields: Fields
     steps: tuple[Node, ...]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.fields.get(name, default)
 
     @property
     def name(self) -> str:
@@ -114,7 +117,12 @@ def nodes(entries: Iterable[Any]) -> tuple[Node, ...]:
 
 
 def parse(document: Any) -> Pipeline:
-    """A parsed YAML document as a `Pipeline` (a mapping, or a bare list of steps)."""
+    """A parsed YAML document as a `Pipeline` (a mapping, or a bare list of steps).
+
+    A `Pipeline` is returned as it is, so a function can take either form.
+    """
+    if isinstance(document, Pipeline):
+        return document
     if isinstance(document, list):
         return Pipeline({}, nodes(document))
     fields = document if isinstance(document, Mapping) else {}
@@ -175,7 +183,6 @@ def prune(
     on_group: GroupRule | None = None,
     on_empty: Callable[[Group, tuple[Group, ...]], None] | None = None,
     keep_empty: bool = False,
-    outer: tuple[Group, ...] = (),
 ) -> tuple[Node, ...]:
     """The tree with each step mapped by `on_step` (a step, nodes in its place, or None) and
     each group by `on_group` (None drops it); a group left empty goes to `on_empty` and is
@@ -203,7 +210,7 @@ def prune(
                     out.extend(made)
         return tuple(out)
 
-    return walk(entries, outer)
+    return walk(entries, ())
 
 
 class _StepsAt(Document):
