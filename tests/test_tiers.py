@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ci.errors import UserError
+from ci.images.refs import ci_image
 from ci.pipeline.mirror import HF_EXPORT
 from ci.platforms import Platform
 from ci.tiers import report
@@ -110,7 +111,7 @@ def test_corpus_tier_steps_match_independent_count_and_commands(
     assert [s.label for s in steps] == [leaf.get("label") for leaf in leaves]
     for step, leaf in zip(steps, leaves, strict=True):
         assert list(step.commands) == raw_commands(leaf), step.label  # byte for byte
-        assert step.source == f".buildkite/{rel}"
+        assert step.file == f".buildkite/{rel}"
         for shell, written in zip(step.shell_commands, step.commands, strict=True):
             assert shell == written.replace("$$", "$")
         assert dict(document.get("env") or {}).keys() <= step.env.keys()
@@ -233,7 +234,6 @@ def sample_host(tmp_path: Path, **kw: Any) -> Host:
         "repo": SAMPLE,
         "commit": "abc123",
         "results": tmp_path / "results",
-        "images": {Platform.ROCM: "rocm/vllm-omni:abc123"},
         "environ": {},
         "run_id": "t1",
     }
@@ -280,7 +280,7 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     assert docker[docker.index("-v") + 1] == f"{SAMPLE}:/app/vllm-omni"
     assert docker[docker.index("-w") + 1] == "/app/vllm-omni"
     assert "/dev/kfd" in docker  # devices only when the host has them
-    assert docker[-3:] == ["rocm/vllm-omni:abc123", "-c", job.program]
+    assert docker[-3:] == [ci_image(Platform.ROCM, "abc123", {}), "-c", job.program]
     passed = [docker[i + 1] for i, a in enumerate(docker) if a == "-e"]
     assert set(passed) == set(job.env)
     assert all("=" not in name for name in passed)  # values never in argv
@@ -309,7 +309,7 @@ def test_native_plan_runs_bash_in_the_repo(tmp_path: Path) -> None:
 
 def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.CUDA)
-    host = sample_host(tmp_path, images={Platform.CUDA: "cuda:abc"})
+    host = sample_host(tmp_path)
     jobs = plan_tier(steps, host, Options(step="Simple · Diffusion"))
     (job,) = jobs
     assert job.step.hardware == "l4_1" and job.runs
@@ -400,7 +400,12 @@ def test_plain_lines_and_markdown(tmp_path: Path) -> None:
 
 def test_soft_fail_on_listed_exit_only() -> None:
     step = TierStep(
-        Platform.CUDA, Tier.READY, "x", ("true",), soft_fail=SoftFail(statuses=frozenset({5}))
+        file="",
+        label="x",
+        commands=("true",),
+        platform=Platform.CUDA,
+        tier=Tier.READY,
+        soft_fail=SoftFail(statuses=frozenset({5})),
     )
     from ci.tiers.plan import Job
 
@@ -681,7 +686,7 @@ def test_if_false_step_is_reported_and_not_run_even_with_force(
 ) -> None:
     env = {"BUILDKITE_BRANCH": "feature"}
     steps = load_tier(corpus(), Tier.WEEKLY, Platform.CUDA, env)
-    host = sample_host(tmp_path, images={Platform.CUDA: "cuda:abc"})
+    host = sample_host(tmp_path)
     (job,) = plan_tier(steps, host, Options(force=True, step="CPU Coverage"))
     assert not job.runs and job.reason == 'if false here: build.env("WEEKLY") == "1"'
 
@@ -855,7 +860,6 @@ def test_rich_table_has_the_columns_and_one_row_per_job(tmp_path: Path) -> None:
 @pytest.mark.parametrize("platform", ["rocm", "cuda", "npu", "xpu"])
 def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
     """Container mode looks for exactly the image `build-image --repo` would make."""
-    from ci.tiers.session import image_ref
     from tests.conftest import run_cli
 
     env = {
@@ -864,7 +868,7 @@ def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
         "ROCM_CI_IMAGE_REGISTRY": "127.0.0.1:5000/tiers/rocm",
         "IMAGE_REGISTRY": "127.0.0.1:5000/tiers",
     }
-    ref = image_ref(Platform(platform), "abc123", env)
+    ref = ci_image(Platform(platform), "abc123", env)
     built = run_cli(
         "build-image", "--platform", platform, "--repo", str(SAMPLE), "--no-push", "--dry-run",
         env=env,

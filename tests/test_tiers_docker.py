@@ -237,10 +237,11 @@ def test_timeout_ends_the_job_and_removes_its_container(
     from ci.tiers.plan import Host, Options, plan_step
 
     step = TierStep(
-        Platform.ROCM,
-        Tier.READY,
-        "Sleeper",
-        ("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
+        file="",
+        label="Sleeper",
+        commands=("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
+        platform=Platform.ROCM,
+        tier=Tier.READY,
         hardware="mi300_1",
         runs_on_cpu=True,
         raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
@@ -249,11 +250,10 @@ def test_timeout_ends_the_job_and_removes_its_container(
         repo=SAMPLE,
         commit=COMMIT,
         results=tmp_path,
-        images={Platform.ROCM: sample_image},
         docker=docker_cli,
         run_id="timeout",
     )
-    (job,) = plan_step(step, 1, host, Options(labels=(TEST_LABEL,)))
+    (job,) = plan_step(step, 1, host, Options(image=sample_image, labels=(TEST_LABEL,)))
     assert job.command is not None
     job = dataclasses.replace(job, command=dataclasses.replace(job.command, timeout=5, grace=2))
     result = run_job(job, docker_cli, stream=False)

@@ -172,7 +172,3 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
             }.get(outcome, "has not run yet (it comes later in the file)")
             return f"not run: depends on {dependency.key} ({member.job.name} {why})"
     return ""
-
-
-def blocking_failures(results: Sequence[JobResult]) -> list[JobResult]:
-    return [r for r in results if r.outcome is JobOutcome.FAILED]

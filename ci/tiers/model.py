@@ -1,62 +1,94 @@
 """Tier x platform → the tier's steps, read only from the target repo's own sources.
 
-- rocm: `.buildkite/amd/test-amd-<tier>.yml` (grade, agent_pool, parallelism);
-- cuda: `.buildkite/cuda/test-<tier>.yml` (hardware = the upload-pipeline preset);
-- npu: `.buildkite/npu/test-npu-<tier>.yml` (same);
+- rocm, cuda, npu: the tier YAML of `ci.topology.TIER_PATTERNS` (rocm: grade,
+  agent_pool; cuda/npu: the hardware is the upload-pipeline preset);
 - xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
 
-A pair without a source is `no <tier> tier for <platform>` (exit 2). On top of
-`ci.pipeline.stepsource`: shards, timeout, soft-fail, hardware, the CPU rule, and
-the `if`s evaluated as for a PR carrying the tier's label.
+A pair without a source is `no <tier> tier for <platform>` (exit 2). Each step is
+the YAML's `ShellStep` plus what a local run carries over from CI: shards, timeout,
+soft-fail, retries, hardware, the CPU rule, and the `if`s evaluated as for a PR
+carrying the tier's label.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ci import topology
+from ci.amd.render import DEFAULT_POOL
 from ci.errors import UserError
 from ci.pipeline import files
 from ci.pipeline.ifexpr import Context, check
 from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
 from ci.pipeline.registries import Registries
-from ci.pipeline.stepsource import env_of, load_documents, steps_of
+from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, unescape
 from ci.platforms import Platform
+from ci.runner.xpu_commands import command_lines
 from ci.target import resolve_branch
-from ci.tiers.rules import amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
-from ci.tiers.step import Tier as Tier
-from ci.tiers.step import TierStep as TierStep
-from ci.tiers.xpu import XPU_SOURCE, xpu_steps
+from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
+from ci.topology import Tier as Tier
 
-TIER_FILES = topology.TIER_PATTERNS
-XPU_TIERS = (Tier.READY,)
-# The PR label that uploads each tier: a local run is that PR's build.
-TIER_LABELS = topology.LABELS
-# The AMD template's default pool and mirror.
-AMD_DEFAULT_POOL = "mi300_1"
-AMD_MIRROR = "amdproduction"
+AMD_MIRROR = "amdproduction"  # an AMD step is uploaded only when it names this mirror
+XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
 
 
-def parse_tier(value: str | Tier) -> Tier:
-    if isinstance(value, Tier):
-        return value
-    try:
-        return Tier(value.strip().lower())
-    except ValueError:
-        allowed = ", ".join(t.value for t in Tier)
-        raise UserError(f"unknown tier {value!r}: allowed values are {allowed}") from None
+@dataclass(frozen=True, kw_only=True)
+class TierStep(ShellStep):
+    """One step of a tier (`file`: its source), with what a local run carries over from CI."""
 
+    platform: Platform
+    tier: Tier
+    prologue: tuple[str, ...] = ()  # prepended by the upload (CUDA presets' HF_TOKEN export)
+    file_env: Mapping[str, str] = field(default_factory=dict)
+    parallelism: int = 1
+    timeout_minutes: int | None = None
+    soft_fail: SoftFail = field(default_factory=SoftFail)
+    retries: tuple[Retry, ...] = ()  # the step's own retry.automatic exit-status rules
+    grade: str = ""  # AMD grade as written ("" elsewhere)
+    hardware: str = ""  # what CI runs it on: agent_pool (rocm), preset (cuda/npu), queue
+    runs_on_cpu: bool = False  # the CPU-runnable rule
+    dropped: str = ""  # why the upload would not emit this step ("" = emitted)
+    yaml_escaped: bool = True  # commands still hold Buildkite's `$$` escapes
+    if_false: str = ""  # the first of `conditions` that is false in the local context
 
-def missing(tier: Tier, platform: Platform) -> UserError:
-    return UserError(f"no {tier} tier for {platform}")
+    @property
+    def shell_commands(self) -> tuple[str, ...]:
+        return super().shell_commands if self.yaml_escaped else self.commands
+
+    @property
+    def job_commands(self) -> tuple[str, ...]:
+        """What the job shell runs: the upload's prologue, then the step's commands."""
+        return (*(unescape(c) for c in self.prologue), *self.shell_commands)
+
+    @property
+    def blocking(self) -> bool:
+        return self.soft_fail.blocking
+
+    @property
+    def grade_text(self) -> str:
+        if self.grade or self.platform is Platform.ROCM:
+            return f"{self.grade or 'no grade'} ({'blocking' if self.blocking else 'soft_fail'})"
+        return self.soft_fail.describe()
+
+    @property
+    def skip_reason(self) -> str:
+        """Why Buildkite would not create this job for the local context ("" = it would)."""
+        if self.dropped:
+            return f"dropped: {self.dropped}"
+        return f"if false here: {self.if_false}" if self.if_false else ""
+
+    @property
+    def need(self) -> str:
+        return f"needs {self.hardware or self.platform.value}"
 
 
 def tier_file(repo: Path, tier: Tier, platform: Platform) -> Path | None:
     """The tier YAML of a platform in `repo`, or None when the pair has none."""
-    pattern = TIER_FILES.get(platform)
+    pattern = topology.TIER_PATTERNS.get(platform)
     if pattern is None:
         return None
     path = repo / pattern.format(tier=tier.value)
@@ -65,13 +97,15 @@ def tier_file(repo: Path, tier: Tier, platform: Platform) -> Path | None:
 
 
 def has_tier(repo: Path, tier: Tier, platform: Platform) -> bool:
-    if platform is Platform.XPU:
-        return tier in XPU_TIERS
+    if platform is Platform.XPU:  # the XPU tiers are the table's
+        return topology.row(platform, tier) is not None
     return tier_file(repo, tier, platform) is not None
 
 
 def source_of(repo: Path, tier: Tier, platform: Platform) -> str:
-    return XPU_SOURCE if platform is Platform.XPU else TIER_FILES[platform].format(tier=tier.value)
+    if platform is Platform.XPU:
+        return XPU_SOURCE
+    return topology.TIER_PATTERNS[platform].format(tier=tier.value)
 
 
 def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context:
@@ -81,7 +115,7 @@ def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context
         branch = resolve_branch(repo, env=environ)
     except UserError:
         branch = ""
-    return Context.of(branch, [TIER_LABELS[tier]], environ)
+    return Context.of(branch, [topology.LABELS[tier]], environ)
 
 
 def first_false(conditions: tuple[str, ...], context: Context) -> str:
@@ -98,28 +132,25 @@ def _int(value: Any) -> int | None:
         return None
 
 
-class _Hardware:
-    """The preset the upload-pipeline code resolves for a CUDA/NPU step (registries read once)."""
+Hardware = Callable[[Mapping[str, Any]], tuple[str, str, tuple[str, ...]]]
 
-    def __init__(self, repo: Path, environ: Mapping[str, str]) -> None:
-        self.registries = Registries.for_repo(repo)
-        self._selector: str | None = None
-        self._selector_error = ""
+
+def _presets(repo: Path, environ: Mapping[str, str]) -> Hardware:
+    """(hardware, dropped reason, prologue) of a CUDA/NPU step, as the uploader expands it.
+
+    The prologue is what the preset prepends to the commands (the CUDA presets'
+    `HF_TOKEN` export from `VLLM_CI_HF_TOKEN`).
+    """
+    registries = Registries.for_repo(repo)
+    try:
+        selector = parse_mirror_hw(environ.get("MIRROR_HW"))
+    except UserError as exc:
+        unresolved = f"unresolved ({'; '.join(exc.problems)})"
+        return lambda _raw: (unresolved, "", ())
+
+    def resolve(raw: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
         try:
-            self._selector = parse_mirror_hw(environ.get("MIRROR_HW"))
-        except UserError as exc:
-            self._selector_error = "; ".join(exc.problems)
-
-    def resolve(self, raw: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
-        """(hardware, dropped reason, prologue) of one step, as the uploader expands it.
-
-        The prologue is what the preset prepends to the commands (the CUDA
-        presets' `HF_TOKEN` export from `VLLM_CI_HF_TOKEN`).
-        """
-        if self._selector_error:
-            return f"unresolved ({self._selector_error})", "", ()
-        try:
-            expansion = expand(plain_copy(dict(raw)), self._selector, self.registries)
+            expansion = expand(plain_copy(dict(raw)), selector, registries)
         except UserError as exc:
             return f"unresolved preset ({'; '.join(exc.problems)})", "", ()
         if expansion.step is None:
@@ -128,19 +159,19 @@ class _Hardware:
         prologue = (
             (HF_EXPORT,) if isinstance(commands, list) and commands[:1] == [HF_EXPORT] else ()
         )
-        if expansion.preset:
-            return expansion.preset, "", prologue
         agents = raw.get("agents")
-        if isinstance(agents, Mapping) and agents.get("queue"):
+        if not expansion.preset and isinstance(agents, Mapping) and agents.get("queue"):
             return f"queue {agents['queue']}", "", prologue
-        return "", "", prologue
+        return expansion.preset or "", "", prologue
+
+    return resolve
 
 
 def _yaml_steps(
     repo: Path, tier: Tier, platform: Platform, path: Path, environ: Mapping[str, str]
 ) -> list[TierStep]:
     rel = path.relative_to(repo).as_posix()
-    hardware = None if platform is Platform.ROCM else _Hardware(repo, environ)
+    hardware = None if platform is Platform.ROCM else _presets(repo, environ)
     context = local_context(repo, tier, environ)
     found: list[TierStep] = []
     documents = load_documents(path, rel)
@@ -153,27 +184,22 @@ def _yaml_steps(
             raw = step.raw
             dropped = ""
             prologue: tuple[str, ...] = ()
-            if platform is Platform.ROCM:
-                need = str(raw.get("agent_pool") or AMD_DEFAULT_POOL)
+            if hardware is None:
+                need = str(raw.get("agent_pool") or DEFAULT_POOL)
                 soft, grade = amd_soft_fail(raw.get("grade")), str(raw.get("grade") or "")
                 mirrors = raw.get("mirror_hardwares") or []
                 if AMD_MIRROR not in (mirrors if isinstance(mirrors, list) else [mirrors]):
                     dropped = f"not mirrored to {AMD_MIRROR}"
             else:
-                assert hardware is not None
-                need, dropped, prologue = hardware.resolve(raw)
+                need, dropped, prologue = hardware(raw)
                 soft, grade = soft_fail_of(raw.get("soft_fail")), ""
             found.append(
                 TierStep(
+                    **{f.name: getattr(step, f.name) for f in fields(ShellStep)},
                     platform=platform,
                     tier=tier,
-                    label=step.label,
-                    commands=step.commands,
                     prologue=prologue,
-                    env=dict(step.env),
                     file_env=file_env,
-                    group=step.group,
-                    key=step.key,
                     parallelism=max(_int(raw.get("parallelism")) or 1, 1),
                     timeout_minutes=_int(raw.get("timeout_in_minutes")),
                     soft_fail=soft,
@@ -182,12 +208,7 @@ def _yaml_steps(
                     hardware=need,
                     runs_on_cpu=cpu_runnable(step.shell_commands),
                     dropped=dropped,
-                    source=rel,
-                    conditions=step.conditions,
                     if_false=first_false(step.conditions, context),
-                    depends_on=step.depends_on,
-                    group_keys=step.group_keys,
-                    raw=raw,
                 )
             )
     return found
@@ -206,11 +227,23 @@ def load_tier(
     `environ` (default: this process's) is what the upload would see: `MIRROR_HW`
     for the presets, the build env of the `if`s.
     """
-    if platform is Platform.XPU:
-        if tier not in XPU_TIERS:
-            raise missing(tier, platform)
-        return xpu_steps(tier)
+    if not has_tier(repo, tier, platform):
+        raise UserError(f"no {tier} tier for {platform}")
     path = tier_file(repo, tier, platform)
-    if path is None:
-        raise missing(tier, platform)
-    return _yaml_steps(repo, tier, platform, path, os.environ if environ is None else environ)
+    if path is not None:
+        return _yaml_steps(repo, tier, platform, path, os.environ if environ is None else environ)
+    commands = command_lines()  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
+    return [
+        TierStep(
+            file=XPU_SOURCE,
+            label="Intel: XPU Test",
+            commands=commands,
+            group="INTEL Tests",
+            platform=platform,
+            tier=tier,
+            timeout_minutes=60,
+            hardware="intel-gpu-omni",  # the queue
+            runs_on_cpu=cpu_runnable(commands),
+            yaml_escaped=False,
+        )
+    ]

@@ -16,25 +16,26 @@ from pathlib import Path
 
 from ci.amd.render import gpu_count, render_step
 from ci.door import Command
+from ci.images.refs import ci_image
 from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
 from ci.runner.native import NPU, ROCM
 from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
 from ci.runner.teelog import BOOTSTRAP, package_parent
-from ci.tiers.model import AMD_DEFAULT_POOL, TierStep
+from ci.tiers.model import TierStep
 from ci.tiers.terminal import strip_emoji
 
-# Every tier container carries this label (and TIER_LABEL=<tier>), so leftovers can be found.
+# Every tier container carries `<this>=<tier>` and `<this>.run=<run id>`: leftovers can be found.
 CONTAINER_LABEL = "vllm-omni-ci.tier"
+# The job shell of the non-AMD platforms: `bash -e`, npu with the NPU runner's env.
 JOB_SHELL = {
-    Platform.CUDA: Semantics(
-        platform="cuda", preflight=(RequireCommands(), Section("CUDA tests")), mode=Mode.FAIL_FAST
-    ),
-    Platform.XPU: Semantics(
-        platform="xpu",
-        preflight=(RequireCommands(), Section("Intel XPU tests")),
-        mode=Mode.FAIL_FAST,
-    ),
+    Platform.NPU: NPU,
+    **{
+        platform: Semantics(
+            platform.value, preflight=(RequireCommands(), Section(title)), mode=Mode.FAIL_FAST
+        )
+        for platform, title in ((Platform.CUDA, "CUDA tests"), (Platform.XPU, "Intel XPU tests"))
+    },
 }
 # Where each platform's job runs: the AMD runner's `cd`, the Buildkite k8s
 # checkout for cuda/npu, the XPU script's checkout in its image.
@@ -63,8 +64,6 @@ class Host:
     repo: Path
     commit: str
     results: Path
-    images: Mapping[Platform, str] = field(default_factory=dict)  # per platform (npu: a2)
-    npu_images: Mapping[str, str] = field(default_factory=dict)  # preset -> image
     devices: Mapping[Platform, tuple[str, ...]] = field(default_factory=dict)  # docker args
     environ: Mapping[str, str] = field(default_factory=dict)
     docker: str = "docker"
@@ -137,124 +136,90 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "step"
 
 
-def _interpolate(env: Mapping[str, str], context: Mapping[str, str]) -> dict[str, str]:
-    """Upload-time interpolation of env values (`${BUILDKITE_COMMIT}` -> the commit)."""
-    return {
-        k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()
-    }
-
-
-def rocm_job(
+def job_program(
     step: TierStep, workdir: str, context: Mapping[str, str], gpus: int
 ) -> tuple[dict[str, str], str]:
-    """(env, program) of an AMD step: the template's job env and TEST_COMMANDS, run natively."""
-    raw = dict(step.raw)
-    raw.setdefault("agent_pool", AMD_DEFAULT_POOL)
-    if not step.raw.get("working_dir"):
-        raw["working_dir"] = workdir
-    rendered = render_step(raw, dict(step.file_env))
-    env = {str(k): str(v) for k, v in rendered["env"].items()}
-    commands = unescape(env.pop("TEST_COMMANDS"))
-    env = _interpolate(env, context)
-    # No persistent volume is mounted locally; the no-GPU pre-flight when count is 0.
-    env["VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE"] = "0"
-    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)
-    return env, render_program(ROCM, commands)
-
-
-def shell_job(step: TierStep, context: Mapping[str, str], gpus: int) -> tuple[dict[str, str], str]:
-    """(env, program) of a cuda/npu/xpu step: its env, and its commands under `bash -e`."""
-    semantics = NPU if step.platform is Platform.NPU else JOB_SHELL[step.platform]
-    env = _interpolate(step.env, context)
-    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)
-    return env, render_program(semantics, step.job_commands)
-
-
-def image_for(step: TierStep, host: Host, options: Options) -> str:
-    if options.image:
-        return options.image
-    if step.platform is Platform.NPU and step.hardware in host.npu_images:
-        return host.npu_images[step.hardware]
-    return host.images.get(step.platform, "")
-
-
-def _docker_argv(
-    step: TierStep, host: Host, options: Options, env: Mapping[str, str], program: str, *where: str
-) -> tuple[str, ...]:
-    """`docker run` of the program; `where`: the image, the container's name, the workdir."""
-    image, container, workdir = where
-    labels = [f"{CONTAINER_LABEL}={step.tier}", f"{CONTAINER_LABEL}.run={host.run_id}"]
-    argv = [host.docker, "run", "--rm", "--name", container]
-    for label in (*labels, *options.labels):
-        argv += ["--label", label]
-    argv += ["--entrypoint", "bash", "-v", f"{host.repo}:{workdir}", "-w", workdir]
-    argv += host.devices.get(step.platform, ())
-    for name in env:  # values travel in the client's environment, never in argv
-        argv += ["-e", name]
-    return (*argv, image, "-c", program)
+    """(env, program) of a step: rocm the AMD template's job env and TEST_COMMANDS under the
+    MI300 semantics, else its env and commands under `bash -e`; env values interpolated as
+    the upload does (`${BUILDKITE_COMMIT}` -> the commit)."""
+    if step.platform is Platform.ROCM:
+        raw = dict(step.raw)
+        if not raw.get("working_dir"):
+            raw["working_dir"] = workdir
+        env = {str(k): str(v) for k, v in render_step(raw, dict(step.file_env))["env"].items()}
+        program = render_program(ROCM, unescape(env.pop("TEST_COMMANDS")))
+        env["VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE"] = "0"  # no persistent volume is mounted here
+    else:
+        env, program = dict(step.env), render_program(JOB_SHELL[step.platform], step.job_commands)
+    env = {k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()}
+    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)  # 0: the no-GPU pre-flight
+    return env, program
 
 
 def plan_step(step: TierStep, position: int, host: Host, options: Options) -> list[Job]:
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
-    reason = step.skip_reason
-    if not reason and not step.runs_on_cpu and not options.force:
-        reason = step.need
+    reason = step.skip_reason or ("" if step.runs_on_cpu or options.force else step.need)
+    if reason:
+        return [
+            Job(step, position, shard_label(step.label, s, step.parallelism), s, reason=reason)
+            for s in shards
+        ]
+    return [_job(step, position, shard, host, options) for shard in shards]
+
+
+def _job(step: TierStep, position: int, shard: int | None, host: Host, options: Options) -> Job:
+    name = shard_label(step.label, shard, step.parallelism)
     workdir = str(host.repo) if options.native else WORKDIRS[step.platform]
-    context = {
-        **host.environ,
-        "BUILDKITE_COMMIT": host.commit,
-        "BUILDKITE_BUILD_CHECKOUT_PATH": workdir,
-    }
+    checkout = {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": host.commit}
     # CPU-runnable steps, and forced steps on a machine without the devices,
     # get the no-GPU pre-flight; forced steps with devices present check them.
+    forced = not step.runs_on_cpu and bool(host.devices.get(step.platform))
     rocm = step.platform is Platform.ROCM
-    forced = options.force and not step.runs_on_cpu and bool(host.devices.get(step.platform))
     gpus = (gpu_count(step.hardware, step.label) if rocm else 1) if forced else 0
-    jobs: list[Job] = []
-    for shard in shards:
-        name = shard_label(step.label, shard, step.parallelism)
-        if reason:
-            jobs.append(Job(step, position, name, shard, reason=reason))
-            continue
-        env, program = (
-            rocm_job(step, workdir, context, gpus) if rocm else shell_job(step, context, gpus)
+    env, program = job_program(step, workdir, {**host.environ, **checkout}, gpus)
+    if options.native and "HF_HOME" in env and rocm:
+        env["HF_HOME"] = host.environ.get("HF_HOME") or str(
+            Path(host.environ.get("HOME", "/tmp")) / ".cache" / "huggingface"
         )
-        if options.native and "HF_HOME" in env and rocm:
-            env["HF_HOME"] = host.environ.get("HF_HOME") or str(
-                Path(host.environ.get("HOME", "/tmp")) / ".cache" / "huggingface"
-            )
-        env |= {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": host.commit}
-        env["BUILDKITE_LABEL"] = name
-        if step.key:
-            env["BUILDKITE_STEP_KEY"] = step.key
-        if shard is not None:
-            env["BUILDKITE_PARALLEL_JOB"] = str(shard)
-            env["BUILDKITE_PARALLEL_JOB_COUNT"] = str(step.parallelism)
-        suffix = "" if shard is None else f"-shard{shard + 1}"
-        log = host.results / step.platform.value / f"{position:02d}-{_slug(step.label)}{suffix}.log"
-        image = container = ""
-        inner: tuple[str, ...] = ("bash", "-c", program)
-        if not options.native:
-            image = image_for(step, host, options)
-            container = f"vllm-omni-ci-tier-{step.tier}-{step.platform}-{host.run_id}-{position}"
-            container += suffix
-            inner = _docker_argv(step, host, options, env, program, image, container, workdir)
-        status = (
-            host.scratch and host.scratch / f"{step.platform.value}-{position:02d}{suffix}.status"
+    env |= {**checkout, "BUILDKITE_LABEL": name}
+    if step.key:
+        env["BUILDKITE_STEP_KEY"] = step.key
+    if shard is not None:
+        env["BUILDKITE_PARALLEL_JOB"] = str(shard)
+        env["BUILDKITE_PARALLEL_JOB_COUNT"] = str(step.parallelism)
+    suffix = "" if shard is None else f"-shard{shard + 1}"
+    log = host.results / step.platform.value / f"{position:02d}-{_slug(step.label)}{suffix}.log"
+    status = host.scratch and host.scratch / f"{step.platform.value}-{position:02d}{suffix}.status"
+    image = container = ""
+    inner: tuple[str, ...] = ("bash", "-c", program)
+    if not options.native:
+        # The tag `build-image` gives the commit (npu: the variant of the step's preset).
+        image = options.image or ci_image(step.platform, host.commit, host.environ, step.hardware)
+        container = f"vllm-omni-ci-tier-{step.tier}-{step.platform}-{host.run_id}-{position}"
+        container += suffix
+        labels = (f"{CONTAINER_LABEL}={step.tier}", f"{CONTAINER_LABEL}.run={host.run_id}")
+        inner = (
+            *(host.docker, "run", "--rm", "--name", container),
+            *(word for label in (*labels, *options.labels) for word in ("--label", label)),
+            *("--entrypoint", "bash", "-v", f"{host.repo}:{workdir}", "-w", workdir),
+            *host.devices.get(step.platform, ()),
+            # The values travel in the client's environment, never in argv.
+            *(word for name in env for word in ("-e", name)),
+            *(image, "-c", program),
         )
-        mode = "tee" if options.stream else "log"
-        wrapped = ("bash", "-c", _WRAP, "tier-job", str(log), mode, str(status or ""))
-        command = Command(
-            (*wrapped, host.python, package_parent(), *inner),
-            description=name,
-            env=env,
-            cwd=str(host.repo) if options.native else None,
-            timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
-        )
-        ran = (env, program, image, container, log, command, status)
-        jobs.append(Job(step, position, name, shard, "", *ran))
-    return jobs
+    mode = "tee" if options.stream else "log"
+    wrapped = ("bash", "-c", _WRAP, "tier-job", str(log), mode, str(status or ""))
+    command = Command(
+        (*wrapped, host.python, package_parent(), *inner),
+        description=name,
+        env=env,
+        cwd=str(host.repo) if options.native else None,
+        timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
+    )
+    return Job(
+        step, position, name, shard, "", env, program, image, container, log, command, status
+    )
 
 
 def select(steps: Sequence[TierStep], text: str) -> list[tuple[int, TierStep]]:

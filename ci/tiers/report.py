@@ -192,10 +192,10 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
             case = ET.SubElement(
                 node,
                 "testcase",
-                classname=f"{job.step.tier}.{platform}.{group or job.step.source}",
+                classname=f"{job.step.tier}.{platform}.{group or job.step.file}",
                 name=job.title,
                 time=f"{result.seconds:.3f}",
-                file=job.step.source,
+                file=job.step.file,
             )
             if result.outcome in (JobOutcome.FAILED, JobOutcome.SOFT):
                 soft = result.outcome is JobOutcome.SOFT

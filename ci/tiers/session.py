@@ -23,21 +23,13 @@ from typing import TYPE_CHECKING, Any
 from ci import door
 from ci.doctor import named_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.images import refs
+from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
 from ci.target import in_buildkite, resolve_commit, resolve_repo
 from ci.tiers import execute, report
-from ci.tiers.model import (
-    Tier,
-    TierStep,
-    has_tier,
-    load_tier,
-    missing,
-    parse_tier,
-    source_of,
-    tier_keys,
-)
+from ci.tiers.execute import JobOutcome, JobResult
+from ci.tiers.model import Tier, TierStep, has_tier, load_tier, source_of, tier_keys
 from ci.tiers.plan import Host, Job, Options, plan_tier, select
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
@@ -45,7 +37,6 @@ from ci.tiers.terminal import wrap
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ci.tiers.execute import JobResult
 
 RESULTS = Path("build") / "tiers"
 
@@ -90,53 +81,33 @@ def parse_args(**given: Any) -> Args:
 # --------------------------------------------------------------------------- host
 
 
-image_ref = refs.ci_image
-
-
 def devices(platform: Platform, dev: Path = Path("/dev")) -> tuple[str, ...]:
     """docker run arguments for the platform's devices that exist on this host (under `dev`)."""
-    args: list[str] = []
-    if platform is Platform.ROCM:
-        for path in (dev / "kfd", dev / "dri"):
-            if path.exists():
-                args += ["--device", str(path)]
-        if args:
-            args += ["--group-add", "video"]
-    elif platform is Platform.CUDA:
-        if (dev / "nvidiactl").exists() or any(dev.glob("nvidia[0-9]*")):
-            args += ["--gpus", "all"]
-    elif platform is Platform.NPU:
-        for path in sorted(dev.glob("davinci*")):
-            args += ["--device", str(path)]
-    elif (dev / "dri").exists():
-        args += ["--device", str(dev / "dri")]
-    return tuple(args)
+    if platform is Platform.CUDA:
+        present = (dev / "nvidiactl").exists() or any(dev.glob("nvidia[0-9]*"))
+        return ("--gpus", "all") if present else ()
+    if platform is Platform.NPU:
+        paths = sorted(dev.glob("davinci*"))
+    else:
+        paths = [dev / "kfd", dev / "dri"] if platform is Platform.ROCM else [dev / "dri"]
+    args = tuple(word for path in paths if path.exists() for word in ("--device", str(path)))
+    return (*args, "--group-add", "video") if args and platform is Platform.ROCM else args
 
 
 def image_present(docker: str, ref: str) -> bool:
     """Whether the engine has `ref`; an engine that does not answer is an error, not "absent"."""
-    result = door.run(
-        door.Command((docker, "image", "inspect", "--format", "{{.Id}}", ref), timeout=60),
-        output="capture",
-        quiet=True,
-    )
+    argv = (docker, "image", "inspect", "--format", "{{.Id}}", ref)
+    result = door.run(door.Command(argv, timeout=60), output="capture", quiet=True)
     if result.code == 127:
         raise UserError(f"{docker} not found: container mode needs a docker client (or --native)")
-    if not result.ok:
-        engine_answers(docker)
-    return result.ok
-
-
-def engine_answers(docker: str) -> None:
-    """Raise (exit 1) when the engine cannot be reached: `docker image inspect` fails alike
-    for a missing image and an engine that is down, `docker version` only for the latter."""
-    probe = door.run(
-        door.Command((docker, "version", "--format", "{{.Server.Version}}"), timeout=60),
-        output="capture",
-        quiet=True,
-    )
+    if result.ok:
+        return True
+    # `image inspect` fails alike for a missing image and an engine that is down; `version`
+    # only for the latter (exit 1).
+    version = (docker, "version", "--format", "{{.Server.Version}}")
+    probe = door.run(door.Command(version, timeout=60), output="capture", quiet=True)
     if probe.ok and probe.stdout.strip():
-        return
+        return False
     said = " ".join((probe.stderr or probe.stdout).split()) or f"exit {probe.code}"
     if probe.timed_out:
         said = "no answer within 60s"
@@ -196,8 +167,6 @@ def _platforms(
     args: Args, tier: Tier, repo: Path, docker: str, environ: Mapping[str, str]
 ) -> list[Platform]:
     if (chosen := args.chosen) is not None:
-        if not has_tier(repo, tier, chosen):
-            raise missing(tier, chosen)
         return [chosen]
     found = [p for p in Platform if has_tier(repo, tier, p)]
     if not found:
@@ -207,50 +176,25 @@ def _platforms(
             raise UserError("--native: give --platform (" + ", ".join(p.value for p in found) + ")")
         return found
     commit = resolve_commit(repo)
-    present = [p for p in found if image_present(docker, image_ref(p, commit, environ))]
+    present = [p for p in found if image_present(docker, ci_image(p, commit, environ))]
     if not present:
         raise Stop(
             2,
             f"error: no CI image for the {tier} tier is present locally "
-            f"({', '.join(image_ref(p, commit, environ) for p in found)}); "
+            f"({', '.join(ci_image(p, commit, environ) for p in found)}); "
             "build one, or give --platform with --image, or --native:",
             *(f"  {p}: {build_hint(p, repo).removeprefix('build it with: ')}" for p in found),
         )
     return present
 
 
-def _check_images(jobs: Sequence[Job], docker: str, repo: Path) -> None:
-    images: dict[str, Platform] = {}
-    for job in jobs:
-        if job.runs and job.image:
-            images.setdefault(job.image, job.step.platform)
-    UserError.collect(
-        f"image {image} ({platform}) is not present locally; {build_hint(platform, repo)}"
-        " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
-        "or give --image, or --native)"
-        for image, platform in images.items()
-        if not image_present(docker, image)
-    )
-
-
-def _annotate(markdown: str, style: str, tier: Tier) -> None:
-    result = door.run(
-        door.Command(
-            ("buildkite-agent", "annotate", "--style", style, "--context", f"vllm-omni-ci-{tier}"),
-            description="annotate the build",
-            stdin=markdown,
-        )
-    )
-    if not result.ok:
-        door.note(f"warning: buildkite-agent annotate failed (exit {result.code})")
-
-
 def run(name: str, **given: Any) -> int:
     """The whole session (`given`: the `tier` task's options); its exit status."""
     try:
-        tier = parse_tier(name)
-    except UserError as exc:
-        raise UserError(*(f"--name: {p}" for p in exc.problems)) from None
+        tier = Tier(name.strip().lower())
+    except ValueError:
+        allowed = ", ".join(t.value for t in Tier)
+        raise UserError(f"--name: unknown tier {name!r}: allowed values are {allowed}") from None
     args = parse_args(**given)
     repo = resolve_repo(args.repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
@@ -270,23 +214,23 @@ def run(name: str, **given: Any) -> int:
         return 0
 
     live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
-    commit = resolve_commit(repo)
-    place = results_place(args.results, tier, platforms)
-    npu_images = {
-        s.hardware: image_ref(Platform.NPU, commit, environ, s.hardware)
-        for s in steps
-        if s.platform is Platform.NPU
-    }
+    # Each run writes a folder of its own (cwd-relative) and points `latest` at it, unless
+    # --results DIR is given. The run id also names the run's containers.
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    base = (
+        None
+        if args.results
+        else (RESULTS / "-".join([tier.value, *(p.value for p in platforms)])).resolve()
+    )
+    folder = Path(args.results).resolve() if base is None else base / run_id
     host = Host(
         repo=repo,
-        commit=commit,
-        results=place.folder,
-        images={p: image_ref(p, commit, environ) for p in platforms},
-        npu_images=npu_images,
+        commit=resolve_commit(repo),
+        results=folder,
         devices={p: devices(p) for p in platforms},
         environ=environ,
         docker=docker,
-        run_id=place.run_id,
+        run_id=run_id,
     )
     options = Options(
         native=args.native,
@@ -300,9 +244,19 @@ def run(name: str, **given: Any) -> int:
     if not jobs:
         raise UserError(f"--step: no {tier} step label contains {args.step!r}")
     if not args.native:
-        _check_images(jobs, docker, repo)
+        images: dict[str, Platform] = {}
+        for job in jobs:
+            if job.runs:
+                images.setdefault(job.image, job.step.platform)
+        UserError.collect(
+            f"image {image} ({platform}) is not present locally; {build_hint(platform, repo)}"
+            " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
+            "or give --image, or --native)"
+            for image, platform in images.items()
+            if not image_present(docker, image)
+        )
 
-    warnings = make_results(place, platforms)  # the first write: every check passed
+    warnings = make_results(folder, platforms, base)  # the first write: every check passed
     scratch = _scratch()
     if scratch is not None:
         host = dataclasses.replace(host, scratch=scratch)
@@ -310,10 +264,10 @@ def run(name: str, **given: Any) -> int:
     title = f"{tier} tier ({', '.join(p.value for p in platforms)}) — {repo}"
     say = _sayer(live)
     say(f"{title}: {sum(j.runs for j in jobs)} of {len(jobs)} jobs run here (--list says why)")
-    say(f"results: {report.shown_path(place.folder)}")
+    say(f"results: {report.shown_path(folder)}")
     try:
         if live:
-            results = _run_live(jobs, docker, args.keep_going, title, place.folder)
+            results = _run_live(jobs, docker, args.keep_going, title, folder)
         else:
             results = execute.run_jobs(jobs, docker=docker, stream=True, keep_going=args.keep_going)
             with door.buildkite_group(f"{tier} tier summary"):
@@ -323,7 +277,7 @@ def run(name: str, **given: Any) -> int:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     warnings += [f"{r.job.title}: {r.log_problem}" for r in results if r.log_problem]
-    junit = place.folder / f"junit-{tier}.xml"
+    junit = folder / f"junit-{tier}.xml"
     try:
         report.write_junit(results, f"{tier} tier", junit)
         written = f"JUnit: {report.shown_path(junit)}"
@@ -333,11 +287,21 @@ def run(name: str, **given: Any) -> int:
     say(f"{report.verdict(results)}; {written}")
     for warning in warnings:
         say(f"warning: {warning}")
+    style = report.annotation_style(results)
     if in_buildkite():
-        redact = Redactor.for_env(*(j.env for j in jobs))
-        markdown = redact(report.markdown(results, title))
-        _annotate(markdown, report.annotation_style(results), tier)
-    return 1 if execute.blocking_failures(results) else 0
+        markdown = Redactor.for_env(*(j.env for j in jobs))(report.markdown(results, title))
+        argv = (
+            "buildkite-agent",
+            "annotate",
+            "--style",
+            style,
+            "--context",
+            f"vllm-omni-ci-{tier}",
+        )
+        done = door.run(door.Command(argv, description="annotate the build", stdin=markdown))
+        if not done.ok:
+            door.note(f"warning: buildkite-agent annotate failed (exit {done.code})")
+    return 1 if any(r.outcome is JobOutcome.FAILED for r in results) else 0
 
 
 def _sayer(terminal: bool) -> Callable[[str], None]:
@@ -356,56 +320,32 @@ def _sayer(terminal: bool) -> Callable[[str], None]:
     return say
 
 
-# --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where one run writes: its own folder (and the `latest` link), or --results DIR."""
-
-    folder: Path
-    run_id: str
-    latest: Path | None = None  # None with --results: the folder is the caller's
-
-
-def results_place(given: str, tier: Tier, platforms: Sequence[Platform]) -> Place:
-    """--results DIR as given; else build/tiers/<tier>-<platforms>/<time>-<pid>/ (cwd-relative).
-
-    The run id also names the run's containers: two runs never share either.
-    """
-    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    if given:
-        return Place(Path(given).resolve(), run_id)
-    base = (RESULTS / "-".join([tier.value, *(p.value for p in platforms)])).resolve()
-    return Place(base / run_id, run_id, base / "latest")
-
-
-def make_results(place: Place, platforms: Sequence[Platform]) -> list[str]:
+def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None) -> list[str]:
     """Create the run's folders (an `error:` line, exit 2, when it cannot); the warnings.
 
-    The `latest` link (a new link renamed over the old) is a convenience: failing is a warning.
+    `base/latest` (a new link renamed over the old) is a convenience: failing is a warning.
     """
-    for folder in (place.folder, *(place.folder / p.value for p in platforms)):
+    for made in (folder, *(folder / p.value for p in platforms)):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            made.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(
-                f"cannot write the tier's results to {folder}: {exc.strerror or exc}; "
+                f"cannot write the tier's results to {made}: {exc.strerror or exc}; "
                 "give --results DIR on a writable disk",
                 code=BAD_INPUT,
             ) from None
-    if place.latest is None:
+    if base is None:
         return []
-    temporary = place.latest.with_name(f".latest-{os.getpid()}")
+    temporary = base / f".latest-{os.getpid()}"
     try:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
-        temporary.symlink_to(place.folder.name)
-        os.replace(temporary, place.latest)
+        temporary.symlink_to(folder.name)
+        os.replace(temporary, base / "latest")
     except OSError as exc:
         with contextlib.suppress(OSError):
             temporary.unlink()
-        return [f"{place.latest} not pointed at this run: {exc.strerror or exc}"]
+        return [f"{base / 'latest'} not pointed at this run: {exc.strerror or exc}"]
     return []
 
 
