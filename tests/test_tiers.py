@@ -243,7 +243,7 @@ def sample_host(tmp_path: Path, **kw: Any) -> Host:
 
 def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
-    jobs = plan_tier(steps, sample_host(tmp_path), Options(labels=("vllm-omni-ci.test=1",)))
+    jobs = plan_tier(steps, sample_host(tmp_path), Options(label=("vllm-omni-ci.test=1",)))
     names = [(j.name, j.shard) for j in jobs]
     assert ("Simple · Model Executor Test · Shard 1/2", 0) in names
     assert ("Simple · Model Executor Test · Shard 2/2", 1) in names
@@ -261,14 +261,14 @@ def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
     gpu = next(j for j in jobs if j.name == "Engine · Two-GPU Test")
     assert not gpu.runs and gpu.reason == "needs mi300_2"
     soft = next(j for j in jobs if "quarantined" in j.name)
-    assert soft.runs and not soft.blocking
+    assert soft.runs and not soft.step.blocking
     assert soft.command is not None and soft.command.timeout == 20 * 60
 
 
 def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
     host = sample_host(tmp_path, devices={Platform.ROCM: ("--device", "/dev/kfd")})
-    (job,) = plan_step(steps[1], 2, host, Options(labels=("vllm-omni-ci.test=1",), stream=False))
+    (job,) = plan_step(steps[1], 2, host, Options(label=("vllm-omni-ci.test=1",), stream=False))
     assert job.command is not None
     argv = job.command.argv
     assert argv[:3] == ("bash", "-c", argv[2]) and argv[4:6] == (str(job.log), "log")

@@ -253,7 +253,7 @@ def test_timeout_ends_the_job_and_removes_its_container(
         docker=docker_cli,
         run_id="timeout",
     )
-    (job,) = plan_step(step, 1, host, Options(image=sample_image, labels=(TEST_LABEL,)))
+    (job,) = plan_step(step, 1, host, Options(image=sample_image, label=(TEST_LABEL,)))
     assert job.command is not None
     job = dataclasses.replace(job, command=dataclasses.replace(job.command, timeout=5, grace=2))
     result = run_job(job, docker_cli, stream=False)

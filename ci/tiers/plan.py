@@ -69,16 +69,22 @@ class Host:
     docker: str = "docker"
     run_id: str = "local"
     scratch: Path | None = None  # the tees' STATUS files, off the results disk (maybe full)
-    python: str = sys.executable  # runs the log writer (`ci.runner.teelog`)
 
 
 @dataclass(frozen=True)
 class Options:
+    """The `tier` task's options, as given (`ci.tiers.session.parse_args` checks them)."""
+
+    platform: str = ""
+    repo: str = ""
+    image: str = ""
     native: bool = False
     force: bool = False
+    list: bool = False
     step: str = ""
-    image: str = ""
-    labels: tuple[str, ...] = ()
+    keep_going: bool = False
+    results: str = ""
+    label: Sequence[str] = ()  # extra container labels, KEY=VALUE
     stream: bool = True  # tee job output to stderr (CI) or only to the log (live table)
 
 
@@ -111,10 +117,6 @@ class Job:
     @property
     def shard_text(self) -> str:
         return "" if self.shard is None else f"{self.shard + 1}/{self.step.parallelism}"
-
-    @property
-    def blocking(self) -> bool:
-        return self.step.blocking
 
     @property
     def title(self) -> str:
@@ -201,7 +203,7 @@ def _job(step: TierStep, position: int, shard: int | None, host: Host, options: 
         labels = (f"{CONTAINER_LABEL}={step.tier}", f"{CONTAINER_LABEL}.run={host.run_id}")
         inner = (
             *(host.docker, "run", "--rm", "--name", container),
-            *(word for label in (*labels, *options.labels) for word in ("--label", label)),
+            *(word for label in (*labels, *options.label) for word in ("--label", label)),
             *("--entrypoint", "bash", "-v", f"{host.repo}:{workdir}", "-w", workdir),
             *host.devices.get(step.platform, ()),
             # The values travel in the client's environment, never in argv.
@@ -211,7 +213,7 @@ def _job(step: TierStep, position: int, shard: int | None, host: Host, options: 
     mode = "tee" if options.stream else "log"
     wrapped = ("bash", "-c", _WRAP, "tier-job", str(log), mode, str(status or ""))
     command = Command(
-        (*wrapped, host.python, package_parent(), *inner),
+        (*wrapped, sys.executable, package_parent(), *inner),
         description=name,
         env=env,
         cwd=str(host.repo) if options.native else None,

@@ -1,13 +1,8 @@
-"""Which steps may run on this machine, and which failures block the tier.
+"""Which steps may run on this machine (`RULE`), and which failures block the tier.
 
-The CPU-runnable rule: a step runs here (without `--force`) only when it has at
-least one pytest `-m` expression and every one of them has a positive `cpu`
-term (`cpu` as a whole word, not directly after `not`). A step with no `-m` at
-all is not CPU-runnable: nothing says it needs no accelerator. `python -m
-pytest` is a module switch, not a marker expression, and is ignored.
-
-Soft failures follow Buildkite: `soft_fail: true` (every AMD grade except
-`Blocking`, missing grades included) or a list of `exit_status` rules.
+A step with no `-m` at all is not CPU-runnable: nothing says it needs no
+accelerator. Soft failures follow Buildkite: `soft_fail: true` (every AMD grade
+except `Blocking`, missing grades included) or a list of `exit_status` rules.
 """
 
 from __future__ import annotations

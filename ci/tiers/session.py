@@ -14,9 +14,9 @@ import dataclasses
 import os
 import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,38 +35,19 @@ from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, RenderableType
 
 
 RESULTS = Path("build") / "tiers"
 
 
-@dataclass(frozen=True)
-class Args:
-    """The `tier` task's options, as given; `parse_args` checks them."""
-
-    platform: str = ""
-    repo: str = ""
-    image: str = ""
-    native: bool = False
-    force: bool = False
-    list: bool = False
-    step: str = ""
-    keep_going: bool = False
-    results: str = ""
-    label: Sequence[str] = ()
-
-    @property
-    def chosen(self) -> Platform | None:
-        return parse_platform(self.platform) if self.platform else None
-
-
-def parse_args(**given: Any) -> Args:
+def parse_args(**given: Any) -> Options:
     """The options checked together: every problem is one `error:` line."""
-    args = Args(**given)
+    args = Options(**given)
     problems: list[str] = []
     try:
-        args.chosen  # noqa: B018 (parsing is the check)
+        if args.platform:
+            parse_platform(args.platform)
     except UserError as exc:
         problems.extend(f"--platform: {p}" for p in exc.problems)
     if args.native and args.image:
@@ -164,10 +145,10 @@ def listing(steps: Sequence[TierStep], step_filter: str) -> str:
 
 
 def _platforms(
-    args: Args, tier: Tier, repo: Path, docker: str, environ: Mapping[str, str]
+    args: Options, tier: Tier, repo: Path, docker: str, environ: Mapping[str, str]
 ) -> list[Platform]:
-    if (chosen := args.chosen) is not None:
-        return [chosen]
+    if args.platform:
+        return [parse_platform(args.platform)]
     found = [p for p in Platform if has_tier(repo, tier, p)]
     if not found:
         raise UserError(f"no {tier} tier for any platform in {repo}")
@@ -214,15 +195,13 @@ def run(name: str, **given: Any) -> int:
         return 0
 
     live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
+    args = dataclasses.replace(args, stream=not live)
     # Each run writes a folder of its own (cwd-relative) and points `latest` at it, unless
     # --results DIR is given. The run id also names the run's containers.
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    base = (
-        None
-        if args.results
-        else (RESULTS / "-".join([tier.value, *(p.value for p in platforms)])).resolve()
-    )
-    folder = Path(args.results).resolve() if base is None else base / run_id
+    kind = "-".join([tier.value, *(p.value for p in platforms)])
+    base = None if args.results else (RESULTS / kind).resolve()
+    folder = base / run_id if base else Path(args.results).resolve()
     host = Host(
         repo=repo,
         commit=resolve_commit(repo),
@@ -232,15 +211,7 @@ def run(name: str, **given: Any) -> int:
         docker=docker,
         run_id=run_id,
     )
-    options = Options(
-        native=args.native,
-        force=args.force,
-        step=args.step,
-        image=args.image,
-        labels=tuple(args.label),
-        stream=not live,
-    )
-    jobs = plan_tier(steps, host, options)
+    jobs = plan_tier(steps, host, args)
     if not jobs:
         raise UserError(f"--step: no {tier} step label contains {args.step!r}")
     if not args.native:
@@ -257,17 +228,25 @@ def run(name: str, **given: Any) -> int:
         )
 
     warnings = make_results(folder, platforms, base)  # the first write: every check passed
-    scratch = _scratch()
+    try:
+        scratch: Path | None = Path(tempfile.mkdtemp(prefix="vllm-omni-ci-tier-"))
+    except OSError:
+        scratch = None  # the log writers' verdicts go off the results disk, or nowhere
     if scratch is not None:
         host = dataclasses.replace(host, scratch=scratch)
-        jobs = plan_tier(steps, host, options)
+        jobs = plan_tier(steps, host, args)
     title = f"{tier} tier ({', '.join(p.value for p in platforms)}) — {repo}"
-    say = _sayer(live)
+    console = _console() if live else None
+
+    def say(text: str) -> None:
+        for line in wrap(text, console.width) if console else [text]:
+            door.note(line)
+
     say(f"{title}: {sum(j.runs for j in jobs)} of {len(jobs)} jobs run here (--list says why)")
     say(f"results: {report.shown_path(folder)}")
     try:
-        if live:
-            results = _run_live(jobs, docker, args.keep_going, title, folder)
+        if console:
+            results = _run_live(console, jobs, docker, args.keep_going, title, folder)
         else:
             results = execute.run_jobs(jobs, docker=docker, stream=True, keep_going=args.keep_going)
             with door.buildkite_group(f"{tier} tier summary"):
@@ -290,34 +269,18 @@ def run(name: str, **given: Any) -> int:
     style = report.annotation_style(results)
     if in_buildkite():
         markdown = Redactor.for_env(*(j.env for j in jobs))(report.markdown(results, title))
-        argv = (
-            "buildkite-agent",
-            "annotate",
-            "--style",
-            style,
-            "--context",
-            f"vllm-omni-ci-{tier}",
-        )
+        context = f"vllm-omni-ci-{tier}"
+        argv = ("buildkite-agent", "annotate", "--style", style, "--context", context)
         done = door.run(door.Command(argv, description="annotate the build", stdin=markdown))
         if not done.ok:
             door.note(f"warning: buildkite-agent annotate failed (exit {done.code})")
     return 1 if any(r.outcome is JobOutcome.FAILED for r in results) else 0
 
 
-def _sayer(terminal: bool) -> Callable[[str], None]:
-    """`door.note`, wrapped between words at the terminal's width when stderr is one."""
-    if not terminal:
-        return door.note
-
+def _console() -> Console:
     from rich.console import Console
 
-    console = Console(stderr=True)
-
-    def say(text: str) -> None:
-        for line in wrap(text, console.width):
-            door.note(line)
-
-    return say
+    return Console(stderr=True)
 
 
 def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None) -> list[str]:
@@ -338,8 +301,7 @@ def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None)
         return []
     temporary = base / f".latest-{os.getpid()}"
     try:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
+        temporary.unlink(missing_ok=True)
         temporary.symlink_to(folder.name)
         os.replace(temporary, base / "latest")
     except OSError as exc:
@@ -349,23 +311,10 @@ def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None)
     return []
 
 
-def _scratch() -> Path | None:
-    """A private folder for the log writers' verdicts, off the results disk (None: none)."""
-    import tempfile
-
-    try:
-        return Path(tempfile.mkdtemp(prefix="vllm-omni-ci-tier-"))
-    except OSError:
-        return None
-
-
 def _run_live(
-    jobs: Sequence[Job], docker: str, keep_going: bool, title: str, folder: Path
+    console: Console, jobs: Sequence[Job], docker: str, keep_going: bool, title: str, folder: Path
 ) -> list[JobResult]:
-    from rich.console import Console
     from rich.live import Live
-
-    console = Console(stderr=True)
 
     def view(results: Sequence[JobResult]) -> RenderableType:
         return report.table(results, title, width=console.width, folder=folder)

@@ -37,20 +37,6 @@ def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]
     return wrapper.wrap(text.strip()) or [indent]
 
 
-def _cell_len(text: str) -> int:
-    from rich.cells import cell_len
-
-    return cell_len(text)
-
-
-def _longest_word(text: str) -> int:
-    return max((_cell_len(w) for w in text.split()), default=0)
-
-
-def _longest_line(text: str) -> int:
-    return max((_cell_len(line) for line in text.splitlines()), default=0)
-
-
 @dataclass(frozen=True)
 class Columns:
     """The columns worth showing, and what the dropped ones said on every row."""
@@ -87,14 +73,19 @@ def widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) ->
     Each column gets its longest word to its longest line, the spare room going
     first to those that want the most; None when the minimums do not fit.
     """
+    from rich.cells import cell_len
+
     count = len(headers)
     if not count:
         return []
-    extra = 3 * count + 1  # rich's box: a border before each column and at the end, padding 1+1
-    cells = [[headers[i], *(row[i] for row in rows)] for i in range(count)]
-    low = [max(max(_longest_word(c) for c in column), 1) for column in cells]
-    high = [max(max(_longest_line(c) for c in column), low[i]) for i, column in enumerate(cells)]
-    room = width - extra
+    columns = [[headers[i], *(row[i] for row in rows)] for i in range(count)]
+    low = [max([1, *(cell_len(w) for c in column for w in c.split())]) for column in columns]
+    high = [
+        max([low[i], *(cell_len(line) for c in column for line in c.splitlines())])
+        for i, column in enumerate(columns)
+    ]
+    # rich's box: a border before each column and at the end, padding 1+1.
+    room = width - 3 * count - 1
     if sum(high) <= room:
         return high
     if sum(low) > room:
