@@ -39,9 +39,6 @@ class JobResult:
     log_problem: str = ""  # why the job's log is not complete ("" = it is)
 
 
-Progress = Callable[[Sequence[JobResult]], None]
-
-
 def outcome_of(job: Job, code: int) -> JobOutcome:
     if code == 0:
         return JobOutcome.PASSED
@@ -65,15 +62,11 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
         try:
             result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
         finally:
-            if job.container:
-                remove = door.Command(
-                    (docker, "rm", "-f", job.container), description="remove container"
-                )
+            if job.container:  # the timeout ends only the client
+                remove = door.Command((docker, "rm", "-f", job.container))
                 door.run(remove, output="null", quiet=True)
-        retries = job.step.retries
-        rule = next(
-            (i for i, r in enumerate(retries) if r.matches(result.code) and used[i] < r.limit), None
-        )
+        rules = enumerate(job.step.retries)
+        rule = next((i for i, r in rules if r.matches(result.code) and used[i] < r.limit), None)
         if rule is None:
             break
         used[rule] += 1
@@ -100,11 +93,9 @@ def log_problem(job: Job, timed_out: bool = False) -> str:
         said = job.status.read_text(encoding="utf-8").strip()
     except OSError:
         said = ""
-    if said == "ok":
-        return ""
     if said.startswith("error: "):
         return "log not written in full: " + said.removeprefix("error: ")
-    if timed_out:
+    if said == "ok" or timed_out:
         return ""
     return f"log may be incomplete: its writer left no status in {job.status}"
 
@@ -115,7 +106,7 @@ def run_jobs(
     docker: str = "docker",
     stream: bool = True,
     keep_going: bool = False,
-    progress: Progress | None = None,
+    progress: Callable[[Sequence[JobResult]], None] | None = None,
 ) -> list[JobResult]:
     """Run every runnable job in order; the results keep the jobs' order."""
     results = initial_results(jobs)
@@ -155,12 +146,8 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
     for. A dependency that did not run here, or comes later in the file, is unmet.
     """
     for dependency in job.step.depends_on:
-        members = [
-            r
-            for r in results
-            if dependency.key == r.job.step.key or dependency.key in r.job.step.group_keys
-        ]
-        for member in members:
+        keys = ((r, (r.job.step.key, *r.job.step.group_keys)) for r in results)
+        for member in (r for r, of in keys if dependency.key in of):
             outcome = member.outcome
             met = outcome in (JobOutcome.PASSED, JobOutcome.SOFT)
             if met or (outcome is JobOutcome.FAILED and dependency.allow_failure):

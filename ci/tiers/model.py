@@ -86,26 +86,13 @@ class TierStep(ShellStep):
         return f"needs {self.hardware or self.platform.value}"
 
 
-def tier_file(repo: Path, tier: Tier, platform: Platform) -> Path | None:
-    """The tier YAML of a platform in `repo`, or None when the pair has none."""
-    pattern = topology.TIER_PATTERNS.get(platform)
-    if pattern is None:
-        return None
-    path = repo / pattern.format(tier=tier.value)
-    # A looping or dangling link is there (and unreadable when read), not "no tier".
-    return path if files.exists(path) and not path.is_dir() else None
-
-
-def has_tier(repo: Path, tier: Tier, platform: Platform) -> bool:
+def source_of(repo: Path, tier: Tier, platform: Platform) -> str | None:
+    """The tier's source (a YAML relative to `repo`; xpu: the table), or None: no such tier."""
     if platform is Platform.XPU:  # the XPU tiers are the table's
-        return topology.row(platform, tier) is not None
-    return tier_file(repo, tier, platform) is not None
-
-
-def source_of(repo: Path, tier: Tier, platform: Platform) -> str:
-    if platform is Platform.XPU:
-        return XPU_SOURCE
-    return topology.TIER_PATTERNS[platform].format(tier=tier.value)
+        return XPU_SOURCE if topology.row(platform, tier) else None
+    rel = topology.TIER_PATTERNS[platform].format(tier=tier.value)
+    # A looping or dangling link is there (and unreadable when read), not "no tier".
+    return rel if files.exists(repo / rel) and not (repo / rel).is_dir() else None
 
 
 def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context:
@@ -168,13 +155,12 @@ def _presets(repo: Path, environ: Mapping[str, str]) -> Hardware:
 
 
 def _yaml_steps(
-    repo: Path, tier: Tier, platform: Platform, path: Path, environ: Mapping[str, str]
+    repo: Path, tier: Tier, platform: Platform, rel: str, environ: Mapping[str, str]
 ) -> list[TierStep]:
-    rel = path.relative_to(repo).as_posix()
     hardware = None if platform is Platform.ROCM else _presets(repo, environ)
     context = local_context(repo, tier, environ)
     found: list[TierStep] = []
-    documents = load_documents(path, rel)
+    documents = load_documents(repo / rel, rel)
     if not any(isinstance(d, Mapping) and isinstance(d.get("steps"), list) for d in documents):
         # An empty or scalar tier file would otherwise "pass" with nothing run.
         raise UserError(f"{rel}: not a test pipeline (a mapping with a `steps` list)", code=1)
@@ -227,11 +213,11 @@ def load_tier(
     `environ` (default: this process's) is what the upload would see: `MIRROR_HW`
     for the presets, the build env of the `if`s.
     """
-    if not has_tier(repo, tier, platform):
+    rel = source_of(repo, tier, platform)
+    if rel is None:
         raise UserError(f"no {tier} tier for {platform}")
-    path = tier_file(repo, tier, platform)
-    if path is not None:
-        return _yaml_steps(repo, tier, platform, path, os.environ if environ is None else environ)
+    if platform is not Platform.XPU:
+        return _yaml_steps(repo, tier, platform, rel, os.environ if environ is None else environ)
     commands = command_lines()  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
     return [
         TierStep(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ci.redact import Redactor
 from ci.tiers.execute import JobOutcome, JobResult
@@ -20,14 +20,11 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
 COLUMNS = ("step", "shard", "result", "exit", "duration", "log")
-_STYLE = {
+_STYLE = {  # any other outcome is dim
     JobOutcome.PASSED: "green",
     JobOutcome.FAILED: "bold red",
     JobOutcome.SOFT: "yellow",
-    JobOutcome.SKIPPED: "dim",
-    JobOutcome.NOT_RUN: "dim",
     JobOutcome.RUNNING: "cyan",
-    JobOutcome.PENDING: "dim",
 }
 
 
@@ -85,30 +82,26 @@ def table(
         label, shard, shown, code, duration, log = row(result)
         if not several:
             label = label.removeprefix(f"[{result.job.step.platform}] ")
-        if folder is not None and result.job.log is not None and log:
-            if result.job.log.is_relative_to(folder):
-                log = str(result.job.log.relative_to(folder))
+        if log and folder and result.job.log and result.job.log.is_relative_to(folder):
+            log = str(result.job.log.relative_to(folder))
         rows.append((strip_emoji(label), shard, shown, code, duration, log))
     keep = informative(COLUMNS, rows, always=("step", "result"), constant=False).keep
     names = [COLUMNS[i] for i in keep]
     cells = [[r[i] for i in keep] for r in rows]
     fitted = widths(names, cells, width)
-    if fitted is None and "log" in names:  # long log names: the folder line says where
-        at = names.index("log")
-        fewer = names[:at] + names[at + 1 :], [c[:at] + c[at + 1 :] for c in cells]
-        if (narrower := widths(*fewer, width)) is not None:
-            (names, cells), fitted = fewer, narrower
-    logs_shown = "log" in names
+    if fitted is None and names[-1] == "log":  # long log names: the folder line says where
+        if (narrower := widths(names[:-1], [c[:-1] for c in cells], width)) is not None:
+            names, cells, fitted = names[:-1], [c[:-1] for c in cells], narrower
     parts: list[RenderableType] = [Text(line, style="bold") for line in wrap(title, width)]
     if folder is not None:
         where = f"logs in {shown_path(folder)}/"
-        if not logs_shown:
+        if "log" not in names:
             where += ": <platform>/<NN>-<step>[-shardN].log, NN the step's place in the tier"
         parts += [Text(line) for line in wrap(where, width)]
     if fitted is None:
         for result, values in zip(results, cells, strict=True):
             text = "  ".join(v for v in values if v)
-            style = _STYLE.get(result.outcome) or ""
+            style = _STYLE.get(result.outcome, "dim")
             parts += [Text(line, style=style) for line in wrap(text, width, hang="    ")]
         return Group(*parts)
     made = Table()
@@ -117,7 +110,7 @@ def table(
             name, width=size, overflow="fold", justify="right" if name == "exit" else "left"
         )
     for result, values in zip(results, cells, strict=True):
-        made.add_row(*(Text(v) for v in values), style=_STYLE.get(result.outcome))
+        made.add_row(*(Text(v) for v in values), style=_STYLE.get(result.outcome, "dim"))
     parts.append(made)
     return Group(*parts)
 
@@ -164,8 +157,8 @@ def _tail(path: Path | None, limit: int = 200) -> str:
         return "".join(fh.readlines()[-limit:])
 
 
-def junit(results: Sequence[JobResult], suite: str) -> Any:
-    """An ElementTree of one <testsuites> with a <testsuite> per platform.
+def write_junit(results: Sequence[JobResult], suite: str, path: Path) -> Path:
+    """`path`: one <testsuites> with a <testsuite> per platform.
 
     The text taken from a job (its log's tail, its messages) passes the job's
     redactor (`ci.redact`: secrets of our env and of the job's), as the log did.
@@ -210,10 +203,6 @@ def junit(results: Sequence[JobResult], suite: str) -> Any:
             if job.log is not None and job.runs:
                 ET.SubElement(case, "system-out").text = f"log: {job.log}"
     ET.indent(root)
-    return ET.ElementTree(root)
-
-
-def write_junit(results: Sequence[JobResult], suite: str, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    junit(results, suite).write(path, encoding="utf-8", xml_declaration=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     return path

@@ -29,7 +29,7 @@ from ci.redact import Redactor
 from ci.target import in_buildkite, resolve_commit, resolve_repo
 from ci.tiers import execute, report
 from ci.tiers.execute import JobOutcome, JobResult
-from ci.tiers.model import Tier, TierStep, has_tier, load_tier, source_of, tier_keys
+from ci.tiers.model import Tier, TierStep, load_tier, source_of, tier_keys
 from ci.tiers.plan import Host, Job, Options, plan_tier, select
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
@@ -100,10 +100,9 @@ def image_present(docker: str, ref: str) -> bool:
     )
 
 
-def build_hint(platform: Platform, repo: Path) -> str:
-    return f"build it with: vllm-omni-ci build-image --platform {platform} --repo {repo} " + (
-        "--builder engine --no-push" if platform in (Platform.ROCM, Platform.CUDA) else "--no-push"
-    )
+def build_command(platform: Platform, repo: Path) -> str:
+    builder = "--builder engine " if platform in (Platform.ROCM, Platform.CUDA) else ""
+    return f"vllm-omni-ci build-image --platform {platform} --repo {repo} {builder}--no-push"
 
 
 # --------------------------------------------------------------------------- listing
@@ -149,7 +148,7 @@ def _platforms(
 ) -> list[Platform]:
     if args.platform:
         return [parse_platform(args.platform)]
-    found = [p for p in Platform if has_tier(repo, tier, p)]
+    found = [p for p in Platform if source_of(repo, tier, p)]
     if not found:
         raise UserError(f"no {tier} tier for any platform in {repo}")
     if args.list or args.native or args.image:
@@ -164,7 +163,7 @@ def _platforms(
             f"error: no CI image for the {tier} tier is present locally "
             f"({', '.join(ci_image(p, commit, environ) for p in found)}); "
             "build one, or give --platform with --image, or --native:",
-            *(f"  {p}: {build_hint(p, repo).removeprefix('build it with: ')}" for p in found),
+            *(f"  {p}: {build_command(p, repo)}" for p in found),
         )
     return present
 
@@ -220,7 +219,8 @@ def run(name: str, **given: Any) -> int:
             if job.runs:
                 images.setdefault(job.image, job.step.platform)
         UserError.collect(
-            f"image {image} ({platform}) is not present locally; {build_hint(platform, repo)}"
+            f"image {image} ({platform}) is not present locally; build it with: "
+            f"{build_command(platform, repo)}"
             " (the tag is the repo's commit: BUILDKITE_COMMIT, else git HEAD; "
             "or give --image, or --native)"
             for image, platform in images.items()
