@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.amd.render import gpu_count, render_step
+from ci.amd.render import WORKING_DIR, gpu_count, render_step
 from ci.door import Command
 from ci.images.refs import ci_image
 from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
+from ci.runner import xpu_commands
 from ci.runner.native import NPU, ROCM
 from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
 from ci.runner.teelog import BOOTSTRAP, package_parent
@@ -40,10 +41,10 @@ JOB_SHELL = {
 # Where each platform's job runs: the AMD runner's `cd`, the Buildkite k8s
 # checkout for cuda/npu, the XPU script's checkout in its image.
 WORKDIRS = {
-    Platform.ROCM: "/app/vllm-omni",
+    Platform.ROCM: WORKING_DIR,
     Platform.CUDA: "/workspace",
     Platform.NPU: "/workspace",
-    Platform.XPU: "/workspace/vllm-omni",
+    Platform.XPU: xpu_commands.WORKDIR,
 }
 # Wraps every job: its output goes through the tee (`ci.runner.teelog`) to the log
 # file, redacted, and to our stderr too when streaming. The job never writes the

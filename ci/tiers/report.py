@@ -28,9 +28,7 @@ _STYLE = {  # any other outcome is dim
 }
 
 
-def shown_path(path: Path | None) -> str:
-    if path is None:
-        return ""
+def shown_path(path: Path) -> str:
     here = Path.cwd()
     return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
@@ -49,7 +47,7 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
         shown += " (log incomplete)"
     code = "" if result.code is None else str(result.code)
     duration = f"{result.seconds:.1f}s" if ran else ""
-    log = shown_path(job.log) if ran else ""
+    log = shown_path(job.log) if ran and job.log else ""
     return label, job.shard_text, shown, code, duration, log
 
 
