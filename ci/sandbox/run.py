@@ -35,7 +35,7 @@ def _context(root: str = "") -> PartContext:
 def up(root: str = "") -> None:
     """Bring up every part in order; a part that fails stops `up` (exit 1) with its reason."""
     ctx = _context(root)
-    ctx.layout.root.mkdir(parents=True, exist_ok=True)
+    ctx.layout.run.mkdir(parents=True, exist_ok=True)  # the parts' logs and configs
     began = time.monotonic()
     _say(f"sandbox: {ctx.layout.root}")
     for part in PARTS:

@@ -18,13 +18,6 @@ class State:
     services: dict[str, door.Service] = field(default_factory=dict)
     links: list[str] = field(default_factory=list)
 
-    def to_json(self) -> str:
-        data = {
-            "services": {name: asdict(s) for name, s in self.services.items()},
-            "links": self.links,
-        }
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
 
 def load(layout: Layout) -> State:
     try:
@@ -36,20 +29,17 @@ def load(layout: Layout) -> State:
     services: dict[str, door.Service] = {}
     for name, raw in (data.get("services") or {}).items():
         try:
+            argv = tuple(str(a) for a in raw["argv"])
             services[str(name)] = door.Service(
-                pid=int(raw["pid"]),
-                started=float(raw["started"]),
-                argv=tuple(str(a) for a in raw["argv"]),
-                log=str(raw["log"]),
+                int(raw["pid"]), float(raw["started"]), argv, str(raw["log"])
             )
         except (KeyError, TypeError, ValueError):
             continue
-    links = [str(link) for link in data.get("links") or []]
-    return State(services, links)
+    return State(services, [str(link) for link in data.get("links") or []])
 
 
 def save(layout: Layout, state: State) -> None:
     layout.root.mkdir(parents=True, exist_ok=True)
     tmp = layout.state.with_suffix(".tmp")
-    tmp.write_text(state.to_json())
+    tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
     tmp.replace(layout.state)
