@@ -8,7 +8,7 @@ run, and `dropped` says what was left out and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal, TypeAlias
 
 SCHEMA_ID = "vllm-omni-ci/plan"
@@ -61,8 +61,8 @@ class PlannedDrop:
     """One step (or group, or child pipeline) left out, and why."""
 
     label: str
+    groups: tuple[str, ...]
     reason: Reason
-    groups: tuple[str, ...] = ()
     detail: str = ""
 
 
@@ -117,7 +117,7 @@ class BuildPlan:
 def _json(value: Any) -> Any:
     """Dataclasses as objects (fields in order), tuples as lists: the documented JSON."""
     if is_dataclass(value):
-        return {name: _json(item) for name, item in vars(value).items()}
+        return {f.name: _json(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, list | tuple):
         return [_json(item) for item in value]
     return value

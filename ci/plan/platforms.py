@@ -95,7 +95,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
     files = ", ".join(f".buildkite/amd/{s.file}" for s in chosen)
     pipeline = PlannedPipeline(name, files or None)
     pipeline.dropped += [
-        PlannedDrop(s.spec, "skip-ci", (), f"{word}: {situation.decision.message}")
+        PlannedDrop(s.spec, (), "skip-ci", f"{word}: {situation.decision.message}")
         for s, word in outcome.skipped
     ]
     if outcome.pipeline is None:
@@ -106,13 +106,13 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
         pipeline.dropped += [
-            *(PlannedDrop(label, "mirror-hw", (), mirror) for label in outcome.not_mirrored),
+            *(PlannedDrop(label, (), "mirror-hw", mirror) for label in outcome.not_mirrored),
             *(
-                PlannedDrop(g, "empty-group", (), f"every step is {mirror}")
+                PlannedDrop(g, (), "empty-group", f"every step is {mirror}")
                 for g in outcome.empty_groups
             ),
             *(
-                PlannedDrop(label, "duplicate", (group,), "identical to a step of an earlier suite")
+                PlannedDrop(label, (group,), "duplicate", "identical to a step of an earlier suite")
                 for group, label in outcome.duplicates
             ),
         ]
@@ -146,11 +146,11 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     boot.steps, dropped = walk(rendered.tree.steps, ctx)
     # Under skip-all the gates admit only scheduled builds: a false gate is skip-ci's doing.
     boot.dropped = [
-        PlannedDrop(d.label, "skip-ci", d.groups, d.detail) if decision.skip_all else d
+        PlannedDrop(d.label, d.groups, "skip-ci", d.detail) if decision.skip_all else d
         for d in dropped
     ]
     boot.dropped += [
-        PlannedDrop(u.label, "skip-ci", (), f"omitted: {decision.message}")
+        PlannedDrop(u.label, (), "skip-ci", f"omitted: {decision.message}")
         for u in made.uploads
         if u.key in rendered.omitted
     ]
@@ -229,7 +229,7 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
     child.steps, dropped = walk(rendered.tree.steps, inputs.context(), presets=presets)
     under = {"source-filter": "no change under "}
     child.dropped = [
-        PlannedDrop(d.label, d.reason, d.path, under.get(d.reason, "") + d.detail)
+        PlannedDrop(d.label, d.path, d.reason, under.get(d.reason, "") + d.detail)
         for d in rendered.dropped
     ] + dropped
     if rendered.bypassed_by:

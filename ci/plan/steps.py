@@ -63,7 +63,7 @@ def row(
     label = step_name(step.fields)
     value, text = verdict(conditions, ctx)
     if value is False:
-        return PlannedDrop(label, "if-false", groups, f"if {' '.join(text.split())}")
+        return PlannedDrop(label, groups, "if-false", f"if {' '.join(text.split())}")
     agents = step.get("agents")
     queue = agents.get("queue") if isinstance(agents, dict) else None
     soft = step.get("soft_fail")
@@ -104,7 +104,7 @@ def walk(
                 value, text = verdict(here, ctx)
                 if value is False:
                     detail = f"if {' '.join(text.split())}"
-                    dropped.append(PlannedDrop(step_name(entry.fields), "if-false", names, detail))
+                    dropped.append(PlannedDrop(step_name(entry.fields), names, "if-false", detail))
                 else:
                     visit(entry.steps, (*names, step_name(entry.fields)), here)
                 continue
