@@ -3,13 +3,19 @@
 The root is `$VLLM_OMNI_CI_SANDBOX`, else `$XDG_DATA_HOME/vllm-omni-ci/sandbox`
 (`~/.local/share/...`). The only path outside it is the buildx plugin link in
 the docker client's `cli-plugins` folder, which `up` records and `down --purge`
-removes.
+removes. `state.json` records what `up` started or linked, so that `down` undoes
+exactly that and nothing else: a service by pid *and* start time (door.Service),
+so a pid reused by another program is never signalled.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ci import door
 
 # The engine listens where every docker client and the Docker SDK look by default,
 # so that no task, test or user shell needs DOCKER_HOST.
@@ -25,6 +31,12 @@ def default_root() -> Path:
         return Path(os.environ["VLLM_OMNI_CI_SANDBOX"]).expanduser()
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "vllm-omni-ci" / "sandbox"
+
+
+@dataclass
+class State:
+    services: dict[str, door.Service] = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
 
 
 class Layout:
@@ -46,6 +58,30 @@ class Layout:
         """The prefix's program: usr/bin, else usr/sbin (usr/bin when it is in neither)."""
         where = [self.prefix / "usr/bin" / name, self.prefix / "usr/sbin" / name]
         return next((path for path in where if path.exists()), where[0])
+
+    def load_state(self) -> State:
+        try:
+            data = json.loads(self.state.read_text())
+        except (OSError, ValueError):
+            return State()
+        if not isinstance(data, dict):
+            return State()
+        services: dict[str, door.Service] = {}
+        for name, raw in (data.get("services") or {}).items():
+            try:
+                argv = tuple(str(a) for a in raw["argv"])
+                services[str(name)] = door.Service(
+                    int(raw["pid"]), float(raw["started"]), argv, str(raw["log"])
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+        return State(services, [str(link) for link in data.get("links") or []])
+
+    def save_state(self, state: State) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.state)
 
     @property
     def path_env(self) -> str:

@@ -21,9 +21,8 @@ from pathlib import Path
 from ci import door
 from ci.errors import UserError
 from ci.sandbox import debs
-from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, plugin_dir
+from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, State, plugin_dir
 from ci.sandbox.registryapi import in_registry, registry_answers
-from ci.sandbox.state import State
 
 REUSED, STARTED, INSTALLED = "reused", "started", "installed"
 UP = "vllm-omni-ci sandbox up"
@@ -252,7 +251,7 @@ def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
 
 
 def check_registry(ctx: PartContext) -> PartStatus:
-    if registry_answers(REGISTRY):
+    if registry_answers():
         return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
     return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
@@ -280,7 +279,7 @@ def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
         description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
     )
     what = f"the registry at {REGISTRY}"
-    service = _start(ctx, "registry", serve, what, lambda: registry_answers(REGISTRY), 30)
+    service = _start(ctx, "registry", serve, what, lambda: registry_answers(), 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
     return _started("registry", installed, started)
 
@@ -362,12 +361,13 @@ def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[
     return fields
 
 
-def check_builder(ctx: PartContext) -> PartStatus:
+def check_builder(ctx: PartContext, *, bootstrap: bool = False) -> PartStatus:
+    """Whether the builder runs (`bootstrap`: once `buildx inspect --bootstrap` started it)."""
     docker = ctx.docker()
     if not Path(docker).exists():
         return PartStatus("builder", False, "no docker client", f"run `{UP}`")
     name = builder_name(docker)
-    fields = inspect_builder(docker, name)
+    fields = inspect_builder(docker, name, bootstrap=bootstrap)
     if fields.get("Status") == "running":
         return PartStatus("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
     found = f"status {fields['Status']}" if "Status" in fields else "not inspectable"
@@ -375,11 +375,10 @@ def check_builder(ctx: PartContext) -> PartStatus:
 
 
 def up_builder(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    name = builder_name(ctx.docker())
-    fields = inspect_builder(ctx.docker(), name, bootstrap=True)
-    if fields.get("Status") != "running":
-        raise UserError(f"builder: {name} does not start: {check.detail}")
-    return PartOutcome("builder", STARTED, f"{name} (driver {fields.get('Driver', '?')}, running)")
+    started = check_builder(ctx, bootstrap=True)
+    if not started.ok:
+        raise UserError(f"builder: does not start: {started.detail}")
+    return PartOutcome("builder", STARTED, started.detail)
 
 
 @dataclass(frozen=True)
