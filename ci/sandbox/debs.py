@@ -180,7 +180,10 @@ def installed(layout: Layout) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def missing(layout: Layout, pins: Iterable[Pin]) -> list[Pin]:
-    """The pins not yet unpacked here at their pinned version."""
+def ensure(layout: Layout, pins: Iterable[Pin]) -> str:
+    """Unpack the pins not yet here at their version: "" when none was missing, else what."""
     have = installed(layout)
-    return [p for p in pins if not (p.package in have and p.matches(have[p.package]))]
+    todo = [p for p in pins if not (p.package in have and p.matches(have[p.package]))]
+    if not todo:
+        return ""
+    return ", ".join(f"{p} {v}" for p, v in install(layout, todo)) + f" into {layout.prefix}"

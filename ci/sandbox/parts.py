@@ -68,19 +68,10 @@ def _log_tail(path: str) -> str:
     return f"log {path}: " + " | ".join(lines)
 
 
-def _ensure(layout: Layout, wanted: tuple[debs.Pin, ...]) -> str:
-    """Unpack the pins not yet in the prefix; "" when none was missing, else what and where."""
-    todo = debs.missing(layout, wanted)
-    if not todo:
-        return ""
-    versions = debs.install(layout, todo)
-    return ", ".join(f"{p} {v}" for p, v in versions) + f" into {layout.prefix}"
-
-
 def _program(layout: Layout, name: str, wanted: tuple[debs.Pin, ...]) -> tuple[str, str]:
-    """(the system's `name`, else the prefix's, unpacked first; what `_ensure` installed)."""
+    """(the system's `name`, else the prefix's, unpacked first; what `debs.ensure` unpacked)."""
     found = shutil.which(name)
-    return (found, "") if found else (str(layout.bin(name)), _ensure(layout, wanted))
+    return (found, "") if found else (str(layout.bin(name)), debs.ensure(layout, wanted))
 
 
 def _start(
@@ -189,7 +180,7 @@ def up_engine(ctx: PartContext, check: PartStatus) -> PartOutcome:
     if os.geteuid() != 0:
         raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
     layout = ctx.layout
-    installed = _ensure(layout, (*debs.ENGINE, *debs.BUILDX))
+    installed = debs.ensure(layout, (*debs.ENGINE, *debs.BUILDX))
     _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
     config.write_text(json.dumps(daemon_config(layout), indent=2) + "\n")
@@ -229,7 +220,7 @@ def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
     layout = ctx.layout
-    installed = _ensure(layout, debs.BUILDX)
+    installed = debs.ensure(layout, debs.BUILDX)
     link = plugin_dir() / "docker-buildx"
     if link.exists() or link.is_symlink():
         if not (link.is_symlink() and Path(link.readlink()) == layout.buildx_plugin):
