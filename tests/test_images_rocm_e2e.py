@@ -26,7 +26,8 @@ import pytest
 
 from ci.images import progress
 from ci.images.cachekey import cuda_key, rocm_key
-from ci.sandbox.parts import builder_name, manifest_digest
+from ci.sandbox.parts import builder_name
+from ci.sandbox.registryapi import manifest_digest
 from tests.conftest import REGISTRY, run_cli, sample_with_wheelhouse
 
 

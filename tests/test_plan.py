@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ci import skipci
-from ci.plan.build import make_plan
+from ci.plan import make_plan
 from ci.plan.inputs import parse_inputs
 from ci.plan.model import BuildPlan
 from tests.conftest import StandIns, run_cli

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from ci.sandbox import debs
-from ci.sandbox.pins import ENGINE, Pin
+from ci.sandbox.debs import ENGINE, Pin
 from tests.conftest import run_cli
 
 PARTS = ["engine", "buildx", "registry", "base image", "builder"]

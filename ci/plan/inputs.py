@@ -18,23 +18,18 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import Final
 
-from ci.amd.suites import split_labels as split
+from ci.amd.suites import split_labels
 from ci.diff import default_base
 from ci.errors import BAD_INPUT, UserError
 from ci.pipeline.ifexpr import Context
 from ci.pipeline.mirror import parse_mirror_hw
-from ci.platforms import Platform, parse_platform
+from ci.platforms import Platform, platform_option
 from ci.target import git, resolve_build, resolve_repo
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
 FORMATS: Final = ("table", "json", "markdown")
-ORDER: Final = (Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU)
 MAIN: Final = "main"
-LABELS_ENV: Final = "BUILDKITE_PULL_REQUEST_LABELS"
 BASE_ENV: Final = "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
 
 
@@ -50,13 +45,13 @@ class PlanInputs:
     weekly: bool = False
     non_critical: bool = False
     mirror_hw: str | None = None
-    platforms: tuple[Platform, ...] = ORDER
+    platforms: tuple[Platform, ...] = tuple(Platform)
     format: str = "table"
 
     def env(self) -> dict[str, str]:
         """The schedule env of the build (what `build.env(...)` and `--scope auto` read)."""
-        flags = (("NIGHTLY", self.nightly), ("WEEKLY", self.weekly))
-        env = {name: "1" for name, on in (*flags, ("NON_CRITICAL", self.non_critical)) if on}
+        flags = {"NIGHTLY": self.nightly, "WEEKLY": self.weekly, "NON_CRITICAL": self.non_critical}
+        env = {name: "1" for name, on in flags.items() if on}
         if self.mirror_hw:
             env["MIRROR_HW"] = self.mirror_hw
         return env
@@ -78,47 +73,24 @@ class PlanInputs:
         }
 
 
-def split_labels(labels: str) -> tuple[str, ...]:
-    """Commas or newlines, as the AMD selector reads them (duplicates dropped)."""
-    return tuple(dict.fromkeys(split(labels)))
-
-
-def parse_platforms(values: Iterable[str]) -> tuple[tuple[Platform, ...], list[str]]:
-    chosen: set[Platform] = set()
-    problems: list[str] = []
-    for part in (p for value in values for p in re.split(r"[,\s]+", value) if p):
-        try:
-            chosen.add(parse_platform(part))
-        except UserError as exc:
-            problems += [f"--platform: {p}" for p in exc.problems]
-    return (tuple(p for p in ORDER if p in chosen) or ORDER), problems
-
-
-class PlanOptions(TypedDict, total=False):
-    """The `plan` task's options, as Invoke passes them (all optional)."""
-
-    repo: str
-    base: str
-    head: str
-    worktree: bool
-    labels: str
-    branch: str
-    nightly: bool
-    weekly: bool
-    non_critical: bool
-    mirror_hw: str
-    platform: Iterable[str] | None
-    format: str
-
-
 def parse_inputs(
-    environ: Mapping[str, str] | None = None, **options: Unpack[PlanOptions]
+    environ: Mapping[str, str] | None = None,
+    *,
+    repo: str = "",
+    base: str = "",
+    head: str = "",
+    worktree: bool = False,
+    labels: str = "",
+    branch: str = "",
+    nightly: bool = False,
+    weekly: bool = False,
+    non_critical: bool = False,
+    mirror_hw: str = "",
+    platform: Iterable[str] | None = None,
+    format: str = "table",
 ) -> PlanInputs:
     """Check every option (all problems at once), then find the repo and the branch.
     `environ` only fills defaults (module docstring); None reads none."""
-    head = options.get("head", "")
-    worktree = options.get("worktree", False)
-    format = options.get("format", "table")
     problems: list[str] = []
     if head and worktree:
         problems.append("--head and --worktree are mutually exclusive")
@@ -127,33 +99,39 @@ def parse_inputs(
         problems.append(
             f"--format: unknown format {format!r}: allowed values are table, json, markdown"
         )
-    chosen, bad = parse_platforms(options.get("platform") or ())
-    problems += bad
+    chosen: set[Platform] = set()
+    for part in (p for value in platform or () for p in re.split(r"[,\s]+", value) if p):
+        try:
+            chosen.add(platform_option(part))
+        except UserError as exc:
+            problems += exc.problems
     selector: str | None = None
     try:
-        selector = parse_mirror_hw(options.get("mirror_hw", ""))
+        selector = parse_mirror_hw(mirror_hw)
     except UserError as exc:
         problems += [f"--mirror-hw: {p}" for p in exc.problems]
     UserError.collect(problems, code=BAD_INPUT)
     source: Mapping[str, str] = {} if environ is None else environ
-    target = resolve_repo(options.get("repo") or None)
-    labels = options.get("labels", "") or source.get(LABELS_ENV, "")
-    branch = options.get("branch", "").strip() or _branch(target, source)
-    base = options.get("base", "").strip() or None
-    if base is None and source.get(BASE_ENV) and (branch != MAIN or worktree):
-        base = default_base(target, {BASE_ENV: source[BASE_ENV]})
+    target = resolve_repo(repo or None)
+    branch = branch.strip() or _branch(target, source)
+    chosen_base = base.strip() or None
+    if chosen_base is None and source.get(BASE_ENV) and (branch != MAIN or worktree):
+        chosen_base = default_base(target, {BASE_ENV: source[BASE_ENV]})
     return PlanInputs(
         repo=target,
-        base=base,
+        base=chosen_base,
         head=head.strip() or None,
         worktree=worktree,
-        labels=split_labels(labels),
+        # Commas or newlines, as the AMD selector reads them (duplicates dropped).
+        labels=tuple(
+            dict.fromkeys(split_labels(labels or source.get("BUILDKITE_PULL_REQUEST_LABELS", "")))
+        ),
         branch=branch,
-        nightly=options.get("nightly", False),
-        weekly=options.get("weekly", False),
-        non_critical=options.get("non_critical", False),
+        nightly=nightly,
+        weekly=weekly,
+        non_critical=non_critical,
         mirror_hw=selector,
-        platforms=chosen,
+        platforms=tuple(p for p in Platform if p in chosen) or tuple(Platform),
         format=shown,
     )
 

@@ -8,7 +8,7 @@ run, and `dropped` says what was left out and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal, TypeAlias
 
 SCHEMA_ID = "vllm-omni-ci/plan"
@@ -46,29 +46,14 @@ class PlannedStep:
     preset: str | None = None
     parallelism: int | None = None
     timeout_in_minutes: int | None = None
+    blocking: bool = field(init=False)  # not soft_fail (the JSON and the tables say both)
     soft_fail: bool = False
     runs: Runs = "yes"
     conditions: tuple[str, ...] = ()
     note: str = ""
 
-    @property
-    def blocking(self) -> bool:
-        return not self.soft_fail
-
-    def as_dict(self) -> JsonObject:
-        return {
-            "label": self.label,
-            "groups": list(self.groups),
-            "queue": self.queue,
-            "preset": self.preset,
-            "parallelism": self.parallelism,
-            "timeout_in_minutes": self.timeout_in_minutes,
-            "blocking": self.blocking,
-            "soft_fail": self.soft_fail,
-            "runs": self.runs,
-            "conditions": list(self.conditions),
-            "note": self.note,
-        }
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "blocking", not self.soft_fail)
 
 
 @dataclass(frozen=True)
@@ -76,17 +61,9 @@ class PlannedDrop:
     """One step (or group, or child pipeline) left out, and why."""
 
     label: str
+    groups: tuple[str, ...]
     reason: Reason
-    groups: tuple[str, ...] = ()
     detail: str = ""
-
-    def as_dict(self) -> JsonObject:
-        return {
-            "label": self.label,
-            "groups": list(self.groups),
-            "reason": self.reason,
-            "detail": self.detail,
-        }
 
 
 @dataclass
@@ -101,10 +78,6 @@ class PlannedPipeline:
     steps: list[PlannedStep] = field(default_factory=list)
     dropped: list[PlannedDrop] = field(default_factory=list)
 
-    def as_dict(self) -> JsonObject:
-        steps, dropped = [s.as_dict() for s in self.steps], [d.as_dict() for d in self.dropped]
-        return {**vars(self), "steps": steps, "dropped": dropped}
-
 
 @dataclass
 class PlatformPlan:
@@ -118,13 +91,6 @@ class PlatformPlan:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def steps(self) -> list[PlannedStep]:
-        """Every job that would run, bootstrap jobs included."""
-        return [s for p in self.pipelines for s in p.steps]
-
-    def as_dict(self) -> JsonObject:
-        return {**vars(self), "pipelines": [p.as_dict() for p in self.pipelines]}
-
 
 @dataclass
 class BuildPlan:
@@ -134,8 +100,8 @@ class BuildPlan:
     diff: JsonObject
     inputs: JsonObject
     skip_ci: JsonObject
-    platforms: list[PlatformPlan] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    platforms: list[PlatformPlan] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -145,13 +111,13 @@ class BuildPlan:
         return next(p for p in self.platforms if p.platform == name)
 
     def as_dict(self) -> JsonObject:
-        return {
-            "schema": SCHEMA_ID,
-            "version": SCHEMA_VERSION,
-            "repo": self.repo,
-            "diff": dict(self.diff),
-            "inputs": dict(self.inputs),
-            "skip_ci": dict(self.skip_ci),
-            "warnings": list(self.warnings),
-            "platforms": [p.as_dict() for p in self.platforms],
-        }
+        return {"schema": SCHEMA_ID, "version": SCHEMA_VERSION, **_json(self)}
+
+
+def _json(value: Any) -> Any:
+    """Dataclasses as objects (fields in order), tuples as lists: the documented JSON."""
+    if is_dataclass(value):
+        return {f.name: _json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, list | tuple):
+        return [_json(item) for item in value]
+    return value

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from ci.plan.model import BuildPlan, PlannedDrop, PlannedPipeline, PlannedStep, PlatformPlan
-from ci.tiers.terminal import informative, strip_emoji, widths, wrap
+from ci.tiers.terminal import Columns, informative, strip_emoji, widths, wrap
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,27 +22,13 @@ SEP = " / "  # between group names and the step label
 WIDE = 200  # piped output (a file, a CI log) is not wrapped at 80 columns
 
 
-def to_json(plan: BuildPlan) -> str:
-    return json.dumps(plan.as_dict(), indent=2, ensure_ascii=False) + "\n"
-
-
 def _short(text: str, width: int = DETAIL_WIDTH) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _hardware(step: PlannedStep) -> str:
-    if step.preset and step.queue:
-        return f"{step.preset} ({step.queue})"
-    return step.preset or step.queue or "-"
-
-
 def _label(groups: tuple[str, ...], label: str) -> str:
     return SEP.join((*groups, label))
-
-
-def _runs(step: PlannedStep) -> str:
-    return "yes" if step.runs == "yes" else step.note or "conditional"
 
 
 def _header(plan: BuildPlan) -> list[str]:
@@ -67,41 +53,37 @@ def _title(platform: PlatformPlan) -> str:
     return f"{platform.platform}: {platform.status.upper()} — {platform.reason}"
 
 
-def _pipeline_line(pipeline: PlannedPipeline) -> str:
-    scope = f" scope={pipeline.scope}" if pipeline.scope else ""
-    reason = f" — {pipeline.reason}" if pipeline.reason else ""
-    return f"{pipeline.name} ({pipeline.file or '-'}){scope}: {pipeline.status}{reason}"
+Item = TypeVar("Item", PlannedStep, PlannedDrop)
 
 
-def _short_name(platform: PlatformPlan, pipeline: PlannedPipeline) -> str:
-    """`bootstrap`, not `cuda bootstrap`: the platform is the table's title already."""
-    return pipeline.name.removeprefix(f"{platform.platform} ")
-
-
-def _rows(platform: PlatformPlan) -> tuple[bool, list[tuple[str, PlannedStep]]]:
-    """(name the pipeline of each row?, (pipeline name, step) for every job of the platform)."""
-    rows = [(_short_name(platform, p), s) for p in platform.pipelines for s in p.steps]
+def _by_pipeline(
+    platform: PlatformPlan, items: Callable[[PlannedPipeline], list[Item]]
+) -> tuple[bool, list[tuple[str, Item]]]:
+    """(name the pipeline on each row?, (pipeline, item) of every pipeline); the pipeline is
+    `bootstrap`, not `cuda bootstrap`: the platform is the table's title already."""
+    rows = [
+        (p.name.removeprefix(f"{platform.platform} "), item)
+        for p in platform.pipelines
+        for item in items(p)
+    ]
     return len({name for name, _ in rows}) > 1, rows
 
 
-def _drops(platform: PlatformPlan) -> tuple[bool, list[tuple[str, PlannedDrop]]]:
-    drops = [(_short_name(platform, p), d) for p in platform.pipelines for d in p.dropped]
-    return len({name for name, _ in drops}) > 1, drops
-
-
 def _cells(step: PlannedStep) -> tuple[str, ...]:
+    hardware = f"{step.preset} ({step.queue})" if step.preset and step.queue else None
     return (
         SEP.join(step.groups),
         step.label,
-        _hardware(step),
+        hardware or step.preset or step.queue or "-",
         str(step.parallelism or ""),
         f"{step.timeout_in_minutes}m" if step.timeout_in_minutes else "",
         "yes" if step.blocking else "soft-fail",
-        _runs(step),
+        "yes" if step.runs == "yes" else step.note or "conditional",
     )
 
 
 COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
+_STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}
 
 
 def print_table(plan: BuildPlan, file: IO[str]) -> None:
@@ -111,35 +93,18 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
     are dropped, and a table leaves out a column empty or the same on every row
     (said once, as `every job:`); when still too wide, each job is a line."""
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     console = Console(file=file, soft_wrap=False, highlight=False)
-    strip: Callable[[str], str] = strip_emoji
-    if console.is_terminal:
-
-        def say(text: str, style: str = "", indent: str = "") -> None:
-            for line in wrap(text, console.width, indent):
-                console.print(Text(line, style=style), soft_wrap=True)
-
-        def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-            _terminal_table(console, headers, rows, say)
-
-    else:
-        strip = str
+    terminal = console.is_terminal
+    strip: Callable[[str], str] = strip_emoji if terminal else str
+    if not terminal:
         console.width = max(console.width, WIDE)
 
-        def say(text: str, style: str = "", indent: str = "") -> None:
-            # One output line per fact: a long reason is not folded (the tables are).
-            console.print(Text(indent + text, style=style), soft_wrap=True)
-
-        def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-            made = Table(show_lines=False, expand=False)
-            for column in headers:
-                made.add_column(column, overflow="fold")
-            for cells in rows:
-                made.add_row(*(Text(c) for c in cells))
-            console.print(made)
+    def say(text: str, style: str = "", indent: str = "") -> None:
+        # Piped, one output line per fact: a long reason is not folded (the tables are).
+        for line in wrap(text, console.width, indent) if terminal else [indent + text]:
+            console.print(Text(line, style=style), soft_wrap=True)
 
     for line in _header(plan):
         say(line)
@@ -150,19 +115,25 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
             say(f"error: {error}", style="red", indent="  ")
         for note in platform.notes:
             say(note, indent="  ")
-        for pipeline in platform.pipelines:
-            say(_pipeline_line(pipeline), style="bold", indent="  ")
-        named, rows = _rows(platform)
+        for p in platform.pipelines:
+            scope = f" scope={p.scope}" if p.scope else ""
+            reason = f" — {p.reason}" if p.reason else ""
+            line = f"{p.name} ({p.file or '-'}){scope}: {p.status}{reason}"
+            say(line, style="bold", indent="  ")
+        named, rows = _by_pipeline(platform, lambda p: p.steps)
         if rows:
-            table(
+            _table(
+                console,
                 (("pipeline",) if named else ()) + COLUMNS,
                 [
                     ((name,) if named else ())
                     + tuple(strip(c) if i < 2 else c for i, c in enumerate(_cells(step)))
                     for name, step in rows
                 ],
+                say,
+                fit=terminal,
             )
-        named, drops = _drops(platform)
+        named, drops = _by_pipeline(platform, lambda p: p.dropped)
         if drops:
             counts = Counter(d.reason for _, d in drops)
             summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
@@ -174,24 +145,24 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
                 say(f"- {where}{label}: {drop.reason}{detail}", style="dim", indent="    ")
 
 
-_STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}
-# Columns a terminal table keeps even when every row says the same.
-_ALWAYS = ("step",)
-
-
-def _terminal_table(
+def _table(
     console: Console,
     headers: tuple[str, ...],
     rows: list[tuple[str, ...]],
     say: Callable[..., None],
+    *,
+    fit: bool,
 ) -> None:
+    """`fit` (a terminal): only the informative columns (`step` always), sized to keep words
+    whole, else one line per job; otherwise every column, as wide as it needs."""
     from rich.table import Table
     from rich.text import Text
 
-    shown = informative(headers, rows, always=_ALWAYS)
+    everything = Columns(tuple(range(len(headers))), ())
+    shown = informative(headers, rows, always=("step",)) if fit else everything
     names = [headers[i] for i in shown.keep]
     cells = [[row[i] for i in shown.keep] for row in rows]
-    fitted = widths(names, cells, console.width)
+    fitted = widths(names, cells, console.width) if fit else [None] * len(names)
     if fitted is None:  # too narrow for whole words in columns: one line per job
         for row in cells:
             values = dict(zip(names, row, strict=True))
@@ -214,12 +185,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _dropped_line(drop: PlannedDrop, where: str = "") -> str:
-    detail = f" — {_short(drop.detail)}" if drop.detail else ""
-    label = _cell(where + _label(drop.groups, drop.label))
-    return f"- {label}: **{drop.reason}**{_cell(detail)}"
-
-
 def to_markdown(plan: BuildPlan) -> str:
     out = ["## What will CI run?", ""]
     out += [f"- {_cell(line)}" for line in _header(plan)]
@@ -234,7 +199,7 @@ def to_markdown(plan: BuildPlan) -> str:
                 f"- **{pipeline.name}** (`{pipeline.file or '-'}`{scope}): "
                 f"{pipeline.status}{reason}"
             )
-        named, rows = _rows(platform)
+        named, rows = _by_pipeline(platform, lambda p: p.steps)
         if rows:
             columns = (("pipeline",) if named else ()) + COLUMNS[1:]
             out += ["", f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"]
@@ -242,17 +207,21 @@ def to_markdown(plan: BuildPlan) -> str:
                 cells = ((name,) if named else ()) + (_label(step.groups, step.label),)
                 cells += _cells(step)[2:]
                 out.append(f"| {' | '.join(_cell(c) for c in cells)} |")
-        named, drops = _drops(platform)
+        named, drops = _by_pipeline(platform, lambda p: p.dropped)
         if drops:
             out += ["", f"<details><summary>{len(drops)} dropped</summary>", ""]
-            out += [_dropped_line(d, f"[{name}] " if named else "") for name, d in drops]
+            for name, drop in drops:
+                where = f"[{name}] " if named else ""
+                detail = f" — {_short(drop.detail)}" if drop.detail else ""
+                label = _cell(where + _label(drop.groups, drop.label))
+                out.append(f"- {label}: **{drop.reason}**{_cell(detail)}")
             out += ["", "</details>"]
     return "\n".join(out) + "\n"
 
 
 def write(plan: BuildPlan, format: str, file: IO[str]) -> None:
     if format == "json":
-        file.write(to_json(plan))
+        file.write(json.dumps(plan.as_dict(), indent=2, ensure_ascii=False) + "\n")
     elif format == "markdown":
         file.write(to_markdown(plan))
     else:

@@ -10,6 +10,7 @@ Every pipeline that would be uploaded must pass the schema check.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,11 +43,10 @@ class Situation:
     decision: Decision
     known_labels: set[str] = field(default_factory=set)
     files: Path = Path()  # where `.buildkite/` and `pyproject.toml` are read (head revision)
-    _registries: Registries | None = None
 
+    @cached_property
     def registries(self) -> Registries:
-        self._registries = self._registries or Registries.for_repo(self.files)
-        return self._registries
+        return Registries.for_repo(self.files)
 
     def skip_words(self, platform: str) -> str:
         return ", ".join(f"{lvl} {self.decision.gate(platform, lvl) or 'run'}" for lvl in LEVELS)
@@ -56,24 +56,25 @@ class Situation:
 
 
 def _finish(
-    plan: PlatformPlan, tests: list[PlannedPipeline], situation: Situation, what: str
+    plan: PlatformPlan,
+    tests: list[PlannedPipeline],
+    situation: Situation,
+    what: str,
+    jobs: int | None = None,
 ) -> None:
-    """Status and reason from what runs; an error found earlier wins."""
-    jobs = sum(len(p.steps) for p in tests)
+    """Status and reason from what runs (`jobs`: the test jobs, when not every step of
+    `tests` is one). An error is the caller's to report: it wins over both."""
+    jobs = sum(len(p.steps) for p in tests) if jobs is None else jobs
     why = "; ".join(f"{p.name}: {p.reason}" for p in tests if p.reason)
-    if plan.errors:
-        plan.status, plan.reason = "error", plan.errors[0]
-    elif jobs:
-        plan.status, plan.reason = "run", f"{jobs} test job(s) in {what}"
+    plan.status = "run" if jobs else "skip"
+    if jobs:
+        plan.reason = f"{jobs} test job(s) in {what}"
     elif situation.decision.skip_all or (
         tests and all(p.reason.startswith("skip-ci") for p in tests)
     ):
-        plan.status, plan.reason = "skip", situation.skip_reason()
+        plan.reason = situation.skip_reason()
     else:
-        plan.status, plan.reason = (
-            "skip",
-            f"no test job runs ({why})" if why else "no test job runs",
-        )
+        plan.reason = f"no test job runs ({why})" if why else "no test job runs"
 
 
 def plan_rocm(situation: Situation) -> PlatformPlan:
@@ -95,7 +96,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
     files = ", ".join(f".buildkite/amd/{s.file}" for s in chosen)
     pipeline = PlannedPipeline(name, files or None)
     pipeline.dropped += [
-        PlannedDrop(s.spec, "skip-ci", (), f"{word}: {situation.decision.message}")
+        PlannedDrop(s.spec, (), "skip-ci", f"{word}: {situation.decision.message}")
         for s, word in outcome.skipped
     ]
     if outcome.pipeline is None:
@@ -106,13 +107,13 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
         pipeline.dropped += [
-            *(PlannedDrop(label, "mirror-hw", (), mirror) for label in outcome.not_mirrored),
+            *(PlannedDrop(label, (), "mirror-hw", mirror) for label in outcome.not_mirrored),
             *(
-                PlannedDrop(g, "empty-group", (), f"every step is {mirror}")
+                PlannedDrop(g, (), "empty-group", f"every step is {mirror}")
                 for g in outcome.empty_groups
             ),
             *(
-                PlannedDrop(label, "duplicate", (group,), "identical to a step of an earlier suite")
+                PlannedDrop(label, (group,), "duplicate", "identical to a step of an earlier suite")
                 for group, label in outcome.duplicates
             ),
         ]
@@ -121,15 +122,10 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         )
         plan.notes.append(f"RUN_ALL={int(run_all)} VLLM_USE_PRECOMPILED={precompiled}")
     plan.pipelines.append(pipeline)
-    _finish(plan, [_without_image(pipeline)], situation, name)
+    image = render.image_build_group()["group"]  # builds the image the test jobs run in
+    tests = sum(s.groups[:1] != (image,) for s in pipeline.steps)
+    _finish(plan, [pipeline], situation, name, jobs=tests)
     return plan
-
-
-def _without_image(pipeline: PlannedPipeline) -> PlannedPipeline:
-    image = render.image_build_group()["group"]
-    copy = PlannedPipeline(pipeline.name, pipeline.file, pipeline.status, pipeline.reason)
-    copy.steps = [s for s in pipeline.steps if s.groups[:1] != (image,)]
-    return copy
 
 
 def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
@@ -146,11 +142,11 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
     boot.steps, dropped = walk(rendered.tree.steps, ctx)
     # Under skip-all the gates admit only scheduled builds: a false gate is skip-ci's doing.
     boot.dropped = [
-        PlannedDrop(d.label, "skip-ci", d.groups, d.detail) if decision.skip_all else d
+        PlannedDrop(d.label, d.groups, "skip-ci", d.detail) if decision.skip_all else d
         for d in dropped
     ]
     boot.dropped += [
-        PlannedDrop(u.label, "skip-ci", (), f"omitted: {decision.message}")
+        PlannedDrop(u.label, (), "skip-ci", f"omitted: {decision.message}")
         for u in made.uploads
         if u.key in rendered.omitted
     ]
@@ -177,7 +173,7 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
             child.status = "conditional"
             child.reason = f"upload step's if: {NOT_EVALUATED}: {' '.join(shown.split())}"
         try:
-            _render_child(situation, child, "auto")
+            _render_child(situation, child)
         except UserError as exc:
             plan.errors += list(exc.problems)
             child.status = "not-uploaded"
@@ -211,7 +207,7 @@ def bootstrap_labels() -> set[str]:
     return found
 
 
-def _render_child(situation: Situation, child: PlannedPipeline, requested: str) -> None:
+def _render_child(situation: Situation, child: PlannedPipeline) -> None:
     inputs = situation.inputs
     path = pipeline_file(situation.files, child.file or "")
     build = UploadInputs(
@@ -220,7 +216,7 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
         changed=lambda: situation.diff.paths,
         mirror_hw=inputs.mirror_hw or "",
     )
-    made = render_upload(situation.files, path, requested, build, situation.registries())
+    made = render_upload(situation.files, path, "auto", build, situation.registries)
     child.scope, rendered = made.scope, made.rendered
     presets = {id(k.step): k.preset for k in rendered.kept}
     for kept in rendered.kept:
@@ -229,7 +225,7 @@ def _render_child(situation: Situation, child: PlannedPipeline, requested: str) 
     child.steps, dropped = walk(rendered.tree.steps, inputs.context(), presets=presets)
     under = {"source-filter": "no change under "}
     child.dropped = [
-        PlannedDrop(d.label, d.reason, d.path, under.get(d.reason, "") + d.detail)
+        PlannedDrop(d.label, d.path, d.reason, under.get(d.reason, "") + d.detail)
         for d in rendered.dropped
     ] + dropped
     if rendered.bypassed_by:

@@ -39,24 +39,17 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
         return
     import tarfile
 
+    listed = _git(repo, "ls-tree", "--name-only", "-z", rev, "--", *READS)
+    if not listed.ok:
+        raise UserError(f"cannot list {', '.join(READS)} at {rev!r} in {repo}")
+    names = [name for name in listed.stdout.split("\0") if name]  # those that exist at `rev`
     with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-plan-") as tmp:
-        root = Path(tmp, "tree")
+        root, archive = Path(tmp, "tree"), Path(tmp, "head.tar")
         root.mkdir()
-        archive = Path(tmp, "head.tar")
-        names: list[str] = list(READS)
-        made = _git(repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names)
-        if not made.ok:  # one of them is missing at `rev`: archive those that exist
-            listed = _git(repo, "ls-tree", "--name-only", "-z", rev, "--", *READS)
-            if not listed.ok:
-                raise UserError(f"cannot list {', '.join(READS)} at {rev!r} in {repo}")
-            names = [name for name in listed.stdout.split("\0") if name]
-            if names:
-                made = _git(
-                    repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names
-                )
-                if not made.ok:
-                    raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
         if names:
+            made = _git(repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names)
+            if not made.ok:
+                raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
             with tarfile.open(archive) as tar:
                 if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
                     tar.extractall(root, filter="data")

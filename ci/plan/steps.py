@@ -14,8 +14,6 @@ from typing import Any
 from ci.pipeline import ifexpr, model
 from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedStep
 
-step_name = model.name_of
-
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -51,44 +49,15 @@ def verdict(conditions: Sequence[str], ctx: ifexpr.Context) -> tuple[bool | None
     return (None, unknown) if unknown else (True, "")
 
 
-def row(
-    step: model.Step,
-    groups: tuple[str, ...],
-    conditions: tuple[str, ...],
-    ctx: ifexpr.Context,
-    *,
-    preset: str | None = None,
-) -> PlannedStep | PlannedDrop:
-    """The plan row of one rendered leaf step (a `PlannedDrop` when an `if` is false)."""
-    label = step_name(step.fields)
-    value, text = verdict(conditions, ctx)
-    if value is False:
-        return PlannedDrop(label, "if-false", groups, f"if {' '.join(text.split())}")
-    agents = step.get("agents")
-    queue = agents.get("queue") if isinstance(agents, dict) else None
-    soft = step.get("soft_fail")
-    return PlannedStep(
-        label=label,
-        groups=groups,
-        queue=None if queue is None else str(queue),
-        preset=preset,
-        parallelism=_int(step.get("parallelism")),
-        timeout_in_minutes=_int(step.get("timeout_in_minutes")),
-        soft_fail=bool(soft) and soft != "false",
-        runs="conditional" if value is None else "yes",
-        conditions=tuple(" ".join(c.split()) for c in conditions),
-        note=f"{NOT_EVALUATED}: {' '.join(text.split())}" if value is None else "",
-    )
-
-
 def walk(
     steps: Iterable[model.Node] | None,
     ctx: ifexpr.Context,
     *,
     presets: Mapping[int, str | None] | None = None,
 ) -> tuple[list[PlannedStep], list[PlannedDrop]]:
-    """Rows of every leaf of a rendered pipeline; group `if`s apply to their children.
-    `presets`: `id()` of a rendered leaf -> the hardware preset it was expanded from."""
+    """Rows of every leaf of a rendered pipeline; group `if`s apply to their children, and a
+    false `if` drops the group or step. `presets`: `id()` of a rendered leaf -> the hardware
+    preset it was expanded from."""
     kept: list[PlannedStep] = []
     dropped: list[PlannedDrop] = []
 
@@ -100,22 +69,46 @@ def walk(
                 continue
             condition = entry.get("if")
             here = (*outer, condition) if isinstance(condition, str) else outer
-            if isinstance(entry, model.Group):
-                value, text = verdict(here, ctx)
-                if value is False:
-                    detail = f"if {' '.join(text.split())}"
-                    dropped.append(PlannedDrop(step_name(entry.fields), "if-false", names, detail))
-                else:
-                    visit(entry.steps, (*names, step_name(entry.fields)), here)
-                continue
-            made = row(entry, names, here, ctx, preset=(presets or {}).get(id(entry)))
-            if isinstance(made, PlannedStep):
-                kept.append(made)
+            label = model.name_of(entry.fields)
+            value, text = verdict(here, ctx)
+            if value is False:
+                dropped.append(
+                    PlannedDrop(label, names, "if-false", f"if {' '.join(text.split())}")
+                )
+            elif isinstance(entry, model.Group):
+                visit(entry.steps, (*names, label), here)
             else:
-                dropped.append(made)
+                kept.append(_row(entry, label, names, here, value, text, presets or {}))
 
     visit(steps or (), (), ())
     return kept, dropped
+
+
+def _row(
+    step: model.Step,
+    label: str,
+    groups: tuple[str, ...],
+    conditions: tuple[str, ...],
+    value: bool | None,
+    text: str,
+    presets: Mapping[int, str | None],
+) -> PlannedStep:
+    """The plan row of one rendered leaf step that runs (`value` None: maybe, see `text`)."""
+    agents = step.get("agents")
+    queue = agents.get("queue") if isinstance(agents, dict) else None
+    soft = step.get("soft_fail")
+    return PlannedStep(
+        label=label,
+        groups=groups,
+        queue=None if queue is None else str(queue),
+        preset=presets.get(id(step)),
+        parallelism=_int(step.get("parallelism")),
+        timeout_in_minutes=_int(step.get("timeout_in_minutes")),
+        soft_fail=bool(soft) and soft != "false",
+        runs="conditional" if value is None else "yes",
+        conditions=tuple(" ".join(c.split()) for c in conditions),
+        note=f"{NOT_EVALUATED}: {' '.join(text.split())}" if value is None else "",
+    )
 
 
 def labels_in(expr: ifexpr.Expr) -> set[str]:

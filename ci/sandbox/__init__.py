@@ -3,5 +3,5 @@
 The parts (parts.py): an engine with the containerd image store, buildx, the
 registry at 127.0.0.1:5000, the offline base image and the e2e builder. A part
 that works is reused; a missing one is installed from pinned Debian packages
-into the sandbox's own prefix (debs.py, pins.py). `down` stops only what `up` started.
+into the sandbox's own prefix (debs.py). `down` stops only what `up` started.
 """

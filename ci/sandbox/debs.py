@@ -3,6 +3,13 @@
 `apt-get download` from a private sources list naming the mirror apt already
 uses, with its own lists, cache and empty dpkg status, then `dpkg -x` into the
 prefix: nothing configured, no maintainer script, removing the prefix undoes it.
+
+Why these pins: bookworm's engine (20.10) has neither buildx nor the containerd
+image store the buildx `docker` driver needs to export a registry cache; trixie's
+engine, client, buildx and containerd run on bookworm's libc unchanged, and the
+small helpers come from bookworm. A pin is an upstream version (the Debian
+revision may move with security updates); the revision installed is printed and
+kept in installed.json.
 """
 
 from __future__ import annotations
@@ -10,12 +17,37 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci import door
 from ci.errors import UserError
 from ci.sandbox.layout import Layout
-from ci.sandbox.pins import SUITES, Pin
+
+
+@dataclass(frozen=True)
+class Pin:
+    package: str
+    suite: str
+    upstream: str
+
+    def matches(self, debian_version: str) -> bool:
+        """`26.1.5+dfsg1-9` matches upstream 26.1.5; `26.1.50-1` does not."""
+        rest = debian_version.removeprefix(self.upstream)
+        return rest != debian_version and (rest == "" or rest[0] in "+-~")
+
+
+ENGINE = (
+    Pin("docker.io", "trixie", "26.1.5"),
+    Pin("docker-cli", "trixie", "26.1.5"),
+    Pin("containerd", "trixie", "1.7.24"),
+    Pin("runc", "bookworm", "1.1.5"),
+    Pin("tini", "bookworm", "0.19.0"),
+)
+BUILDX = (Pin("docker-buildx", "trixie", "0.13.1"),)
+REGISTRY = (Pin("docker-registry", "bookworm", "2.8.2"),)
+DEBOOTSTRAP = (Pin("debootstrap", "bookworm", "1.0.128"),)
+SUITES = ("trixie", "bookworm")
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -59,11 +91,15 @@ def apt_options(layout: Layout) -> tuple[str, ...]:
     return tuple(word for k, v in options.items() for word in ("-o", f"{k}={v}"))
 
 
-def _checked(cmd: door.Command, what: str) -> str:
+def checked(cmd: door.Command, what: str, log: Path | None = None) -> str:
+    """Run `cmd` quietly (its output into `log` when given); its stdout, or a UserError."""
     result = door.run(cmd, output="capture")
+    if log is not None:
+        log.write_text(result.stdout + result.stderr)
     if not result.ok:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        raise UserError(f"{what}: {cmd.line()} failed with exit {result.code}: {' '.join(tail)}")
+        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
+        where = f" (log {log})" if log else ""
+        raise UserError(f"{what}: {cmd.line()} failed with exit {result.code}{where}: {tail}")
     return result.stdout
 
 
@@ -78,7 +114,7 @@ def update(layout: Layout) -> str:
     for folder in (layout.apt / "lists" / "partial", layout.apt / "cache" / "archives" / "partial"):
         folder.mkdir(parents=True, exist_ok=True)
     (layout.apt / "sources.list").write_text(sources_list(uri))
-    _checked(
+    checked(
         door.Command(
             ("apt-get", *apt_options(layout), "update"),
             description=f"package lists of trixie and bookworm from {uri} (private apt state)",
@@ -91,7 +127,7 @@ def update(layout: Layout) -> str:
 
 def candidate(layout: Layout, pin: Pin) -> str:
     """The mirror's version of `pin.package` in `pin.suite` that matches the pin."""
-    out = _checked(
+    out = checked(
         door.Command(("apt-cache", *apt_options(layout), "madison", pin.package)),
         f"apt-cache madison {pin.package}",
     )
@@ -111,7 +147,7 @@ def install(layout: Layout, pins: Iterable[Pin]) -> list[tuple[str, str]]:
     layout.debs.mkdir(parents=True, exist_ok=True)
     layout.prefix.mkdir(parents=True, exist_ok=True)
     versions = [(pin.package, candidate(layout, pin)) for pin in pins]
-    _checked(
+    checked(
         door.Command(
             ("apt-get", *apt_options(layout), "download", *(f"{p}={v}" for p, v in versions)),
             description="download " + ", ".join(f"{p} {v}" for p, v in versions),
@@ -123,14 +159,15 @@ def install(layout: Layout, pins: Iterable[Pin]) -> list[tuple[str, str]]:
         deb = next(layout.debs.glob(f"{package}_{version.replace(':', '%3a')}_*.deb"), None)
         if deb is None:
             raise UserError(f"{package}: apt-get download left no .deb in {layout.debs}")
-        _checked(
+        checked(
             door.Command(
                 ("dpkg", "-x", str(deb), str(layout.prefix)),
                 description=f"unpack {deb.name} into {layout.prefix}",
             ),
             "dpkg -x",
         )
-    record(layout, versions)
+    data = {**installed(layout), **dict(versions)}
+    layout.installed.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return versions
 
 
@@ -143,12 +180,10 @@ def installed(layout: Layout) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def record(layout: Layout, versions: Iterable[tuple[str, str]]) -> None:
-    data = {**installed(layout), **dict(versions)}
-    layout.installed.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def missing(layout: Layout, pins: Iterable[Pin]) -> list[Pin]:
-    """The pins not yet unpacked here at their pinned version."""
+def ensure(layout: Layout, pins: Iterable[Pin]) -> str:
+    """Unpack the pins not yet here at their version: "" when none was missing, else what."""
     have = installed(layout)
-    return [p for p in pins if not (p.package in have and p.matches(have[p.package]))]
+    todo = [p for p in pins if not (p.package in have and p.matches(have[p.package]))]
+    if not todo:
+        return ""
+    return ", ".join(f"{p} {v}" for p, v in install(layout, todo)) + f" into {layout.prefix}"

@@ -3,16 +3,20 @@
 The root is `$VLLM_OMNI_CI_SANDBOX`, else `$XDG_DATA_HOME/vllm-omni-ci/sandbox`
 (`~/.local/share/...`). The only path outside it is the buildx plugin link in
 the docker client's `cli-plugins` folder, which `up` records and `down --purge`
-removes.
+removes. `state.json` records what `up` started or linked, so that `down` undoes
+exactly that and nothing else: a service by pid *and* start time (door.Service),
+so a pid reused by another program is never signalled.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT_ENV = "VLLM_OMNI_CI_SANDBOX"
+from ci import door
+
 # The engine listens where every docker client and the Docker SDK look by default,
 # so that no task, test or user shell needs DOCKER_HOST.
 SOCKET = "/var/run/docker.sock"
@@ -22,63 +26,62 @@ BASE_IMAGE_TAG = "bookworm"
 BASE_IMAGE = f"{REGISTRY}/{BASE_IMAGE_REPO}:{BASE_IMAGE_TAG}"
 
 
-def default_root(env: dict[str, str] | None = None) -> Path:
-    source = os.environ if env is None else env
-    if source.get(ROOT_ENV):
-        return Path(source[ROOT_ENV]).expanduser()
-    data = source.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+def default_root() -> Path:
+    if os.environ.get("VLLM_OMNI_CI_SANDBOX"):
+        return Path(os.environ["VLLM_OMNI_CI_SANDBOX"]).expanduser()
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "vllm-omni-ci" / "sandbox"
 
 
-@dataclass(frozen=True)
+@dataclass
+class State:
+    services: dict[str, door.Service] = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
+
+
 class Layout:
-    root: Path
+    """Every path of one sandbox."""
 
-    @property
-    def prefix(self) -> Path:
-        """Where the pinned .debs are unpacked (`dpkg -x`): usr/bin, usr/sbin, usr/libexec."""
-        return self.root / "prefix"
-
-    @property
-    def debs(self) -> Path:
-        return self.root / "debs"
-
-    @property
-    def apt(self) -> Path:
-        """The private apt state: sources list, package lists, cache."""
-        return self.root / "apt"
-
-    @property
-    def run(self) -> Path:
-        """Logs, pid files and the engine's exec root."""
-        return self.root / "run"
-
-    @property
-    def docker_data(self) -> Path:
-        return self.root / "docker"
-
-    @property
-    def registry_data(self) -> Path:
-        return self.root / "registry"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def installed(self) -> Path:
-        return self.root / "installed.json"
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.prefix = root / "prefix"  # the pinned .debs, `dpkg -x`ed: usr/bin, usr/sbin, ...
+        self.debs = root / "debs"
+        self.apt = root / "apt"  # the private apt state: sources list, package lists, cache
+        self.run = root / "run"  # logs, pid files and the engine's exec root
+        self.docker_data = root / "docker"
+        self.registry_data = root / "registry"
+        self.state = root / "state.json"
+        self.installed = root / "installed.json"
+        self.buildx_plugin = self.prefix / "usr/libexec/docker/cli-plugins/docker-buildx"
 
     def bin(self, name: str) -> Path:
-        for folder in ("usr/bin", "usr/sbin"):
-            path = self.prefix / folder / name
-            if path.exists():
-                return path
-        return self.prefix / "usr/bin" / name
+        """The prefix's program: usr/bin, else usr/sbin (usr/bin when it is in neither)."""
+        where = [self.prefix / "usr/bin" / name, self.prefix / "usr/sbin" / name]
+        return next((path for path in where if path.exists()), where[0])
 
-    @property
-    def buildx_plugin(self) -> Path:
-        return self.prefix / "usr/libexec/docker/cli-plugins/docker-buildx"
+    def load_state(self) -> State:
+        try:
+            data = json.loads(self.state.read_text())
+        except (OSError, ValueError):
+            return State()
+        if not isinstance(data, dict):
+            return State()
+        services: dict[str, door.Service] = {}
+        for name, raw in (data.get("services") or {}).items():
+            try:
+                argv = tuple(str(a) for a in raw["argv"])
+                services[str(name)] = door.Service(
+                    int(raw["pid"]), float(raw["started"]), argv, str(raw["log"])
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+        return State(services, [str(link) for link in data.get("links") or []])
+
+    def save_state(self, state: State) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.state)
 
     @property
     def path_env(self) -> str:
@@ -87,8 +90,7 @@ class Layout:
         return os.pathsep.join([*ours, os.environ.get("PATH", os.defpath)])
 
 
-def plugin_dir(env: dict[str, str] | None = None) -> Path:
+def plugin_dir() -> Path:
     """The per-user `cli-plugins` folder every docker client reads ($DOCKER_CONFIG or ~/.docker)."""
-    source = os.environ if env is None else env
-    config = source.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
+    config = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
     return Path(config).expanduser() / "cli-plugins"

@@ -20,11 +20,9 @@ from pathlib import Path
 
 from ci import door
 from ci.errors import UserError
-from ci.sandbox import debs, pins
-from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, plugin_dir
+from ci.sandbox import debs
+from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, State, plugin_dir
 from ci.sandbox.registryapi import in_registry, registry_answers
-from ci.sandbox.registryapi import manifest_digest as manifest_digest
-from ci.sandbox.state import State
 
 REUSED, STARTED, INSTALLED = "reused", "started", "installed"
 UP = "vllm-omni-ci sandbox up"
@@ -70,13 +68,10 @@ def _log_tail(path: str) -> str:
     return f"log {path}: " + " | ".join(lines)
 
 
-def _ensure(layout: Layout, wanted: tuple[pins.Pin, ...]) -> str:
-    """Unpack the pins not yet in the prefix; "" when none was missing, else what and where."""
-    todo = debs.missing(layout, wanted)
-    if not todo:
-        return ""
-    versions = debs.install(layout, todo)
-    return ", ".join(f"{p} {v}" for p, v in versions) + f" into {layout.prefix}"
+def _program(layout: Layout, name: str, wanted: tuple[debs.Pin, ...]) -> tuple[str, str]:
+    """(the system's `name`, else the prefix's, unpacked first; what `debs.ensure` unpacked)."""
+    found = shutil.which(name)
+    return (found, "") if found else (str(layout.bin(name)), debs.ensure(layout, wanted))
 
 
 def _start(
@@ -91,7 +86,6 @@ def _start(
 
     Polled for at most `limit` seconds; a service that exits first fails at once.
     """
-    ctx.layout.run.mkdir(parents=True, exist_ok=True)
     service = door.spawn(cmd, str(ctx.layout.run / f"{cmd.argv[0].rsplit('/', 1)[-1]}.log"))
     ctx.state.services[part] = service
     deadline = time.monotonic() + limit
@@ -186,8 +180,7 @@ def up_engine(ctx: PartContext, check: PartStatus) -> PartOutcome:
     if os.geteuid() != 0:
         raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
     layout = ctx.layout
-    installed = _ensure(layout, (*pins.ENGINE, *pins.BUILDX))
-    layout.run.mkdir(parents=True, exist_ok=True)
+    installed = debs.ensure(layout, (*debs.ENGINE, *debs.BUILDX))
     _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
     config.write_text(json.dumps(daemon_config(layout), indent=2) + "\n")
@@ -227,7 +220,7 @@ def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
     layout = ctx.layout
-    installed = _ensure(layout, pins.BUILDX)
+    installed = debs.ensure(layout, debs.BUILDX)
     link = plugin_dir() / "docker-buildx"
     if link.exists() or link.is_symlink():
         if not (link.is_symlink() and Path(link.readlink()) == layout.buildx_plugin):
@@ -249,7 +242,7 @@ def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
 
 
 def check_registry(ctx: PartContext) -> PartStatus:
-    if registry_answers(REGISTRY):
+    if registry_answers():
         return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
     return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
@@ -268,21 +261,16 @@ def registry_config(layout: Layout) -> str:
 
 def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
     layout = ctx.layout
-    installed = ""
-    program = shutil.which("docker-registry")
-    if program is None:
-        installed = _ensure(layout, pins.REGISTRY)
-        program = str(layout.bin("docker-registry"))
+    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
     layout.registry_data.mkdir(parents=True, exist_ok=True)
     config = layout.run / "registry.yml"
-    layout.run.mkdir(parents=True, exist_ok=True)
     config.write_text(registry_config(layout))
     serve = door.Command(
         (program, "serve", str(config)),
         description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
     )
     what = f"the registry at {REGISTRY}"
-    service = _start(ctx, "registry", serve, what, lambda: registry_answers(REGISTRY), 30)
+    service = _start(ctx, "registry", serve, what, lambda: registry_answers(), 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
     return _started("registry", installed, started)
 
@@ -298,44 +286,31 @@ def check_base_image(ctx: PartContext) -> PartStatus:
     )
 
 
-def _run(cmd: door.Command, what: str, log: Path | None = None) -> None:
-    result = door.run(cmd, output="capture")
-    if log is not None:
-        log.write_text(result.stdout + result.stderr)
-    if not result.ok:
-        where = f"; {_log_tail(str(log))}" if log else f": {result.stderr.strip()[-300:]}"
-        raise UserError(f"base image: {what} failed with exit {result.code}{where}")
-
-
 def debootstrap(ctx: PartContext, docker: str) -> str:
     """A bookworm minbase with Python, pip, pytest, PyYAML and git, imported as BASE_IMAGE."""
     layout = ctx.layout
-    program = shutil.which("debootstrap")
-    env: dict[str, str] = {}
-    installed = ""
-    if program is None:
-        installed = _ensure(layout, pins.DEBOOTSTRAP)
-        installed += "; " if installed else ""
-        program = str(layout.bin("debootstrap"))
-        env["DEBOOTSTRAP_DIR"] = str(layout.prefix / "usr/share/debootstrap")
+    program, installed = _program(layout, "debootstrap", debs.DEBOOTSTRAP)
+    # The prefix's debootstrap finds its scripts only when told where they are.
+    scripts = {"DEBOOTSTRAP_DIR": str(layout.prefix / "usr/share/debootstrap")}
+    env = scripts if program.startswith(str(layout.prefix)) else {}
+    installed += "; " if installed else ""
     rootfs, tarball = layout.root / "rootfs.tmp", layout.root / "rootfs.tar"
     shutil.rmtree(rootfs, ignore_errors=True)
     uri = debs.mirror()
-    layout.run.mkdir(parents=True, exist_ok=True)
     include = f"--include={BOOTSTRAP_INCLUDE}"
     try:
-        _run(
+        debs.checked(
             door.Command(
                 (program, "--variant=minbase", include, "bookworm", str(rootfs), uri),
                 description=f"debootstrap bookworm from {uri}",
                 env=env,
             ),
-            "debootstrap",
+            "base image: debootstrap",
             layout.run / "debootstrap.log",
         )
         tar = ("tar", "-C", str(rootfs), "-cf", str(tarball), ".")
-        _run(door.Command(tar), "tar of the root file system")
-        _run(door.Command((docker, "import", str(tarball), BASE_IMAGE)), "docker import")
+        debs.checked(door.Command(tar), "base image: tar of the root file system")
+        debs.checked(door.Command((docker, "import", str(tarball), BASE_IMAGE)), "base image")
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
         tarball.unlink(missing_ok=True)
@@ -348,10 +323,10 @@ def up_base_image(ctx: PartContext, check: PartStatus) -> PartOutcome:
     if check.ok:
         if local:
             return PartOutcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
-        _run(door.Command((docker, "pull", "-q", BASE_IMAGE)), "docker pull")
+        debs.checked(door.Command((docker, "pull", "-q", BASE_IMAGE)), "base image")
         return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE} pulled from the registry")
     how = "the local image pushed" if local else debootstrap(ctx, docker)
-    _run(door.Command((docker, "push", "-q", BASE_IMAGE)), "docker push")
+    debs.checked(door.Command((docker, "push", "-q", BASE_IMAGE)), "base image")
     return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
 
 
@@ -377,12 +352,13 @@ def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[
     return fields
 
 
-def check_builder(ctx: PartContext) -> PartStatus:
+def check_builder(ctx: PartContext, *, bootstrap: bool = False) -> PartStatus:
+    """Whether the builder runs (`bootstrap`: once `buildx inspect --bootstrap` started it)."""
     docker = ctx.docker()
     if not Path(docker).exists():
         return PartStatus("builder", False, "no docker client", f"run `{UP}`")
     name = builder_name(docker)
-    fields = inspect_builder(docker, name)
+    fields = inspect_builder(docker, name, bootstrap=bootstrap)
     if fields.get("Status") == "running":
         return PartStatus("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
     found = f"status {fields['Status']}" if "Status" in fields else "not inspectable"
@@ -390,11 +366,10 @@ def check_builder(ctx: PartContext) -> PartStatus:
 
 
 def up_builder(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    name = builder_name(ctx.docker())
-    fields = inspect_builder(ctx.docker(), name, bootstrap=True)
-    if fields.get("Status") != "running":
-        raise UserError(f"builder: {name} does not start: {check.detail}")
-    return PartOutcome("builder", STARTED, f"{name} (driver {fields.get('Driver', '?')}, running)")
+    started = check_builder(ctx, bootstrap=True)
+    if not started.ok:
+        raise UserError(f"builder: does not start: {started.detail}")
+    return PartOutcome("builder", STARTED, started.detail)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ MANIFEST_TYPES = ", ".join(
 )
 
 
-def registry_answers(registry: str = REGISTRY, timeout: float = 2.0) -> bool:
+def registry_answers() -> bool:
     """Quiet: `sandbox up` polls it while the registry starts."""
-    request = urllib.request.Request(f"http://{registry}/v2/")
+    request = urllib.request.Request(f"http://{REGISTRY}/v2/")
     try:
-        with webclient.send(request, timeout=timeout, quiet=True) as resp:
+        with webclient.send(request, timeout=2.0, quiet=True) as resp:
             return int(resp.status) in (200, 401)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -48,5 +48,6 @@ def manifest_digest(repository: str, tag: str) -> str | None:
         return None
 
 
-def in_registry(repository: str = BASE_IMAGE_REPO, tag: str = BASE_IMAGE_TAG) -> bool:
-    return manifest_digest(repository, tag) is not None
+def in_registry() -> bool:
+    """Whether the sandbox's base image is in the registry."""
+    return manifest_digest(BASE_IMAGE_REPO, BASE_IMAGE_TAG) is not None

@@ -9,13 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
 from ci import door
 from ci.errors import FAILURE, Stop, UserError
-from ci.sandbox import state as states
 from ci.sandbox.layout import Layout, default_root
 from ci.sandbox.parts import PARTS, PartContext
 
@@ -23,19 +21,18 @@ ACTIONS = ("up", "status", "down")
 
 
 def _say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    print(line, flush=True)
 
 
 def _context(root: str = "") -> PartContext:
     layout = Layout(Path(root).expanduser() if root else default_root())
-    return PartContext(layout, states.load(layout))
+    return PartContext(layout, layout.load_state())
 
 
 def up(root: str = "") -> None:
     """Bring up every part in order; a part that fails stops `up` (exit 1) with its reason."""
     ctx = _context(root)
-    ctx.layout.root.mkdir(parents=True, exist_ok=True)
+    ctx.layout.run.mkdir(parents=True, exist_ok=True)  # the parts' logs and configs
     began = time.monotonic()
     _say(f"sandbox: {ctx.layout.root}")
     for part in PARTS:
@@ -44,7 +41,7 @@ def up(root: str = "") -> None:
         except UserError as exc:
             raise UserError(*exc.problems, code=FAILURE) from None
         finally:
-            states.save(ctx.layout, ctx.state)
+            ctx.layout.save_state(ctx.state)
         _say(f"{outcome.name}: {outcome.verb}: {outcome.detail}")
     _say(f"sandbox up: {len(PARTS)} parts ready in {time.monotonic() - began:.1f}s")
 
@@ -104,7 +101,7 @@ def down(root: str = "", *, purge: bool = False) -> None:
                 _say(f"removed {folder}")
         layout.installed.unlink(missing_ok=True)
     if layout.root.exists():
-        states.save(layout, ctx.state)
+        layout.save_state(ctx.state)
     kept = f"{layout.docker_data} and {layout.registry_data}"
     _say(f"sandbox down: images and registry data kept in {kept}")
 

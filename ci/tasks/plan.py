@@ -55,7 +55,7 @@ def plan(
     network. Exit 0 when printed; 1 when a platform's render failed (the others
     are still printed); 2 on bad input. JSON schema and details: docs/plan.md.
     """
-    # Every option by its own name: parse_inputs takes exactly these (PlanOptions).
+    # Every option by its own name: parse_inputs takes exactly these.
     options = {name: value for name, value in locals().items() if name != "c"}
     import os
 
