@@ -20,7 +20,7 @@ import yaml
 
 from ci.errors import UserError
 from ci.pipeline import mirror, sourcefilter
-from ci.pipeline.registries import Registries
+from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
 from tests.conftest import StandIns, run_cli
 from tests.corpus import make_corpus
@@ -864,8 +864,12 @@ def test_compose_messages_without_count_presets_or_registered_count() -> None:
         "<m>",
     )
     # `h100` is a mirror chip (a preset named `h100`), but has no `h100_<n>` preset.
-    registries = Registries.from_data(
-        sources={}, presets={"h100": {"agents": {"queue": "q"}}}, markers=markers
+    registries = Registries(
+        lambda: SourceRegistry.parse({"source_file_dependencies": {}}, "<s>"),
+        lambda: PresetRegistry.parse(
+            {"mirror_hardwares": {"h100": {"agents": {"queue": "q"}}}}, "<p>"
+        ),
+        lambda: markers,
     )
     rendered = render_test_pipeline(
         {"steps": [step("H100 and not cards_1", label="lbl")]},

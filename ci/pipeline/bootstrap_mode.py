@@ -38,17 +38,17 @@ _p = Paren
 
 NIGHTLY_MAIN: Final[Expr] = all_of(branch_eq(MAIN), env_eq("NIGHTLY", "1"))
 NIGHTLY_LABEL: Final[Expr] = any_of(
-    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.label("nightly-test")))
+    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes("nightly-test")))
 )
 WEEKLY_E2E: Final[Expr] = all_of(branch_eq(MAIN), env_eq("WEEKLY", "1"))
 WEEKLY_MAIN: Final[Expr] = all_of(
     branch_eq(MAIN), _p(any_of(env_eq("WEEKLY", "1"), env_eq("NON_CRITICAL", "1")))
 )
 WEEKLY_LABEL: Final[Expr] = any_of(
-    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.label("weekly-test")))
+    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes("weekly-test")))
 )
-READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("ready"))
-MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("merge-test"))
+READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("ready"))
+MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("merge-test"))
 MERGE_MAIN: Final[Expr] = all_of(
     branch_eq(MAIN), *(env_ne(name, "1") for name in ("NIGHTLY", "WEEKLY", "NON_CRITICAL"))
 )

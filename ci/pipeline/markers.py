@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from ci.errors import FAILURE, UserError
 from ci.pipeline import files
@@ -146,28 +146,3 @@ def load_markers(repo: Path) -> MarkerRegistry:
             f"cannot read pytest marker registry: {path}: {exc.why}", code=FAILURE
         ) from None
     return parse_pyproject(text, str(path))
-
-
-T = TypeVar("T")
-
-
-class Lazy(Generic[T]):
-    """A value loaded on first use, then reused; a failure is remembered and re-raised."""
-
-    def __init__(self, load: Callable[[], T]) -> None:
-        self._load = load
-        self._done: tuple[T] | UserError | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return isinstance(self._done, tuple)
-
-    def get(self) -> T:
-        if self._done is None:
-            try:
-                self._done = (self._load(),)
-            except UserError as exc:
-                self._done = exc
-        if isinstance(self._done, UserError):
-            raise self._done
-        return self._done[0]
