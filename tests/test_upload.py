@@ -486,7 +486,6 @@ def test_p41_empty_list_never_matches(corpus: Path) -> None:
 def test_unknown_diff_keeps_everything(corpus: Path) -> None:
     rendered = render(corpus, BYPASS_STEPS, scope="diff", changed=None)
     assert rendered.labels() == ["ungated", "gated_a", "gated_b"]
-    assert rendered.filtering is False
 
 
 def test_group_level_filter_and_labels(corpus: Path) -> None:

@@ -169,7 +169,7 @@ def render_bootstrap(
         return step
 
     def empty(group: model.Group, _outer: object) -> None:
-        out.log.append(f"omit empty group {group.get('group') or group.get('label')!r}")
+        out.log.append(f"omit empty group {model.name_of(group.fields)!r}")
 
     out.tree = tree.with_steps(model.prune(tree.steps or (), gate, on_empty=empty))
     return out

@@ -44,16 +44,22 @@ def _buildkite_yamls(repo: Path) -> list[tuple[str, Path]]:
     return [(p.relative_to(repo).as_posix(), p) for p in found]
 
 
-def pipeline_files(repo: Path) -> list[Path]:
-    return [p for rel, p in _buildkite_yamls(repo) if is_uploader_test_yaml(rel)]
-
-
-def _strip(value: Any, keys: tuple[str, ...]) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip(v, keys) for k, v in value.items() if k not in keys}
-    if isinstance(value, list):
-        return [_strip(v, keys) for v in value]
-    return value
+def _untemplated(document: Any) -> Any:
+    """An AMD suite as its uploaded steps: the template's own keys gone from every step."""
+    tree, drop = model.parse(document), dict.fromkeys(TEMPLATE_KEYS, model.Step.DELETE)
+    if tree.steps is None:
+        return document
+    steps = model.prune(
+        tree.steps,
+        lambda step, _: step.replace(**drop),
+        on_group=lambda group, _: group.replace(**drop),
+        keep_empty=True,
+    )
+    return (
+        model.emit_nodes(steps)
+        if isinstance(document, list)
+        else model.emit(tree.with_steps(steps))
+    )
 
 
 @dataclass
@@ -71,7 +77,7 @@ def _strict(document: model.Document, registries: Registries, report: FileReport
     for entry in model.every(model.parse(document).steps or ()):
         report.steps += 1
         step = entry.fields
-        label = sourcefilter.step_label(step)
+        label = model.name_of(step)
         try:
             sourcefilter.prefixes_of(step, registries.sources)
         except UserError as exc:
@@ -128,7 +134,7 @@ def lint_static(relative: str, path: Path) -> FileReport:
         return report
     for index, document in enumerate(d for d in documents if d is not None):
         if is_amd_suite(relative):
-            document = _strip(document, TEMPLATE_KEYS)
+            document = _untemplated(document)
         if isinstance(document, dict):
             report.steps += sum(1 for _ in model.every(model.parse(document).steps or ()))
         where = f"document {index + 1}: " if len(documents) > 1 else ""

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from ci.pipeline import model
 from ci.pipeline.registries import PresetRegistry, Registries, fail
-from ci.pipeline.sourcefilter import step_label
 
 FIELD = "mirror_hardwares"
 SELECTORS = ("b200",)
@@ -101,9 +100,9 @@ def read_marks(
 class Expansion:
     """One leaf's outcome: the step to emit (None = dropped), why, and log lines."""
 
-    step: model.Document | None
+    step: model.Fields | None
     preset: str | None = None
-    dropped: str | None = None  # "mirror-hw" | "no-chip"
+    dropped: Literal["mirror-hw", "no-chip"] | None = None
     log: list[str] = field(default_factory=list)
 
 
@@ -200,9 +199,9 @@ def _has_pool(step: Mapping[str, Any]) -> bool:
     return any(step.get(k) is not None for k in _POOL_KEYS)
 
 
-def expand(step: model.Document, selector: str | None, registries: Registries) -> Expansion:
+def expand(step: model.Fields, selector: str | None, registries: Registries) -> Expansion:
     """Expand one leaf step's hardware (raises `UserError` with the original's messages)."""
-    label = step_label(step)
+    label = model.name_of(step)
     if FIELD in step:
         return _expand_named(step, label, selector, registries)
     expressions = [] if _has_pool(step) else m_expressions(command_text(step))
@@ -220,7 +219,7 @@ def expand(step: model.Document, selector: str | None, registries: Registries) -
 
 
 def _expand_named(
-    step: model.Document, label: str, selector: str | None, registries: Registries
+    step: model.Fields, label: str, selector: str | None, registries: Registries
 ) -> Expansion:
     """A step that names its preset: the preset, or dropped when it is another chip's."""
     if _has_pool(step):

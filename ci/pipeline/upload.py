@@ -106,7 +106,7 @@ def render_file(
     repo: Path,
     path: Path,
     *,
-    scope: str,
+    scope: Scope,
     changed: tuple[str, ...] | None,
     mirror_hw: str | None,
     registries: Registries | None = None,
@@ -114,7 +114,7 @@ def render_file(
     """Load (`load_test_yaml`) and render one test YAML (problems stay in `Rendered.problems`)."""
     return render_test_pipeline(
         load_test_yaml(path),
-        scope="diff" if scope == "diff" else "e2e" if scope == "e2e" else "all",
+        scope=scope,
         changed=changed,
         registries=registries or Registries.for_repo(repo),
         mirror_hw=mirror_hw,
@@ -134,30 +134,22 @@ class UploadInputs:
     mirror_hw: str = ""
 
 
-@dataclass(frozen=True)
-class PipelineUpload:
-    """One test pipeline as an upload step would upload it: its file, scope and render."""
-
-    file: str  # repo-relative when the file is in the repo
-    scope: Scope
-    rendered: Rendered
-
-
 def render_upload(
     repo: Path,
     path: Path,
     requested: str,
     inputs: UploadInputs,
     registries: Registries | None = None,
-) -> PipelineUpload:
-    """A test YAML rendered for upload (`upload-pipeline`, `plan`); the diff only under `diff`."""
+) -> tuple[Scope, Rendered]:
+    """A test YAML's scope and render for upload (`upload-pipeline`, `plan`); the diff is
+    asked for only under `diff`."""
     relative = repo_relative(repo, path) or str(path)
     scope = scopes.resolve(requested, relative, inputs.branch, inputs.schedule)
     changed = inputs.changed() if scope == "diff" else None
     rendered = render_file(
         repo, path, scope=scope, changed=changed, mirror_hw=inputs.mirror_hw, registries=registries
     )
-    return PipelineUpload(relative, scope, rendered)
+    return scope, rendered
 
 
 def annotate_command(pipeline: str, problems: tuple[str, ...]) -> door.Command:
@@ -206,12 +198,11 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         changed=lambda: changed_paths(repo, source),
         mirror_hw=mirror_hw,
     )
-    made = render_upload(repo, path, options.scope, inputs)
-    rendered = made.rendered
+    scope, rendered = render_upload(repo, path, options.scope, inputs)
     for line in rendered.log:
         log(line)
     rendered.raise_problems()
-    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({made.scope} scope)")
+    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
 
 
