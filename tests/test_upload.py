@@ -877,7 +877,7 @@ def test_compose_messages_without_count_presets_or_registered_count() -> None:
         registries=registries,
     )
     assert rendered.problems == ["not cards_* in step 'lbl' has no CUDA count presets for h100"]
-    ask = mirror.MarkAsk(frozenset({"h100"}), 16, True)
+    ask = mirror.MarkAsk(frozenset({"h100"}), 16)
     with pytest.raises(UserError) as err:
         mirror.compose_preset("lbl", ask, None, registries.presets(), markers.card_counts)
     assert err.value.problems == (

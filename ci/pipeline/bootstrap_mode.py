@@ -91,11 +91,6 @@ def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
     return Gates(image, ready, merge, NIGHTLY_LABEL, weekly_lbl)
 
 
-def gate_value(gate: Gate) -> str | bool:
-    """What goes into the step: True/False stay words, anything else gets one more ( )."""
-    return gate if isinstance(gate, bool) else ifexpr.render(_p(gate))
-
-
 def detect_platform(path: str | Path) -> BootstrapPlatform:
     """The original's rule: `npu` if a path component is `npu`, else cuda."""
     return "npu" if "npu" in Path(path).parts else "cuda"
@@ -156,8 +151,9 @@ def render_bootstrap(
 
     def gate(step: model.Step, _outer: object) -> model.Step | None:
         key = step.key
-        if key in by_key:
-            out.gates[key] = gate_value(by_key[key])
+        if key in by_key:  # True/False stay words; an expression gets one more ( )
+            chosen = by_key[key]
+            out.gates[key] = chosen if isinstance(chosen, bool) else ifexpr.render(_p(chosen))
             step = step.replace(**{"if": out.gates[key]})
         condition = step.get("if")
         if condition is False or condition == "false":

@@ -46,10 +46,6 @@ class MarkerRegistry:
         return self.tagged("hardware-resource", platform)
 
     @property
-    def cuda_skus(self) -> tuple[str, ...]:
-        return self.skus("cuda")
-
-    @property
     def card_counts(self) -> tuple[int, ...]:
         """`get_supported_card_counts`: n of every `cards_<n>` tagged `[hardware-cards]`."""
         found = (_CARDS.match(name) for name in self.tagged("hardware-cards"))
@@ -107,13 +103,9 @@ def parse_marker_lines(lines: list[Any], source: str) -> MarkerRegistry:
 
 
 def _toml() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib
-    try:  # pragma: no cover - Python 3.10 only
-        return importlib.import_module("tomli")
-    except ImportError:  # pragma: no cover
+    try:
+        return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    except ImportError:  # pragma: no cover - Python 3.10 without tomli
         raise UserError(
             "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)", code=FAILURE
         ) from None

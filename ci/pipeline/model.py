@@ -127,7 +127,8 @@ def emit(value: Pipeline) -> Document:
     """The pipeline as plain data for YAML, the schema and the upload (keys in their order)."""
     if value.steps is None:
         return dict(value.fields)
-    return _placed(value.fields, emit_nodes(value.steps))
+    # `steps` stays in its written place (a dict keeps a replaced key's position), else last.
+    return {**value.fields, "steps": emit_nodes(value.steps)}
 
 
 def emit_nodes(entries: Iterable[Node]) -> list[Any]:
@@ -138,7 +139,7 @@ def emit_node(entry: Node) -> Any:
     if isinstance(entry, Shorthand):
         return entry.value
     if isinstance(entry, Group):
-        return _placed(entry.fields, emit_nodes(entry.steps))
+        return {**entry.fields, "steps": emit_nodes(entry.steps)}  # in place, as `emit`
     return dict(entry.fields)
 
 
@@ -202,12 +203,6 @@ def prune(
         return tuple(out)
 
     return walk(entries, ())
-
-
-def _placed(fields: Fields, steps: list[Any]) -> Document:
-    """`fields` with `steps` emitted in its written place (a dict keeps a replaced key's
-    position), or at the end for a mapping that had none."""
-    return {**fields, "steps": steps}
 
 
 def _replaced(fields: Fields, changes: Mapping[str, Any]) -> Document:

@@ -55,22 +55,12 @@ class Rendered:
         """The pipeline as it is uploaded (plain data)."""
         return model.emit(self.tree)
 
-    def raise_problems(self) -> None:
-        """One `error:` line per problem, exit 1 (the uploader's validation code)."""
-        UserError.collect(dict.fromkeys(self.problems), code=FAILURE)
-
     def labels(self) -> list[str]:
         return [k.label for k in self.kept]
 
 
 def _path(outer: tuple[model.Group, ...]) -> tuple[str, ...]:
     return tuple(model.name_of(g.fields) for g in outer)
-
-
-def _conditions(entries: tuple[model.Group, ...], own: model.Step | model.Group) -> tuple[str, ...]:
-    """The `if` strings of the enclosing groups, then of the step itself."""
-    found = (g.get("if") for g in (*entries, own))
-    return tuple(c for c in found if isinstance(c, str))
 
 
 class _Walk:
@@ -146,8 +136,10 @@ class _Walk:
             self.drop(entry, outer, done.dropped or "no-chip", done.log[0] if done.log else "")
             return None
         kept = entry if done.step is entry.fields else model.Step(done.step)
-        label, path = model.name_of(entry.fields), _path(outer)
-        self.out.kept.append(Kept(label, path, done.preset, kept, _conditions(outer, entry)))
+        ifs = tuple(c for e in (*outer, entry) if isinstance(c := e.get("if"), str))
+        self.out.kept.append(
+            Kept(model.name_of(entry.fields), _path(outer), done.preset, kept, ifs)
+        )
         return kept
 
     def steps(self, entries: Sequence[model.Node]) -> tuple[model.Node, ...]:

@@ -63,16 +63,17 @@ def pipeline_file(repo: Path, given: str) -> Path:
     return path
 
 
+def is_amd_suite(rel: str) -> bool:
+    """`.buildkite/amd/test-*.yml`: data of the AMD bootstrap's template, not an upload YAML."""
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[-2] == "amd" and parts[-1].startswith("test-")
+
+
 def repo_relative(repo: Path, path: Path) -> str | None:
     try:
         return files.realpath(path).relative_to(files.realpath(repo)).as_posix()
     except ValueError:
         return None
-
-
-def upload_command(text: str) -> door.Command:
-    argv = ("buildkite-agent", "pipeline", "upload")
-    return door.Command(argv, "upload the rendered pipeline", stdin=text)
 
 
 def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
@@ -184,7 +185,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         return
     if options.platform:  # the original loader's guard: a platform means a bootstrap file
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
-    if path.parent.name == "amd" and path.name.startswith("test-"):  # template data
+    if is_amd_suite(path.as_posix()):
         raise UserError(
             f"{relative}: AMD suite YAMLs are rendered by `vllm-omni-ci bootstrap --platform rocm`"
             " (suites: `vllm-omni-ci select-suites`), not by upload-pipeline",
@@ -201,7 +202,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     scope, rendered = render_upload(repo, path, options.scope, inputs)
     for line in rendered.log:
         log(line)
-    rendered.raise_problems()
+    UserError.collect(dict.fromkeys(rendered.problems), code=FAILURE)
     log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
 
@@ -235,7 +236,8 @@ def emit(
     the one way out for every pipeline we produce."""
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
-    plan = door.Plan((upload_command(text),))
+    argv = ("buildkite-agent", "pipeline", "upload")
+    plan = door.Plan((door.Command(argv, "upload the rendered pipeline", stdin=text),))
     if upload and not dry_run:
         door.execute(plan, check=True)
         return
