@@ -289,7 +289,7 @@ def test_platform_by_path_component_or_explicit() -> None:
     ],
 )
 def test_auto_scope_table(path: str, branch: str, env: dict[str, str], scope: str) -> None:
-    assert scopes.auto_scope(path, branch, env) == scope
+    assert scopes.resolve("auto", path, branch, env) == scope
 
 
 # --------------------------------------------------------------------------- CLI

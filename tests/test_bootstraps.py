@@ -135,7 +135,7 @@ def outcome(
         key = str(step.get("key", ""))
         if key in bootstrap_mode.UPLOAD_KEYS and runs(step, ctx):
             tier = key.removeprefix("upload-").removesuffix("-pipeline")
-            uploads[tier] = scopes.auto_scope(uploaded_path(step), branch, env)
+            uploads[tier] = scopes.resolve("auto", uploaded_path(step), branch, env)
     return image_runs.pop(), uploads
 
 

@@ -257,18 +257,18 @@ def test_kleene_logic_with_opaque_parts() -> None:
 def test_builders_render_the_spec_strings() -> None:
     nightly_main = x.all_of(x.branch_eq("main"), x.env_eq("NIGHTLY", "1"))
     nightly_label = x.any_of(
-        x.paren(nightly_main),
-        x.paren(x.all_of(x.branch_ne("main"), x.label("nightly-test"))),
+        x.Paren(nightly_main),
+        x.Paren(x.all_of(x.branch_ne("main"), x.LabelIncludes("nightly-test"))),
     )
     table = named_expressions()
     assert x.render(nightly_main) == table["NIGHTLY_MAIN"]
     assert x.render(nightly_label) == expand_names("NIGHTLY_LABEL", table)
     weekly_main = x.all_of(
         x.branch_eq("main"),
-        x.paren(x.any_of(x.env_eq("WEEKLY", "1"), x.env_eq("NON_CRITICAL", "1"))),
+        x.Paren(x.any_of(x.env_eq("WEEKLY", "1"), x.env_eq("NON_CRITICAL", "1"))),
     )
     assert x.render(weekly_main) == table["WEEKLY_MAIN"]
-    u2_image = x.paren(x.any_of(x.paren(nightly_main), x.paren(weekly_main)))
+    u2_image = x.Paren(x.any_of(x.Paren(nightly_main), x.Paren(weekly_main)))
     assert x.render(u2_image) == (
         '((build.branch == "main" && build.env("NIGHTLY") == "1") || '
         '(build.branch == "main" && (build.env("WEEKLY") == "1" || '
@@ -277,7 +277,7 @@ def test_builders_render_the_spec_strings() -> None:
 
 
 def test_precedence_adds_parentheses_only_where_needed() -> None:
-    a, b, c = x.env_eq("A", "1"), x.env_eq("B", "1"), x.label("c")
+    a, b, c = x.env_eq("A", "1"), x.env_eq("B", "1"), x.LabelIncludes("c")
     assert x.render(x.all_of(x.any_of(a, b), c)) == (
         '(build.env("A") == "1" || build.env("B") == "1") && build.pull_request.labels includes "c"'
     )

@@ -20,7 +20,7 @@ import yaml
 
 from ci.errors import UserError
 from ci.pipeline import mirror, sourcefilter
-from ci.pipeline.registries import Registries
+from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
 from tests.conftest import StandIns, run_cli
 from tests.corpus import make_corpus
@@ -486,7 +486,6 @@ def test_p41_empty_list_never_matches(corpus: Path) -> None:
 def test_unknown_diff_keeps_everything(corpus: Path) -> None:
     rendered = render(corpus, BYPASS_STEPS, scope="diff", changed=None)
     assert rendered.labels() == ["ungated", "gated_a", "gated_b"]
-    assert rendered.filtering is False
 
 
 def test_group_level_filter_and_labels(corpus: Path) -> None:
@@ -864,8 +863,12 @@ def test_compose_messages_without_count_presets_or_registered_count() -> None:
         "<m>",
     )
     # `h100` is a mirror chip (a preset named `h100`), but has no `h100_<n>` preset.
-    registries = Registries.from_data(
-        sources={}, presets={"h100": {"agents": {"queue": "q"}}}, markers=markers
+    registries = Registries(
+        lambda: SourceRegistry.parse({"source_file_dependencies": {}}, "<s>"),
+        lambda: PresetRegistry.parse(
+            {"mirror_hardwares": {"h100": {"agents": {"queue": "q"}}}}, "<p>"
+        ),
+        lambda: markers,
     )
     rendered = render_test_pipeline(
         {"steps": [step("H100 and not cards_1", label="lbl")]},
@@ -874,7 +877,7 @@ def test_compose_messages_without_count_presets_or_registered_count() -> None:
         registries=registries,
     )
     assert rendered.problems == ["not cards_* in step 'lbl' has no CUDA count presets for h100"]
-    ask = mirror.MarkAsk(frozenset({"h100"}), 16, True)
+    ask = mirror.MarkAsk(frozenset({"h100"}), 16)
     with pytest.raises(UserError) as err:
         mirror.compose_preset("lbl", ask, None, registries.presets(), markers.card_counts)
     assert err.value.problems == (

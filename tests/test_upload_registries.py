@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from ci.pipeline.registries import PRESET_REGISTRY, SOURCE_REGISTRY, Registries
+from ci.pipeline.registries import (
+    FALLBACK_KEY,
+    PRESET_REGISTRY,
+    SOURCE_REGISTRY,
+    PresetRegistry,
+    Registries,
+    SourceRegistry,
+)
 from ci.pipeline.render import render_test_pipeline
 from tests.corpus import make_corpus
 
@@ -142,16 +149,20 @@ def test_registries_are_not_read_when_no_step_uses_them(repo: Path) -> None:
     ]
 
 
-def test_registries_from_data() -> None:
+def test_registries_built_from_parsed_data() -> None:
     from ci.pipeline.markers import parse_marker_lines
 
     markers = parse_marker_lines(
         ["H100: GPU [hardware-resource] [cuda]", "cards_2: two [hardware-cards]"], "<m>"
     )
-    registries = Registries.from_data(
-        sources={"model_a": ["pkg/a/"], "source_filter_fallback": ["tests/helpers/"]},
-        presets={"h100_2": {"agents": {"queue": "gpu"}}},
-        markers=markers,
+    registries = Registries(
+        lambda: SourceRegistry.parse(
+            {"source_file_dependencies": {"model_a": ["pkg/a/"], FALLBACK_KEY: ["tests/"]}}, "<s>"
+        ),
+        lambda: PresetRegistry.parse(
+            {"mirror_hardwares": {"h100_2": {"agents": {"queue": "gpu"}}}}, "<p>"
+        ),
+        lambda: markers,
     )
     steps = [
         KEYED,
@@ -163,10 +174,3 @@ def test_registries_from_data() -> None:
     assert rendered.problems == []
     assert [(k.label, k.preset) for k in rendered.kept] == [("k", None), ("infer", "h100_2")]
     assert rendered.kept[1].step.fields["agents"] == {"queue": "gpu"}
-    empty = Registries.from_data(where="<none>")
-    assert render_test_pipeline(
-        {"steps": steps}, scope="all", changed=None, registries=empty
-    ).problems == [
-        "missing CI source_file_dependencies registry: <none>",
-        "missing pytest marker registry: <none>",
-    ]

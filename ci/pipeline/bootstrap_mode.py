@@ -38,17 +38,17 @@ _p = Paren
 
 NIGHTLY_MAIN: Final[Expr] = all_of(branch_eq(MAIN), env_eq("NIGHTLY", "1"))
 NIGHTLY_LABEL: Final[Expr] = any_of(
-    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.label("nightly-test")))
+    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes("nightly-test")))
 )
 WEEKLY_E2E: Final[Expr] = all_of(branch_eq(MAIN), env_eq("WEEKLY", "1"))
 WEEKLY_MAIN: Final[Expr] = all_of(
     branch_eq(MAIN), _p(any_of(env_eq("WEEKLY", "1"), env_eq("NON_CRITICAL", "1")))
 )
 WEEKLY_LABEL: Final[Expr] = any_of(
-    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.label("weekly-test")))
+    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes("weekly-test")))
 )
-READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("ready"))
-MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.label("merge-test"))
+READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("ready"))
+MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("merge-test"))
 MERGE_MAIN: Final[Expr] = all_of(
     branch_eq(MAIN), *(env_ne(name, "1") for name in ("NIGHTLY", "WEEKLY", "NON_CRITICAL"))
 )
@@ -89,11 +89,6 @@ def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
     parts = (ready, merge, NIGHTLY_LABEL, weekly_lbl)
     image = any_of(*(_p(p) for p in parts if not isinstance(p, bool)))
     return Gates(image, ready, merge, NIGHTLY_LABEL, weekly_lbl)
-
-
-def gate_value(gate: Gate) -> str | bool:
-    """What goes into the step: True/False stay words, anything else gets one more ( )."""
-    return gate if isinstance(gate, bool) else ifexpr.render(_p(gate))
 
 
 def detect_platform(path: str | Path) -> BootstrapPlatform:
@@ -156,8 +151,9 @@ def render_bootstrap(
 
     def gate(step: model.Step, _outer: object) -> model.Step | None:
         key = step.key
-        if key in by_key:
-            out.gates[key] = gate_value(by_key[key])
+        if key in by_key:  # True/False stay words; an expression gets one more ( )
+            chosen = by_key[key]
+            out.gates[key] = chosen if isinstance(chosen, bool) else ifexpr.render(_p(chosen))
             step = step.replace(**{"if": out.gates[key]})
         condition = step.get("if")
         if condition is False or condition == "false":
@@ -169,7 +165,7 @@ def render_bootstrap(
         return step
 
     def empty(group: model.Group, _outer: object) -> None:
-        out.log.append(f"omit empty group {group.get('group') or group.get('label')!r}")
+        out.log.append(f"omit empty group {model.name_of(group.fields)!r}")
 
     out.tree = tree.with_steps(model.prune(tree.steps or (), gate, on_empty=empty))
     return out

@@ -24,15 +24,11 @@ def _type(value: Any) -> str:
 
 
 def step_name(step: Mapping[str, Any]) -> str:
-    """`'label'` (or `name`, or `group`), with `key 'k'` when the step has a key."""
-    label = next(
-        (step[k] for k in ("label", "name", "group") if isinstance(step.get(k), str) and step[k]),
-        None,
-    )
-    key = step.get("key")
-    if not (isinstance(key, str) and key):
-        return "without label or key" if label is None else repr(label)
-    return f"with key {key!r}" if label is None else f"{label!r} (key {key!r})"
+    """`'label'` (`model.name_of`), with `(key 'k')` when the step has a key too."""
+    label, key = model.name_of(step, ""), step.get("key")
+    if not label or label == key:
+        return f"with key {key!r}" if label else "without label or key"
+    return f"{label!r} (key {key!r})" if key else repr(label)
 
 
 def problems(step: Mapping[str, Any], source: str = "") -> list[str]:

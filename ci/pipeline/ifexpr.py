@@ -89,10 +89,6 @@ def branch_ne(value: str) -> Compare:
     return Compare(Branch(), "!=", value)
 
 
-def label(name: str) -> LabelIncludes:
-    return LabelIncludes(name)
-
-
 def all_of(*parts: Expr) -> Expr:
     """`a && b && ...` (a single part is returned as is)."""
     return parts[0] if len(parts) == 1 else And(tuple(parts))
@@ -101,10 +97,6 @@ def all_of(*parts: Expr) -> Expr:
 def any_of(*parts: Expr) -> Expr:
     """`a || b || ...` (a single part is returned as is)."""
     return parts[0] if len(parts) == 1 else Or(tuple(parts))
-
-
-def paren(inner: Expr) -> Paren:
-    return inner if isinstance(inner, Paren) else Paren(inner)
 
 
 def _quote(value: str) -> str:
@@ -134,11 +126,14 @@ def _operand(part: Expr, *, inside: type[And] | type[Or]) -> str:
     return f"({text})" if needs else text
 
 
+_STR = r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"""
+# The subset's only operands are whole comparisons, so each is one token.
 _TOKEN = re.compile(
-    r"""\s*(?:
-        (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-      | (?P<op>&&|\|\||==|!=|\(|\))
-      | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
+    rf"""\s*(?:
+        build\.pull_request\.labels\s+includes\s*(?P<label>{_STR})
+      | (?:build\.env\s*\(\s*(?P<env>{_STR})\s*\)|build\.branch)
+        \s*(?P<cmp>==|!=)\s*(?P<value>{_STR})
+      | (?P<op>&&|\|\||\(|\))
     )""",
     re.VERBOSE,
 )
@@ -152,85 +147,69 @@ def _unquote(token: str) -> str:
     return re.sub(r"\\(.)", r"\1", token[1:-1])
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    pos = 0
-    end = len(text.rstrip())
+def _comparison(match: re.Match[str]) -> Expr:
+    if match["label"]:
+        return LabelIncludes(_unquote(match["label"]))
+    subject: Subject = Env(_unquote(match["env"])) if match["env"] else Branch()
+    return Compare(subject, "==" if match["cmp"] == "==" else "!=", _unquote(match["value"]))
+
+
+def _tokens(text: str) -> list[Expr | str]:
+    """Comparisons as `Expr`s, operators and parentheses as their text."""
+    out: list[Expr | str] = []
+    pos, end = 0, len(text.rstrip())
     while pos < end:
-        match = _TOKEN.match(text, pos)
-        if match is None or match.end() == pos:
+        if (match := _TOKEN.match(text, pos)) is None:
             raise _Unsupported(f"unsupported syntax at {text[pos:].strip()[:20]!r}")
-        kind = match.lastgroup or ""
-        out.append((kind, match.group(kind)))
+        out.append(match["op"] or _comparison(match))
         pos = match.end()
     return out
 
 
 class _Parser:
-    def __init__(self, tokens: list[tuple[str, str]]) -> None:
-        self.tokens = tokens
-        self.i = 0
+    """`||` binds looser than `&&`; `( … )` is kept as `Paren`."""
 
-    def peek(self) -> tuple[str, str] | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
-
-    def take(self, kind: str, value: str | None = None) -> str:
-        tok = self.peek()
-        if tok is None or tok[0] != kind or value not in (None, tok[1]):
-            got = "end of expression" if tok is None else repr(tok[1])
-            raise _Unsupported(f"expected {value or kind}, got {got}")
-        self.i += 1
-        return tok[1]
+    def __init__(self, tokens: list[Expr | str]) -> None:
+        self.rest = tokens[::-1]  # pop() takes the next token
 
     def skip(self, op: str) -> bool:
         """Consume the operator `op` when it comes next."""
-        found = self.peek() == ("op", op)
-        self.i += found
+        found = bool(self.rest) and self.rest[-1] == op
+        if found:
+            self.rest.pop()
         return found
 
-    def parse_or(self) -> Expr:
-        parts = [self.parse_and()]
+    def either(self) -> Expr:
+        parts = [self.both()]
         while self.skip("||"):
-            parts.append(self.parse_and())
+            parts.append(self.both())
         return any_of(*parts)
 
-    def parse_and(self) -> Expr:
-        parts = [self.parse_atom()]
+    def both(self) -> Expr:
+        parts = [self.atom()]
         while self.skip("&&"):
-            parts.append(self.parse_atom())
+            parts.append(self.atom())
         return all_of(*parts)
 
-    def parse_atom(self) -> Expr:
+    def atom(self) -> Expr:
         if self.skip("("):
-            inner = self.parse_or()
-            self.take("op", ")")
+            inner = self.either()
+            if not self.skip(")"):
+                raise _Unsupported("expected )")
             return Paren(inner)
-        name = self.take("name")
-        if name == "build.pull_request.labels":
-            self.take("name", "includes")
-            return LabelIncludes(_unquote(self.take("str")))
-        subject: Subject
-        if name == "build.env":
-            self.take("op", "(")
-            subject = Env(_unquote(self.take("str")))
-            self.take("op", ")")
-        elif name == "build.branch":
-            subject = Branch()
-        else:
-            raise _Unsupported(f"{name} is outside the supported subset")
-        op: Op = "==" if self.skip("==") else "!="
-        if op == "!=" and not self.skip("!="):
-            raise _Unsupported(f"expected == or != after {name}")
-        return Compare(subject, op, _unquote(self.take("str")))
+        token = self.rest.pop() if self.rest else "end of expression"
+        if isinstance(token, str):
+            raise _Unsupported(f"expected a comparison, got {token!r}")
+        return token
 
 
 def parse(text: str) -> Expr:
     """The expression tree; text outside the subset comes back as `Opaque` (never raises)."""
     try:
         parser = _Parser(_tokens(text))
-        expr = parser.parse_or()
-        if (extra := parser.peek()) is not None:
-            raise _Unsupported(f"unexpected {extra[1]!r}")
+        expr = parser.either()
+        if parser.rest:
+            raise _Unsupported(f"unexpected {parser.rest[-1]!r}")
     except _Unsupported as exc:
         return Opaque(text.strip(), str(exc))
     return expr

@@ -16,15 +16,9 @@ from ci.amd.combine import load_suite
 from ci.amd.suites import SUITES, Suite
 from ci.errors import UserError
 from ci.pipeline import commands
-from ci.pipeline.upload import load_test_yaml
+from ci.pipeline.upload import is_amd_suite, load_test_yaml
 
 NOT_A_PIPELINE = "not a pipeline (a mapping with `steps`, or a list of steps)"
-
-
-def is_amd_suite(rel: str) -> bool:
-    """`.buildkite/amd/test-*.yml`: data of the AMD bootstrap's template, not an upload YAML."""
-    parts = rel.split("/")
-    return len(parts) >= 2 and parts[-2] == "amd" and parts[-1].startswith("test-")
 
 
 def is_uploader_test_yaml(rel: str) -> bool:
@@ -58,15 +52,12 @@ def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
     if found:
         return found
     problems: list[str] = []
-    for document in documents:
-        steps = document if isinstance(document, list) else None
-        if isinstance(document, Mapping):
-            steps = document.get("steps")
-            if steps is not None and not isinstance(steps, list):
-                problems.append(f"{rel}: `steps` must be a list, got {type(steps).__name__}")
-            steps = steps if isinstance(steps, list) else []
-        if steps is None:
-            problems.append(f"{rel}: {NOT_A_PIPELINE}, got {type(document).__name__}")
+    for document in documents:  # none is None (empty documents are left out)
+        steps = document.get("steps") if isinstance(document, Mapping) else document
+        if steps is None or isinstance(steps, list):  # a mapping without `steps` has none
+            problems += commands.all_problems(steps or [], rel)
+        elif isinstance(document, Mapping):
+            problems.append(f"{rel}: `steps` must be a list, got {type(steps).__name__}")
         else:
-            problems += commands.all_problems(steps, rel)
+            problems.append(f"{rel}: {NOT_A_PIPELINE}, got {type(document).__name__}")
     return problems

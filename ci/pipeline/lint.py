@@ -17,43 +17,33 @@ from typing import Any
 from ci import door, yamlio
 from ci.errors import FAILURE, UserError
 from ci.pipeline import ifexpr, mirror, model, sourcefilter
-from ci.pipeline.files import walk
-from ci.pipeline.judge import file_problems, is_amd_suite, is_uploader_test_yaml
+from ci.pipeline.judge import file_problems, is_uploader_test_yaml
 from ci.pipeline.registries import Registries
-from ci.pipeline.upload import render_file, repo_relative
+from ci.pipeline.stepsource import pipeline_files
+from ci.pipeline.upload import is_amd_suite, render_file, repo_relative
 from ci.schema import schema_problems
 from ci.target import resolve_repo
 
 TEST_GLOB = ".buildkite/*/test-*.yml"  # what the uploader renders (outside amd/)
 SELECTORS: tuple[str, ...] = ("", "b200")
-# Files check_buildkite.py skipped.
-SKIP_FILES = (
-    ".buildkite/common/ci_mirror_hardwares.yml",
-    ".buildkite/common/ci_source_file_dependencies.yml",
-    ".buildkite/npu/pipeline-npu-a3.yml",
-)
+# check_buildkite.py skipped it, besides the registries (which are no pipelines).
+SKIPPED = ".buildkite/npu/pipeline-npu-a3.yml"
 TEMPLATE_KEYS = ("mirror_hardwares", "agent_pool", "grade", "source_file_dependencies")
 
 
-def _buildkite_yamls(repo: Path) -> list[tuple[str, Path]]:
-    """(repo-relative path, path) of every `*.y(a)ml` under `.buildkite/`, unreadable ones too."""
-    root = repo / ".buildkite"
-    if not root.is_dir():
-        return []
-    found = walk(root, lambda name: name.endswith((".yml", ".yaml")))
-    return [(p.relative_to(repo).as_posix(), p) for p in found]
-
-
-def pipeline_files(repo: Path) -> list[Path]:
-    return [p for rel, p in _buildkite_yamls(repo) if is_uploader_test_yaml(rel)]
-
-
-def _strip(value: Any, keys: tuple[str, ...]) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip(v, keys) for k, v in value.items() if k not in keys}
-    if isinstance(value, list):
-        return [_strip(v, keys) for v in value]
-    return value
+def _untemplated(document: Any) -> Any:
+    """An AMD suite as its uploaded steps: the template's own keys gone from every step."""
+    tree, drop = model.parse(document), dict.fromkeys(TEMPLATE_KEYS, model.Step.DELETE)
+    if tree.steps is None:
+        return document
+    steps = model.prune(
+        tree.steps,
+        lambda step, _: step.replace(**drop),
+        on_group=lambda group, _: group.replace(**drop),
+        keep_empty=True,
+    )
+    emitted = model.emit(tree.with_steps(steps))
+    return emitted["steps"] if isinstance(document, list) else emitted
 
 
 @dataclass
@@ -71,7 +61,7 @@ def _strict(document: model.Document, registries: Registries, report: FileReport
     for entry in model.every(model.parse(document).steps or ()):
         report.steps += 1
         step = entry.fields
-        label = sourcefilter.step_label(step)
+        label = model.name_of(step)
         try:
             sourcefilter.prefixes_of(step, registries.sources)
         except UserError as exc:
@@ -128,7 +118,7 @@ def lint_static(relative: str, path: Path) -> FileReport:
         return report
     for index, document in enumerate(d for d in documents if d is not None):
         if is_amd_suite(relative):
-            document = _strip(document, TEMPLATE_KEYS)
+            document = _untemplated(document)
         if isinstance(document, dict):
             report.steps += sum(1 for _ in model.every(model.parse(document).steps or ()))
         where = f"document {index + 1}: " if len(documents) > 1 else ""
@@ -141,13 +131,11 @@ def lint_static(relative: str, path: Path) -> FileReport:
 def lint(repo: Path) -> list[FileReport]:
     """One report per pipeline file; the registries are read once for all of them."""
     registries = Registries.for_repo(repo)
-    found = _buildkite_yamls(repo)
+    kite = pipeline_files(repo) if (repo / ".buildkite").is_dir() else []
+    found = [(p.relative_to(repo).as_posix(), p) for p in kite]
     reports = [lint_file(repo, p, registries) for rel, p in found if is_uploader_test_yaml(rel)]
-    return reports + [
-        lint_static(rel, p)
-        for rel, p in found
-        if not is_uploader_test_yaml(rel) and rel not in SKIP_FILES
-    ]
+    others = [(rel, p) for rel, p in found if not is_uploader_test_yaml(rel) and rel != SKIPPED]
+    return reports + [lint_static(rel, p) for rel, p in others]
 
 
 def lint_repo(repo_arg: str = "") -> None:

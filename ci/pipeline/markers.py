@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from ci.errors import FAILURE, UserError
 from ci.pipeline import files
@@ -44,10 +44,6 @@ class MarkerRegistry:
     def skus(self, platform: str) -> tuple[str, ...]:
         """`get_skus_for_platform`: markers tagged `[hardware-resource]` and `[<platform>]`."""
         return self.tagged("hardware-resource", platform)
-
-    @property
-    def cuda_skus(self) -> tuple[str, ...]:
-        return self.skus("cuda")
 
     @property
     def card_counts(self) -> tuple[int, ...]:
@@ -107,13 +103,9 @@ def parse_marker_lines(lines: list[Any], source: str) -> MarkerRegistry:
 
 
 def _toml() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib
-    try:  # pragma: no cover - Python 3.10 only
-        return importlib.import_module("tomli")
-    except ImportError:  # pragma: no cover
+    try:
+        return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    except ImportError:  # pragma: no cover - Python 3.10 without tomli
         raise UserError(
             "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)", code=FAILURE
         ) from None
@@ -146,28 +138,3 @@ def load_markers(repo: Path) -> MarkerRegistry:
             f"cannot read pytest marker registry: {path}: {exc.why}", code=FAILURE
         ) from None
     return parse_pyproject(text, str(path))
-
-
-T = TypeVar("T")
-
-
-class Lazy(Generic[T]):
-    """A value loaded on first use, then reused; a failure is remembered and re-raised."""
-
-    def __init__(self, load: Callable[[], T]) -> None:
-        self._load = load
-        self._done: tuple[T] | UserError | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return isinstance(self._done, tuple)
-
-    def get(self) -> T:
-        if self._done is None:
-            try:
-                self._done = (self._load(),)
-            except UserError as exc:
-                self._done = exc
-        if isinstance(self._done, UserError):
-            raise self._done
-        return self._done[0]

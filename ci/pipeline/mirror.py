@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from ci.pipeline import model
 from ci.pipeline.registries import PresetRegistry, Registries, fail
-from ci.pipeline.sourcefilter import step_label
 
 FIELD = "mirror_hardwares"
 SELECTORS = ("b200",)
@@ -61,15 +60,10 @@ Cards = int | Literal["max"] | None
 
 @dataclass(frozen=True)
 class MarkAsk:
-    """What the `-m` expressions of one step ask for."""
+    """What the `-m` expressions of one step ask for: chips, and cards (`max`: `not cards_*`)."""
 
     chips: frozenset[str] = frozenset()
     cards: Cards = None
-    has_cards: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return not self.chips and not self.has_cards
 
 
 @lru_cache(maxsize=16)  # asked for every step; the registries of one run do not change
@@ -94,39 +88,27 @@ def read_marks(
     positive = [n for n, is_positive in seen if is_positive]
     negated = not all(is_positive for _, is_positive in seen)
     cards: Cards = max(positive) if positive else ("max" if negated else None)
-    return MarkAsk(frozenset(found), cards, bool(positive) or negated)
+    return MarkAsk(frozenset(found), cards)
 
 
 @dataclass
 class Expansion:
     """One leaf's outcome: the step to emit (None = dropped), why, and log lines."""
 
-    step: model.Document | None
+    step: model.Fields | None
     preset: str | None = None
-    dropped: str | None = None  # "mirror-hw" | "no-chip"
+    dropped: Literal["mirror-hw", "no-chip"] | None = None
     log: list[str] = field(default_factory=list)
-
-
-def _chip_of(name: str, chips: Iterable[str]) -> str | None:
-    lowered = name.lower()
-    return next((c for c in chips if lowered == c or lowered.startswith(c + "_")), None)
 
 
 def compose_preset(
     label: str, ask: MarkAsk, selector: str | None, presets: PresetRegistry, counts: Sequence[int]
 ) -> tuple[str | None, str]:
     """The preset `<chip>_<n>` for an inferred step, or (None, why it is dropped)."""
-    shown = ", ".join(sorted(ask.chips))
-    if selector is not None:
-        if selector not in ask.chips:
-            return None, f"skip {label}: MIRROR_HW={selector!r} not in -m SKUs [{shown}]"
-        chip = selector
-    elif "h100" in ask.chips:
-        chip = "h100"
-    elif "l4" in ask.chips:
-        chip = "l4"
-    else:
-        return None, f"skip {label}: no H100 or L4 in -m SKUs [{shown}]"
+    chip = selector or next((c for c in ("h100", "l4") if c in ask.chips), None)
+    if chip is None or chip not in ask.chips:
+        why = f"MIRROR_HW={selector!r} not" if selector else "no H100 or L4"
+        return None, f"skip {label}: {why} in -m SKUs [{', '.join(sorted(ask.chips))}]"
     if ask.cards is None:
         raise fail(
             f"step {label!r} has a pytest -m SKU marker but no cards_* (or not cards_*); "
@@ -200,18 +182,18 @@ def _has_pool(step: Mapping[str, Any]) -> bool:
     return any(step.get(k) is not None for k in _POOL_KEYS)
 
 
-def expand(step: model.Document, selector: str | None, registries: Registries) -> Expansion:
+def expand(step: model.Fields, selector: str | None, registries: Registries) -> Expansion:
     """Expand one leaf step's hardware (raises `UserError` with the original's messages)."""
-    label = step_label(step)
+    label = model.name_of(step)
     if FIELD in step:
         return _expand_named(step, label, selector, registries)
     expressions = [] if _has_pool(step) else m_expressions(command_text(step))
     if not expressions:
         return Expansion(step)
     markers, presets = registries.markers(), registries.presets()
-    skus, counts = markers.cuda_skus, markers.card_counts
+    skus, counts = markers.skus("cuda"), markers.card_counts
     ask = read_marks(expressions, skus, mirror_chips(skus, presets.names), counts)
-    if ask.empty:
+    if not ask.chips and ask.cards is None:
         return Expansion(step)
     name, line = compose_preset(label, ask, selector, presets, counts)
     if name is None:
@@ -220,7 +202,7 @@ def expand(step: model.Document, selector: str | None, registries: Registries) -
 
 
 def _expand_named(
-    step: model.Document, label: str, selector: str | None, registries: Registries
+    step: model.Fields, label: str, selector: str | None, registries: Registries
 ) -> Expansion:
     """A step that names its preset: the preset, or dropped when it is another chip's."""
     if _has_pool(step):
@@ -230,7 +212,9 @@ def _expand_named(
     name = preset_name(step[FIELD], label)
     presets = registries.presets()
     if selector is not None:
-        chip = _chip_of(name, mirror_chips(registries.markers().cuda_skus, presets.names))
+        chips = mirror_chips(registries.markers().skus("cuda"), presets.names)
+        lowered = name.lower()
+        chip = next((c for c in chips if lowered == c or lowered.startswith(c + "_")), None)
         if chip is not None and chip != selector:
             line = f"skip {label}: preset {name!r} is {chip} hardware; MIRROR_HW={selector!r}"
             return Expansion(None, dropped="mirror-hw", log=[line])

@@ -7,9 +7,10 @@ what is emitted is what was read except for a task's changes (`Step.replace`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 # A step's own keys as written in the YAML: the one untyped part of the model.
 Fields: TypeAlias = Mapping[str, Any]
@@ -19,12 +20,21 @@ _DELETE: Any = object()
 
 
 class _Keyed:
-    """Read access to an entry's own keys (`fields`), for steps and groups alike."""
+    """An entry's keys as written (`fields`), read and replaced alike for steps and groups."""
 
     fields: Fields
+    DELETE: ClassVar[Any] = _DELETE  # a `replace` value that removes the key
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.fields.get(name, default)
+
+    def replace(self: K, **changes: Any) -> K:
+        """A copy with keys set in place (new keys at the end); `Step.DELETE` removes one."""
+        fields = _replaced(self.fields, changes)
+        return dataclasses.replace(self, fields=fields)  # type: ignore[type-var]
+
+
+K = TypeVar("K", bound=_Keyed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,31 +54,16 @@ class Step(_Keyed):
         value = self.fields.get("key")
         return value if isinstance(value, str) else ""
 
-    def replace(self, **changes: Any) -> Step:
-        """A copy with keys set in place (new keys at the end); `Step.DELETE` removes one."""
-        return Step(_replaced(self.fields, changes))
-
-    DELETE: ClassVar[Any] = _DELETE  # a `replace` value that removes the key
-
 
 @dataclass(frozen=True, eq=False)
 class Group(_Keyed):
-    """A group step: its own keys (without `steps`) and its children."""
+    """A group step: its keys as read (`steps` holds its place for `emit`) and its children."""
 
     fields: Fields
     steps: tuple[Node, ...]
 
-    @property
-    def name(self) -> str:
-        """`group`, else `label`: the name Buildkite shows."""
-        return str(self.fields.get("group") or self.fields.get("label") or "")
-
     def with_steps(self, steps: Iterable[Node]) -> Group:
         return Group(self.fields, tuple(steps))
-
-    def replace(self, **changes: Any) -> Group:
-        """A copy with its own keys changed, as `Step.replace`; `steps` keeps its place."""
-        return Group(_replaced(self.fields, changes), self.steps)
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,11 +90,11 @@ class Pipeline:
         return leaves(self.steps or ())
 
 
-def name_of(fields: Fields) -> str:
-    """What `plan` calls a step: `label`, else `name`, `group` or `key`, else `<step>`."""
-    return next(
-        (str(fields[k]) for k in ("label", "name", "group", "key") if fields.get(k)), "<step>"
-    )
+def name_of(fields: Fields, default: str = "<step>") -> str:
+    """What every message and report calls a step or group: `group`, `label` or `name`
+    (Buildkite's alias of `label`), else its `key`, else `default`."""
+    found = (fields.get(k) for k in ("group", "label", "name", "key"))
+    return next((str(v) for v in found if v and str(v).strip()), default)
 
 
 def node(entry: Any) -> Node:
@@ -107,9 +102,7 @@ def node(entry: Any) -> Node:
     if not isinstance(entry, Mapping):
         return Shorthand(entry)
     children = entry.get("steps")
-    if isinstance(children, list):
-        return Group(_StepsAt(entry), nodes(children))
-    return Step(entry)
+    return Group(entry, nodes(children)) if isinstance(children, list) else Step(entry)
 
 
 def nodes(entries: Iterable[Any]) -> tuple[Node, ...]:
@@ -127,16 +120,15 @@ def parse(document: Any) -> Pipeline:
         return Pipeline({}, nodes(document))
     fields = document if isinstance(document, Mapping) else {}
     steps = fields.get("steps")
-    if isinstance(steps, list):
-        return Pipeline(_StepsAt(fields), nodes(steps))
-    return Pipeline(fields, None)
+    return Pipeline(fields, nodes(steps) if isinstance(steps, list) else None)
 
 
 def emit(value: Pipeline) -> Document:
     """The pipeline as plain data for YAML, the schema and the upload (keys in their order)."""
     if value.steps is None:
         return dict(value.fields)
-    return _placed(value.fields, emit_nodes(value.steps))
+    # `steps` stays in its written place (a dict keeps a replaced key's position), else last.
+    return {**value.fields, "steps": emit_nodes(value.steps)}
 
 
 def emit_nodes(entries: Iterable[Node]) -> list[Any]:
@@ -147,7 +139,7 @@ def emit_node(entry: Node) -> Any:
     if isinstance(entry, Shorthand):
         return entry.value
     if isinstance(entry, Group):
-        return _placed(entry.fields, emit_nodes(entry.steps))
+        return {**entry.fields, "steps": emit_nodes(entry.steps)}  # in place, as `emit`
     return dict(entry.fields)
 
 
@@ -213,27 +205,8 @@ def prune(
     return walk(entries, ())
 
 
-class _StepsAt(Document):
-    """A document's keys without `steps`, remembering where `steps` stood."""
-
-    def __init__(self, fields: Fields) -> None:
-        super().__init__((k, v) for k, v in fields.items() if k != "steps")
-        self.steps_at = list(fields).index("steps") if "steps" in fields else len(self)
-
-
-def _placed(fields: Fields, steps: list[Any]) -> Document:
-    """`fields` with `steps` back at its written position (at the end for a new mapping)."""
-    at = fields.steps_at if isinstance(fields, _StepsAt) else len(fields)
-    items = list(fields.items())
-    return dict([*items[:at], ("steps", steps), *items[at:]])
-
-
 def _replaced(fields: Fields, changes: Mapping[str, Any]) -> Document:
     """`fields` with `changes` applied in place (new keys last, `_DELETE` removes)."""
-    items = list(fields.items())
-    if isinstance(fields, _StepsAt):  # keep the group's `steps` slot where it was
-        items.insert(fields.steps_at, ("steps", None))
-    out = {k: changes.get(k, v) for k, v in items}
+    out = {k: changes.get(k, v) for k, v in fields.items()}
     out.update({k: v for k, v in changes.items() if k not in out})
-    kept = {k: v for k, v in out.items() if v is not _DELETE}
-    return _StepsAt(kept) if isinstance(fields, _StepsAt) else kept
+    return {k: v for k, v in out.items() if v is not _DELETE}

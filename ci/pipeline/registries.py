@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ci import yamlio
 from ci.errors import FAILURE, UserError
 from ci.pipeline import files
 from ci.pipeline.files import realpath
-from ci.pipeline.markers import Lazy, MarkerRegistry, load_markers
+from ci.pipeline.markers import MarkerRegistry, load_markers
 
 SOURCE_REGISTRY = ".buildkite/common/ci_source_file_dependencies.yml"
 PRESET_REGISTRY = ".buildkite/common/ci_mirror_hardwares.yml"
@@ -124,7 +124,7 @@ class Registries:
         presets: Callable[[], PresetRegistry],
         markers: Callable[[], MarkerRegistry],
     ) -> None:
-        self._sources, self._presets, self._markers = Lazy(sources), Lazy(presets), Lazy(markers)
+        self.sources, self.presets, self.markers = Lazy(sources), Lazy(presets), Lazy(markers)
 
     @classmethod
     def for_repo(cls, repo: Path) -> Registries:
@@ -136,39 +136,23 @@ class Registries:
             lambda: load_markers(root),
         )
 
-    @classmethod
-    def from_data(
-        cls,
-        *,
-        sources: Mapping[str, Any] | None = None,
-        presets: Mapping[str, Any] | None = None,
-        markers: MarkerRegistry | None = None,
-        where: str = "<data>",
-    ) -> Registries:
-        def given(value: Any, what: str) -> Any:
-            if value is None:
-                raise fail(f"missing {what} registry: {where}")
-            return value
 
-        return cls(
-            lambda: SourceRegistry.parse(
-                {"source_file_dependencies": given(sources, "CI source_file_dependencies")}, where
-            ),
-            lambda: PresetRegistry.parse(
-                {"mirror_hardwares": given(presets, "CI mirror_hardwares")}, where
-            ),
-            lambda: given(markers, "pytest marker"),
-        )
+T = TypeVar("T")
 
-    def sources(self) -> SourceRegistry:
-        return self._sources.get()
 
-    def presets(self) -> PresetRegistry:
-        return self._presets.get()
+class Lazy(Generic[T]):
+    """A value loaded on first call, then reused; a failure is remembered and re-raised."""
 
-    def markers(self) -> MarkerRegistry:
-        return self._markers.get()
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load = load
+        self._done: tuple[T] | UserError | None = None
 
-    @property
-    def markers_loaded(self) -> bool:
-        return self._markers.loaded
+    def __call__(self) -> T:
+        if self._done is None:
+            try:
+                self._done = (self._load(),)
+            except UserError as exc:
+                self._done = exc
+        if isinstance(self._done, UserError):
+            raise self._done
+        return self._done[0]

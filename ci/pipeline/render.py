@@ -14,7 +14,6 @@ from typing import Any, Literal
 from ci.errors import FAILURE, UserError
 from ci.pipeline import commands, mirror, model, sourcefilter
 from ci.pipeline.registries import Registries
-from ci.pipeline.sourcefilter import step_label
 
 Scope = Literal["diff", "all", "e2e"]
 E2E_GROUP = "E2E Test"
@@ -49,7 +48,6 @@ class Rendered:
     dropped: list[Dropped] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    filtering: bool = False
     bypassed_by: str | None = None
 
     @property
@@ -57,22 +55,12 @@ class Rendered:
         """The pipeline as it is uploaded (plain data)."""
         return model.emit(self.tree)
 
-    def raise_problems(self) -> None:
-        """One `error:` line per problem, exit 1 (the uploader's validation code)."""
-        UserError.collect(dict.fromkeys(self.problems), code=FAILURE)
-
     def labels(self) -> list[str]:
         return [k.label for k in self.kept]
 
 
 def _path(outer: tuple[model.Group, ...]) -> tuple[str, ...]:
-    return tuple(step_label(g.fields) for g in outer)
-
-
-def _conditions(entries: tuple[model.Group, ...], own: model.Step | model.Group) -> tuple[str, ...]:
-    """The `if` strings of the enclosing groups, then of the step itself."""
-    found = (g.get("if") for g in (*entries, own))
-    return tuple(c for c in found if isinstance(c, str))
+    return tuple(model.name_of(g.fields) for g in outer)
 
 
 class _Walk:
@@ -102,9 +90,11 @@ class _Walk:
         """The prefixes of every step and group that has them (the bypass rule reads these)."""
         return [p for p in map(self.resolve, model.every(entries)) if p is not None]
 
-    def drop(self, entry: model.Node, outer: tuple[model.Group, ...], why: DropReason) -> None:
-        label = step_label(entry.value if isinstance(entry, model.Shorthand) else entry.fields)
-        self.out.dropped.append(Dropped(label, _path(outer), why))
+    def drop(
+        self, entry: model.Node, outer: tuple[model.Group, ...], why: DropReason, detail: str = ""
+    ) -> None:
+        label = model.name_of({} if isinstance(entry, model.Shorthand) else entry.fields)
+        self.out.dropped.append(Dropped(label, _path(outer), why, detail))
 
     def _filtered(self, entry: model.Step | model.Group, outer: tuple[model.Group, ...]) -> bool:
         """True when the entry is dropped: its registry key failed, or the diff misses it."""
@@ -112,13 +102,11 @@ class _Walk:
         if id(entry) in self.failed:
             self.drop(entry, outer, "error")
             return True
-        if self.changed is None or prefixes is None:
+        if self.changed is None or prefixes is None or sourcefilter.matches(prefixes, self.changed):
             return False
-        if sourcefilter.matches(prefixes, self.changed):
-            return False
-        label, shown = step_label(entry.fields), ", ".join(prefixes)
-        self.out.log.append(f"skip {label!r} (no changes under [{shown}])")
-        self.out.dropped.append(Dropped(label, _path(outer), "source-filter", shown))
+        shown = ", ".join(prefixes)
+        self.out.log.append(f"skip {model.name_of(entry.fields)!r} (no changes under [{shown}])")
+        self.drop(entry, outer, "source-filter", shown)
         return True
 
     def group(self, entry: model.Group, outer: tuple[model.Group, ...]) -> model.Group | None:
@@ -127,31 +115,31 @@ class _Walk:
         return entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
 
     def empty(self, entry: model.Group, outer: tuple[model.Group, ...]) -> None:
-        self.out.log.append(f"omit empty group {step_label(entry.fields)!r}")
+        self.out.log.append(f"omit empty group {model.name_of(entry.fields)!r}")
         self.drop(entry, outer, "empty-group")
 
     def step(self, entry: model.Step, outer: tuple[model.Group, ...]) -> model.Step | None:
         if self._filtered(entry, outer):
             return None
-        label, path = step_label(entry.fields), _path(outer)
         if sourcefilter.FIELD in entry:
             entry = entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
-        body = dict(entry.fields) if not isinstance(entry.fields, dict) else entry.fields
         try:
             # a mapping or a number is no command
             UserError.collect(commands.problems(entry.fields, self.source), code=FAILURE)
-            done = mirror.expand(body, self.selector, self.registries)
+            done = mirror.expand(entry.fields, self.selector, self.registries)
         except UserError as exc:
             self.out.problems.extend(exc.problems)
             self.drop(entry, outer, "error")
             return None
         self.out.log.extend(done.log)
         if done.step is None:
-            reason: DropReason = "mirror-hw" if done.dropped == "mirror-hw" else "no-chip"
-            self.out.dropped.append(Dropped(label, path, reason, done.log[0] if done.log else ""))
+            self.drop(entry, outer, done.dropped or "no-chip", done.log[0] if done.log else "")
             return None
         kept = entry if done.step is entry.fields else model.Step(done.step)
-        self.out.kept.append(Kept(label, path, done.preset, kept, _conditions(outer, entry)))
+        ifs = tuple(c for e in (*outer, entry) if isinstance(c := e.get("if"), str))
+        self.out.kept.append(
+            Kept(model.name_of(entry.fields), _path(outer), done.preset, kept, ifs)
+        )
         return kept
 
     def steps(self, entries: Sequence[model.Node]) -> tuple[model.Node, ...]:
@@ -200,7 +188,6 @@ def render_test_pipeline(
             out.log.append(f"keep all jobs (no {sourcefilter.FIELD} match; bypassed by {bypass})")
             out.bypassed_by = bypass
             walk.changed = filter_by = None
-    out.filtering = filter_by is not None
     out.tree = tree.with_steps(walk.steps(steps))
     return out
 

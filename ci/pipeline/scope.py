@@ -29,15 +29,11 @@ def choose(scope: str = "", all_: bool = False, e2e: bool = False) -> str:
     return flags[0] if flags else (given or "diff")
 
 
-def auto_scope(pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
-    """The scope this file gets: `all`/`e2e` on `main` under its schedule env, else `diff`."""
-    rule = topology.auto_rules().get(PurePosixPath(pipeline_path).as_posix())
-    if rule is None or branch != "main":
-        return "diff"
-    return rule.scope if any(env.get(name, "") == "1" for name in rule.env) else "diff"
-
-
 def resolve(requested: str, pipeline_path: str, branch: str, env: Mapping[str, str]) -> Scope:
-    if requested == "auto":
-        return auto_scope(pipeline_path, branch, env)
-    return "all" if requested == "all" else "e2e" if requested == "e2e" else "diff"
+    """The scope a file gets; `auto`: `all`/`e2e` on `main` under its schedule env, else `diff`."""
+    if requested != "auto":
+        return "all" if requested == "all" else "e2e" if requested == "e2e" else "diff"
+    rule = topology.auto_rules().get(PurePosixPath(pipeline_path).as_posix())
+    if rule is None or branch != "main" or not any(env.get(n, "") == "1" for n in rule.env):
+        return "diff"
+    return rule.scope

@@ -10,16 +10,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ci.pipeline import model
 from ci.pipeline.registries import FALLBACK_KEY, SOURCE_REGISTRY, SourceRegistry, fail
 
 FIELD = "source_file_dependencies"
 KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def step_label(step: Any) -> str:
-    """The name used in messages: `group`, else `label`, else `<step>`."""
-    found = (step[k] for k in ("group", "label") if step.get(k)) if isinstance(step, dict) else ()
-    return str(next(iter(found), "<step>"))
 
 
 def _keys(
@@ -56,7 +51,7 @@ def prefixes_of(step: Any, sources: Callable[[], SourceRegistry]) -> tuple[str, 
     if not isinstance(step, dict) or step.get(FIELD) is None:
         return None
     value = step[FIELD]
-    label = step_label(step)
+    label = model.name_of(step)
     if isinstance(value, str):
         return _keys([value], label, sources) if KEY_SHAPE.match(value) else (value,)
     if not isinstance(value, list):

@@ -38,9 +38,10 @@ class Dependency:
     allow_failure: bool = False
 
 
-def dependencies(value: Any, allow_all: bool = False) -> tuple[Dependency, ...]:
-    """`depends_on` as strings or `{step: KEY, allow_failure}` (`allow_all`: the step's
-    `allow_dependency_failure: true`)."""
+def _depends(entry: Mapping[str, Any]) -> tuple[Dependency, ...]:
+    """`depends_on` as strings or `{step: KEY, allow_failure}`; the entry's
+    `allow_dependency_failure: true` allows them all."""
+    value, allow_all = entry.get("depends_on"), entry.get("allow_dependency_failure") is True
     found: list[Dependency] = []
     for item in value if isinstance(value, list) else [value]:
         if isinstance(item, str) and item.strip():
@@ -80,11 +81,6 @@ class ShellStep:
         """The commands as the shell receives them after upload (`$$` -> `$`)."""
         return tuple(unescape(c) for c in self.commands)
 
-    @property
-    def script(self) -> str:
-        """The commands joined as the agent / runner joins them: one per line."""
-        return "\n".join(self.shell_commands)
-
 
 # What `buildkite-agent pipeline upload` interpolates: `$$` (a literal `$`),
 # `${NAME...}` and `$NAME`. `$(`, `$?`, `$1`... are left to the job shell.
@@ -102,11 +98,6 @@ def upload_interpolate(text: str, resolve: Callable[[str, str], str]) -> str:
         return resolve(match.group("braced") or match.group("bare"), match.group(0))
 
     return _UPLOAD.sub(replace, text)
-
-
-def upload_refs(text: str) -> list[str]:
-    """Names that Buildkite expands at upload, not the job shell at run time."""
-    return [name for name, _column in upload_refs_at(text)]
 
 
 def upload_refs_at(line: str) -> list[tuple[str, int]]:
@@ -132,44 +123,31 @@ def shell_of(rel_file: str) -> str:
     return AMD_RUNNER if AMD_TIER.match(below) else JOB_SHELL
 
 
-def _commands(step: Mapping[str, Any], rel_file: str) -> tuple[str, ...]:
-    """The step's non-blank commands; anything but a string or list of strings is an error."""
-    return tuple(text.strip() for text in step_commands(step, rel_file) if text.strip())
-
-
 def env_of(value: Any) -> dict[str, str]:
     """A YAML `env` mapping as strings (null is empty); anything else is no env."""
     items = value.items() if isinstance(value, Mapping) else ()
     return {str(k): "" if v is None else str(v) for k, v in items}
 
 
-def _label(step: Mapping[str, Any], position: int) -> str:
-    """`label`, else `name` (Buildkite's alias), else `key`, else its place in its list."""
-    found = (step[k] for k in ("label", "name", "key") if isinstance(step.get(k), str))
-    return next((value for value in found if value.strip()), f"step {position}")
-
-
-def steps_of(
-    document: Any, rel_file: str, *, base_env: Mapping[str, str] | None = None
-) -> Iterator[ShellStep]:
+def steps_of(document: Any, rel_file: str) -> Iterator[ShellStep]:
     """The command steps of one parsed pipeline document (a mapping or a bare list)."""
     tree = model.parse(document)
     if tree.steps is None:
         return
-    env = {**(base_env or {}), **env_of(tree.fields.get("env"))}
+    env = env_of(tree.fields.get("env"))
     shell = shell_of(rel_file)
     for step, outer in tree.leaves():
-        commands = _commands(step.fields, rel_file)
+        commands = tuple(c.strip() for c in step_commands(step.fields, rel_file) if c.strip())
         if not commands:
             continue
         chain: tuple[model.Group | model.Step, ...] = (*outer, step)
         siblings = outer[-1].steps if outer else tree.steps
         yield ShellStep(
             file=rel_file,
-            label=_label(step.fields, siblings.index(step) + 1),
+            label=model.name_of(step.fields, f"step {siblings.index(step) + 1}"),
             commands=commands,
             env={**env, **{k: v for entry in chain for k, v in env_of(entry.get("env")).items()}},
-            group=outer[-1].name if outer else "",
+            group=model.name_of(outer[-1].fields, "") if outer else "",
             key=str(step.get("key") or ""),
             shell=shell,
             conditions=tuple(c for entry in chain for c in _condition(entry.fields)),
@@ -177,10 +155,6 @@ def steps_of(
             group_keys=tuple(str(g.get("key")) for g in outer if g.get("key")),
             raw=step.fields,
         )
-
-
-def _depends(entry: Mapping[str, Any]) -> tuple[Dependency, ...]:
-    return dependencies(entry.get("depends_on"), entry.get("allow_dependency_failure") is True)
 
 
 def is_pipeline(rel: str) -> bool:

@@ -63,16 +63,17 @@ def pipeline_file(repo: Path, given: str) -> Path:
     return path
 
 
+def is_amd_suite(rel: str) -> bool:
+    """`.buildkite/amd/test-*.yml`: data of the AMD bootstrap's template, not an upload YAML."""
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[-2] == "amd" and parts[-1].startswith("test-")
+
+
 def repo_relative(repo: Path, path: Path) -> str | None:
     try:
         return files.realpath(path).relative_to(files.realpath(repo)).as_posix()
     except ValueError:
         return None
-
-
-def upload_command(text: str) -> door.Command:
-    argv = ("buildkite-agent", "pipeline", "upload")
-    return door.Command(argv, "upload the rendered pipeline", stdin=text)
 
 
 def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
@@ -106,7 +107,7 @@ def render_file(
     repo: Path,
     path: Path,
     *,
-    scope: str,
+    scope: Scope,
     changed: tuple[str, ...] | None,
     mirror_hw: str | None,
     registries: Registries | None = None,
@@ -114,7 +115,7 @@ def render_file(
     """Load (`load_test_yaml`) and render one test YAML (problems stay in `Rendered.problems`)."""
     return render_test_pipeline(
         load_test_yaml(path),
-        scope="diff" if scope == "diff" else "e2e" if scope == "e2e" else "all",
+        scope=scope,
         changed=changed,
         registries=registries or Registries.for_repo(repo),
         mirror_hw=mirror_hw,
@@ -134,30 +135,22 @@ class UploadInputs:
     mirror_hw: str = ""
 
 
-@dataclass(frozen=True)
-class PipelineUpload:
-    """One test pipeline as an upload step would upload it: its file, scope and render."""
-
-    file: str  # repo-relative when the file is in the repo
-    scope: Scope
-    rendered: Rendered
-
-
 def render_upload(
     repo: Path,
     path: Path,
     requested: str,
     inputs: UploadInputs,
     registries: Registries | None = None,
-) -> PipelineUpload:
-    """A test YAML rendered for upload (`upload-pipeline`, `plan`); the diff only under `diff`."""
+) -> tuple[Scope, Rendered]:
+    """A test YAML's scope and render for upload (`upload-pipeline`, `plan`); the diff is
+    asked for only under `diff`."""
     relative = repo_relative(repo, path) or str(path)
     scope = scopes.resolve(requested, relative, inputs.branch, inputs.schedule)
     changed = inputs.changed() if scope == "diff" else None
     rendered = render_file(
         repo, path, scope=scope, changed=changed, mirror_hw=inputs.mirror_hw, registries=registries
     )
-    return PipelineUpload(relative, scope, rendered)
+    return scope, rendered
 
 
 def annotate_command(pipeline: str, problems: tuple[str, ...]) -> door.Command:
@@ -192,7 +185,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         return
     if options.platform:  # the original loader's guard: a platform means a bootstrap file
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
-    if path.parent.name == "amd" and path.name.startswith("test-"):  # template data
+    if is_amd_suite(path.as_posix()):
         raise UserError(
             f"{relative}: AMD suite YAMLs are rendered by `vllm-omni-ci bootstrap --platform rocm`"
             " (suites: `vllm-omni-ci select-suites`), not by upload-pipeline",
@@ -206,12 +199,11 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         changed=lambda: changed_paths(repo, source),
         mirror_hw=mirror_hw,
     )
-    made = render_upload(repo, path, options.scope, inputs)
-    rendered = made.rendered
+    scope, rendered = render_upload(repo, path, options.scope, inputs)
     for line in rendered.log:
         log(line)
-    rendered.raise_problems()
-    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({made.scope} scope)")
+    UserError.collect(dict.fromkeys(rendered.problems), code=FAILURE)
+    log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
 
 
@@ -244,7 +236,8 @@ def emit(
     the one way out for every pipeline we produce."""
     require_valid(pipeline, source)
     text = yamlio.dumps(dict(pipeline))
-    plan = door.Plan((upload_command(text),))
+    argv = ("buildkite-agent", "pipeline", "upload")
+    plan = door.Plan((door.Command(argv, "upload the rendered pipeline", stdin=text),))
     if upload and not dry_run:
         door.execute(plan, check=True)
         return

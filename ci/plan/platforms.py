@@ -216,8 +216,9 @@ def _render_child(situation: Situation, child: PlannedPipeline) -> None:
         changed=lambda: situation.diff.paths,
         mirror_hw=inputs.mirror_hw or "",
     )
-    made = render_upload(situation.files, path, "auto", build, situation.registries)
-    child.scope, rendered = made.scope, made.rendered
+    child.scope, rendered = render_upload(
+        situation.files, path, "auto", build, situation.registries
+    )
     presets = {id(k.step): k.preset for k in rendered.kept}
     for kept in rendered.kept:
         for text in kept.conditions:
