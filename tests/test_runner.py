@@ -13,21 +13,14 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from ci.platforms import Platform
-from ci.runner.native import NPU, ROCM, command_text, program_for
-from ci.runner.program import (
-    CacheDirs,
-    Mode,
-    RequireCommands,
-    Semantics,
-    render_program,
-    shown_commands,
-)
+from ci.runner.native import NPU, ROCM, cache_dirs, command_text, program_for
+from ci.runner.program import REQUIRE_COMMANDS, Semantics, render_program, shown_commands
 from tests.conftest import ROOT, StandIns, run_cli
 
 ALLOW_MESSAGE = (
@@ -203,14 +196,14 @@ def test_bad_env_name_is_refused() -> None:
 
 def test_preflight_override(job: dict[str, str]) -> None:
     # Without the ROCm pre-flight the Docker guard is gone.
-    program = render_program(ROCM, "true", preflight=(RequireCommands(),))
+    program = render_program(replace(ROCM, preflight=(REQUIRE_COMMANDS,)), "true")
     done = bash(program, {k: v for k, v in job.items() if k != "VLLM_CI_DOCKER_DISABLED"})
     assert done.returncode == 0
 
 
 def test_cache_prefix_is_a_parameter(job: dict[str, str], tmp_path: Path) -> None:
     prefix = f"{tmp_path}/native-"
-    program = render_program(ROCM, 'echo "$TMPDIR"', preflight=(CacheDirs(prefix=prefix),))
+    program = render_program(replace(ROCM, preflight=(cache_dirs(prefix),)), 'echo "$TMPDIR"')
     done = bash(program, {**job, "BUILDKITE_JOB_ID": "a/b c"})
     assert done.stdout.splitlines()[-1] == f"{prefix}a_b_c/tmp"
     assert (tmp_path / "native-a_b_c" / "tmp").is_dir()
@@ -707,7 +700,7 @@ def test_npu_env_and_no_rocm_preflight(job: dict[str, str]) -> None:
         'echo "m=$VLLM_WORKER_MULTIPROC_METHOD"', {**env, "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
     )
     assert "m=fork" in kept.stderr.splitlines()
-    assert NPU.mode is Mode.FAIL_FAST
+    assert not NPU.run_all
 
 
 def test_npu_no_commands(job: dict[str, str]) -> None:

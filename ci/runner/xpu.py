@@ -1,7 +1,7 @@
 """`run-tests --platform xpu`: the XPU job's tests in a container of the CI image.
 
 Replaces the test half of `run-xpu-test.sh`: `docker run` of `xpu/vllm-omni-ci:<commit>`
-with the script's devices, mounts, env and name, running `ci.runner.xpu_commands`.
+with the script's devices, mounts, env and name, running the command table `COMMANDS`.
 Changed (docs/differences.md): only present devices are passed; the timeout kills
 the container; container and image are removed on every ending; `docker system
 prune -f` is opt-in (`--prune`). Kill and cleanup go through the SDK.
@@ -15,7 +15,7 @@ import secrets
 import string
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,21 +24,28 @@ from ci import door, door_docker
 from ci.durations import parse_duration
 from ci.errors import BAD_INPUT, Stop, UserError
 from ci.images import refs
-from ci.runner import run_reporting, xpu_commands
-from ci.runner.program import Mode, Section, Semantics, render_program
+from ci.runner import run_reporting
+from ci.runner.program import Semantics, render_program, section
 from ci.target import resolve_commit
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-XPU = Semantics(
-    platform="xpu",
-    preflight=(Section("Intel XPU tests"),),
-    mode=Mode.FAIL_FAST,
-    allow_no_tests=False,
+# The XPU test commands, the one table the XPU runner and the XPU tier both read:
+# the last step of `.buildkite/intel/scripts/run-xpu-test.sh`, quoted as the script
+# wrote it. tblib is installed first for pytest-xdist tracebacks.
+_PATHS = "tests/diffusion tests/dfx tests/e2e"
+COMMANDS = (
+    'echo "${ZE_AFFINITY_MASK:-}"',
+    "pip install tblib==3.1.0",
+    "cd /workspace/vllm-omni",
+    f'pytest -v -s {_PATHS} -m "core_model and xpu and B60"',
+    "pytest -v -s tests/diffusion/quantization/test_mxfp8_config.py",
+    f'pytest -v -s {_PATHS} -m "advanced_model and xpu and B60"',
+    f'pytest -v -s {_PATHS} -m "omni and xpu and B60"',
 )
+XPU = Semantics(platform="xpu", preflight=(section("Intel XPU tests"),))
 
-IMAGE_REPO = refs.XPU_REPOSITORY
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
 CONTAINER_HF = "/root/.cache/huggingface"
 DEFAULT_TIMEOUT = "30m"
@@ -63,7 +70,6 @@ class XpuRunSpec:
     dev_root: str = "/dev"
     devices: tuple[str, ...] = ()  # the host device paths that exist (dri, dri/by-path)
     prune: bool = False
-    docker: str = "docker"
 
 
 def container_name(commit: str, suffix: str | None = None) -> str:
@@ -85,15 +91,13 @@ def _wanted(dev_root: str) -> tuple[str, str]:
     return f"{dev_root}/dri", f"{dev_root}/dri/by-path"
 
 
-def present_devices(
-    dev_root: str, exists: Callable[[str], bool] = os.path.exists
-) -> tuple[str, ...]:
-    return tuple(p for p in _wanted(dev_root) if exists(p))
+def present_devices(dev_root: str) -> tuple[str, ...]:
+    return tuple(p for p in _wanted(dev_root) if os.path.exists(p))
 
 
 def program() -> str:
     """The bash program run in the container: the command table, stop at the first failure."""
-    return render_program(XPU, xpu_commands.command_lines())
+    return render_program(XPU, COMMANDS)
 
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
@@ -101,7 +105,7 @@ def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
     dri, by_path = _wanted(spec.dev_root)
     # Never pull: a missing local image would otherwise be fetched from Docker Hub's
     # `xpu/` namespace, which we do not own, and be given HF_TOKEN.
-    argv: list[str] = [spec.docker, "run", "--pull=never"]
+    argv: list[str] = ["docker", "run", "--pull=never"]
     if dri in spec.devices:
         argv += ["--device", f"{dri}:/dev/dri"]
     argv += ["--net=host", "--ipc=host"]
@@ -124,28 +128,26 @@ def run_command(spec: XpuRunSpec) -> door.Command:
     )
 
 
-def prune_command(spec: XpuRunSpec) -> door.Command:
-    return door.Command(
-        (spec.docker, "system", "prune", "-f"), description="prune the shared host (--prune)"
-    )
+PRUNE = door.Command(
+    ("docker", "system", "prune", "-f"), description="prune the shared host (--prune)"
+)
 
 
 def plan_run(spec: XpuRunSpec) -> door.Plan:
     cleanup = f"remove container {spec.container}, remove image {spec.image}"
-    commands = [run_command(spec)]
-    if spec.prune:
-        commands.append(prune_command(spec))
-        cleanup += ", docker system prune -f"
     missing = [p for p in _wanted(spec.dev_root) if p not in spec.devices]
     return door.Plan(
-        commands=tuple(commands),
+        commands=(run_command(spec), *((PRUNE,) if spec.prune else ())),
         facts=(
             ("image", spec.image),
             ("container", spec.container),
             ("timeout", f"{spec.timeout:g}s, then the container is killed (exit 124)"),
             ("devices", ", ".join(spec.devices) or "none on this host"),
             ("not passed", ", ".join(missing) or "-"),
-            ("always, also on failure/timeout/SIGTERM", cleanup),
+            (
+                "always, also on failure/timeout/SIGTERM",
+                cleanup + ", docker system prune -f" * spec.prune,
+            ),
         ),
         title="XPU tests (docker run)",
     )
@@ -160,7 +162,7 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
     )
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     return XpuRunSpec(
-        image=refs.image_ref(IMAGE_REPO, commit),
+        image=refs.image_ref(refs.XPU_REPOSITORY, commit),
         container=container_name(commit),
         hf_cache=hf_cache_dir(env),
         program=program(),
@@ -169,9 +171,6 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
         devices=present_devices(dev_root),
         prune=prune,
     )
-
-
-# --------------------------------------------------------------------------- running
 
 
 class Engine:
@@ -189,26 +188,6 @@ class Engine:
             self._client = door_docker.ask("connect to the engine", connect, quiet=True)
         return self._client
 
-    def kill(self, name: str, *, again: bool = False) -> None:
-        """`again`: a retry, already said once."""
-        containers = self.client().containers
-        door_docker.change(
-            f"kill container {name}", lambda: containers.get(name).kill(), quiet=again
-        )
-
-    def remove(self, kind: str, name: str) -> None:
-        """Remove a `container` or an `image`, quietly; one already gone is fine."""
-        import docker
-
-        client = self.client()
-        action: Callable[[], object] = (
-            (lambda: client.containers.get(name).remove(force=True))
-            if kind == "container"
-            else (lambda: client.images.remove(name, force=True))
-        )
-        with contextlib.suppress(docker.errors.NotFound):  # ImageNotFound is one too
-            door_docker.change(f"remove {kind} {name}", action, quiet=True)
-
 
 def _kill_at_deadline(
     spec: XpuRunSpec, engine: Engine, fired: threading.Event, finished: threading.Event
@@ -219,7 +198,9 @@ def _kill_at_deadline(
     last: Exception | None = None
     while not finished.is_set():
         try:
-            engine.kill(spec.container, again=last is not None)
+            kill = lambda: engine.client().containers.get(spec.container).kill()  # noqa: E731
+            # Said once; the retries are quiet.
+            door_docker.change(f"kill container {spec.container}", kill, quiet=last is not None)
             return
         except Exception as exc:  # not created / not running yet; the client backstop remains
             last = exc
@@ -229,16 +210,21 @@ def _kill_at_deadline(
 
 
 def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
-    """Each step runs whatever happened before it; failures are logged, never raised."""
+    """Each step runs whatever happened before it; one already gone is fine; failures
+    are logged, never raised."""
+    import docker
+
+    container = lambda: engine.client().containers.get(spec.container).remove(force=True)  # noqa: E731
+    image = lambda: engine.client().images.remove(spec.image, force=True)  # noqa: E731
     steps: list[tuple[str, Callable[[], object]]] = [
-        (f"remove container {spec.container}", lambda: engine.remove("container", spec.container)),
-        (f"remove image {spec.image}", lambda: engine.remove("image", spec.image)),
+        (f"remove container {spec.container}", container),
+        (f"remove image {spec.image}", image),
+        *((("docker system prune -f", lambda: door.run(PRUNE)),) if spec.prune else ()),
     ]
-    if spec.prune:
-        steps.append(("docker system prune -f", lambda: door.run(prune_command(spec))))
     for what, step in steps:
         try:
-            step()
+            with contextlib.suppress(docker.errors.NotFound):  # ImageNotFound is one too
+                door_docker.change(what, step, quiet=True)
         except Exception as exc:
             door.note(f"warning: cleanup: {what} failed: {exc}")
 
@@ -272,18 +258,16 @@ def run_tests(
     *,
     timeout: str = "",
     prune: bool = False,
-    positional: tuple[str, ...] = (),
+    positional: Sequence[str] = (),
     dry_run: bool = False,
 ) -> None:
     if positional:
         raise UserError(
-            "run-tests --platform xpu runs the XPU command table (ci/runner/xpu_commands.py) "
+            "run-tests --platform xpu runs the XPU command table (ci/runner/xpu.py) "
             f"and takes no commands after `--` (got {' '.join(positional)!r})"
         )
     spec = resolve(env, timeout=timeout, prune=prune)
     if dry_run:
         door.execute(plan_run(spec), dry_run=True)
-        return
-    code = execute(spec)
-    if code:
+    elif code := execute(spec):
         raise Stop(code)

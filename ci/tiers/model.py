@@ -3,7 +3,7 @@
 - rocm: `.buildkite/amd/test-amd-<tier>.yml` (grade, agent_pool, parallelism);
 - cuda: `.buildkite/cuda/test-<tier>.yml` (hardware = the upload-pipeline preset);
 - npu: `.buildkite/npu/test-npu-<tier>.yml` (same);
-- xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
+- xpu: the XPU runner's command table (`ci.runner.xpu.COMMANDS`), ready only.
 
 A pair without a source is `no <tier> tier for <platform>` (exit 2). On top of
 `ci.pipeline.stepsource`: shards, timeout, soft-fail, hardware, the CPU rule, and

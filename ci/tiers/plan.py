@@ -19,7 +19,7 @@ from ci.door import Command
 from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
 from ci.runner.native import NPU, ROCM
-from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
+from ci.runner.program import REQUIRE_COMMANDS, Semantics, render_program, section
 from ci.runner.teelog import BOOTSTRAP, package_parent
 from ci.tiers.model import AMD_DEFAULT_POOL, TierStep
 from ci.tiers.terminal import strip_emoji
@@ -27,13 +27,9 @@ from ci.tiers.terminal import strip_emoji
 # Every tier container carries this label (and TIER_LABEL=<tier>), so leftovers can be found.
 CONTAINER_LABEL = "vllm-omni-ci.tier"
 JOB_SHELL = {
-    Platform.CUDA: Semantics(
-        platform="cuda", preflight=(RequireCommands(), Section("CUDA tests")), mode=Mode.FAIL_FAST
-    ),
+    Platform.CUDA: Semantics(platform="cuda", preflight=(REQUIRE_COMMANDS, section("CUDA tests"))),
     Platform.XPU: Semantics(
-        platform="xpu",
-        preflight=(RequireCommands(), Section("Intel XPU tests")),
-        mode=Mode.FAIL_FAST,
+        platform="xpu", preflight=(REQUIRE_COMMANDS, section("Intel XPU tests"))
     ),
 }
 # Where each platform's job runs: the AMD runner's `cd`, the Buildkite k8s
