@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ci.platforms import Platform
-from ci.runner.native import NPU, ROCM, cache_dirs, command_text, program_for
+from ci.runner.native import NPU, ROCM, cache_dirs, program_for
 from ci.runner.program import REQUIRE_COMMANDS, Semantics, render_program, shown_commands
 from tests.conftest import ROOT, StandIns, run_cli
 
@@ -154,9 +154,9 @@ def test_deliberate_differences_are_documented() -> None:
 
 
 def test_render_is_pure_and_deterministic() -> None:
-    one = render_program(ROCM, "pytest a", {"A": "1"})
-    assert one == render_program(ROCM, "pytest a", {"A": "1"})
-    assert one != render_program(ROCM, "pytest b", {"A": "1"})
+    one = render_program(ROCM, "pytest a")
+    assert one == render_program(ROCM, "pytest a")
+    assert one != render_program(ROCM, "pytest b")
     assert render_program(ROCM, ["a", "b"]) == render_program(ROCM, "a\nb")
 
 
@@ -167,7 +167,7 @@ def test_rendered_programs_are_shellcheck_clean(platform: str, tmp_path: Path) -
 
     commands = 'export A="$HOME"\necho \'it\'"\'"\'s\' `date` $(pwd)\npytest -m "a and b" | tee log'
     semantics = {"rocm": ROCM, "npu": NPU, "xpu": xpu.XPU}[platform]
-    program = render_program(semantics, commands, {"EXTRA": "x y"})
+    program = render_program(replace(semantics, forced=(("EXTRA", "x y"),)), commands)
     script = tmp_path / f"{platform}.sh"
     script.write_text(program)
     done = subprocess.run(
@@ -181,9 +181,9 @@ def test_rendered_programs_are_shellcheck_clean(platform: str, tmp_path: Path) -
 
 
 def test_env_exports_are_quoted(job: dict[str, str]) -> None:
-    semantics = Semantics(platform="test", preflight=())
     value = 'it\'s $HOME `x` "y"'
-    program = render_program(semantics, 'printf "%s" "$ODD"', {"ODD": value})
+    semantics = Semantics(platform="test", forced=(("ODD", value),))
+    program = render_program(semantics, 'printf "%s" "$ODD"')
     done = bash(program, job)
     assert done.returncode == 0
     assert done.stdout.endswith(value)
@@ -191,7 +191,7 @@ def test_env_exports_are_quoted(job: dict[str, str]) -> None:
 
 def test_bad_env_name_is_refused() -> None:
     with pytest.raises(ValueError, match="not valid environment variable names: A-B"):
-        render_program(ROCM, "true", {"A-B": "1"})
+        render_program(replace(ROCM, forced=(("A-B", "1"),)), "true")
 
 
 def test_preflight_override(job: dict[str, str]) -> None:
@@ -230,10 +230,13 @@ def test_shown_commands_keeps_references_and_plain_values() -> None:
 
 
 def test_command_source() -> None:
-    assert command_text({"TEST_COMMANDS": "true"}, ["false"]) == "true"
-    assert command_text({"TEST_COMMAND": "true"}, []) == ""
-    assert command_text({}, ["pytest a", "pytest b"]) == "pytest a pytest b"
-    assert command_text({"TEST_COMMANDS": ""}, ["x"]) == "x"
+    def text(environ: dict[str, str], positional: list[str]) -> str:
+        return program_for(Platform.ROCM, environ, positional).split("\n")[4]
+
+    assert text({"TEST_COMMANDS": "true"}, ["false"]) == "__omni_ci_commands=true"
+    assert text({"TEST_COMMAND": "true"}, []) == "__omni_ci_commands=''"
+    assert text({}, ["pytest a", "pytest b"]) == "__omni_ci_commands='pytest a pytest b'"
+    assert text({"TEST_COMMANDS": ""}, ["x"]) == "__omni_ci_commands=x"
 
 
 def test_rocm_env_defaults_and_overwrites(job: dict[str, str]) -> None:

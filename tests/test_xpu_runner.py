@@ -74,7 +74,6 @@ def spec(devices: tuple[str, ...] = ()) -> xpu.XpuRunSpec:
         image="xpu/vllm-omni-ci:c",
         container="xpu_c_0123456789",
         hf_cache="/h",
-        program="P",
         timeout=1800,
         devices=devices,
     )
@@ -97,11 +96,11 @@ def test_docker_run_argv_with_and_without_devices() -> None:
     both = ("/dev/dri", "/dev/dri/by-path")
     assert list(xpu.docker_run_argv(spec(both))) == [
         "docker",
-        *expected_argv("/dev", "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", "P"),
+        *expected_argv("/dev", "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", xpu.program()),
     ]
     assert list(xpu.docker_run_argv(spec())) == [
         "docker",
-        *expected_argv(None, "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", "P"),
+        *expected_argv(None, "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", xpu.program()),
     ]
     only_dri = xpu.docker_run_argv(spec(("/dev/dri",)))
     assert "--device" in only_dri and "/dev/dri/by-path:/dev/dri/by-path" not in only_dri

@@ -95,10 +95,9 @@ if actual != expected:
 """
 
 # `rocminfo`, then torch: a ROCm build, available, exactly VLLM_CI_EXPECTED_GPU_COUNT
-# GPUs (the count checked again as GPU_COUNT does). 0 is the no-GPU pre-flight
-# (CPU-only steps, local runs): rocminfo and torch are skipped.
+# GPUs (as GPU_COUNT, run before, read it). 0 is the no-GPU pre-flight (CPU-only
+# steps, local runs): rocminfo and torch are skipped.
 ROCM_GPUS = (
-    GPU_COUNT + "\n"
     "if (( 10#${__omni_ci_gpus} == 0 )); then\n"
     '    echo "VLLM_CI_EXPECTED_GPU_COUNT=0: no-GPU pre-flight, skipping rocminfo and the torch GPU check."\n'  # noqa: E501
     "else\n"
@@ -142,17 +141,13 @@ NPU = Semantics(
 SEMANTICS: dict[Platform, Semantics] = {Platform.ROCM: ROCM, Platform.NPU: NPU}
 
 
-def command_text(environ: Mapping[str, str], positional: Sequence[str]) -> str:
-    """TEST_COMMANDS wins; else the positional words joined by single spaces (`"$*"`).
-    The singular TEST_COMMAND is ignored, as in the original."""
-    return environ.get("TEST_COMMANDS") or " ".join(positional)
-
-
 def program_for(
     platform: Platform, environ: Mapping[str, str], positional: Sequence[str] = ()
 ) -> str:
-    """The program `run-tests --platform <platform>` runs for this environment."""
-    text = command_text(environ, positional)
+    """The program `run-tests --platform <platform>` runs for this environment: on
+    TEST_COMMANDS, else the positional words joined by single spaces (`"$*"`). The
+    singular TEST_COMMAND is ignored, as in the original."""
+    text = environ.get("TEST_COMMANDS") or " ".join(positional)
     return render_program(SEMANTICS[platform], text, secrets=secrets_from_env(environ))
 
 

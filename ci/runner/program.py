@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ci.redact import MASK, Redactor, is_secret_name
@@ -92,22 +92,17 @@ def shown_commands(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 def render_program(
-    semantics: Semantics,
-    commands: str | Sequence[str],
-    env: Mapping[str, str] | None = None,
-    *,
-    secrets: Iterable[str] = (),
+    semantics: Semantics, commands: str | Sequence[str], *, secrets: Iterable[str] = ()
 ) -> str:
     """The complete bash program for one job; a pure function of its arguments.
 
     `commands` (text, or lines) run in a child bash as `semantics.run_all` says;
-    `env` is exported after the defaults; `secrets` are masked in the `Commands:`
-    line. The program holds the text twice and one argv string may not exceed
-    128 KiB: a long one runs as `bash FILE` (`ci.runner.native`).
+    `secrets` are masked in the `Commands:` line. The program holds the text twice
+    and one argv string may not exceed 128 KiB: a long one runs as `bash FILE`
+    (`ci.runner.native`).
     """
     text = commands if isinstance(commands, str) else "\n".join(commands)
-    exports = tuple((env or {}).items())
-    bad = [n for n, _ in (*semantics.defaults, *semantics.forced, *exports) if not _NAME.match(n)]
+    bad = [n for n, _ in (*semantics.defaults, *semantics.forced) if not _NAME.match(n)]
     if bad:
         raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
     if semantics.run_all:
@@ -125,7 +120,7 @@ def render_program(
     ]
     for name, value in semantics.defaults:
         out += [f'[[ -n "${{{name}:-}}" ]] || {name}={shlex.quote(value)}', f"export {name}"]
-    out += [f"export {name}={shlex.quote(value)}" for name, value in (*semantics.forced, *exports)]
+    out += [f"export {name}={shlex.quote(value)}" for name, value in semantics.forced]
     out += semantics.preflight
     out += [
         f"printf '%s\\n' {shlex.quote('Commands:' + shown_commands(text, secrets))}",

@@ -10,6 +10,7 @@ prune -f` is opt-in (`--prune`). Kill and cleanup go through the SDK.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import string
@@ -47,15 +48,12 @@ COMMANDS = (
 XPU = Semantics(platform="xpu", preflight=(section("Intel XPU tests"),))
 
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
-CONTAINER_HF = "/root/.cache/huggingface"
-DEFAULT_TIMEOUT = "30m"
 # `timeout -k 30`: how long the docker client may take to end after the container was killed.
 KILL_AFTER = 30.0
 # On SIGTERM the client gets this long before KILL; the container is removed right after.
 SIGNAL_GRACE = 3.0
 # Where host devices are looked up; a test or an unusual host may point it elsewhere.
 DEV_ROOT_ENV = "VLLM_OMNI_CI_DEV_ROOT"
-TIMEOUT_CODE = 124
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,6 @@ class XpuRunSpec:
     image: str
     container: str
     hf_cache: str
-    program: str
     timeout: float
     dev_root: str = "/dev"
     devices: tuple[str, ...] = ()  # the host device paths that exist (dri, dri/by-path)
@@ -111,11 +108,11 @@ def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
     argv += ["--net=host", "--ipc=host"]
     if by_path in spec.devices:
         argv += ["-v", f"{by_path}:/dev/dri/by-path"]
-    argv += ["-v", f"{spec.hf_cache}:{CONTAINER_HF}"]
+    argv += ["-v", f"{spec.hf_cache}:/root/.cache/huggingface"]
     argv += ["--security-opt", "seccomp=unconfined", "--entrypoint="]
     for name in PASSTHROUGH:
         argv += ["-e", name]
-    return (*argv, "--name", spec.container, spec.image, "bash", "-c", spec.program)
+    return (*argv, "--name", spec.container, spec.image, "bash", "-c", program())
 
 
 def run_command(spec: XpuRunSpec) -> door.Command:
@@ -135,26 +132,25 @@ PRUNE = door.Command(
 
 def plan_run(spec: XpuRunSpec) -> door.Plan:
     cleanup = f"remove container {spec.container}, remove image {spec.image}"
+    if spec.prune:
+        cleanup += ", docker system prune -f"
     missing = [p for p in _wanted(spec.dev_root) if p not in spec.devices]
     return door.Plan(
-        commands=(run_command(spec), *((PRUNE,) if spec.prune else ())),
+        commands=(run_command(spec), PRUNE) if spec.prune else (run_command(spec),),
         facts=(
             ("image", spec.image),
             ("container", spec.container),
             ("timeout", f"{spec.timeout:g}s, then the container is killed (exit 124)"),
             ("devices", ", ".join(spec.devices) or "none on this host"),
             ("not passed", ", ".join(missing) or "-"),
-            (
-                "always, also on failure/timeout/SIGTERM",
-                cleanup + ", docker system prune -f" * spec.prune,
-            ),
+            ("always, also on failure/timeout/SIGTERM", cleanup),
         ),
         title="XPU tests (docker run)",
     )
 
 
 def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
-    seconds = parse_duration(timeout or DEFAULT_TIMEOUT, name="--timeout")
+    seconds = parse_duration(timeout or "30m", name="--timeout")
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")
     commit = resolve_commit(
@@ -165,7 +161,6 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
         image=refs.image_ref(refs.XPU_REPOSITORY, commit),
         container=container_name(commit),
         hf_cache=hf_cache_dir(env),
-        program=program(),
         timeout=seconds,
         dev_root=dev_root,
         devices=present_devices(dev_root),
@@ -173,24 +168,23 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
     )
 
 
-class Engine:
+def engine() -> Callable[[], DockerClient]:
     """The docker SDK client for kill and cleanup, connected on first use, quietly: the
     cleanup runs on every ending, and an error's line must stay the first on stderr."""
 
-    def __init__(self) -> None:
-        self._client: DockerClient | None = None
+    def connect() -> DockerClient:
+        import docker
 
-    def client(self) -> DockerClient:
-        if self._client is None:
-            import docker
+        return docker.from_env(timeout=20)
 
-            connect = lambda: docker.from_env(timeout=20)  # noqa: E731
-            self._client = door_docker.ask("connect to the engine", connect, quiet=True)
-        return self._client
+    return functools.cache(lambda: door_docker.ask("connect to the engine", connect, quiet=True))
 
 
 def _kill_at_deadline(
-    spec: XpuRunSpec, engine: Engine, fired: threading.Event, finished: threading.Event
+    spec: XpuRunSpec,
+    client: Callable[[], DockerClient],
+    fired: threading.Event,
+    finished: threading.Event,
 ) -> None:
     """Kill the container; retry while it does not exist yet or is still starting."""
     fired.set()
@@ -198,7 +192,7 @@ def _kill_at_deadline(
     last: Exception | None = None
     while not finished.is_set():
         try:
-            kill = lambda: engine.client().containers.get(spec.container).kill()  # noqa: E731
+            kill = lambda: client().containers.get(spec.container).kill()  # noqa: E731
             # Said once; the retries are quiet.
             door_docker.change(f"kill container {spec.container}", kill, quiet=last is not None)
             return
@@ -209,13 +203,13 @@ def _kill_at_deadline(
         door.note(f"note: {spec.container} was not killed ({last}); the run had ended")
 
 
-def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
+def cleanup(spec: XpuRunSpec, client: Callable[[], DockerClient]) -> None:
     """Each step runs whatever happened before it; one already gone is fine; failures
     are logged, never raised."""
     import docker
 
-    container = lambda: engine.client().containers.get(spec.container).remove(force=True)  # noqa: E731
-    image = lambda: engine.client().images.remove(spec.image, force=True)  # noqa: E731
+    container = lambda: client().containers.get(spec.container).remove(force=True)  # noqa: E731
+    image = lambda: client().images.remove(spec.image, force=True)  # noqa: E731
     steps: list[tuple[str, Callable[[], object]]] = [
         (f"remove container {spec.container}", container),
         (f"remove image {spec.image}", image),
@@ -231,9 +225,9 @@ def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
 
 def execute(spec: XpuRunSpec) -> int:
     """Run the container; return its exit status (124 after a timeout)."""
-    engine = Engine()
+    client = engine()
     fired, finished = threading.Event(), threading.Event()
-    timer = threading.Timer(spec.timeout, _kill_at_deadline, (spec, engine, fired, finished))
+    timer = threading.Timer(spec.timeout, _kill_at_deadline, (spec, client, fired, finished))
     timer.daemon = True
     started = time.monotonic()
     try:
@@ -246,11 +240,11 @@ def execute(spec: XpuRunSpec) -> int:
         finished.set()
         timer.cancel()
         door.note(f"docker run ended with {result.code} after {time.monotonic() - started:.1f}s")
-        return TIMEOUT_CODE if fired.is_set() else result.code
+        return 124 if fired.is_set() else result.code
     finally:
         finished.set()
         timer.cancel()
-        cleanup(spec, engine)
+        cleanup(spec, client)
 
 
 def run_tests(
