@@ -167,9 +167,7 @@ def run_tests(
     if (timeout or prune) and chosen is not Platform.XPU:
         raise UserError(f"--timeout and --prune are for --platform xpu, not {chosen}")
     if chosen is Platform.XPU:
-        xpu.run_tests(
-            os.environ, timeout=timeout, prune=prune, positional=positional, dry_run=dry_run
-        )
+        xpu.run_tests(timeout=timeout, prune=prune, positional=positional, dry_run=dry_run)
         return
     if chosen not in SEMANTICS:
         allowed = "rocm (alias amd), npu, xpu (alias intel)"

@@ -134,10 +134,8 @@ def shard_args(
     if not shard and not shard_list:
         # Only pytest takes the flags: `bash -c '…'` would get them as $0/$1, a tool
         # as unknown arguments.
-        in_parallel_step = bool(environ.get("BUILDKITE_PARALLEL_JOB_COUNT"))
-        if not in_parallel_step or not is_pytest(argv):
-            return []
-        if any(w.startswith(SHARD_FLAGS) for w in argv):
+        named = any(w.startswith(SHARD_FLAGS) for w in argv)
+        if not environ.get("BUILDKITE_PARALLEL_JOB_COUNT") or not is_pytest(argv) or named:
             return []
         shard = "auto"
     explicit = shard not in ("", "auto")

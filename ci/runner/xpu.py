@@ -149,25 +149,6 @@ def plan_run(spec: XpuRunSpec) -> door.Plan:
     )
 
 
-def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
-    seconds = parse_duration(timeout or "30m", name="--timeout")
-    if seconds <= 0:
-        raise UserError(f"--timeout: {timeout!r} must be longer than zero")
-    commit = resolve_commit(
-        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
-    )
-    dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
-    return XpuRunSpec(
-        image=refs.image_ref(refs.XPU_REPOSITORY, commit),
-        container=container_name(commit),
-        hf_cache=hf_cache_dir(env),
-        timeout=seconds,
-        dev_root=dev_root,
-        devices=present_devices(dev_root),
-        prune=prune,
-    )
-
-
 def engine() -> Callable[[], DockerClient]:
     """The docker SDK client for kill and cleanup, connected on first use, quietly: the
     cleanup runs on every ending, and an error's line must stay the first on stderr."""
@@ -178,29 +159,6 @@ def engine() -> Callable[[], DockerClient]:
         return docker.from_env(timeout=20)
 
     return functools.cache(lambda: door_docker.ask("connect to the engine", connect, quiet=True))
-
-
-def _kill_at_deadline(
-    spec: XpuRunSpec,
-    client: Callable[[], DockerClient],
-    fired: threading.Event,
-    finished: threading.Event,
-) -> None:
-    """Kill the container; retry while it does not exist yet or is still starting."""
-    fired.set()
-    door.note(f"timeout: {spec.timeout:g}s passed; killing container {spec.container}")
-    last: Exception | None = None
-    while not finished.is_set():
-        try:
-            kill = lambda: client().containers.get(spec.container).kill()  # noqa: E731
-            # Said once; the retries are quiet.
-            door_docker.change(f"kill container {spec.container}", kill, quiet=last is not None)
-            return
-        except Exception as exc:  # not created / not running yet; the client backstop remains
-            last = exc
-            finished.wait(0.2)
-    if last is not None:
-        door.note(f"note: {spec.container} was not killed ({last}); the run had ended")
 
 
 def cleanup(spec: XpuRunSpec, client: Callable[[], DockerClient]) -> None:
@@ -227,40 +185,66 @@ def execute(spec: XpuRunSpec) -> int:
     """Run the container; return its exit status (124 after a timeout)."""
     client = engine()
     fired, finished = threading.Event(), threading.Event()
-    timer = threading.Timer(spec.timeout, _kill_at_deadline, (spec, client, fired, finished))
-    timer.daemon = True
+
+    def kill_at_deadline() -> None:
+        """Kill the container; retry while it does not exist yet or is still starting."""
+        if finished.wait(spec.timeout):
+            return
+        fired.set()
+        door.note(f"timeout: {spec.timeout:g}s passed; killing container {spec.container}")
+        kill = lambda: client().containers.get(spec.container).kill()  # noqa: E731
+        last: Exception | None = None
+        while not finished.is_set():
+            try:  # said once; the retries are quiet
+                door_docker.change(f"kill container {spec.container}", kill, quiet=bool(last))
+                return
+            except Exception as exc:  # not created / not running yet; the client backstop remains
+                last = exc
+                finished.wait(0.2)
+        if last is not None:
+            door.note(f"note: {spec.container} was not killed ({last}); the run had ended")
+
     started = time.monotonic()
     try:
         try:
             os.makedirs(spec.hf_cache, exist_ok=True)
         except OSError as exc:
             raise Stop(1, f"error: HF_CACHE: cannot create {spec.hf_cache}: {exc}") from None
-        timer.start()
+        threading.Thread(target=kill_at_deadline, daemon=True).start()
         result = run_reporting(run_command(spec))
         finished.set()
-        timer.cancel()
         door.note(f"docker run ended with {result.code} after {time.monotonic() - started:.1f}s")
         return 124 if fired.is_set() else result.code
     finally:
         finished.set()
-        timer.cancel()
         cleanup(spec, client)
 
 
 def run_tests(
-    env: Mapping[str, str],
-    *,
-    timeout: str = "",
-    prune: bool = False,
-    positional: Sequence[str] = (),
-    dry_run: bool = False,
+    *, timeout: str = "", prune: bool = False, positional: Sequence[str] = (), dry_run: bool = False
 ) -> None:
+    env = os.environ
     if positional:
         raise UserError(
             "run-tests --platform xpu runs the XPU command table (ci/runner/xpu.py) "
             f"and takes no commands after `--` (got {' '.join(positional)!r})"
         )
-    spec = resolve(env, timeout=timeout, prune=prune)
+    seconds = parse_duration(timeout or "30m", name="--timeout")
+    if seconds <= 0:
+        raise UserError(f"--timeout: {timeout!r} must be longer than zero")
+    commit = resolve_commit(
+        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
+    )
+    dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
+    spec = XpuRunSpec(
+        image=refs.image_ref(refs.XPU_REPOSITORY, commit),
+        container=container_name(commit),
+        hf_cache=hf_cache_dir(env),
+        timeout=seconds,
+        dev_root=dev_root,
+        devices=present_devices(dev_root),
+        prune=prune,
+    )
     if dry_run:
         door.execute(plan_run(spec), dry_run=True)
     elif code := execute(spec):
