@@ -13,21 +13,14 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from ci.platforms import Platform
-from ci.runner.native import NPU, ROCM, command_text, program_for
-from ci.runner.program import (
-    CacheDirs,
-    Mode,
-    RequireCommands,
-    Semantics,
-    render_program,
-    shown_commands,
-)
+from ci.runner.native import NPU, ROCM, cache_dirs, program_for
+from ci.runner.program import REQUIRE_COMMANDS, Semantics, render_program, shown_commands
 from tests.conftest import ROOT, StandIns, run_cli
 
 ALLOW_MESSAGE = (
@@ -161,9 +154,9 @@ def test_deliberate_differences_are_documented() -> None:
 
 
 def test_render_is_pure_and_deterministic() -> None:
-    one = render_program(ROCM, "pytest a", {"A": "1"})
-    assert one == render_program(ROCM, "pytest a", {"A": "1"})
-    assert one != render_program(ROCM, "pytest b", {"A": "1"})
+    one = render_program(ROCM, "pytest a")
+    assert one == render_program(ROCM, "pytest a")
+    assert one != render_program(ROCM, "pytest b")
     assert render_program(ROCM, ["a", "b"]) == render_program(ROCM, "a\nb")
 
 
@@ -174,7 +167,7 @@ def test_rendered_programs_are_shellcheck_clean(platform: str, tmp_path: Path) -
 
     commands = 'export A="$HOME"\necho \'it\'"\'"\'s\' `date` $(pwd)\npytest -m "a and b" | tee log'
     semantics = {"rocm": ROCM, "npu": NPU, "xpu": xpu.XPU}[platform]
-    program = render_program(semantics, commands, {"EXTRA": "x y"})
+    program = render_program(replace(semantics, forced=(("EXTRA", "x y"),)), commands)
     script = tmp_path / f"{platform}.sh"
     script.write_text(program)
     done = subprocess.run(
@@ -188,9 +181,9 @@ def test_rendered_programs_are_shellcheck_clean(platform: str, tmp_path: Path) -
 
 
 def test_env_exports_are_quoted(job: dict[str, str]) -> None:
-    semantics = Semantics(platform="test", preflight=())
     value = 'it\'s $HOME `x` "y"'
-    program = render_program(semantics, 'printf "%s" "$ODD"', {"ODD": value})
+    semantics = Semantics(platform="test", forced=(("ODD", value),))
+    program = render_program(semantics, 'printf "%s" "$ODD"')
     done = bash(program, job)
     assert done.returncode == 0
     assert done.stdout.endswith(value)
@@ -198,19 +191,19 @@ def test_env_exports_are_quoted(job: dict[str, str]) -> None:
 
 def test_bad_env_name_is_refused() -> None:
     with pytest.raises(ValueError, match="not valid environment variable names: A-B"):
-        render_program(ROCM, "true", {"A-B": "1"})
+        render_program(replace(ROCM, forced=(("A-B", "1"),)), "true")
 
 
 def test_preflight_override(job: dict[str, str]) -> None:
     # Without the ROCm pre-flight the Docker guard is gone.
-    program = render_program(ROCM, "true", preflight=(RequireCommands(),))
+    program = render_program(replace(ROCM, preflight=(REQUIRE_COMMANDS,)), "true")
     done = bash(program, {k: v for k, v in job.items() if k != "VLLM_CI_DOCKER_DISABLED"})
     assert done.returncode == 0
 
 
 def test_cache_prefix_is_a_parameter(job: dict[str, str], tmp_path: Path) -> None:
     prefix = f"{tmp_path}/native-"
-    program = render_program(ROCM, 'echo "$TMPDIR"', preflight=(CacheDirs(prefix=prefix),))
+    program = render_program(replace(ROCM, preflight=(cache_dirs(prefix),)), 'echo "$TMPDIR"')
     done = bash(program, {**job, "BUILDKITE_JOB_ID": "a/b c"})
     assert done.stdout.splitlines()[-1] == f"{prefix}a_b_c/tmp"
     assert (tmp_path / "native-a_b_c" / "tmp").is_dir()
@@ -237,10 +230,13 @@ def test_shown_commands_keeps_references_and_plain_values() -> None:
 
 
 def test_command_source() -> None:
-    assert command_text({"TEST_COMMANDS": "true"}, ["false"]) == "true"
-    assert command_text({"TEST_COMMAND": "true"}, []) == ""
-    assert command_text({}, ["pytest a", "pytest b"]) == "pytest a pytest b"
-    assert command_text({"TEST_COMMANDS": ""}, ["x"]) == "x"
+    def text(environ: dict[str, str], positional: list[str]) -> str:
+        return program_for(Platform.ROCM, environ, positional).split("\n")[4]
+
+    assert text({"TEST_COMMANDS": "true"}, ["false"]) == "__omni_ci_commands=true"
+    assert text({"TEST_COMMAND": "true"}, []) == "__omni_ci_commands=''"
+    assert text({}, ["pytest a", "pytest b"]) == "__omni_ci_commands='pytest a pytest b'"
+    assert text({"TEST_COMMANDS": ""}, ["x"]) == "__omni_ci_commands=x"
 
 
 def test_rocm_env_defaults_and_overwrites(job: dict[str, str]) -> None:
@@ -707,7 +703,7 @@ def test_npu_env_and_no_rocm_preflight(job: dict[str, str]) -> None:
         'echo "m=$VLLM_WORKER_MULTIPROC_METHOD"', {**env, "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
     )
     assert "m=fork" in kept.stderr.splitlines()
-    assert NPU.mode is Mode.FAIL_FAST
+    assert not NPU.run_all
 
 
 def test_npu_no_commands(job: dict[str, str]) -> None:

@@ -182,10 +182,10 @@ def test_a_tier_file_without_steps_is_an_error(tmp_path: Path, text: str) -> Non
 
 
 def test_xpu_ready_tier_is_the_runner_table() -> None:
-    from ci.runner.xpu_commands import command_lines
+    from ci.runner.xpu import COMMANDS
 
     (step,) = load_tier(CORPUS, Tier.READY, Platform.XPU)
-    assert step.commands == tuple(command_lines())
+    assert step.commands == COMMANDS
     assert step.shell_commands == step.commands  # not YAML: no `$$` unescaping
     assert not step.runs_on_cpu and step.need == "needs intel-gpu-omni"
     assert step.blocking and step.timeout_minutes == 60

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.runner import xpu, xpu_commands
+from ci.runner import xpu
 from ci.runner.program import render_program
 from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run_cli
 
@@ -30,7 +30,7 @@ from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run
 
 
 def test_command_table_is_the_scripts() -> None:
-    assert xpu_commands.command_lines() == (
+    assert xpu.COMMANDS == (
         'echo "${ZE_AFFINITY_MASK:-}"',
         "pip install tblib==3.1.0",
         "cd /workspace/vllm-omni",
@@ -39,8 +39,6 @@ def test_command_table_is_the_scripts() -> None:
         'pytest -v -s tests/diffusion tests/dfx tests/e2e -m "advanced_model and xpu and B60"',
         'pytest -v -s tests/diffusion tests/dfx tests/e2e -m "omni and xpu and B60"',
     )
-    assert [r.name for r in xpu_commands.RUNS] == ["core", "mxfp8", "advanced", "omni"]
-    assert xpu_commands.RUNS[0].argv[-2:] == ("-m", "core_model and xpu and B60")
 
 
 def test_program_stops_at_the_first_failure(tmp_path: Path) -> None:
@@ -55,7 +53,7 @@ def test_program_stops_at_the_first_failure(tmp_path: Path) -> None:
 
 def test_program_runs_the_table() -> None:
     text = xpu.program()
-    for line in xpu_commands.command_lines():
+    for line in xpu.COMMANDS:
         assert line in text
 
 
@@ -76,7 +74,6 @@ def spec(devices: tuple[str, ...] = ()) -> xpu.XpuRunSpec:
         image="xpu/vllm-omni-ci:c",
         container="xpu_c_0123456789",
         hf_cache="/h",
-        program="P",
         timeout=1800,
         devices=devices,
     )
@@ -99,11 +96,11 @@ def test_docker_run_argv_with_and_without_devices() -> None:
     both = ("/dev/dri", "/dev/dri/by-path")
     assert list(xpu.docker_run_argv(spec(both))) == [
         "docker",
-        *expected_argv("/dev", "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", "P"),
+        *expected_argv("/dev", "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", xpu.program()),
     ]
     assert list(xpu.docker_run_argv(spec())) == [
         "docker",
-        *expected_argv(None, "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", "P"),
+        *expected_argv(None, "/h", "xpu_c_0123456789", "xpu/vllm-omni-ci:c", xpu.program()),
     ]
     only_dri = xpu.docker_run_argv(spec(("/dev/dri",)))
     assert "--device" in only_dri and "/dev/dri/by-path:/dev/dri/by-path" not in only_dri

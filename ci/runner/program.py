@@ -3,18 +3,16 @@
 A program, not Python, so the same text runs on an agent and in any test image
 without vllm-omni-ci. In order: `set -euo pipefail` and the commands as one quoted
 literal; env defaults (when unset *or empty*), forced values, exports; the
-pre-flight; the masked `Commands:` line; the commands in a child bash run by
-`Mode`; the exit mapping. Run-time facts (job id, GPU count) come from its env.
+pre-flight; the masked `Commands:` line; the commands in a child bash; the exit
+mapping. Run-time facts (job id, GPU count) come from its env.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from ci.redact import MASK, Redactor, is_secret_name
 
@@ -22,166 +20,19 @@ COMMANDS_VAR = "__omni_ci_commands"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class Mode(str, enum.Enum):
-    """How the command text runs."""
-
-    # AMD: run every line, keep the first failure (a real failure replaces
-    # pytest's 5), pipefail on; `exit N` and `set -e` fold into that status.
-    RUN_ALL = "run-all"
-    # Buildkite's default job shell, `bash -e -c`: stop at the first failure.
-    FAIL_FAST = "fail-fast"
-
-
-class PreflightCheck(Protocol):
-    """One pre-flight step: a bash fragment that exits non-zero to stop the job."""
-
-    def render(self) -> str: ...
-
-
-def _refuse(test: str, message: str) -> str:
+# A pre-flight check is a bash fragment that exits non-zero to stop the job.
+def refuse(test: str, message: str) -> str:
     """bash: when `test` holds, say `message` on stderr and exit 1."""
     return f"if [[ {test} ]]; then\n    echo {shlex.quote(message)} >&2\n    exit 1\nfi"
 
 
-@dataclass(frozen=True)
-class DockerDisabled:
-    """MI300 jobs run natively in the pod: refuse unless VLLM_CI_DOCKER_DISABLED is exactly 1."""
-
-    def render(self) -> str:
-        test = '"${VLLM_CI_DOCKER_DISABLED:-0}" != "1"'
-        return _refuse(test, "Error: MI300 CI must run natively with Docker disabled.")
-
-
-@dataclass(frozen=True)
-class RequireCommands:
-    """An empty command text is an error (exit 1), not a silent success."""
-
-    def render(self) -> str:
-        return _refuse(f'-z "${{{COMMANDS_VAR}}}"', "Error: No test commands provided.")
-
-
-@dataclass(frozen=True)
-class Section:
+def section(title: str) -> str:
     """A Buildkite log section header (`--- title`)."""
-
-    title: str
-
-    def render(self) -> str:
-        return f"echo {shlex.quote('--- ' + self.title)}"
+    return f"echo {shlex.quote('--- ' + title)}"
 
 
-_CACHE_DIRS = """\
-__omni_ci_sanitize() {
-    local LC_ALL=C.UTF-8
-    local raw="$1"
-    printf '%s' "${raw//[^A-Za-z0-9_.-]/_}"
-}
-__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"
-__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"
-__omni_ci_cache_root={root}
-export TMPDIR="${__omni_ci_cache_root}/tmp"
-export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"
-export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"
-export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"
-export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"
-export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"
-mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\
-    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}"
-"""
-
-
-@dataclass(frozen=True)
-class CacheDirs:
-    """Per-job caches under `<prefix><job id>`, always overwritten; HF_HOME stays shared.
-
-    The job id is BUILDKITE_JOB_ID, else BUILDKITE_PARALLEL_JOB, else `local`, with
-    one `_` per code point outside [A-Za-z0-9_.-] (under C.UTF-8, in any locale).
-    """
-
-    prefix: str = "/tmp/vllm-omni-native-"
-
-    def render(self) -> str:
-        root = f"{shlex.quote(self.prefix)}" + '"${__omni_ci_job}"'
-        return _CACHE_DIRS.replace("{root}", root).rstrip("\n")
-
-
-_HF_MOUNT_CHECK = """\
-if [[ "${VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE:-0}" == "1" ]]; then
-    if ! command -v findmnt >/dev/null 2>&1; then
-        echo "Error: findmnt is required to verify the Hugging Face cache mount." >&2
-        exit 1
-    fi
-    __omni_ci_mnt=$(findmnt -n -T "${HF_HOME}" -o TARGET 2>/dev/null || true)
-    if [[ -z "${__omni_ci_mnt}" || "${__omni_ci_mnt}" == "/" ]]; then
-        echo "Error: MI300 CI requires a persistent volume at or above ${HF_HOME}." >&2
-        exit 1
-    fi
-fi
-"""
-
-
-@dataclass(frozen=True)
-class PersistentHfCache:
-    """With VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1, HF_HOME must sit on a mount other than `/`."""
-
-    def render(self) -> str:
-        return _HF_MOUNT_CHECK.rstrip("\n")
-
-
-_TORCH_CHECK = """\
-import os
-
-import torch
-
-expected = int(os.environ.get("VLLM_CI_EXPECTED_GPU_COUNT") or "1")
-if not torch.version.hip:
-    raise AssertionError("PyTorch is not a ROCm build")
-if not torch.cuda.is_available():
-    raise AssertionError("ROCm GPU is not available to PyTorch")
-actual = torch.cuda.device_count()
-if actual != expected:
-    raise AssertionError(f"Expected {expected} ROCm GPU(s), found {actual}")
-"""
-
-
-_GPU_COUNT_CHECK = (
-    '__omni_ci_gpus="${VLLM_CI_EXPECTED_GPU_COUNT:-1}"\n'
-    'if [[ ! "${__omni_ci_gpus}" =~ ^[0-9]+$ ]]; then\n'
-    "    echo \"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '${__omni_ci_gpus}'.\" >&2\n"  # noqa: E501
-    "    exit 1\n"
-    "fi"
-)
-
-
-@dataclass(frozen=True)
-class GpuCount:
-    """VLLM_CI_EXPECTED_GPU_COUNT is a non-negative integer (unset or empty: 1), else exit 1.
-
-    An input check, run before anything with a side effect; `RocmGpus` repeats it.
-    """
-
-    def render(self) -> str:
-        return _GPU_COUNT_CHECK
-
-
-@dataclass(frozen=True)
-class RocmGpus:
-    """`rocminfo`, then torch: a ROCm build, available, exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs.
-
-    The count is checked as `GpuCount` does; 0 is the no-GPU pre-flight (CPU-only
-    steps, local runs): rocminfo and torch are skipped.
-    """
-
-    def render(self) -> str:
-        return (
-            _GPU_COUNT_CHECK + "\n"
-            "if (( 10#${__omni_ci_gpus} == 0 )); then\n"
-            '    echo "VLLM_CI_EXPECTED_GPU_COUNT=0: no-GPU pre-flight, skipping rocminfo and the torch GPU check."\n'  # noqa: E501
-            "else\n"
-            "    rocminfo\n"
-            "    python3 - <<'PY'\n" + _TORCH_CHECK + "PY\n"
-            "fi"
-        )
+# An empty command text is an error (exit 1), not a silent success.
+REQUIRE_COMMANDS = refuse(f'-z "${{{COMMANDS_VAR}}}"', "Error: No test commands provided.")
 
 
 @dataclass(frozen=True)
@@ -191,9 +42,12 @@ class Semantics:
     platform: str
     defaults: tuple[tuple[str, str], ...] = ()  # set when unset or empty, then exported
     forced: tuple[tuple[str, str], ...] = ()  # exported, over the job's environment
-    preflight: tuple[PreflightCheck, ...] = ()
-    mode: Mode = Mode.RUN_ALL
-    allow_no_tests: bool = False  # VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0
+    preflight: tuple[str, ...] = ()
+    # True: run-amd-test.sh's shell: every line runs and the first failure is kept
+    # (a real failure replaces pytest's 5; `exit N` and `set -e` fold in), pipefail
+    # on, and VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0.
+    # False: Buildkite's default job shell, `bash -e -c`: stop at the first failure.
+    run_all: bool = False
 
 
 # The ERR trap keeps the first failure, but a real failure replaces pytest's 5;
@@ -213,15 +67,11 @@ eval "$1"
 exit "${__omni_ci_status}"
 """
 
-
-def _child(mode: Mode) -> str:
-    if mode is Mode.RUN_ALL:
-        return (
-            f'"${{BASH:-/bin/bash}}" -o pipefail -c {shlex.quote(_RUN_ALL_CHILD)} '
-            f'_ "${{{COMMANDS_VAR}}}"'
-        )
-    return f'"${{BASH:-/bin/bash}}" -e -c "${{{COMMANDS_VAR}}}"'
-
+_NO_TESTS = """\
+if [[ ${__omni_ci_exit} -eq 5 && "${VLLM_CI_ALLOW_NO_TESTS:-0}" == "1" ]]; then
+    echo 'Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success.'
+    exit 0
+fi"""
 
 _ASSIGNMENT = re.compile(
     r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s;&|)]+)"
@@ -241,35 +91,24 @@ def shown_commands(text: str, secrets: Iterable[str] = ()) -> str:
     return _ASSIGNMENT.sub(mask, Redactor(secrets)(text))
 
 
-_NO_TESTS = """\
-if [[ ${__omni_ci_exit} -eq 5 && "${VLLM_CI_ALLOW_NO_TESTS:-0}" == "1" ]]; then
-    echo 'Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success.'
-    exit 0
-fi"""
-
-
 def render_program(
-    semantics: Semantics,
-    commands: str | Sequence[str],
-    env: Mapping[str, str] | None = None,
-    *,
-    preflight: Sequence[PreflightCheck] | None = None,
-    secrets: Iterable[str] = (),
+    semantics: Semantics, commands: str | Sequence[str], *, secrets: Iterable[str] = ()
 ) -> str:
     """The complete bash program for one job; a pure function of its arguments.
 
-    `commands` (text, or lines) is `eval`ed (RUN_ALL) or run with `bash -e -c`
-    (FAIL_FAST) by a child bash; `env` is exported after the defaults;
-    `preflight` replaces the semantics' own; `secrets` are masked in the
-    `Commands:` line. The program holds the text twice and one argv string may
-    not exceed 128 KiB: a long one runs as `bash FILE` (`ci.runner.native`).
+    `commands` (text, or lines) run in a child bash as `semantics.run_all` says;
+    `secrets` are masked in the `Commands:` line. The program holds the text twice
+    and one argv string may not exceed 128 KiB: a long one runs as `bash FILE`
+    (`ci.runner.native`).
     """
     text = commands if isinstance(commands, str) else "\n".join(commands)
-    exports = tuple((env or {}).items())
-    bad = [n for n, _ in (*semantics.defaults, *semantics.forced, *exports) if not _NAME.match(n)]
+    bad = [n for n, _ in (*semantics.defaults, *semantics.forced) if not _NAME.match(n)]
     if bad:
         raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
-    checks = semantics.preflight if preflight is None else tuple(preflight)
+    if semantics.run_all:
+        child = f'-o pipefail -c {shlex.quote(_RUN_ALL_CHILD)} _ "${{{COMMANDS_VAR}}}"'
+    else:
+        child = f'-e -c "${{{COMMANDS_VAR}}}"'
 
     out = [
         "#!/usr/bin/env bash",
@@ -281,13 +120,13 @@ def render_program(
     ]
     for name, value in semantics.defaults:
         out += [f'[[ -n "${{{name}:-}}" ]] || {name}={shlex.quote(value)}', f"export {name}"]
-    out += [f"export {name}={shlex.quote(value)}" for name, value in (*semantics.forced, *exports)]
-    out += [check.render() for check in checks]
+    out += [f"export {name}={shlex.quote(value)}" for name, value in semantics.forced]
+    out += semantics.preflight
     out += [
         f"printf '%s\\n' {shlex.quote('Commands:' + shown_commands(text, secrets))}",
-        f"if {_child(semantics.mode)}; then\n    exit 0\nelse\n    __omni_ci_exit=$?\nfi",
+        f'if "${{BASH:-/bin/bash}}" {child}; then\n    exit 0\nelse\n    __omni_ci_exit=$?\nfi',
     ]
-    if semantics.allow_no_tests:
+    if semantics.run_all:
         out.append(_NO_TESTS)
     out.append('exit "${__omni_ci_exit}"')
     return "\n".join(out) + "\n"

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
-from ci.proctree import become_subreaper
 from ci.redact import Redactor
 from ci.runner import leaks, run_reporting
 from ci.runner.guard import run_then_end_leftovers
@@ -61,27 +60,26 @@ class StepPlan:
     """What `step` will do, decided before anything runs."""
 
     command: Command
-    artifact_dir: str | None = None  # created before the run
-    junit: str | None = None  # its directory is created before the run
+    options: StepOptions
+    dirs: tuple[tuple[str, str], ...] = ()  # (option, directory), created before the run
+    artifact_dir: str | None = None
     copy_to: str | None = None  # artifact_dir is copied here afterwards
     log: str | None = None
     summary: str | None = None
-    summary_tail: int = 0
-    leak_check: bool = False
-    leak_scope: str = "tree"
     leak_settle: float = 5.0
 
     def render(self) -> str:
-        timeout, grace = self.command.timeout, self.command.grace
+        timeout, grace, options = self.command.timeout, self.command.grace, self.options
         lines = [
             "# plan: step",
             f"$ {shlex.join(self.command.argv)}",
             timeout is not None and f"# timeout: {timeout:g}s, then KILL after {grace:g}s",
             self.artifact_dir and f"# artifact dir: {self.artifact_dir}",
             self.copy_to and f"# copy artifacts to: {self.copy_to}",
-            self.summary and f"# log: {self.log}; last {self.summary_tail} lines to {self.summary}",
-            self.leak_check
-            and f"# leak check: scope {self.leak_scope}, settle {self.leak_settle:g}s",
+            self.summary
+            and f"# log: {self.log}; last {options.summary_tail} lines to {self.summary}",
+            options.leak_check
+            and f"# leak check: scope {options.leak_scope}, settle {self.leak_settle:g}s",
         ]
         return "".join(f"{line}\n" for line in lines if line)
 
@@ -92,6 +90,15 @@ def _int(text: str, what: str, problems: list[str]) -> int | None:
     except ValueError:
         problems.append(f"{what}: {text!r} is not an integer")
         return None
+
+
+def _env_int(environ: Mapping[str, str], name: str, problems: list[str], fix: str) -> int | None:
+    """The variable as an integer; unset is a problem saying `fix`, unless `fix` is empty."""
+    if raw := environ.get(name, ""):
+        return _int(raw, name, problems)
+    if fix:
+        problems.append(f"{name} is not set: {fix}")
+    return None
 
 
 SHARD_FLAGS = ("--num-shards", "--shard-id")
@@ -127,48 +134,42 @@ def shard_args(
     if not shard and not shard_list:
         # Only pytest takes the flags: `bash -c '…'` would get them as $0/$1, a tool
         # as unknown arguments.
-        in_parallel_step = bool(environ.get("BUILDKITE_PARALLEL_JOB_COUNT"))
-        if not in_parallel_step or not is_pytest(argv):
-            return []
-        if any(w.startswith(SHARD_FLAGS) for w in argv):
+        named = any(w.startswith(SHARD_FLAGS) for w in argv)
+        if not environ.get("BUILDKITE_PARALLEL_JOB_COUNT") or not is_pytest(argv) or named:
             return []
         shard = "auto"
-    index = count = None
-    if shard and shard != "auto":
+    explicit = shard not in ("", "auto")
+    if explicit:
         left, sep, right = shard.partition("/")
         if not sep:
             problems.append(f"--shard: {shard!r} is not i/n (0-based i), auto or none")
             return []
         index, count = _int(left, "--shard index", problems), _int(right, "--shard count", problems)
     else:
-        raw_index = environ.get("BUILDKITE_PARALLEL_JOB", "")
-        raw_count = environ.get("BUILDKITE_PARALLEL_JOB_COUNT", "")
-        if not raw_index:
-            problems.append(
-                "BUILDKITE_PARALLEL_JOB is not set: give --shard i/n, or run in a parallel step"
-            )
-        else:
-            index = _int(raw_index, "BUILDKITE_PARALLEL_JOB", problems)
-        if raw_count:
-            count = _int(raw_count, "BUILDKITE_PARALLEL_JOB_COUNT", problems)
-        elif not shard_list:
-            problems.append("BUILDKITE_PARALLEL_JOB_COUNT is not set: give --shard i/n")
+        fix = "give --shard i/n, or run in a parallel step"
+        index = _env_int(environ, "BUILDKITE_PARALLEL_JOB", problems, fix)
+        fix = "" if shard_list else "give --shard i/n"
+        count = _env_int(environ, "BUILDKITE_PARALLEL_JOB_COUNT", problems, fix)
     if index is None:
         return []
     if shard_list:
         entries = [e.strip() for e in shard_list.split(",")]
-        last = len(entries) - 1
         if not all(entries):
             problems.append(f"--shard-list: empty entry in {shard_list!r}")
-        elif count is not None and count != len(entries):
-            problems.append(f"--shard-list has {last + 1} entries but the step has {count} shards")
-        if all(entries) and not 0 <= index <= last:
+            return []
+        if count is not None and count != len(entries):
+            problems.append(
+                f"--shard-list has {len(entries)} entries but the step has {count} shards"
+            )
+        if not 0 <= index < len(entries):
+            last = len(entries) - 1
             problems.append(f"shard index {index} is out of range for --shard-list (0..{last})")
-        return [entries[index]] if all(entries) and 0 <= index <= last else []
+            return []
+        return [entries[index]]
     if count is None:
         return []
     if count < 1:
-        source = "--shard" if shard and shard != "auto" else "BUILDKITE_PARALLEL_JOB_COUNT"
+        source = "--shard" if explicit else "BUILDKITE_PARALLEL_JOB_COUNT"
         problems.append(f"{source}: {count} shards: the count must be 1 or more")
         return []
     if not 0 <= index < count:
@@ -202,12 +203,15 @@ def plan_step(
     if options.leak_scope not in SCOPES:
         problems.append(f"--leak-scope: {options.leak_scope!r}: allowed values are tree, all")
     extra = shard_args(options.shard, options.shard_list, environ, problems, argv)
+    dirs = []
     for name, value, directory in (
         ("--artifact-dir", options.artifact_dir, options.artifact_dir),
         ("--junit", options.junit, os.path.dirname(options.junit)),
     ):
-        blocked = _not_a_directory(os.path.join(cwd, directory)) if value else None
-        if blocked:
+        if not value:
+            continue
+        dirs.append((name, os.path.join(cwd, directory)))
+        if blocked := _not_a_directory(dirs[-1][1]):
             problems.append(f"{name}: {value!r}: {blocked} is a file, not a directory")
     UserError.collect(problems)
 
@@ -235,16 +239,7 @@ def plan_step(
         grace=kill_after if kill_after is not None else 120.0,
     )
     return StepPlan(
-        command=command,
-        artifact_dir=artifact_dir,
-        junit=os.path.join(cwd, options.junit) if options.junit else None,
-        copy_to=copy_to,
-        log=log,
-        summary=summary,
-        summary_tail=options.summary_tail,
-        leak_check=options.leak_check,
-        leak_scope=options.leak_scope,
-        leak_settle=settle or 0.0,
+        command, options, tuple(dirs), artifact_dir, copy_to, log, summary, settle or 0.0
     )
 
 
@@ -261,12 +256,7 @@ def _not_a_directory(path: str) -> str | None:
 
 def _make_dirs(plan: StepPlan) -> None:
     """Make the artifact and JUnit dirs before the command starts; failing is an input error."""
-    for name, directory in (
-        ("--artifact-dir", plan.artifact_dir),
-        ("--junit", os.path.dirname(plan.junit or "")),
-    ):
-        if not directory:
-            continue
+    for name, directory in plan.dirs:
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
@@ -288,38 +278,31 @@ def _tail(path: str, count: int) -> list[str]:
         return []
 
 
-def write_artifact(path: str, text: str) -> bool:
+def write_artifact(path: str, text: str) -> None:
     """Write one file of ours, secrets masked; a failure is a warning, never the exit code."""
     try:
         Path(path).write_text(Redactor.for_env()(text), encoding="utf-8")
-        return True
     except OSError as exc:
         note(f"step: could not write {path}: {exc.strerror or exc}")
-        return False
-
-
-def _copy(plan: StepPlan) -> None:
-    import shutil
-
-    if not plan.artifact_dir or not plan.copy_to or not os.path.isdir(plan.artifact_dir):
-        return
-    try:
-        shutil.copytree(plan.artifact_dir, plan.copy_to, dirs_exist_ok=True)
-        note(f"step: copied {plan.artifact_dir} to {plan.copy_to}")
-    except OSError as exc:
-        note(f"step: could not copy artifacts to {plan.copy_to}: {exc}")
 
 
 def _finish(plan: StepPlan) -> None:
     """The summary (the log's last lines) and the artifacts' copy, whatever happened."""
+    import shutil
+
     if plan.summary and plan.log:
-        write_artifact(plan.summary, "".join(_tail(plan.log, plan.summary_tail)))
-    _copy(plan)
+        write_artifact(plan.summary, "".join(_tail(plan.log, plan.options.summary_tail)))
+    if plan.artifact_dir and plan.copy_to and os.path.isdir(plan.artifact_dir):
+        try:
+            shutil.copytree(plan.artifact_dir, plan.copy_to, dirs_exist_ok=True)
+            note(f"step: copied {plan.artifact_dir} to {plan.copy_to}")
+        except OSError as exc:
+            note(f"step: could not copy artifacts to {plan.copy_to}: {exc}")
 
 
 def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[], bool]) -> int:
     """Settle, report (stderr and process-cleanup.txt) and return the step's code."""
-    found = leaks.settle(before, plan.leak_scope, plan.leak_settle, stop=stop)
+    found = leaks.settle(before, plan.options.leak_scope, plan.leak_settle, stop=stop)
     if stop():
         return code  # cut short by a signal: no verdict, the leftovers are ended anyway
     lines = leaks.report(found)
@@ -338,13 +321,11 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
 def execute(plan: StepPlan) -> int:
     """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
     _make_dirs(plan)
-    # Orphans of the command must be re-parented to us, where the check sees them.
-    become_subreaper()
 
     def run(received: list[int]) -> int:
-        before = leaks.snapshot(plan.leak_scope) if plan.leak_check else []
+        before = leaks.snapshot(plan.options.leak_scope) if plan.options.leak_check else []
         code = run_reporting(plan.command).code
-        if plan.leak_check:
+        if plan.options.leak_check:
             code = _leak_check(plan, before, code, stop=lambda: bool(received))
         return code
 

@@ -1,7 +1,7 @@
 """`run-tests --platform xpu`: the XPU job's tests in a container of the CI image.
 
 Replaces the test half of `run-xpu-test.sh`: `docker run` of `xpu/vllm-omni-ci:<commit>`
-with the script's devices, mounts, env and name, running `ci.runner.xpu_commands`.
+with the script's devices, mounts, env and name, running the command table `COMMANDS`.
 Changed (docs/differences.md): only present devices are passed; the timeout kills
 the container; container and image are removed on every ending; `docker system
 prune -f` is opt-in (`--prune`). Kill and cleanup go through the SDK.
@@ -10,12 +10,13 @@ prune -f` is opt-in (`--prune`). Kill and cleanup go through the SDK.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import string
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,31 +25,36 @@ from ci import door, door_docker
 from ci.durations import parse_duration
 from ci.errors import BAD_INPUT, Stop, UserError
 from ci.images import refs
-from ci.runner import run_reporting, xpu_commands
-from ci.runner.program import Mode, Section, Semantics, render_program
+from ci.runner import run_reporting
+from ci.runner.program import Semantics, render_program, section
 from ci.target import resolve_commit
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-XPU = Semantics(
-    platform="xpu",
-    preflight=(Section("Intel XPU tests"),),
-    mode=Mode.FAIL_FAST,
-    allow_no_tests=False,
+# The XPU test commands, the one table the XPU runner and the XPU tier both read:
+# the last step of `.buildkite/intel/scripts/run-xpu-test.sh`, quoted as the script
+# wrote it. tblib is installed first for pytest-xdist tracebacks.
+_PATHS = "tests/diffusion tests/dfx tests/e2e"
+WORKDIR = "/workspace/vllm-omni"  # the checkout in the XPU image
+COMMANDS = (
+    'echo "${ZE_AFFINITY_MASK:-}"',
+    "pip install tblib==3.1.0",
+    f"cd {WORKDIR}",
+    f'pytest -v -s {_PATHS} -m "core_model and xpu and B60"',
+    "pytest -v -s tests/diffusion/quantization/test_mxfp8_config.py",
+    f'pytest -v -s {_PATHS} -m "advanced_model and xpu and B60"',
+    f'pytest -v -s {_PATHS} -m "omni and xpu and B60"',
 )
+XPU = Semantics(platform="xpu", preflight=(section("Intel XPU tests"),))
 
-IMAGE_REPO = refs.XPU_REPOSITORY
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
-CONTAINER_HF = "/root/.cache/huggingface"
-DEFAULT_TIMEOUT = "30m"
 # `timeout -k 30`: how long the docker client may take to end after the container was killed.
 KILL_AFTER = 30.0
 # On SIGTERM the client gets this long before KILL; the container is removed right after.
 SIGNAL_GRACE = 3.0
 # Where host devices are looked up; a test or an unusual host may point it elsewhere.
 DEV_ROOT_ENV = "VLLM_OMNI_CI_DEV_ROOT"
-TIMEOUT_CODE = 124
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,10 @@ class XpuRunSpec:
     image: str
     container: str
     hf_cache: str
-    program: str
     timeout: float
     dev_root: str = "/dev"
     devices: tuple[str, ...] = ()  # the host device paths that exist (dri, dri/by-path)
     prune: bool = False
-    docker: str = "docker"
 
 
 def container_name(commit: str, suffix: str | None = None) -> str:
@@ -85,15 +89,13 @@ def _wanted(dev_root: str) -> tuple[str, str]:
     return f"{dev_root}/dri", f"{dev_root}/dri/by-path"
 
 
-def present_devices(
-    dev_root: str, exists: Callable[[str], bool] = os.path.exists
-) -> tuple[str, ...]:
-    return tuple(p for p in _wanted(dev_root) if exists(p))
+def present_devices(dev_root: str) -> tuple[str, ...]:
+    return tuple(p for p in _wanted(dev_root) if os.path.exists(p))
 
 
 def program() -> str:
     """The bash program run in the container: the command table, stop at the first failure."""
-    return render_program(XPU, xpu_commands.command_lines())
+    return render_program(XPU, COMMANDS)
 
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
@@ -101,17 +103,17 @@ def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
     dri, by_path = _wanted(spec.dev_root)
     # Never pull: a missing local image would otherwise be fetched from Docker Hub's
     # `xpu/` namespace, which we do not own, and be given HF_TOKEN.
-    argv: list[str] = [spec.docker, "run", "--pull=never"]
+    argv: list[str] = ["docker", "run", "--pull=never"]
     if dri in spec.devices:
         argv += ["--device", f"{dri}:/dev/dri"]
     argv += ["--net=host", "--ipc=host"]
     if by_path in spec.devices:
         argv += ["-v", f"{by_path}:/dev/dri/by-path"]
-    argv += ["-v", f"{spec.hf_cache}:{CONTAINER_HF}"]
+    argv += ["-v", f"{spec.hf_cache}:/root/.cache/huggingface"]
     argv += ["--security-opt", "seccomp=unconfined", "--entrypoint="]
     for name in PASSTHROUGH:
         argv += ["-e", name]
-    return (*argv, "--name", spec.container, spec.image, "bash", "-c", spec.program)
+    return (*argv, "--name", spec.container, spec.image, "bash", "-c", program())
 
 
 def run_command(spec: XpuRunSpec) -> door.Command:
@@ -124,21 +126,18 @@ def run_command(spec: XpuRunSpec) -> door.Command:
     )
 
 
-def prune_command(spec: XpuRunSpec) -> door.Command:
-    return door.Command(
-        (spec.docker, "system", "prune", "-f"), description="prune the shared host (--prune)"
-    )
+PRUNE = door.Command(
+    ("docker", "system", "prune", "-f"), description="prune the shared host (--prune)"
+)
 
 
 def plan_run(spec: XpuRunSpec) -> door.Plan:
     cleanup = f"remove container {spec.container}, remove image {spec.image}"
-    commands = [run_command(spec)]
     if spec.prune:
-        commands.append(prune_command(spec))
         cleanup += ", docker system prune -f"
     missing = [p for p in _wanted(spec.dev_root) if p not in spec.devices]
     return door.Plan(
-        commands=tuple(commands),
+        commands=(run_command(spec), PRUNE) if spec.prune else (run_command(spec),),
         facts=(
             ("image", spec.image),
             ("container", spec.container),
@@ -151,139 +150,103 @@ def plan_run(spec: XpuRunSpec) -> door.Plan:
     )
 
 
-def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
-    seconds = parse_duration(timeout or DEFAULT_TIMEOUT, name="--timeout")
-    if seconds <= 0:
-        raise UserError(f"--timeout: {timeout!r} must be longer than zero")
-    commit = resolve_commit(
-        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
-    )
-    dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
-    return XpuRunSpec(
-        image=refs.image_ref(IMAGE_REPO, commit),
-        container=container_name(commit),
-        hf_cache=hf_cache_dir(env),
-        program=program(),
-        timeout=seconds,
-        dev_root=dev_root,
-        devices=present_devices(dev_root),
-        prune=prune,
-    )
-
-
-# --------------------------------------------------------------------------- running
-
-
-class Engine:
+def engine() -> Callable[[], DockerClient]:
     """The docker SDK client for kill and cleanup, connected on first use, quietly: the
     cleanup runs on every ending, and an error's line must stay the first on stderr."""
 
-    def __init__(self) -> None:
-        self._client: DockerClient | None = None
-
-    def client(self) -> DockerClient:
-        if self._client is None:
-            import docker
-
-            connect = lambda: docker.from_env(timeout=20)  # noqa: E731
-            self._client = door_docker.ask("connect to the engine", connect, quiet=True)
-        return self._client
-
-    def kill(self, name: str, *, again: bool = False) -> None:
-        """`again`: a retry, already said once."""
-        containers = self.client().containers
-        door_docker.change(
-            f"kill container {name}", lambda: containers.get(name).kill(), quiet=again
-        )
-
-    def remove(self, kind: str, name: str) -> None:
-        """Remove a `container` or an `image`, quietly; one already gone is fine."""
+    def connect() -> DockerClient:
         import docker
 
-        client = self.client()
-        action: Callable[[], object] = (
-            (lambda: client.containers.get(name).remove(force=True))
-            if kind == "container"
-            else (lambda: client.images.remove(name, force=True))
-        )
-        with contextlib.suppress(docker.errors.NotFound):  # ImageNotFound is one too
-            door_docker.change(f"remove {kind} {name}", action, quiet=True)
+        return docker.from_env(timeout=20)
+
+    return functools.cache(lambda: door_docker.ask("connect to the engine", connect, quiet=True))
 
 
-def _kill_at_deadline(
-    spec: XpuRunSpec, engine: Engine, fired: threading.Event, finished: threading.Event
-) -> None:
-    """Kill the container; retry while it does not exist yet or is still starting."""
-    fired.set()
-    door.note(f"timeout: {spec.timeout:g}s passed; killing container {spec.container}")
-    last: Exception | None = None
-    while not finished.is_set():
-        try:
-            engine.kill(spec.container, again=last is not None)
-            return
-        except Exception as exc:  # not created / not running yet; the client backstop remains
-            last = exc
-            finished.wait(0.2)
-    if last is not None:
-        door.note(f"note: {spec.container} was not killed ({last}); the run had ended")
+def cleanup(spec: XpuRunSpec, client: Callable[[], DockerClient]) -> None:
+    """Each step runs whatever happened before it; one already gone is fine; failures
+    are logged, never raised."""
+    import docker
 
-
-def cleanup(spec: XpuRunSpec, engine: Engine) -> None:
-    """Each step runs whatever happened before it; failures are logged, never raised."""
+    container = lambda: client().containers.get(spec.container).remove(force=True)  # noqa: E731
+    image = lambda: client().images.remove(spec.image, force=True)  # noqa: E731
     steps: list[tuple[str, Callable[[], object]]] = [
-        (f"remove container {spec.container}", lambda: engine.remove("container", spec.container)),
-        (f"remove image {spec.image}", lambda: engine.remove("image", spec.image)),
+        (f"remove container {spec.container}", container),
+        (f"remove image {spec.image}", image),
+        *((("docker system prune -f", lambda: door.run(PRUNE)),) if spec.prune else ()),
     ]
-    if spec.prune:
-        steps.append(("docker system prune -f", lambda: door.run(prune_command(spec))))
     for what, step in steps:
         try:
-            step()
+            with contextlib.suppress(docker.errors.NotFound):  # ImageNotFound is one too
+                door_docker.change(what, step, quiet=True)
         except Exception as exc:
             door.note(f"warning: cleanup: {what} failed: {exc}")
 
 
 def execute(spec: XpuRunSpec) -> int:
     """Run the container; return its exit status (124 after a timeout)."""
-    engine = Engine()
+    client = engine()
     fired, finished = threading.Event(), threading.Event()
-    timer = threading.Timer(spec.timeout, _kill_at_deadline, (spec, engine, fired, finished))
-    timer.daemon = True
+
+    def kill_at_deadline() -> None:
+        """Kill the container; retry while it does not exist yet or is still starting."""
+        if finished.wait(spec.timeout):
+            return
+        fired.set()
+        door.note(f"timeout: {spec.timeout:g}s passed; killing container {spec.container}")
+        kill = lambda: client().containers.get(spec.container).kill()  # noqa: E731
+        last: Exception | None = None
+        while not finished.is_set():
+            try:  # said once; the retries are quiet
+                door_docker.change(f"kill container {spec.container}", kill, quiet=bool(last))
+                return
+            except Exception as exc:  # not created / not running yet; the client backstop remains
+                last = exc
+                finished.wait(0.2)
+        if last is not None:
+            door.note(f"note: {spec.container} was not killed ({last}); the run had ended")
+
     started = time.monotonic()
     try:
         try:
             os.makedirs(spec.hf_cache, exist_ok=True)
         except OSError as exc:
             raise Stop(1, f"error: HF_CACHE: cannot create {spec.hf_cache}: {exc}") from None
-        timer.start()
+        threading.Thread(target=kill_at_deadline, daemon=True).start()
         result = run_reporting(run_command(spec))
         finished.set()
-        timer.cancel()
         door.note(f"docker run ended with {result.code} after {time.monotonic() - started:.1f}s")
-        return TIMEOUT_CODE if fired.is_set() else result.code
+        return 124 if fired.is_set() else result.code
     finally:
         finished.set()
-        timer.cancel()
-        cleanup(spec, engine)
+        cleanup(spec, client)
 
 
 def run_tests(
-    env: Mapping[str, str],
-    *,
-    timeout: str = "",
-    prune: bool = False,
-    positional: tuple[str, ...] = (),
-    dry_run: bool = False,
+    *, timeout: str = "", prune: bool = False, positional: Sequence[str] = (), dry_run: bool = False
 ) -> None:
+    env = os.environ
     if positional:
         raise UserError(
-            "run-tests --platform xpu runs the XPU command table (ci/runner/xpu_commands.py) "
+            "run-tests --platform xpu runs the XPU command table (ci/runner/xpu.py) "
             f"and takes no commands after `--` (got {' '.join(positional)!r})"
         )
-    spec = resolve(env, timeout=timeout, prune=prune)
+    seconds = parse_duration(timeout or "30m", name="--timeout")
+    if seconds <= 0:
+        raise UserError(f"--timeout: {timeout!r} must be longer than zero")
+    commit = resolve_commit(
+        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
+    )
+    dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
+    spec = XpuRunSpec(
+        image=refs.image_ref(refs.XPU_REPOSITORY, commit),
+        container=container_name(commit),
+        hf_cache=hf_cache_dir(env),
+        timeout=seconds,
+        dev_root=dev_root,
+        devices=present_devices(dev_root),
+        prune=prune,
+    )
     if dry_run:
         door.execute(plan_run(spec), dry_run=True)
-        return
-    code = execute(spec)
-    if code:
+    elif code := execute(spec):
         raise Stop(code)

@@ -37,7 +37,7 @@ def run_tests(
     past `exit N` and `set -e`; VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
     npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
     xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:$BUILDKITE_COMMIT
-    with the XPU command table (ci/runner/xpu_commands.py), stopping at the first
+    with the XPU command table (ci/runner/xpu.py), stopping at the first
     failure; HF_CACHE (default ~/.cache/huggingface) mounted; VLLM_LOGGING_LEVEL,
     VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
     only when present; container and image removed on every exit.
@@ -47,7 +47,7 @@ def run_tests(
     ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
     """
     from ci.argv import after_dashdash
-    from ci.runner.dispatch import run_tests as dispatch
+    from ci.runner.native import run_tests as dispatch
 
     dispatch(platform, after_dashdash(), timeout=timeout, prune=prune, dry_run=dry_run)
 

@@ -2,7 +2,7 @@
 
 - rocm, cuda, npu: the tier YAML of `ci.topology.TIER_PATTERNS` (rocm: grade,
   agent_pool; cuda/npu: the hardware is the upload-pipeline preset);
-- xpu: the XPU runner's command table (`ci.runner.xpu_commands`), ready only.
+- xpu: the XPU runner's command table (`ci.runner.xpu.COMMANDS`), ready only.
 
 A pair without a source is `no <tier> tier for <platform>` (exit 2). Each step is
 the YAML's `ShellStep` plus what a local run carries over from CI: shards, timeout,
@@ -27,13 +27,13 @@ from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
 from ci.pipeline.registries import Registries
 from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, unescape
 from ci.platforms import Platform
-from ci.runner.xpu_commands import command_lines
+from ci.runner.xpu import COMMANDS
 from ci.target import resolve_branch
 from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
 from ci.topology import Tier as Tier
 
 AMD_MIRROR = "amdproduction"  # an AMD step is uploaded only when it names this mirror
-XPU_SOURCE = "ci/runner/xpu_commands.py (the XPU runner's command table)"
+XPU_SOURCE = "ci/runner/xpu.py (the XPU runner's command table)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,7 +218,7 @@ def load_tier(
         raise UserError(f"no {tier} tier for {platform}")
     if platform is not Platform.XPU:
         return _yaml_steps(repo, tier, platform, rel, os.environ if environ is None else environ)
-    commands = command_lines()  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
+    commands = COMMANDS  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
     return [
         TierStep(
             file=XPU_SOURCE,

@@ -19,9 +19,9 @@ from ci.door import Command
 from ci.images.refs import ci_image
 from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
-from ci.runner import xpu_commands
+from ci.runner import xpu
 from ci.runner.native import NPU, ROCM
-from ci.runner.program import Mode, RequireCommands, Section, Semantics, render_program
+from ci.runner.program import REQUIRE_COMMANDS, Semantics, render_program, section
 from ci.runner.teelog import BOOTSTRAP, package_parent
 from ci.tiers.model import TierStep
 from ci.tiers.terminal import strip_emoji
@@ -32,9 +32,7 @@ CONTAINER_LABEL = "vllm-omni-ci.tier"
 JOB_SHELL = {
     Platform.NPU: NPU,
     **{
-        platform: Semantics(
-            platform.value, preflight=(RequireCommands(), Section(title)), mode=Mode.FAIL_FAST
-        )
+        platform: Semantics(platform.value, preflight=(REQUIRE_COMMANDS, section(title)))
         for platform, title in ((Platform.CUDA, "CUDA tests"), (Platform.XPU, "Intel XPU tests"))
     },
 }
@@ -44,7 +42,7 @@ WORKDIRS = {
     Platform.ROCM: WORKING_DIR,
     Platform.CUDA: "/workspace",
     Platform.NPU: "/workspace",
-    Platform.XPU: xpu_commands.WORKDIR,
+    Platform.XPU: xpu.WORKDIR,
 }
 # Wraps every job: its output goes through the tee (`ci.runner.teelog`) to the log
 # file, redacted, and to our stderr too when streaming. The job never writes the
