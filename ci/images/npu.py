@@ -20,8 +20,7 @@ from pathlib import Path, PurePosixPath
 from ci import door
 from ci.errors import UserError
 from ci.images import deadline, refs, variants
-from ci.images.options import BuildOptions
-from ci.images.resolve import gather
+from ci.images.options import BuildOptions, gather
 from ci.images.variants import NpuVariant
 from ci.target import resolve_commit, resolve_repo
 

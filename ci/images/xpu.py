@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from ci import doctor, door, door_docker
 from ci.errors import FAILURE, Stop, UserError
 from ci.images import backends, deadline, refs
-from ci.images.options import BuildOptions
-from ci.images.resolve import gather
+from ci.images.options import BuildOptions, gather
 from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
