@@ -98,6 +98,30 @@ def login_registry(registry: str) -> str | None:
     return "/".join(parts[:2]) if parts[0] == ECR_PUBLIC and len(parts) >= 3 else None
 
 
+def ecr_login(docker: str, namespace: str, cwd: str | None = None) -> list[door.Command]:
+    """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.
+
+    The password travels from the first command's captured stdout to the
+    second's stdin: never in argv, and masked in every line once known.
+    """
+    return [
+        door.Command(
+            ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
+            description="get the ECR Public login password",
+            secret_output=True,
+            cwd=cwd,
+        ),
+        door.Command(
+            (docker, "login", "--username", "AWS", "--password-stdin", namespace),
+            description=f"log in to {namespace}",
+            stdin="",
+            stdin_secret=True,
+            stdin_from_previous=True,
+            cwd=cwd,
+        ),
+    ]
+
+
 @dataclass(frozen=True, kw_only=True)
 class KeyedBuild:
     """Everything the plan depends on; `plan()` is a pure function of it."""
@@ -219,27 +243,11 @@ class KeyedBuild:
         ]
 
     def login(self) -> list[door.Command]:
-        """CUDA: `aws ecr-public get-login-password | docker login --password-stdin`, as two
-        commands. The password travels from the first command's captured stdout to the
-        second's stdin: never in argv, and masked in every line once known."""
+        """CUDA only, as its script: log in to ECR Public before pushing there."""
         namespace = login_registry(self.registry)
         if not self.cuda or namespace is None or not self.push:
             return []
-        command = functools.partial(door.Command, cwd=str(self.repo))
-        return [
-            command(
-                ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
-                description="get the ECR Public login password",
-                secret_output=True,
-            ),
-            command(
-                (self.docker, "login", "--username", "AWS", "--password-stdin", namespace),
-                description=f"log in to {namespace}",
-                stdin="",
-                stdin_secret=True,
-                stdin_from_previous=True,
-            ),
-        ]
+        return ecr_login(self.docker, namespace, cwd=str(self.repo))
 
     def steps(self) -> list[door.Command]:
         return self.buildx_steps() if self.backend == backends.BUILDX else self.engine_steps()

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 from ci import door
 from ci.errors import FAILURE, Stop, UserError
@@ -83,11 +83,6 @@ def newest_first(tags: Iterable[Tag]) -> list[Tag]:
     )
 
 
-def split(tags: list[Tag], keep: int) -> tuple[list[Tag], list[Tag]]:
-    """(kept, to delete) from a newest-first list."""
-    return tags[:keep], tags[keep:]
-
-
 def collect(hub: HubClient, log: Logger) -> list[Tag]:
     """Every page of the name-filtered list; an HTTP error stops the task with exit 1."""
     found: list[Tag] = []
@@ -113,20 +108,13 @@ class Logger:
     """The script's messages, on stderr, with every credential masked."""
 
     def __init__(self, *secrets: str) -> None:
-        self._secrets = list(secrets)
-
-    def add_secret(self, *values: str) -> None:
-        self._secrets += [v for v in values if v]
-
-    @property
-    def redact(self) -> Redactor:
-        return Redactor.for_env(extra=self._secrets)
+        self.secrets = [value for value in secrets if value]
 
     def __call__(self, message: str) -> None:
-        door.note(message, redact=self.redact)
+        door.note(message, redact=Redactor.for_env(extra=self.secrets))
 
-    def fail(self, message: str, code: int = FAILURE) -> Any:
-        raise Stop(code, self.redact(message))
+    def fail(self, message: str) -> NoReturn:
+        raise Stop(FAILURE, Redactor.for_env(extra=self.secrets)(message))
 
 
 def cleanup(
@@ -163,7 +151,7 @@ def cleanup(
         log("No tags found to clean up")
         return
     log(f"Found {len(tags)} tags")
-    _kept, doomed = split(tags, keep)
+    doomed = tags[keep:]
     if not doomed:
         log(f"No tags need to be deleted (only {len(tags)} tags found, keeping {keep})")
         return
@@ -200,7 +188,7 @@ def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
         hub.login(username, token)
     except HubError as exc:
         log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
-    log.add_secret(*hub.secrets)
+    log.secrets += hub.secrets
 
 
 def delete(hub: HubClient, name: str, log: Logger) -> bool:
