@@ -92,12 +92,6 @@ RECIPES = {
 }
 
 
-def login_registry(registry: str) -> str | None:
-    """ECR Public namespace to log in to (`public.ecr.aws/<alias>`), or None for other hosts."""
-    parts = registry.split("/")
-    return "/".join(parts[:2]) if parts[0] == ECR_PUBLIC and len(parts) >= 3 else None
-
-
 def ecr_login(docker: str, namespace: str, cwd: str | None = None) -> list[door.Command]:
     """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.
 
@@ -161,9 +155,8 @@ class KeyedBuild:
 
     @property
     def reads_remote(self) -> bool:
-        """A `--no-push` build is local: it must not reach Docker Hub or ECR, so it
-        neither pulls its base again nor reads a cache ref off this machine
-        (a loopback registry, the sandbox's, is still read)."""
+        """A `--no-push` build must not reach Docker Hub or ECR: no `--pull`, and a cache ref
+        read only from this machine (a loopback registry, the sandbox's)."""
         return self.push or registry.on_this_machine(self.cache_ref)
 
     def common_flags(self) -> list[str]:
@@ -175,10 +168,7 @@ class KeyedBuild:
 
     def buildx_steps(self) -> list[door.Command]:
         """inspect → create (only if inspect fails) → [bootstrap] → build, all with `--builder`.
-
-        A create that fails because another job created the same builder meanwhile
-        is not an error: inspecting again then succeeds.
-        """
+        A create that fails because another job created the builder meanwhile is forgiven."""
         command = functools.partial(door.Command, cwd=str(self.repo))
         name, docker = self.builder, self.docker
         on = ("--builder", name)
@@ -243,11 +233,12 @@ class KeyedBuild:
         ]
 
     def login(self) -> list[door.Command]:
-        """CUDA only, as its script: log in to ECR Public before pushing there."""
-        namespace = login_registry(self.registry)
-        if not self.cuda or namespace is None or not self.push:
+        """CUDA only, as its script: log in to the ECR Public namespace (`public.ecr.aws/<alias>`)
+        it pushes to; no login for other registries."""
+        parts = self.registry.split("/")
+        if not self.cuda or parts[0] != ECR_PUBLIC or len(parts) < 3 or not self.push:
             return []
-        return ecr_login(self.docker, namespace, cwd=str(self.repo))
+        return ecr_login(self.docker, "/".join(parts[:2]), cwd=str(self.repo))
 
     def steps(self) -> list[door.Command]:
         return self.buildx_steps() if self.backend == backends.BUILDX else self.engine_steps()
@@ -289,12 +280,9 @@ def setting(
 
 
 def arch_problem(arch: str, source: str) -> str | None:
-    """Why `arch` cannot be PYTORCH_ROCM_ARCH, or None.
-
-    It is used verbatim (the key hashes its bytes, the build arg passes it),
-    `;` lists included; whitespace and control characters would change both
-    without anyone seeing it, so they are an input error.
-    """
+    """Why `arch` cannot be PYTORCH_ROCM_ARCH, or None. It is used verbatim (hashed, passed
+    as a build arg), `;` lists included; whitespace or a control character would change
+    both unseen."""
     bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
     if not bad:
         return None
