@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 from ci import door
 from ci.errors import FAILURE, Stop, UserError
 from ci.redact import Redactor
-from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, check_url
+from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, Response, check_url
 
 TAG_PREFIX = "nightly-"
 REPO = "vllm/vllm-omni"
@@ -62,11 +62,10 @@ def parse_time(value: object) -> datetime | None:
 
 def matching(results: Iterable[Any], prefix: str = TAG_PREFIX) -> list[Tag]:
     """The results whose name starts with the prefix (the client-side filter)."""
-    items = [item for item in results if isinstance(item, dict)]
     return [
         Tag(item["name"], parse_time(item.get("last_updated")))
-        for item in items
-        if isinstance(item.get("name"), str) and item["name"].startswith(prefix)
+        for item in results
+        if isinstance(item, dict) and str(item.get("name")).startswith(prefix)
     ]
 
 
@@ -194,14 +193,13 @@ def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
 def delete(hub: HubClient, name: str, log: Logger) -> bool:
     try:
         resp = hub.delete_tag(REPO, name)
-    except HubError as exc:
-        log(f"Error: Failed to delete tag {name} (HTTP 000): {exc}")
-        return False
+    except HubError as exc:  # no answer: the script's curl said HTTP 000
+        resp = Response(0, str(exc).encode())
     if resp.ok:
         log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
-        return True
-    log(f"Error: Failed to delete tag {name} (HTTP {resp.status}): {_detail(resp.body)}")
-    return False
+    else:
+        log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {_detail(resp.body)}")
+    return resp.ok
 
 
 def _detail(body: bytes) -> str:

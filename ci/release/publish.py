@@ -160,15 +160,10 @@ def publish(
     if dry_run:
         door.execute(the_plan, dry_run=True)
         return
-    bar = "=" * 40
-    door.note(bar)
-    door.note(f"Publishing {pub.mode} images to {DOCKERHUB_REPO}")
-    door.note(f"  Commit: {pub.commit}")
-    door.note(f"  Primary tags: {' '.join(pub.primary_tags)}")
-    if pub.extra_tags:
-        door.note(f"  Extra manifests: {' '.join(pub.extra_tags)}")
-    door.note(bar)
+    extra = [f"  Extra manifests: {' '.join(pub.extra_tags)}"] if pub.extra_tags else []
+    head = [f"Publishing {pub.mode} images to {DOCKERHUB_REPO}", f"  Commit: {pub.commit}"]
+    head += [f"  Primary tags: {' '.join(pub.primary_tags)}", *extra]
+    door.note("\n".join(["=" * 40, *head, "=" * 40]))
     door.execute(the_plan, check=True)
-    door.note("")
-    door.note(f"Successfully published {pub.mode} images")
+    door.note(f"\nSuccessfully published {pub.mode} images")
     print(*published(the_plan), sep="\n")
