@@ -9,7 +9,6 @@ timestamps compare as datetimes, and no credential is printed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -85,22 +84,18 @@ def newest_first(tags: Iterable[Tag]) -> list[Tag]:
 def collect(hub: HubClient, log: Logger) -> list[Tag]:
     """Every page of the name-filtered list; an HTTP error stops the task with exit 1."""
     found: list[Tag] = []
-    page = 1
-    while page <= MAX_PAGES:
+    for page in range(1, MAX_PAGES + 1):
         try:
             body = hub.tags_page(REPO, page, PAGE_SIZE, TAG_PREFIX)
         except HubError as exc:
             log.fail(f"error: failed to list tags (page {page}): {exc}")
         results = body.get("results")
         if not isinstance(results, list) or not results:
-            break
+            return found
         found += matching(results)
         if "next" in body and not body["next"]:
-            break  # the last page; asking past it would only get a 404
-        page += 1
-    else:
-        log.fail(f"error: failed to list tags: more than {MAX_PAGES} pages")
-    return found
+            return found  # the last page; asking past it would only get a 404
+    log.fail(f"error: failed to list tags: more than {MAX_PAGES} pages")
 
 
 class Logger:
@@ -198,17 +193,13 @@ def delete(hub: HubClient, name: str, log: Logger) -> bool:
     if resp.ok:
         log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
     else:
-        log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {_detail(resp.body)}")
+        log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {_detail(resp)}")
     return resp.ok
 
 
-def _detail(body: bytes) -> str:
+def _detail(resp: Response) -> str:
     """`.detail` of a JSON body, else the raw body, else a placeholder (the script's rule)."""
-    text = body.decode("utf-8", errors="replace").strip()
-    try:
-        found = json.loads(text)
-    except ValueError:
-        found = None
+    found = resp.json()
     if isinstance(found, dict) and found.get("detail") not in (None, False):
         return str(found["detail"])
-    return text or "(empty response body)"
+    return resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"

@@ -55,9 +55,8 @@ class Response:
 def check_url(url: str) -> str | None:
     """Why `url` cannot be the Hub base URL (None when it can)."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "https" and parts.hostname:
-        return None
-    if parts.scheme == "http" and parts.hostname in _LOOPBACK:
+    secure = parts.scheme == "https" and parts.hostname
+    if secure or (parts.scheme == "http" and parts.hostname in _LOOPBACK):
         return None
     return "must be an https:// URL (plain http only for 127.0.0.1/localhost)"
 
