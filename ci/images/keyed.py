@@ -1,19 +1,15 @@
 """`build-image --platform rocm|cuda`: the CI images whose dependency cache is keyed by content.
 
-Replaces `.buildkite/amd/scripts/build-ci-image.sh` and
-`.buildkite/cuda/scripts/build-ci-image.sh`: one plan, each script's own
-choices in its `Recipe`. The key (cachekey.py) names the registry cache ref;
-the image is `<registry>:<commit>`. Two backends build it:
+Replaces the AMD and CUDA `build-ci-image.sh`: one plan, each script's own choices
+in its `Recipe` (differences: docs/differences.md). The key (cachekey.py) names
+the registry cache ref; the image is `<registry>:<commit>`. Two backends:
 
-- **buildx**: the scripts' way; a docker-container builder exports the full
-  BuildKit cache (mode=max). Commands name it with `--builder`, since
-  `docker buildx use` would change the agent user's builder under other jobs.
-- **engine**: `DOCKER_BUILDKIT=1 docker build` without the buildx plugin. It
-  cannot export a registry cache, so the image carries an inline cache (mode=min)
-  and is pushed a second time under the cache ref.
-
-The plan is pure door commands, so the dry-run prints exactly what runs. The
-differences from the scripts are in docs/differences.md.
+- **buildx**, the scripts' way: a docker-container builder exports the full cache
+  (mode=max). Commands name it with `--builder`: `docker buildx use` would change
+  the agent user's builder under other jobs.
+- **engine**, `DOCKER_BUILDKIT=1 docker build` without buildx: no registry cache
+  export, so the image carries an inline cache (mode=min) and is pushed again
+  under the cache ref.
 """
 
 from __future__ import annotations
@@ -118,7 +114,8 @@ def ecr_login(docker: str, namespace: str, cwd: str | None = None) -> list[door.
 
 @dataclass(frozen=True, kw_only=True)
 class KeyedBuild:
-    """Everything the plan depends on; `plan()` is a pure function of it."""
+    """Everything the plan depends on; `plan()` is a pure function of it, so the dry-run
+    prints exactly what runs."""
 
     recipe: Recipe
     repo: Path

@@ -1,10 +1,9 @@
 """NPU CI images: `buildctl build` against the shared remote buildkitd (mTLS).
 
-Replaces `.buildkite/npu/scripts/build-npu-image.sh`. The buildctl argv is
-the script's, flag for flag; around it, the tag and device suffix come from
-one variant row, inputs are checked before anything runs, and buildctl is
-downloaded only when asked (`--install-buildctl`). The plan is pure; a
-dry-run needs neither buildctl nor the TLS files.
+Replaces `.buildkite/npu/scripts/build-npu-image.sh`, its buildctl argv flag for
+flag; the tag and device suffix come from one variant row, and buildctl is
+downloaded only when asked (`--install-buildctl`). A dry-run needs neither
+buildctl nor the TLS files.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Everything `build-image` accepts, for every platform (each uses its own subset).
 
 Empty strings mean "not given": each platform module applies the script's env
-var and default for it, so the precedence (flag, then env, then default) lives
-next to the contract it implements. An option given for a platform that does
-not use it is an input error (`misplaced`), never silently ignored. Every input
-problem of a run is reported at once (`gather`), one `error:` line each, before
-any command runs.
+var and default (flag, then env, then default). An option given for a platform
+that does not use it is an input error (`misplaced`), never ignored; every input
+problem of a run is reported at once (`gather`), before any command runs.
 """
 
 from __future__ import annotations
