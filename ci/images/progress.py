@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 _HEADER = re.compile(r"^#(\d+) \[(?:([^\]\s]+)\s+)?(\d+)/(\d+)\] (.*)$")
 _OTHER = re.compile(r"^#(\d+) (\[internal\] .*|(?!(?:DONE|CACHED|ERROR)\b)[a-z].*)$")
-_STATUS = re.compile(r"^#(\d+) (?:(DONE) (\d+(?:\.\d+)?)s|(CACHED)|(ERROR)\b.*)$")
+_STATUS = re.compile(r"^#(\d+) (?:(DONE) (\d+(?:\.\d+)?)s|(CACHED)|(ERROR)\b(.*))$")
 
 
 @dataclass
@@ -25,6 +25,7 @@ class BuildVertex:
     index: int | None = None
     status: str | None = None  # CACHED, DONE or ERROR
     seconds: float | None = None
+    detail: str = ""
 
     @property
     def instruction(self) -> str:
@@ -42,6 +43,8 @@ def parse(text: str) -> list[BuildVertex]:
             step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
             step.status = m.group(2) or m.group(4) or m.group(5)
             step.seconds = float(m.group(3)) if m.group(3) else step.seconds
+            if m.group(5):
+                step.detail = m.group(6).strip(" :")
         elif (m := _OTHER.match(line)) and int(m.group(1)) not in steps:
             steps[int(m.group(1))] = BuildVertex(int(m.group(1)), m.group(2))
     return list(steps.values())
