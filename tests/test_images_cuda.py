@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ci.errors import UserError
-from ci.images import cuda
+from ci.images import keyed
 from ci.images.cachekey import cuda_inputs, cuda_key
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
@@ -95,7 +95,7 @@ def test_key_changes_with_each_input(f2: Path, rel: str) -> None:
 def test_dangling_symlink_is_an_error(f2: Path) -> None:
     (f2 / "requirements/common.txt").unlink()
     with pytest.raises(UserError) as caught:
-        cuda.prepare(options(f2), {})
+        keyed.prepare(options(f2), {})
     # common.txt left the glob; the symlink still matches it and cannot be read through.
     assert caught.value.problems == ("cache-key input does not exist: requirements/link.txt",)
 
@@ -104,18 +104,18 @@ def test_missing_dockerfile_and_requirements(f2: Path) -> None:
     (f2 / "docker/Dockerfile.ci").unlink()
     shutil.rmtree(f2 / "requirements")
     with pytest.raises(UserError) as caught:
-        cuda.prepare(options(f2), {})
+        keyed.prepare(options(f2), {})
     assert caught.value.code == 2
     assert caught.value.problems == ("cache-key input does not exist: requirements/",)
     write(f2, "requirements/a.txt", "")
     with pytest.raises(UserError) as caught:
-        cuda.prepare(options(f2), {})
+        keyed.prepare(options(f2), {})
     assert caught.value.problems == ("cache-key input does not exist: docker/Dockerfile.ci",)
 
 
 def test_rocm_only_options_are_rejected(f2: Path) -> None:
     with pytest.raises(UserError) as caught:
-        cuda.prepare(options(f2, arch="gfx942", builder="quick"), {})
+        keyed.prepare(options(f2, arch="gfx942", builder="quick"), {})
     assert caught.value.problems == (
         "--arch: applies to --platform rocm only",
         "--builder: unknown value 'quick': allowed values are auto, buildx, engine",
@@ -143,7 +143,7 @@ def expected(key: str = F2_KEY, registry: str = REPO) -> list[list[str]]:
 
 
 def test_plan_is_the_scripts_sequence(f2: Path) -> None:
-    plan = cuda.prepare(options(f2), {}).plan()
+    plan = keyed.prepare(options(f2), {}).plan()
     assert [list(c.argv) for c in plan.commands] == expected()
     login = plan.commands[1]
     assert login.stdin_secret and login.line().endswith("  # stdin: a secret, not shown")
@@ -151,7 +151,7 @@ def test_plan_is_the_scripts_sequence(f2: Path) -> None:
 
 
 def test_engine_plan(f2: Path) -> None:
-    plan = cuda.prepare(options(f2, builder="engine"), {}).plan()
+    plan = keyed.prepare(options(f2, builder="engine"), {}).plan()
     cache, image = f"{REPO}:deps-cache-{F2_KEY}", f"{REPO}:{COMMIT}"
     assert [list(c.argv) for c in plan.commands][2:] == [
         ["docker", "build", "--progress=plain", "--build-arg", "BUILDKIT_INLINE_CACHE=1",
@@ -162,9 +162,9 @@ def test_engine_plan(f2: Path) -> None:
 
 
 def test_no_login_without_push_or_for_another_registry(f2: Path) -> None:
-    local = cuda.prepare(options(f2, push=False), {}).plan()
+    local = keyed.prepare(options(f2, push=False), {}).plan()
     assert [c.argv[:2] for c in local.commands] == [("docker", "buildx")] * 3
-    other = cuda.prepare(options(f2, registry="127.0.0.1:5000/omni/ci"), {}).plan()
+    other = keyed.prepare(options(f2, registry="127.0.0.1:5000/omni/ci"), {}).plan()
     assert [list(c.argv) for c in other.commands] == expected(registry="127.0.0.1:5000/omni/ci")[2:]
     assert ("login", "none") in other.facts
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ci.errors import UserError
-from ci.images import rocm
+from ci.images import keyed
 from ci.images.cachekey import rocm_inputs, rocm_key, rocm_stream
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
@@ -95,7 +95,7 @@ def test_f2_vectors(f2: Path, arch: str, key: str) -> None:
 @pytest.mark.parametrize("env_arch", [None, ""])
 def test_f2_unset_or_empty_arch_defaults_to_gfx942(f2: Path, env_arch: str | None) -> None:
     env = {} if env_arch is None else {"PYTORCH_ROCM_ARCH": env_arch}
-    job = rocm.prepare(options(f2), env)
+    job = keyed.prepare(options(f2), env)
     assert (job.arch, job.key.key) == ("gfx942", F2_KEY)
 
 
@@ -158,18 +158,18 @@ def test_symlinked_fixed_input_is_followed(f2: Path) -> None:
 
 
 def test_refs_from_defaults(f2: Path) -> None:
-    job = rocm.prepare(options(f2), {})
+    job = keyed.prepare(options(f2), {})
     assert job.cache_ref == f"rocm/vllm-omni:rocm-deps-cache-{F2_KEY}"
     assert job.image_ref == f"rocm/vllm-omni:{COMMIT}"
 
 
 def test_env_precedence_flag_then_env_then_default(f2: Path) -> None:
     env = {"ROCM_CI_IMAGE_REGISTRY": "env.example/omni", "PYTORCH_ROCM_ARCH": "gfx90a"}
-    from_env = rocm.prepare(options(f2), env)
+    from_env = keyed.prepare(options(f2), env)
     assert (from_env.registry, from_env.arch) == ("env.example/omni", "gfx90a")
-    flagged = rocm.prepare(options(f2, registry="flag.example/omni", arch="gfx950"), env)
+    flagged = keyed.prepare(options(f2, registry="flag.example/omni", arch="gfx950"), env)
     assert (flagged.registry, flagged.arch) == ("flag.example/omni", "gfx950")
-    empty = rocm.prepare(options(f2), {"ROCM_CI_IMAGE_REGISTRY": "", "PYTORCH_ROCM_ARCH": ""})
+    empty = keyed.prepare(options(f2), {"ROCM_CI_IMAGE_REGISTRY": "", "PYTORCH_ROCM_ARCH": ""})
     assert (empty.registry, empty.arch) == ("rocm/vllm-omni", "gfx942")
 
 
@@ -178,18 +178,18 @@ def test_env_precedence_flag_then_env_then_default(f2: Path) -> None:
 )
 def test_arch_with_whitespace_or_control_characters_is_an_input_error(f2: Path, arch: str) -> None:
     with pytest.raises(UserError) as caught:
-        rocm.prepare(options(f2, arch=arch), {})
+        keyed.prepare(options(f2, arch=arch), {})
     (problem,) = caught.value.problems
     assert problem.startswith(f"--arch: {arch!r} has whitespace or a control character (")
     assert problem.endswith("separated by ';' (e.g. gfx90a;gfx942)")
     assert caught.value.code == 2
     with pytest.raises(UserError) as from_env:
-        rocm.prepare(options(f2), {"PYTORCH_ROCM_ARCH": arch})
+        keyed.prepare(options(f2), {"PYTORCH_ROCM_ARCH": arch})
     assert from_env.value.problems[0].startswith(f"PYTORCH_ROCM_ARCH: {arch!r} has whitespace")
 
 
 def test_arch_list_with_semicolons_is_kept_verbatim(f2: Path) -> None:
-    job = rocm.prepare(options(f2, arch="gfx942;gfx950"), {})
+    job = keyed.prepare(options(f2, arch="gfx942;gfx950"), {})
     assert (job.arch, job.key.key) == ("gfx942;gfx950", F2_TWO_ARCH_KEY)
 
 
@@ -208,7 +208,7 @@ def test_cli_arch_with_a_newline_is_one_error_line(f2: Path, standins: StandIns)
 
 
 def test_commit_from_buildkite_env(f2: Path) -> None:
-    job = rocm.prepare(options(f2, commit=""), {"BUILDKITE_COMMIT": "feedface"})
+    job = keyed.prepare(options(f2, commit=""), {"BUILDKITE_COMMIT": "feedface"})
     assert job.image_ref == "rocm/vllm-omni:feedface"
 
 
@@ -235,7 +235,7 @@ def expected_buildx(registry: str, key: str, arch: str = "gfx942") -> list[list[
 
 
 def test_auto_dry_run_plans_buildx_with_the_scripts_flags(f2: Path) -> None:
-    plan = rocm.prepare(options(f2), {}).plan()
+    plan = keyed.prepare(options(f2), {}).plan()
     assert [list(c.argv) for c in plan.commands] == expected_buildx("rocm/vllm-omni", F2_KEY)
     assert all(c.cwd == str(f2) for c in plan.commands)
     build = plan.commands[-1].argv
@@ -244,14 +244,14 @@ def test_auto_dry_run_plans_buildx_with_the_scripts_flags(f2: Path) -> None:
 
 
 def test_every_buildx_command_names_the_builder(f2: Path) -> None:
-    plan = rocm.prepare(options(f2), {}).plan()
+    plan = keyed.prepare(options(f2), {}).plan()
     for cmd in plan.commands:
         i = cmd.argv.index("--builder")
         assert cmd.argv[1] == "buildx" and cmd.argv[i + 1] == BUILDER
 
 
 def test_engine_plan(f2: Path) -> None:
-    plan = rocm.prepare(options(f2, builder="engine"), {}).plan()
+    plan = keyed.prepare(options(f2, builder="engine"), {}).plan()
     cache, image = f"rocm/vllm-omni:rocm-deps-cache-{F2_KEY}", f"rocm/vllm-omni:{COMMIT}"
     assert [list(c.argv) for c in plan.commands] == [
         ["docker", "build", "--pull", "--progress=plain", "--target", "test",
@@ -265,21 +265,21 @@ def test_engine_plan(f2: Path) -> None:
 
 
 def test_no_push_builds_locally_and_exports_no_cache(f2: Path) -> None:
-    buildx = rocm.prepare(options(f2, push=False), {}).plan().commands[-1].argv
+    buildx = keyed.prepare(options(f2, push=False), {}).plan().commands[-1].argv
     assert "--push" not in buildx and "--load" in buildx
     assert "--cache-to" not in buildx
-    engine = rocm.prepare(options(f2, push=False, builder="engine"), {}).plan().commands
+    engine = keyed.prepare(options(f2, push=False, builder="engine"), {}).plan().commands
     assert len(engine) == 1 and engine[0].argv.count("--tag") == 1
 
 
 @pytest.mark.parametrize("builder", ["buildx", "engine"])
 def test_no_push_sends_no_request_off_this_machine(f2: Path, builder: str) -> None:
     """Docker Hub's cache ref is not read and the base is not pulled; a loopback ref is read."""
-    hub = rocm.prepare(options(f2, push=False, builder=builder), {}).plan().commands[-1].argv
+    hub = keyed.prepare(options(f2, push=False, builder=builder), {}).plan().commands[-1].argv
     assert "--cache-from" not in hub and "--pull" not in hub
     assert not any("rocm-deps-cache" in word for word in hub)
     local = "127.0.0.1:5000/omni-ci/rocm"
-    near = rocm.prepare(options(f2, push=False, builder=builder, registry=local), {}).plan()
+    near = keyed.prepare(options(f2, push=False, builder=builder, registry=local), {}).plan()
     argv = near.commands[-1].argv
     assert "--cache-from" in argv and "--pull" not in argv
     assert f"{local}:rocm-deps-cache-{F2_KEY}" in argv[argv.index("--cache-from") + 1]
@@ -333,7 +333,7 @@ def test_sample_dry_run_without_any_docker_on_path(tmp_path: Path) -> None:
 
 def problems_of(repo: Path, env: dict[str, str] | None = None, **kw: object) -> list[str]:
     with pytest.raises(UserError) as caught:
-        rocm.prepare(options(repo, **kw), env or {})
+        keyed.prepare(options(repo, **kw), env or {})
     assert caught.value.code == 2
     return list(caught.value.problems)
 
@@ -386,7 +386,7 @@ def test_bad_registry_from_env_names_the_variable(f2: Path) -> None:
     "registry", ["rocm/vllm-omni", "127.0.0.1:5000/omni-ci/rocm", "host.example:443/a/b-c_d.e"]
 )
 def test_valid_registries(f2: Path, registry: str) -> None:
-    assert rocm.prepare(options(f2, registry=registry), {}).registry == registry
+    assert keyed.prepare(options(f2, registry=registry), {}).registry == registry
 
 
 def test_missing_commit_in_buildkite_exits_2_before_any_command(
@@ -425,11 +425,11 @@ UNPRIVILEGED = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 AS_CLI = """
 import sys
 from ci.errors import UserError
-from ci.images import rocm
+from ci.images import keyed
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
 try:
-    rocm.build(BuildOptions(platform=Platform.ROCM, repo=sys.argv[1], commit="abc", dry_run=True))
+    keyed.build(BuildOptions(platform=Platform.ROCM, repo=sys.argv[1], commit="abc", dry_run=True))
 except UserError as exc:
     sys.stderr.write("".join(f"error: {p}\\n" for p in exc.problems))
     sys.exit(exc.code)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -63,8 +62,8 @@ def _requirements(repo: Path, *, symlinks: bool, dotfiles: bool) -> list[str]:
     return sorted(found, key=os.fsencode)  # `LC_ALL=C sort`: raw bytes, whatever the locale
 
 
-def _check(repo: Path, paths: Iterable[str]) -> None:
-    """Every problem at once: bad names, missing files, unreadable files."""
+def _checked(repo: Path, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The paths, once each is a readable file with a plain name; else every problem at once."""
     problems = []
     for rel in paths:
         if "\\" in rel or "\n" in rel:
@@ -77,6 +76,7 @@ def _check(repo: Path, paths: Iterable[str]) -> None:
             continue
         problems.append(f"cache-key input {why}")
     UserError.collect(problems)
+    return paths
 
 
 def _read(repo: Path, rel: str) -> bytes:
@@ -93,10 +93,8 @@ def rocm_inputs(repo: Path) -> tuple[str, ...]:
 
 def rocm_stream(repo: Path, arch: str) -> bytes:
     """What the ROCm key hashes: the arch line, then `path=` and a sha256sum line per input."""
-    inputs = rocm_inputs(repo)
-    _check(repo, inputs)
     parts = [b"rocm-arch=" + os.fsencode(arch) + b"\n"]
-    for rel in inputs:
+    for rel in _checked(repo, rocm_inputs(repo)):
         name = os.fsencode(rel)
         digest = hashlib.sha256(_read(repo, rel)).hexdigest().encode()
         parts += [b"path=" + name + b"\n", digest + b"  " + name + b"\n"]
@@ -116,9 +114,6 @@ def cuda_inputs(repo: Path) -> tuple[str, ...]:
 
 def cuda_key(repo: Path) -> CacheKey:
     """SHA-256 of the plain concatenation of the inputs' contents, cut to 16 hex digits."""
-    inputs = cuda_inputs(repo)
-    _check(repo, inputs)
-    digest = hashlib.sha256()
-    for rel in inputs:
-        digest.update(_read(repo, rel))
-    return CacheKey(digest.hexdigest()[:16], inputs)
+    inputs = _checked(repo, cuda_inputs(repo))
+    stream = b"".join(_read(repo, rel) for rel in inputs)
+    return CacheKey(hashlib.sha256(stream).hexdigest()[:16], inputs)

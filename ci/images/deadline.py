@@ -19,20 +19,13 @@ _deadline: float | None = None
 _given = ""
 
 
-def parse(text: str) -> float | None:
-    """Seconds of `--timeout` ("" = none); bad or non-positive values exit 2."""
-    if not text:
-        return None
-    seconds = parse_duration(text, name="--timeout")
-    if seconds <= 0:
-        raise UserError(f"--timeout: {text!r} must be longer than 0")
-    return seconds
-
-
 def start(text: str) -> None:
-    """Begin the build's clock (`text` as given to --timeout; "" for none)."""
+    """Begin the build's clock (`text` as given to --timeout; "" for none); a bad or
+    non-positive value exits 2."""
     global _deadline, _given
-    seconds = parse(text)
+    seconds = parse_duration(text, name="--timeout") if text else None
+    if seconds is not None and seconds <= 0:
+        raise UserError(f"--timeout: {text!r} must be longer than 0")
     _deadline = None if seconds is None else time.monotonic() + seconds
     _given = text
 
@@ -41,7 +34,8 @@ def _expired() -> bool:
     return _deadline is not None and time.monotonic() >= _deadline - 0.05
 
 
-def bounded(cmd: door.Command) -> door.Command:
+def _bounded(cmd: door.Command) -> door.Command:
+    """The command, its timeout cut to the time left (a shorter own timeout is kept)."""
     remaining = None if _deadline is None else max(_deadline - time.monotonic(), 0.001)
     if remaining is None or (cmd.timeout is not None and cmd.timeout <= remaining):
         return cmd
@@ -60,7 +54,7 @@ def _out_of_time(cmd: door.Command, code: int) -> Stop:
 def step(cmd: door.Command, output: door.Output = "stderr", check: bool = False) -> door.Result:
     """`door.run` under the build's deadline; also a plan's runner (`door.execute`)."""
     try:
-        result = door.run(bounded(cmd), output=output, check=check)
+        result = door.run(_bounded(cmd), output=output, check=check)
     except door.CommandFailed as exc:
         if _expired():
             raise _out_of_time(cmd, exc.code) from None

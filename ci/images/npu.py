@@ -1,10 +1,9 @@
 """NPU CI images: `buildctl build` against the shared remote buildkitd (mTLS).
 
-Replaces `.buildkite/npu/scripts/build-npu-image.sh`. The buildctl argv is
-the script's, flag for flag; around it, the tag and device suffix come from
-one variant row, inputs are checked before anything runs, and buildctl is
-downloaded only when asked (`--install-buildctl`). The plan is pure; a
-dry-run needs neither buildctl nor the TLS files.
+Replaces `.buildkite/npu/scripts/build-npu-image.sh`, its buildctl argv flag for
+flag; the tag and device suffix come from one variant row, and buildctl is
+downloaded only when asked (`--install-buildctl`). A dry-run needs neither
+buildctl nor the TLS files.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from pathlib import Path, PurePosixPath
 from ci import door
 from ci.errors import UserError
 from ci.images import deadline, refs, variants
-from ci.images.options import BuildOptions
-from ci.images.resolve import gather
+from ci.images.options import BuildOptions, gather
 from ci.images.variants import NpuVariant
 from ci.target import resolve_commit, resolve_repo
 
@@ -45,55 +43,36 @@ _ADDR_RE = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
 
 
 @dataclass(frozen=True)
-class NpuSettings:
-    """Where the image goes and how buildctl reaches buildkitd (the script's env)."""
+class NpuBuild:
+    """One resolved NPU image build; registry, name and buildkitd are the script's env."""
 
+    variant: NpuVariant
+    tag: str
+    dockerfile: str
+    repo: str
+    push: bool = True
     image_name: str = variants.IMAGE_NAME
     image_registry: str = variants.IMAGE_REGISTRY
     buildkitd_addr: str = variants.BUILDKITD_ADDR
     tls_dir: str = DEFAULT_TLS_DIR
     docker_config: str = DEFAULT_DOCKER_CONFIG
 
-    @classmethod
-    def resolve(cls, options: BuildOptions, env: Mapping[str, str]) -> NpuSettings:
-        """Flags first, then the script's env vars (unset or empty = default)."""
-        return cls(
-            image_name=env.get("IMAGE_NAME") or variants.IMAGE_NAME,
-            image_registry=options.registry or env.get("IMAGE_REGISTRY") or variants.IMAGE_REGISTRY,
-            buildkitd_addr=env.get("BUILDKITD_ADDR") or variants.BUILDKITD_ADDR,
-            tls_dir=options.tls_dir or DEFAULT_TLS_DIR,
-            docker_config=options.docker_config or DEFAULT_DOCKER_CONFIG,
-        )
+    @property
+    def image_ref(self) -> str:
+        return refs.image_ref(f"{self.image_registry}/{self.image_name}", self.tag)
 
     def tls_file(self, name: str) -> str:
         return str(PurePosixPath(self.tls_dir) / name)
 
 
-@dataclass(frozen=True)
-class NpuBuild:
-    """One resolved NPU image build."""
-
-    variant: NpuVariant
-    tag: str
-    dockerfile: str
-    repo: str
-    settings: NpuSettings
-    push: bool = True
-
-    @property
-    def image_ref(self) -> str:
-        s = self.settings
-        return refs.image_ref(f"{s.image_registry}/{s.image_name}", self.tag)
-
-
 def problems(build: NpuBuild) -> list[str]:
     """Everything wrong with the inputs, without touching the machine beyond the repo."""
-    s, docker = build.settings, Path(build.repo) / "docker"
+    docker = Path(build.repo) / "docker"
     checks = (
-        (_REGISTRY_RE, s.image_registry, "IMAGE_REGISTRY", "a registry (host[:port][/path])"),
-        (refs.PATH, s.image_name, "IMAGE_NAME", "an image name (lowercase path)"),
+        (_REGISTRY_RE, build.image_registry, "IMAGE_REGISTRY", "a registry (host[:port][/path])"),
+        (refs.PATH, build.image_name, "IMAGE_NAME", "an image name (lowercase path)"),
         (refs.TAG, build.tag, "--tag", "an image tag ([A-Za-z0-9_][A-Za-z0-9_.-], max 128)"),
-        (_ADDR_RE, s.buildkitd_addr, "BUILDKITD_ADDR", "an address (e.g. tcp://host:1234)"),
+        (_ADDR_RE, build.buildkitd_addr, "BUILDKITD_ADDR", "an address (e.g. tcp://host:1234)"),
     )
     found = [f"{src}: {v!r} is not {what}" for rx, v, src, what in checks if not rx.fullmatch(v)]
     if not build.dockerfile or not (docker / build.dockerfile).is_file():
@@ -101,29 +80,28 @@ def problems(build: NpuBuild) -> list[str]:
     return found
 
 
-def missing_credentials(settings: NpuSettings) -> list[str]:
+def missing_credentials(build: NpuBuild) -> list[str]:
     """TLS and docker-config files that do not exist (checked by name only, never read)."""
     found = [
         f"--tls-dir: {path} does not exist (buildkitd mTLS file)"
-        for path in (settings.tls_file(name) for name, _flag in TLS_FILES)
+        for path in (build.tls_file(name) for name, _flag in TLS_FILES)
         if not os.path.isfile(path)
     ]
-    if not os.path.isfile(settings.docker_config):
-        found.append(f"--docker-config: {settings.docker_config} does not exist (push credentials)")
+    if not os.path.isfile(build.docker_config):
+        found.append(f"--docker-config: {build.docker_config} does not exist (push credentials)")
     return found
 
 
 def buildctl_argv(build: NpuBuild, buildctl: str = "buildctl") -> tuple[str, ...]:
     """The script's buildctl command line, flag for flag."""
-    s = build.settings
     return (
         buildctl,
-        f"--addr={s.buildkitd_addr}",
-        *(f"{flag}={s.tls_file(name)}" for name, flag in TLS_FILES),
+        f"--addr={build.buildkitd_addr}",
+        *(f"{flag}={build.tls_file(name)}" for name, flag in TLS_FILES),
         *("build", "--frontend", "dockerfile.v0", "--local", "context=.", "--local"),
         *("dockerfile=./docker", "--opt", f"filename={build.dockerfile}"),
         *(w for k, v in build.variant.build_args() for w in ("--opt", f"build-arg:{k}={v}")),
-        *("--secret", f"id=dockerconfig,src={s.docker_config}", "--output"),
+        *("--secret", f"id=dockerconfig,src={build.docker_config}", "--output"),
         f"type=image,name={build.image_ref},push={'true' if build.push else 'false'}",
         "--progress=plain",
     )
@@ -173,14 +151,14 @@ def plan(
         buildctl_argv(build, buildctl),
         description=f"build and push NPU image {build.variant.name}: {build.image_ref}",
         # buildctl reads the push credentials from DOCKER_CONFIG, a directory.
-        env={"DOCKER_CONFIG": str(PurePosixPath(build.settings.docker_config).parent)},
+        env={"DOCKER_CONFIG": str(PurePosixPath(build.docker_config).parent)},
         cwd=build.repo,
     )
     facts = (
         ("variant", build.variant.name),
         ("image", build.image_ref),
         ("dockerfile", build.dockerfile),
-        ("buildkitd", build.settings.buildkitd_addr),
+        ("buildkitd", build.buildkitd_addr),
         *extra_facts,
     )
     return door.Plan(commands=(*install, command), facts=facts, title="NPU CI image (buildctl)")
@@ -204,8 +182,13 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
         tag=options.tag or row.image_tag(commit or "commit"),
         dockerfile=options.dockerfile or row.dockerfile,
         repo=str(repo),
-        settings=NpuSettings.resolve(options, env),
         push=options.push,
+        # The script's env (unset or empty: its default); --registry moves the registry too.
+        image_name=env.get("IMAGE_NAME") or variants.IMAGE_NAME,
+        image_registry=options.registry or env.get("IMAGE_REGISTRY") or variants.IMAGE_REGISTRY,
+        buildkitd_addr=env.get("BUILDKITD_ADDR") or variants.BUILDKITD_ADDR,
+        tls_dir=options.tls_dir or DEFAULT_TLS_DIR,
+        docker_config=options.docker_config or DEFAULT_DOCKER_CONFIG,
     )
     UserError.collect([*found, *problems(build)])
     return build
@@ -214,32 +197,30 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
 def build(options: BuildOptions) -> None:
     env = dict(os.environ)
     job = resolve(options, env)
-    found = shutil.which("buildctl", path=env.get("PATH", os.defpath))
     install_dir = os.path.abspath(env.get(INSTALL_DIR_ENV) or DEFAULT_INSTALL_DIR)
     wanted = options.install_buildctl or env.get(INSTALL_ENV) == "1"
-    install: tuple[door.Command, ...] = ()
+    missing = shutil.which("buildctl", path=env.get("PATH", os.defpath)) is None
     buildctl, url = "buildctl", ""
-    facts: tuple[tuple[str, str], ...] = ()
-    if found is None and wanted:
+    install: tuple[door.Command, ...] = ()
+    fact = "not on PATH: a real run stops (pass --install-buildctl)"
+    if missing and wanted:
         arch = download_arch(platform.machine())
         url, install = download_url(arch), install_commands(arch, install_dir)
         buildctl = os.path.join(install_dir, "buildctl")
-        facts = (("buildctl", f"not on PATH; --install-buildctl downloads {url}"),)
-    elif found is None:
-        facts = (("buildctl", "not on PATH: a real run stops (pass --install-buildctl)"),)
+        fact = f"not on PATH; --install-buildctl downloads {url}"
+    facts = (("buildctl", fact),) if missing else ()
+    the_plan = plan(job, install=install, buildctl=buildctl, extra_facts=facts)
     if options.dry_run:
-        door.execute(plan(job, install=install, buildctl=buildctl, extra_facts=facts), dry_run=True)
+        door.execute(the_plan, dry_run=True)
         return
-
-    problems_found = missing_credentials(job.settings)
-    if found is None and not wanted:
+    problems_found = missing_credentials(job)
+    if missing and not wanted:
         problems_found.insert(
             0,
             "buildctl: not found on PATH; install BuildKit's buildctl, or pass --install-buildctl "
             f"(or set {INSTALL_ENV}=1) to download {BUILDKIT_VERSION} into {install_dir}",
         )
     UserError.collect(problems_found)
-
     door.note("--- Building and pushing NPU Test Image")
     door.note(f"Image: {job.image_ref}")
     door.note(f"Dockerfile: {job.dockerfile}")
@@ -249,7 +230,7 @@ def build(options: BuildOptions) -> None:
             f"extracting it into {EXTRACT_TO}, copying {EXTRACT_TO}/bin/buildctl to {buildctl} "
             "(no checksum is verified, as before)"
         )
-    code = door.execute(plan(job, install=install, buildctl=buildctl), runner=deadline.step)
+    code = door.execute(the_plan, runner=deadline.step)
     if code != 0:
         raise door.CommandFailed(code, f"error: NPU image build failed (exit {code})")
     door.note("--- Image pushed successfully")

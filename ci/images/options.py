@@ -1,16 +1,21 @@
 """Everything `build-image` accepts, for every platform (each uses its own subset).
 
 Empty strings mean "not given": each platform module applies the script's env
-var and default for it, so the precedence (flag, then env, then default) lives
-next to the contract it implements. An option given for a platform that does
-not use it is an input error (`misplaced`), never silently ignored.
+var and default (flag, then env, then default). An option given for a platform
+that does not use it is an input error (`misplaced`), never ignored; every input
+problem of a run is reported at once (`gather`), before any command runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
+from ci.errors import UserError
 from ci.platforms import Platform
+
+T = TypeVar("T")
 
 ROCM, CUDA, NPU, XPU = Platform.ROCM, Platform.CUDA, Platform.NPU, Platform.XPU
 
@@ -66,3 +71,12 @@ class BuildOptions:
             if self.platform not in APPLIES.get(f.name, (self.platform,))
             and getattr(self, f.name) != f.default
         ]
+
+
+def gather(problems: list[str], fn: Callable[[], T]) -> T | None:
+    """Run one resolver; on a UserError keep its problems and return None."""
+    try:
+        return fn()
+    except UserError as exc:
+        problems.extend(exc.problems)
+        return None

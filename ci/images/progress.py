@@ -12,9 +12,7 @@ from dataclasses import dataclass
 
 _HEADER = re.compile(r"^#(\d+) \[(?:([^\]\s]+)\s+)?(\d+)/(\d+)\] (.*)$")
 _OTHER = re.compile(r"^#(\d+) (\[internal\] .*|(?!(?:DONE|CACHED|ERROR)\b)[a-z].*)$")
-_DONE = re.compile(r"^#(\d+) DONE (\d+(?:\.\d+)?)s$")
-_CACHED = re.compile(r"^#(\d+) CACHED$")
-_ERROR = re.compile(r"^#(\d+) ERROR\b(.*)$")
+_STATUS = re.compile(r"^#(\d+) (?:(DONE) (\d+(?:\.\d+)?)s|(CACHED)|(ERROR)\b(.*))$")
 
 
 @dataclass
@@ -41,24 +39,18 @@ def parse(text: str) -> list[BuildVertex]:
         if m := _HEADER.match(line):
             vertex = int(m.group(1))
             steps.setdefault(vertex, BuildVertex(vertex, m.group(5), m.group(2), int(m.group(3))))
-        elif m := _DONE.match(line):
+        elif m := _STATUS.match(line):
             step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
-            step.status, step.seconds = "DONE", float(m.group(2))
-        elif m := _CACHED.match(line):
-            step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
-            step.status = "CACHED"
-        elif m := _ERROR.match(line):
-            step = steps.setdefault(int(m.group(1)), BuildVertex(int(m.group(1)), ""))
-            step.status, step.detail = "ERROR", m.group(2).strip(" :")
+            step.status = m.group(2) or m.group(4) or m.group(5)
+            step.seconds = float(m.group(3)) if m.group(3) else step.seconds
+            if m.group(5):
+                step.detail = m.group(6).strip(" :")
         elif (m := _OTHER.match(line)) and int(m.group(1)) not in steps:
             steps[int(m.group(1))] = BuildVertex(int(m.group(1)), m.group(2))
     return list(steps.values())
 
 
-def stage_steps(
-    steps: list[BuildVertex], stage: str, *, with_from: bool = False
-) -> list[BuildVertex]:
+def stage_steps(steps: list[BuildVertex], stage: str) -> list[BuildVertex]:
     """A stage's numbered steps in Dockerfile order; its FROM (a base resolution) left out."""
     found = [s for s in steps if s.stage == stage and s.index is not None]
-    found.sort(key=lambda s: s.index or 0)
-    return [s for s in found if with_from or s.instruction != "FROM"]
+    return sorted((s for s in found if s.instruction != "FROM"), key=lambda s: s.index or 0)

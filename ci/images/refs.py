@@ -1,10 +1,9 @@
 """Which image `build-image --platform P` gives a commit, and what an image reference may be.
 
-An image reference is `<repository>:<tag>`. The repository is per platform
-(ROCm's may be moved by ROCM_CI_IMAGE_REGISTRY, NPU's by IMAGE_REGISTRY and
-IMAGE_NAME); the tag is the commit, with the NPU variant's suffix for NPU.
-The build modules, the XPU runner and the local tiers all ask here, so the
-tier that runs an image and the build that made it cannot disagree.
+A reference is `<repository>:<tag>`: the platform's repository (ROCm's moved by
+ROCM_CI_IMAGE_REGISTRY, NPU's by IMAGE_REGISTRY and IMAGE_NAME), the commit as
+tag (NPU: plus the variant's suffix). The builds, the XPU runner and the local
+tiers all ask here, so a tier and the build that made its image cannot disagree.
 """
 
 from __future__ import annotations

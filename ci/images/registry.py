@@ -65,12 +65,13 @@ def target(image_ref: str, cache_ref: str, push: bool) -> Target | None:
     return None
 
 
+_NONE = "registry probe: none (--no-push, and the cache ref's registry is not on this machine"
+
+
 def plan_note(found: Target | None) -> str:
     """The dry-run's `# note:` on the probe a run would make."""
     if found is None:
-        return (
-            "registry probe: none (--no-push, and the cache ref's registry is not on this machine)"
-        )
+        return f"{_NONE})"
     return (
         f"registry probe: a run first asks {found.url} ({TIMEOUT:g}s) and stops if it does "
         "not answer; --dry-run opens no connection"
@@ -85,28 +86,21 @@ def ask(url: str, timeout: float = TIMEOUT) -> tuple[bool, str]:
             return (True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
         return (True, f"HTTP {exc.code}")
-    except urllib.error.URLError as exc:
-        reason = exc.reason
+    except (OSError, ValueError) as exc:  # URLError carries the cause as its reason
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         if isinstance(reason, ssl.SSLCertVerificationError):
             return (True, f"TLS: {reason.verify_message or reason}")
         if isinstance(reason, TimeoutError):
             return (False, f"no answer within {timeout:g}s")
         if isinstance(reason, OSError) and reason.strerror:
             return (False, reason.strerror.lower())
-        return (False, str(reason))
-    except TimeoutError:
-        return (False, f"no answer within {timeout:g}s")
-    except (OSError, ValueError) as exc:
-        return (False, str(exc) or type(exc).__name__)
+        return (False, str(reason) or type(reason).__name__)
 
 
 def check(found: Target | None, registry_from: str) -> None:
     """Say on stderr what the registry answered; raise (exit 1) when it did not."""
     if found is None:
-        door.note(
-            "registry probe: none (--no-push, and the cache ref's registry is not on this "
-            "machine: the build asks no registry)"
-        )
+        door.note(f"{_NONE}: the build asks no registry)")
         return
     if os.environ.get(SKIP_ENV) == "0":
         door.note(f"registry probe: skipped ({SKIP_ENV}=0); the build {found.why}: {found.host}")

@@ -1,10 +1,8 @@
 """The NPU image variants, as data: one row per Ascend device family.
 
-Why a table: the old pipeline set the image-tag suffix (`VLLM_IMAGE_TAG`) and
-the device suffix (the script's third argument) separately, so they could
-drift. Both come from this one row now, and the pipeline bootstrap generates
-its NPU image steps from the same rows (`step_key`, `step_label`,
-`build_command`, `BUILD_AGENTS`, `STEP_ENV`).
+The old pipeline set the image-tag suffix (`VLLM_IMAGE_TAG`) and the device
+suffix (the script's third argument) apart, so they could drift; both come from
+one row now, and the bootstrap generates its NPU image steps from the same rows.
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from ci import doctor, door, door_docker
 from ci.errors import FAILURE, Stop, UserError
 from ci.images import backends, deadline, refs
-from ci.images.options import BuildOptions
-from ci.images.resolve import gather
+from ci.images.options import BuildOptions, gather
 from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
@@ -182,57 +181,53 @@ def image_build_command(build: XpuBuild, base: str, export: bool) -> door.Comman
     )
 
 
+def commands(
+    build: XpuBuild, tiers: set[BaseTier], base: str, export: bool
+) -> tuple[door.Command, ...]:
+    """Tier 1's pull and tier 4's source build when among `tiers`, then the image on `base`."""
+    found = [pull_command(build)] if BaseTier.PULLED in tiers else []
+    if BaseTier.SOURCE in tiers:
+        found += [clone_command(build, SOURCE_DIR), source_build_command(build, SOURCE_DIR, export)]
+    return (*found, image_build_command(build, base, export))
+
+
 def tier_plan(build: XpuBuild, tier: BaseTier, reason: str, export: bool) -> door.Plan:
-    """What runs once the tier is known (dry-run with an engine, and the log)."""
-    commands = [pull_command(build)] if tier == BaseTier.PULLED else []
-    if tier == BaseTier.SOURCE:
-        commands += [
-            clone_command(build, SOURCE_DIR),
-            source_build_command(build, SOURCE_DIR, export),
-        ]
-    commands.append(image_build_command(build, build.base_for(tier), export))
+    """What runs once the tier is known (the dry-run with an engine)."""
     how = (
         "--output type=image (the engine can export)"
         if export
         else "plain docker build -t (the engine cannot do --output type=image)"
     )
-    return door.Plan(
-        commands=tuple(commands),
-        facts=(
-            ("tier", f"{int(tier)}: {tier.describe()} ({reason})"),
-            ("base", build.base_for(tier)),
-            ("image", build.image),
-            ("export", how),
-        ),
-        title="XPU CI image",
+    facts = (
+        ("tier", f"{int(tier)}: {tier.describe()} ({reason})"),
+        ("base", build.base_for(tier)),
+        ("image", build.image),
+        ("export", how),
     )
+    return door.Plan(commands(build, {tier}, build.base_for(tier), export), facts, "XPU CI image")
 
 
 def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
     """Without an engine to ask: every tier in order, each used only if the one before fails."""
     up, base = build.upstream, build.fallback_base
+    facts = (
+        ("engine", why),
+        ("tier 1", f"pull {up}; on success the base is {up}"),
+        ("tier 2", f"else a local copy of {up}"),
+        ("tier 3", f"else {base} if it exists locally"),
+        ("tier 4", f"else clone vLLM {build.vllm_version} and build {base}"),
+        ("base", f"{up} (tiers 1-2) or {base} (tiers 3-4)"),
+        ("image", build.image),
+        (
+            "export",
+            "--output type=image as shown if the engine can export (containerd image store);"
+            f" else a plain docker build -t {build.image}",
+        ),
+    )
     return door.Plan(
-        commands=(
-            pull_command(build),
-            clone_command(build, SOURCE_DIR),
-            source_build_command(build, SOURCE_DIR, export=True),
-            image_build_command(build, up, export=True),
-        ),
-        facts=(
-            ("engine", why),
-            ("tier 1", f"pull {up}; on success the base is {up}"),
-            ("tier 2", f"else a local copy of {up}"),
-            ("tier 3", f"else {base} if it exists locally"),
-            ("tier 4", f"else clone vLLM {build.vllm_version} and build {base}"),
-            ("base", f"{up} (tiers 1-2) or {base} (tiers 3-4)"),
-            ("image", build.image),
-            (
-                "export",
-                "--output type=image as shown if the engine can export (containerd image store);"
-                f" else a plain docker build -t {build.image}",
-            ),
-        ),
-        title="XPU CI image (no engine answered: ordered fallbacks)",
+        commands(build, set(BaseTier), up, export=True),
+        facts,
+        "XPU CI image (no engine answered: ordered fallbacks)",
     )
 
 

@@ -9,19 +9,18 @@ timestamps compare as datetimes, and no credential is printed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 from ci import door
 from ci.errors import FAILURE, Stop, UserError
 from ci.redact import Redactor
-from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, check_url
+from ci.release.hub import DEFAULT_HUB_URL, HubClient, HubError, Response, check_url
 
 TAG_PREFIX = "nightly-"
 REPO = "vllm/vllm-omni"
@@ -62,11 +61,10 @@ def parse_time(value: object) -> datetime | None:
 
 def matching(results: Iterable[Any], prefix: str = TAG_PREFIX) -> list[Tag]:
     """The results whose name starts with the prefix (the client-side filter)."""
-    items = [item for item in results if isinstance(item, dict)]
     return [
         Tag(item["name"], parse_time(item.get("last_updated")))
-        for item in items
-        if isinstance(item.get("name"), str) and item["name"].startswith(prefix)
+        for item in results
+        if isinstance(item, dict) and str(item.get("name")).startswith(prefix)
     ]
 
 
@@ -83,50 +81,34 @@ def newest_first(tags: Iterable[Tag]) -> list[Tag]:
     )
 
 
-def split(tags: list[Tag], keep: int) -> tuple[list[Tag], list[Tag]]:
-    """(kept, to delete) from a newest-first list."""
-    return tags[:keep], tags[keep:]
-
-
 def collect(hub: HubClient, log: Logger) -> list[Tag]:
     """Every page of the name-filtered list; an HTTP error stops the task with exit 1."""
     found: list[Tag] = []
-    page = 1
-    while page <= MAX_PAGES:
+    for page in range(1, MAX_PAGES + 1):
         try:
             body = hub.tags_page(REPO, page, PAGE_SIZE, TAG_PREFIX)
         except HubError as exc:
             log.fail(f"error: failed to list tags (page {page}): {exc}")
         results = body.get("results")
         if not isinstance(results, list) or not results:
-            break
+            return found
         found += matching(results)
         if "next" in body and not body["next"]:
-            break  # the last page; asking past it would only get a 404
-        page += 1
-    else:
-        log.fail(f"error: failed to list tags: more than {MAX_PAGES} pages")
-    return found
+            return found  # the last page; asking past it would only get a 404
+    log.fail(f"error: failed to list tags: more than {MAX_PAGES} pages")
 
 
 class Logger:
     """The script's messages, on stderr, with every credential masked."""
 
     def __init__(self, *secrets: str) -> None:
-        self._secrets = list(secrets)
-
-    def add_secret(self, *values: str) -> None:
-        self._secrets += [v for v in values if v]
-
-    @property
-    def redact(self) -> Redactor:
-        return Redactor.for_env(extra=self._secrets)
+        self.secrets = [value for value in secrets if value]
 
     def __call__(self, message: str) -> None:
-        door.note(message, redact=self.redact)
+        door.note(message, redact=Redactor.for_env(extra=self.secrets))
 
-    def fail(self, message: str, code: int = FAILURE) -> Any:
-        raise Stop(code, self.redact(message))
+    def fail(self, message: str) -> NoReturn:
+        raise Stop(FAILURE, Redactor.for_env(extra=self.secrets)(message))
 
 
 def cleanup(
@@ -163,7 +145,7 @@ def cleanup(
         log("No tags found to clean up")
         return
     log(f"Found {len(tags)} tags")
-    _kept, doomed = split(tags, keep)
+    doomed = tags[keep:]
     if not doomed:
         log(f"No tags need to be deleted (only {len(tags)} tags found, keeping {keep})")
         return
@@ -200,29 +182,24 @@ def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
         hub.login(username, token)
     except HubError as exc:
         log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
-    log.add_secret(*hub.secrets)
+    log.secrets += hub.secrets
 
 
 def delete(hub: HubClient, name: str, log: Logger) -> bool:
     try:
         resp = hub.delete_tag(REPO, name)
-    except HubError as exc:
-        log(f"Error: Failed to delete tag {name} (HTTP 000): {exc}")
-        return False
+    except HubError as exc:  # no answer: the script's curl said HTTP 000
+        resp = Response(0, str(exc).encode())
     if resp.ok:
         log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
-        return True
-    log(f"Error: Failed to delete tag {name} (HTTP {resp.status}): {_detail(resp.body)}")
-    return False
+    else:
+        log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {_detail(resp)}")
+    return resp.ok
 
 
-def _detail(body: bytes) -> str:
+def _detail(resp: Response) -> str:
     """`.detail` of a JSON body, else the raw body, else a placeholder (the script's rule)."""
-    text = body.decode("utf-8", errors="replace").strip()
-    try:
-        found = json.loads(text)
-    except ValueError:
-        found = None
+    found = resp.json()
     if isinstance(found, dict) and found.get("detail") not in (None, False):
         return str(found["detail"])
-    return text or "(empty response body)"
+    return resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"

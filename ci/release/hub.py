@@ -41,7 +41,11 @@ class Response:
     body: bytes
 
     def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8"))
+        """The body as JSON; None when it is not JSON."""
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except ValueError:
+            return None
 
     @property
     def ok(self) -> bool:
@@ -51,9 +55,8 @@ class Response:
 def check_url(url: str) -> str | None:
     """Why `url` cannot be the Hub base URL (None when it can)."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "https" and parts.hostname:
-        return None
-    if parts.scheme == "http" and parts.hostname in _LOOPBACK:
+    secure = parts.scheme == "https" and parts.hostname
+    if secure or (parts.scheme == "http" and parts.hostname in _LOOPBACK):
         return None
     return "must be an https:// URL (plain http only for 127.0.0.1/localhost)"
 
@@ -119,29 +122,21 @@ class HubClient:
         """POST /v2/users/login; keeps the bearer token for later requests."""
         url = self.url("/v2/users/login")
         resp = self.request("POST", url, {"username": username, "password": password})
-        try:
-            token = resp.json().get("token") if resp.ok else None
-        except (ValueError, AttributeError):
-            token = None
+        found = resp.json() if resp.ok else None
+        token = found.get("token") if isinstance(found, dict) else None
         if not isinstance(token, str) or not token or token == "null":
             raise HubError(f"POST {url}: HTTP {resp.status}, no token", status=resp.status)
         self._bearer = token
 
     def tags_page(self, repo: str, page: int, page_size: int, name: str) -> dict[str, Any]:
         """One page of GET /v2/repositories/<repo>/tags, the script's query."""
-        url = self.url(
-            f"/v2/repositories/{repo}/tags",
-            {"page": str(page), "page_size": str(page_size), "name": name},
-        )
+        query = {"page": str(page), "page_size": str(page_size), "name": name}
+        url = self.url(f"/v2/repositories/{repo}/tags", query)
         resp = self.request("GET", url)
-        if not resp.ok:
-            raise HubError(f"GET {url}: HTTP {resp.status}", status=resp.status)
-        try:
-            found = resp.json()
-        except ValueError:
-            raise HubError(f"GET {url}: HTTP {resp.status}, not JSON", status=resp.status) from None
+        found = resp.json() if resp.ok else None
         if not isinstance(found, dict):
-            raise HubError(f"GET {url}: HTTP {resp.status}, not a JSON object", status=resp.status)
+            what = "" if not resp.ok else ", not a JSON object"
+            raise HubError(f"GET {url}: HTTP {resp.status}{what}", status=resp.status)
         return found
 
     def delete_tag(self, repo: str, tag: str) -> Response:

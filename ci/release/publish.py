@@ -2,9 +2,9 @@
 
 Replaces `.buildkite/release/scripts/publish-release-images.sh`: the same
 tags, the same docker commands in the same order, the same manifest
-sequence (`rm`, failure tolerated; `create`; `push`). The ECR password goes
-from `aws` to `docker login` on stdin and is never printed: all of it is the
-door's step policy, so the dry-run prints the plan that runs.
+sequence (`rm`, failure tolerated; `create`; `push`), the CUDA build's ECR
+login (the password on stdin, never printed). All of it is door commands, so
+the dry-run prints the plan that runs.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 from ci import door
 from ci.errors import FAILURE, UserError
+from ci.images.keyed import ecr_login
 from ci.images.refs import TAG
 
 DOCKERHUB_REPO = "vllm/vllm-omni"
 ECR_REGISTRY = "public.ecr.aws/q9t5s3a7"
 ECR_REPO = f"{ECR_REGISTRY}/vllm-omni-release-repo"
-ECR_REGION = "us-east-1"
 MODES = ("release", "nightly")
 DEFAULT_MODE = "release"
 ARCHES = ("x86_64", "aarch64")
@@ -40,12 +40,6 @@ class Publication:
 
     def source(self, arch: str) -> str:
         return f"{ECR_REPO}:{self.commit}-{arch}"
-
-    def published(self) -> tuple[str, ...]:
-        """Every Docker Hub ref this run writes, in the order it writes them."""
-        per_tag = ([f"{tag}-{arch}" for arch in ARCHES] + [tag] for tag in self.primary_tags)
-        tags = [*(t for group in per_tag for t in group), *self.extra_tags]
-        return tuple(f"{DOCKERHUB_REPO}:{tag}" for tag in tags)
 
 
 def parse_mode(mode: str) -> str:
@@ -80,9 +74,7 @@ def _manifest(tag: str, arch_base: str) -> tuple[door.Command, ...]:
     parts = [f"{DOCKERHUB_REPO}:{arch_base}-{arch}" for arch in ARCHES]
     return (
         _docker(
-            "manifest",
-            "rm",
-            ref,
+            *("manifest", "rm", ref),
             description=f"drop the local manifest list {ref}",
             tolerate="(ignored: exit {code})",  # `docker manifest rm … || true`
         ),
@@ -93,32 +85,23 @@ def _manifest(tag: str, arch_base: str) -> tuple[door.Command, ...]:
 
 def steps(pub: Publication) -> tuple[door.Command, ...]:
     """The script's command sequence, in order."""
-    out = [
-        door.Command(
-            ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
-            description="get the ECR login password",
-            secret_output=True,
-        ),
-        _docker(
-            *("login", "--username", "AWS", "--password-stdin", ECR_REGISTRY),
-            description="log in to ECR",
-            stdin="",
-            stdin_secret=True,
-            stdin_from_previous=True,
-        ),
-    ]
+    out = ecr_login("docker", ECR_REGISTRY)
     out += [_docker("pull", pub.source(arch), description=f"pull {arch}") for arch in ARCHES]
     for tag in pub.primary_tags:
         refs = [(arch, f"{DOCKERHUB_REPO}:{tag}-{arch}") for arch in ARCHES]
         out += [
-            _docker("tag", pub.source(arch), ref, description=f"tag {arch} as {ref}")
-            for arch, ref in refs
+            _docker("tag", pub.source(a), ref, description=f"tag {a} as {ref}") for a, ref in refs
         ]
         out += [_docker("push", ref, description=f"push {ref}") for _, ref in refs]
         out += _manifest(tag, tag)
     for tag in pub.extra_tags:
         out += _manifest(tag, pub.primary_tags[0])
     return tuple(out)
+
+
+def published(plan: door.Plan) -> list[str]:
+    """Every Docker Hub ref the plan writes, in order: what its pushes push."""
+    return [c.argv[-1] for c in plan.commands if "push" in c.argv[1:3]]
 
 
 def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
@@ -177,15 +160,10 @@ def publish(
     if dry_run:
         door.execute(the_plan, dry_run=True)
         return
-    bar = "=" * 40
-    door.note(bar)
-    door.note(f"Publishing {pub.mode} images to {DOCKERHUB_REPO}")
-    door.note(f"  Commit: {pub.commit}")
-    door.note(f"  Primary tags: {' '.join(pub.primary_tags)}")
-    if pub.extra_tags:
-        door.note(f"  Extra manifests: {' '.join(pub.extra_tags)}")
-    door.note(bar)
+    extra = [f"  Extra manifests: {' '.join(pub.extra_tags)}"] if pub.extra_tags else []
+    head = [f"Publishing {pub.mode} images to {DOCKERHUB_REPO}", f"  Commit: {pub.commit}"]
+    head += [f"  Primary tags: {' '.join(pub.primary_tags)}", *extra]
+    door.note("\n".join(["=" * 40, *head, "=" * 40]))
     door.execute(the_plan, check=True)
-    door.note("")
-    door.note(f"Successfully published {pub.mode} images")
-    print(*pub.published(), sep="\n")
+    door.note(f"\nSuccessfully published {pub.mode} images")
+    print(*published(the_plan), sep="\n")
