@@ -28,11 +28,14 @@ sys.path.insert(0, str(ROOT))
 
 from ci import yamlio  # noqa: E402
 from ci.pipeline.registries import PRESET_REGISTRY, SOURCE_REGISTRY, Registries  # noqa: E402
+from ci.pipeline.render import Scope  # noqa: E402
 from ci.pipeline.upload import render_file  # noqa: E402
 from ci.schema import schema_problems  # noqa: E402
 from tests.corpus import make_corpus, uploader_yamls  # noqa: E402
 
-CASES: dict[str, tuple[str, list[str] | None, str | None]] = {
+# One render: the test YAML, its scope, the changed files, MIRROR_HW.
+Case = tuple[Path, Scope, list[str] | None, str | None]
+CASES: dict[str, tuple[Scope, list[str] | None, str | None]] = {
     "all": ("all", None, None),
     "docs-only": ("diff", ["docs/index.md", "README.md"], None),
     "model-code": ("diff", ["vllm_omni/diffusion/models/qwen_image/transformer.py"], None),
@@ -42,7 +45,7 @@ CASES: dict[str, tuple[str, list[str] | None, str | None]] = {
 }
 
 
-def matrix(repo: Path) -> list[tuple[Path, str, list[str] | None, str | None]]:
+def matrix(repo: Path) -> list[Case]:
     cases = []
     for name in uploader_yamls():
         for case, (scope, changed, mirror_hw) in CASES.items():
@@ -51,9 +54,7 @@ def matrix(repo: Path) -> list[tuple[Path, str, list[str] | None, str | None]]:
     return cases
 
 
-def render_round(
-    repo: Path, cases: list[tuple[Path, str, list[str] | None, str | None]]
-) -> tuple[float, float, int]:
+def render_round(repo: Path, cases: list[Case]) -> tuple[float, float, int]:
     rendered = []
     started = time.perf_counter()
     for path, scope, changed, mirror_hw in cases:
@@ -65,7 +66,7 @@ def render_round(
             mirror_hw=mirror_hw,
             registries=Registries.for_repo(repo),
         )
-        out.raise_problems()
+        assert not out.problems, out.problems
         rendered.append(out.pipeline)
         yamlio.dumps(out.pipeline)
     render = time.perf_counter() - started
@@ -77,7 +78,7 @@ def render_round(
     return render, time.perf_counter() - started, steps
 
 
-def floor_round(repo: Path, cases: list[tuple[Path, str, list[str] | None, str | None]]) -> float:
+def floor_round(repo: Path, cases: list[Case]) -> float:
     import yaml
 
     started = time.perf_counter()

@@ -69,10 +69,10 @@ class Run:
     wall: float
     deps_wall: float
     log: str
-    steps: list[progress.Step] = field(default_factory=list)
+    steps: list[progress.BuildVertex] = field(default_factory=list)
 
     @property
-    def deps(self) -> list[progress.Step]:
+    def deps(self) -> list[progress.BuildVertex]:
         return progress.stage_steps(self.steps, "deps")
 
     @property
@@ -105,7 +105,10 @@ def build(repo: Path, registry: str, arch: str, commit: str, builder: str, named
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     assert proc.stderr is not None
-    lines, stage, first, last = [], {}, None, None
+    lines: list[str] = []
+    stage: dict[str, str] = {}
+    first: float | None = None
+    last: float | None = None
     for line in proc.stderr:
         now = time.perf_counter()
         lines.append(line)
