@@ -84,11 +84,6 @@ class Diff:
     _patches: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
     _texts: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
-    def known(self) -> bool:
-        """True when the changed paths are known (possibly an empty list)."""
-        return self.paths is not None
-
     def patch(self, path: str) -> str | None:
         """The unified diff of one changed file (`git diff <range> -- <path>`), None when git
         fails. The first call fetches every changed test file's (what skip-ci reads) at once."""

@@ -36,6 +36,7 @@ LOG_PREFIX: Final = "[skip-ci]: "
 L2_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l2")
 L3_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l3")
 L45_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l45")
+_LEVEL_OF: Final = {row.file: row.level for row in topology.TABLE}
 
 MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
 MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
@@ -79,10 +80,6 @@ class Buckets:
         return bool(self.l2 or self.l3 or self.l45)
 
 
-def is_docs(path: str) -> bool:
-    return path.startswith("docs/") or path.endswith(".md") or path == "mkdocs.yml"
-
-
 def classify(
     paths: Iterable[str], changes: Changes | None = None
 ) -> tuple[Buckets, tuple[str, ...]]:
@@ -90,14 +87,13 @@ def classify(
     found: dict[str, list[str]] = {name: [] for name in vars(Buckets())}
     notes: list[str] = []
     for path in filter(None, (raw.strip() for raw in paths)):
-        if is_docs(path):
+        if path.startswith("docs/") or path.endswith(".md") or path == "mkdocs.yml":
             bucket = "docs"
         elif is_test_py(path):
             ok = changes is not None and skip_mark_only(path, changes, notes)
             bucket = "skip_tests" if ok else "other"
         else:
-            levels = (("l2", L2_YAML_FILES), ("l3", L3_YAML_FILES), ("l45", L45_YAML_FILES))
-            bucket = next((name for name, yamls in levels if path in yamls), "other")
+            bucket = _LEVEL_OF.get(path, "other")
         found[bucket].append(path)
     return Buckets(**{k: tuple(v) for k, v in found.items()}), tuple(notes)
 
@@ -158,9 +154,8 @@ def module_is_skipped(source: str) -> bool:
     return False
 
 
-def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) -> bool:
+def skip_mark_only(path: str, changes: Changes, log: list[str]) -> bool:
     """Is this test file's change only pytest skip marks (or, if new, is it skipped whole)?"""
-    log = notes if notes is not None else []
     patch = changes.patch(path)
     if not patch or not patch.strip():
         log.append(
@@ -199,20 +194,15 @@ class Decision:
         gated = self.yaml_gated and level in LEVELS
         return not self.skip_all and (not gated or (name, level) in self.runs)
 
-    def run_pairs(self) -> list[str]:
-        """`platform/level` pairs that run, in the fixed order (all when not gated)."""
-        if self.skip_all:
-            return []
-        pairs = self.runs if self.yaml_gated else {(p, lvl) for p in PLATFORMS for lvl in LEVELS}
-        return _pairs(pairs).split(", ") if pairs else []
-
     def as_dict(self) -> dict[str, object]:
-        """Plain data for JSON output (`plan --format json`, annotations)."""
+        """Plain data for JSON output (`plan --format json`): `run` lists the
+        `platform/level` pairs that run, in the fixed order (all when not gated)."""
         mode = "skip-all" if self.skip_all else "yaml-gated" if self.yaml_gated else "normal"
+        pairs = self.runs if self.yaml_gated else {(p, lvl) for p in PLATFORMS for lvl in LEVELS}
         return {
             "mode": mode,
             "message": self.message,
-            "run": self.run_pairs(),
+            "run": [] if self.skip_all or not pairs else _pairs(pairs).split(", "),
             "buckets": {k: list(v) for k, v in vars(self.buckets).items() if v},
         }
 

@@ -8,8 +8,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["select_suites"]
-
 
 @task(
     help={
@@ -29,11 +27,8 @@ def select_suites(
 ) -> None:
     """Print the AMD suites to run as NAME:file lines, like select_test_suites.py.
 
-    Reads only its options (the bootstrap reads NIGHTLY and DEBUG_TEST_YAML from
-    the environment). `--branch ""` is a branch that is not main, as it was to
-    select_test_suites.py. Errors (exit 2): a missing --branch, a --nightly other than
-    0/1, and an empty, unknown or repeated --debug-test-yaml entry, with
-    select_test_suites.py's messages (which name NIGHTLY and DEBUG_TEST_YAML).
+    Reads only its options; `--branch ""` is a branch that is not main. Bad input
+    exits 2 with select_test_suites.py's messages.
     """
     from ci.amd import suites
 

@@ -6,13 +6,10 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["bootstrap"]
-
 
 @task(
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel); required",
-        "repo": "target checkout (default: git top-level of the current directory)",
         "dry_run": "upload nothing; print the pipeline YAML alone on stdout",
         "labels": "rocm only: the PR's labels, comma-separated ('' for none), instead of "
         "$BUILDKITE_PULL_REQUEST_LABELS or the GitHub API",
@@ -27,20 +24,14 @@ def bootstrap(
 ) -> None:
     """Decide what this build runs and upload the test pipeline (replaces bootstrap-*.sh).
 
-    rocm (bootstrap-amd-omni.sh): pick the AMD suites from the PR labels
-    (--labels, else BUILDKITE_PULL_REQUEST_LABELS, else the GitHub API with
-    GITHUB_TOKEN optional; --dry-run never asks GitHub), NIGHTLY and
-    DEBUG_TEST_YAML; gate each with skip-ci; render them (AMD_MIRROR_HW filter)
-    and upload from a private temp directory. cuda, npu (the
-    upload_pipeline.py entry step): upload .buildkite/<platform>/bootstrap-upload-steps.yml
-    with its skip-ci `if` gates and vllm-omni-ci commands. xpu
-    (bootstrap-intel-omni.sh): skip-ci `intel l2`, then upload
-    .buildkite/intel/pipeline-intel.yml with its test step rewritten. Every
-    pipeline is schema-checked before the upload. Exit 1 on a render, schema,
-    label or selector error or an AMD_MIRROR_HW the suites do not use; a failed
-    upload gives buildkite-agent's code; a bad --platform, --repo, --labels
-    (not rocm), BUILDKITE_PULL_REQUEST (not digits or false) or a --dry-run of a
-    PR without its labels exits 2.
+    rocm (bootstrap-amd-omni.sh): the AMD suites from the PR labels (--labels, else
+    BUILDKITE_PULL_REQUEST_LABELS, else the GitHub API; --dry-run never asks
+    GitHub), NIGHTLY and DEBUG_TEST_YAML, each gated by skip-ci. cuda, npu:
+    .buildkite/<platform>/bootstrap-upload-steps.yml with its skip-ci `if` gates.
+    xpu (bootstrap-intel-omni.sh): skip-ci `intel l2`, then
+    .buildkite/intel/pipeline-intel.yml. Every pipeline is schema-checked before the
+    upload. Exit 1 on a render, schema, label or selector error; a failed upload
+    gives buildkite-agent's code; bad input exits 2.
     """
     from ci.errors import UserError
     from ci.platforms import ALLOWED, Platform, platform_option

@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["cov_split"]
-
 
 @task(
     # The script's grammar and messages: a value is the next word, whatever it is; a
@@ -19,7 +17,6 @@ __all__ = ["cov_split"]
         "id>.xml.gz (required)",
         "offline": "--offline PATH: one pytest path of the offline half (repeat for more)",
         "online": "--online PATH: one pytest path of the online half (repeat for more)",
-        "dry_run": "print the plan and run nothing",
     },
 )
 def cov_split(

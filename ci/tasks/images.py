@@ -6,13 +6,10 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["build_image"]
-
 
 @task(
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel)",
-        "repo": "target checkout (default: git top-level of the current directory)",
         "commit": "image tag commit (default: $BUILDKITE_COMMIT, else git HEAD outside Buildkite)",
         "dry_run": (
             "print the plan (key, refs, every command) and run nothing; needs no engine and no"
@@ -87,30 +84,9 @@ def build_image(
     xpu: the base resolution and image build of run-xpu-test.sh (local image).
     Input errors exit 2, one `error:` line each, before any command runs.
     """
+    options = {name: value for name, value in locals().items() if name not in ("c", "no_push")}
     from ci.images import build
     from ci.images.options import BuildOptions
     from ci.platforms import platform_option
 
-    build(
-        BuildOptions(
-            platform=platform_option(platform),
-            repo=repo,
-            commit=commit,
-            dry_run=dry_run,
-            push=not no_push,
-            docker=docker,
-            timeout=timeout,
-            registry=registry,
-            arch=arch,
-            builder=builder,
-            buildx_builder=buildx_builder,
-            variant=variant,
-            tag=tag,
-            dockerfile=dockerfile,
-            tls_dir=tls_dir,
-            docker_config=docker_config,
-            install_buildctl=install_buildctl,
-            upstream_repo=upstream_repo,
-            vllm_version=vllm_version,
-        )
-    )
+    build(BuildOptions(**{**options, "platform": platform_option(platform), "push": not no_push}))

@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["lint_pipelines", "upload_pipeline"]
-
 
 @task(
     positional=["pipeline"],
@@ -18,7 +16,6 @@ __all__ = ["lint_pipelines", "upload_pipeline"]
         "e2e": "alias of --scope e2e: only groups named '… E2E Test …', unfiltered",
         "upload": "pipe the YAML to `buildkite-agent pipeline upload` instead of printing it",
         "dry_run": "print the YAML and the upload command; upload nothing",
-        "repo": "target checkout (default: git top-level of the current directory)",
         "platform": "bootstrap-upload-steps.yml only: cuda or npu (default: npu when a "
         "path component is `npu`, else cuda)",
     },
@@ -37,13 +34,10 @@ def upload_pipeline(
     """Render a test pipeline (source filter, hardware presets), validate it, print or upload.
 
     Replaces `upload_pipeline.py [--upload] [--all|--e2e] FILE`: steps whose
-    source_file_dependencies the build's diff does not touch are dropped, hardware
-    presets are expanded (MIRROR_HW=b200 reroutes), and the result is checked
-    against Buildkite's schema. On a bootstrap-upload-steps.yml it adds the
-    skip-ci `if` gates instead. --scope auto picks all, e2e or diff per file, as
-    the bootstrap YAMLs' inline shell did. Problems: one `error:` line each, exit
-    1, nothing uploaded; a failed upload gives buildkite-agent's code; bad options
-    exit 2.
+    source_file_dependencies the diff does not touch are dropped, hardware presets
+    expanded (MIRROR_HW=b200 reroutes), the result schema-checked; a
+    bootstrap-upload-steps.yml gets the skip-ci `if` gates. Problems exit 1 and
+    upload nothing; a failed upload gives buildkite-agent's code; bad options exit 2.
     """
     from ci.pipeline import scope as scopes
     from ci.pipeline.upload import UploadOptions
@@ -61,16 +55,13 @@ def upload_pipeline(
     )
 
 
-@task(help={"repo": "target checkout (default: git top-level of the current directory)"})
+@task()
 def lint_pipelines(c: Context, repo: str = "") -> None:
     """Check every test YAML: keys, presets, expansion and schema, whatever the diff.
 
-    Replaces the check-buildkite pre-commit hook. Every CUDA/NPU test YAML is
-    rendered under MIRROR_HW unset and b200 with every key and preset looked up;
-    every other .buildkite/ YAML is schema-checked, AMD suite YAMLs after the AMD
-    bootstrap's own load check. One `ok`/`FAIL` line per file
-    on stdout, one `error:` line per problem on stderr; exit 1 on problems, 2 on
-    bad input.
+    Replaces the check-buildkite pre-commit hook: CUDA/NPU test YAMLs rendered under
+    MIRROR_HW unset and b200, every other .buildkite/ YAML schema-checked. One
+    `ok`/`FAIL` line per file on stdout; exit 1 on problems, 2 on bad input.
     """
     from ci.pipeline.lint import lint_repo
 

@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["plan"]
-
 
 @task(
     iterable=["platform"],
@@ -26,7 +24,6 @@ __all__ = ["plan"]
         "non_critical": "plan a scheduled build with NON_CRITICAL=1",
         "mirror_hw": "MIRROR_HW for the CUDA pipelines: empty or b200",
         "platform": "rocm (amd), cuda, npu, xpu (intel); repeat or comma-separate (default: all)",
-        "repo": "target checkout (default: git top-level of the current directory)",
         "format": "table (default), json or markdown",
     },
 )
@@ -47,13 +44,10 @@ def plan(
 ) -> None:
     """Show what CI would run for this change on every platform; uploads nothing.
 
-    Per platform: the skip-ci decision, the pipelines its bootstrap would upload,
-    every job (hardware, parallelism, timeout, blocking) and every dropped step
-    with its reason, computed by the bootstraps' own code for a PR build of
-    <base>...<head> (on main: a push to main, against the head's parent), the
-    build every task assumes locally. No upload, no buildkite-agent, no
-    network. Exit 0 when printed; 1 when a platform's render failed (the others
-    are still printed); 2 on bad input. JSON schema and details: docs/plan.md.
+    Per platform: the skip-ci decision, the pipelines its bootstrap would upload, and
+    every job and dropped step, by the bootstraps' own code; no upload, no network.
+    Exit 1 when a platform's render failed (the others still print); 2 on bad
+    input. Details: docs/plan.md.
     """
     # Every option by its own name: parse_inputs takes exactly these (PlanOptions).
     options = {name: value for name, value in locals().items() if name != "c"}

@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["run_tests", "step"]
-
 
 @task(
     help={
@@ -22,29 +20,19 @@ def run_tests(
 ) -> None:
     """Run the job's commands: $TEST_COMMANDS, else the words after `--` joined by spaces.
 
-    rocm (replaces run-amd-test.sh): defaults PYTHONFAULTHANDLER=1,
-    HF_HOME=/home/buildkite-agent/huggingface, HF_HUB_DOWNLOAD_TIMEOUT=300,
-    HF_HUB_ETAG_TIMEOUT=60, MIOPEN_DEBUG_CONV_DIRECT=0, MIOPEN_DEBUG_CONV_GEMM=0,
-    VLLM_ROCM_USE_AITER=0, PYTHONPATH=.. (each only when unset or empty).
-    Always overwritten: PYTORCH_ROCM_ARCH (forced empty), TMPDIR,
-    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, VLLM_CACHE_ROOT, XDG_CACHE_HOME,
-    HF_DATASETS_CACHE (per-job dirs under /tmp/vllm-omni-native-<job id>).
-    Pre-flight (exit 1): VLLM_CI_DOCKER_DISABLED=1 required; a non-negative
-    integer VLLM_CI_EXPECTED_GPU_COUNT (checked before any folder is made); HF
-    cache mount when VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1; rocminfo and torch
-    with exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs (0 = no-GPU pre-flight, skips both).
-    Every command runs; the first failure is kept (a real one replaces 5), also
-    past `exit N` and `set -e`; VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
-    npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
-    xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:$BUILDKITE_COMMIT
-    with the XPU command table (ci/runner/xpu_commands.py), stopping at the first
-    failure; HF_CACHE (default ~/.cache/huggingface) mounted; VLLM_LOGGING_LEVEL,
-    VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
-    only when present; container and image removed on every exit.
-    Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
-    134); SIGTERM, SIGINT or SIGHUP to run-tests end every descendant, then exit
-    143, 130 or 129; --timeout 124. rocm/npu: what the job leaves running when it
-    ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
+    rocm (replaces run-amd-test.sh): the script's env defaults (each only when unset
+    or empty) and per-job cache dirs under /tmp/vllm-omni-native-<job id>; pre-flight
+    (exit 1): VLLM_CI_DOCKER_DISABLED=1, a non-negative integer
+    VLLM_CI_EXPECTED_GPU_COUNT, the HF cache mount when
+    VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1, and rocminfo and torch seeing exactly that
+    many GPUs (0 = no-GPU pre-flight, skips both). Every command runs; the first
+    failure is kept (a real one replaces 5); VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5
+    into 0. npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first
+    failure. xpu (replaces run-xpu-test.sh): the XPU command table
+    (ci/runner/xpu_commands.py) in a container of xpu/vllm-omni-ci:$BUILDKITE_COMMIT,
+    stopping at the first failure; container and image removed on every exit.
+    Exit: the commands' status (signals and --timeout as in README's table);
+    rocm/npu: what the job leaves running is ended and listed on stderr.
     """
     from ci.argv import after_dashdash
     from ci.runner.dispatch import run_tests as dispatch
@@ -72,7 +60,6 @@ def run_tests(
         "ARTIFACT_DIR/process-cleanup.txt)",
         "leak_scope": "tree (our descendants, default) or all (every visible process)",
         "leak_settle": "how long leftovers may take to exit before they count (default 5s)",
-        "dry_run": "print the plan and run nothing",
     },
 )
 def step(
@@ -91,32 +78,14 @@ def step(
 ) -> None:
     """Run `-- COMMAND...` with timeout, shard, artifacts and leak check; pass its exit code.
 
-    Replaces the test YAMLs' inline idioms: `timeout … bash -c`, the
-    `--num-shards/--shard-id` and `TESTS[$BUILDKITE_PARALLEL_JOB]` sharding, copies
-    into $BUILDKITE_BUILD_CHECKOUT_PATH/artifacts, `tee` + `tail` summaries and the
-    ps/awk leak check. In a parallel step (BUILDKITE_PARALLEL_JOB_COUNT set) it
-    shards a pytest command by default. Exit: the command's status; 1 for a leak after a pass; 124
-    (137 if KILL was needed) on timeout; 127/126 when the command is missing or
-    cannot run; 2 for bad options, before anything runs. What the command leaves
-    running is ended afterwards (TERM, KILL after 5s) and listed on stderr. Files
-    it writes have secrets masked; one it cannot write is a warning, not the exit code.
+    Replaces the test YAMLs' inline idioms: `timeout … bash -c`, the shard
+    arguments, artifact copies, `tee` + `tail` summaries and the ps/awk leak check.
+    Exit: the command's status; 1 for a leak after a pass; 124 (137 if KILL was
+    needed) on timeout; 2 for bad options, before anything runs. What the command
+    leaves running is ended afterwards and listed on stderr.
     """
+    options = {name: value for name, value in locals().items() if name not in ("c", "dry_run")}
     from ci.argv import after_dashdash
     from ci.runner.step import StepOptions, run_step
 
-    run_step(
-        StepOptions(
-            timeout=timeout,
-            kill_after=kill_after,
-            shard=shard,
-            shard_list=shard_list,
-            artifact_dir=artifact_dir,
-            junit=junit,
-            summary_tail=summary_tail,
-            leak_check=leak_check,
-            leak_scope=leak_scope,
-            leak_settle=leak_settle,
-        ),
-        after_dashdash(),
-        dry_run=dry_run,
-    )
+    run_step(StepOptions(**options), after_dashdash(), dry_run=dry_run)

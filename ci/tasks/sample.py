@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["wheelhouse"]
-
 
 @task(
     iterable=["dest"],
@@ -15,7 +13,6 @@ __all__ = ["wheelhouse"]
         "dest": "output directory, repeatable (default: ./wheelhouse and "
         "examples/omni-sample/wheelhouse of this checkout)",
         "python_version": "CPython version of the images (default: 3.11, Debian bookworm)",
-        "dry_run": "print the plan and run nothing",
     },
 )
 def wheelhouse(

@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["sandbox"]
-
 
 @task(
     positional=["action"],

@@ -6,26 +6,19 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["skip_ci"]
-
 
 @task(
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel); required",
         "level": "l2 (ready) or l3 (merge); required",
-        "repo": "target checkout (default: git top-level of the current directory)",
     }
 )
 def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> None:
     """Exit 0 with `skip-all` or `skip-l23` on stdout to stop; exit 1 to run the tests.
 
-    The range comes from git and the Buildkite env (PR: origin/<base>...<commit>;
-    main: <commit>^..<commit>). Outside Buildkite, with BUILDKITE_PULL_REQUEST
-    and BUILDKITE_BRANCH unset, a checkout on main is a push to main and any
-    other branch a PR against main (said on one `local build:` line). The
-    decision and its reason go to stderr. Bad input exits 2 (a missing
-    BUILDKITE_COMMIT inside Buildkite included), no git on PATH 127; callers
-    treat both as "run".
+    The range comes from git and the Buildkite env, as README's "Which build" says;
+    the decision and its reason go to stderr. Bad input exits 2, no git 127;
+    callers treat both as "run".
     """
     from ci import skipci
 

@@ -6,8 +6,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["tier"]
-
 
 @task(
     iterable=["label"],
@@ -45,15 +43,11 @@ def tier(
 ) -> None:
     """Run one tier of a target repo here, as Buildkite would; `nox -s NAME -- ...` is the same.
 
-    A step is CPU-runnable only if it has a pytest -m expression and every -m in
-    it has a positive `cpu` term (not negated); those run here with the no-GPU
-    pre-flight (VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step is reported as
-    `needs <hardware>` and does not run unless --force is given. The hardware
-    is the step's agent_pool (rocm) or the preset the upload resolves (cuda,
-    npu). Group and step `if`s are evaluated as for a PR carrying the tier's
-    label, with build.env() reading this environment (e.g. WEEKLY=1); a false
-    one skips the step. A step whose depends_on names a step of the tier that
-    did not pass is not run. Exit 1 only when a blocking step fails.
+    Only CPU steps run (every pytest -m has a positive `cpu` term), with the no-GPU
+    pre-flight; every other step shows as `needs <hardware>` unless --force. `if`s
+    are evaluated as for a PR carrying the tier's label; a false one, or a
+    depends_on step that did not pass, skips the step. Exit 1 only when a blocking
+    step fails.
     """
     options = {key: value for key, value in locals().items() if key not in ("c", "label")}
     from ci.errors import Stop, UserError
