@@ -12,6 +12,7 @@ per-process cache and the once-only `[skip-ci]:` line, so every caller agrees.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import sys
@@ -32,11 +33,8 @@ PLATFORMS: Final = tuple(topology.SKIP_CI_NAMES.values())
 LEVELS: Final = ("l2", "l3")
 LOG_PREFIX: Final = "[skip-ci]: "
 
-# Test YAML -> platform, per level: a change to one gates that platform's level.
-L2_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l2")
-L3_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l3")
-L45_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l45")
-_LEVEL_OF: Final = {row.file: row.level for row in topology.TABLE}
+# Test YAML -> (skip-ci platform, level): a change to one gates that platform's level.
+_YAML: Final = {r.file: (topology.SKIP_CI_NAMES[r.platform], r.level) for r in topology.TABLE}
 
 MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
 MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
@@ -93,7 +91,7 @@ def classify(
             ok = changes is not None and skip_mark_only(path, changes, notes)
             bucket = "skip_tests" if ok else "other"
         else:
-            bucket = _LEVEL_OF.get(path, "other")
+            bucket = _YAML[path][1] if path in _YAML else "other"
         found[bucket].append(path)
     return Buckets(**{k: tuple(v) for k, v in found.items()}), tuple(notes)
 
@@ -219,26 +217,10 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 
 
 def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
-    """Which platform/levels stay on for a CI-YAML diff: all start on, then the L4/L5,
-    L2 and L3 YAML rules apply in that order, each overriding the one before."""
-    on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
-    l2 = {L2_YAML_FILES[f] for f in buckets.l2}
-    l3 = {L3_YAML_FILES[f] for f in buckets.l3}
-    if buckets.l45:  # the first rule: every pair is still on
-        for p in PLATFORMS:
-            on[p, "l2"], on[p, "l3"] = bool(l2), bool(l3)
-    if l2:
-        for p in PLATFORMS:
-            on[p, "l3"] = False
-            on[p, "l2"] = p in l2
-    if l3:
-        for p in PLATFORMS:
-            if p in l3:
-                on[p, "l3"] = True
-                on[p, "l2"] = p in l2
-            elif not l2:
-                on[p, "l2"] = on[p, "l3"] = False
-    return frozenset(k for k, v in on.items() if v)
+    """Which platform/levels stay on for a CI-YAML diff: exactly those whose L2 or L3 YAML
+    changed (the original's three override rules, L4/L5 then L2 then L3, come to this;
+    an L4/L5 YAML change alone runs no L2/L3)."""
+    return frozenset(_YAML[path] for path in (*buckets.l2, *buckets.l3))
 
 
 def _changed_summary(buckets: Buckets) -> str:
@@ -259,7 +241,7 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
     if not any(vars(buckets).values()):
         # Nothing changed: the original's decision (normal CI), said as it is.
         return Decision(False, False, MSG_EMPTY, buckets=buckets, notes=notes)
-    if buckets.other or not (buckets.docs or buckets.skip_tests or buckets.yaml):
+    if buckets.other:
         return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
     if not buckets.yaml:
         return Decision(True, False, MSG_SKIP_ALL, buckets=buckets, notes=notes)
@@ -273,8 +255,7 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
     return Decision(False, True, message, runs, buckets, notes)
 
 
-_DECISIONS: dict[int, tuple[Diff, Decision]] = {}
-_LOGGED: set[int] = set()
+_LOGGED: set[Diff] = set()
 
 
 def _log(message: str) -> None:
@@ -282,15 +263,12 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
+@functools.cache
 def _decided(diff: Diff) -> Decision:
     """The decision for `diff`, computed once per process (its per-file notes logged then)."""
-    cached = _DECISIONS.get(id(diff))
-    if cached and cached[0] is diff:
-        return cached[1]
     made = decide(diff.paths, diff if diff.range is not None else None)
     for note in made.notes:
         _log(note)
-    _DECISIONS[id(diff)] = (diff, made)
     return made
 
 
@@ -298,8 +276,8 @@ def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
     """The decision for a resolved diff, logged once per process as `[skip-ci]: <message>`
     (the CLI's `verdict`, `cuda/l2: run`, appended in parentheses)."""
     made = _decided(diff)
-    if id(diff) not in _LOGGED:
-        _LOGGED.add(id(diff))
+    if diff not in _LOGGED:
+        _LOGGED.add(diff)
         _log(f"{made.message} ({verdict})" if verdict else made.message)
     return made
 
@@ -317,7 +295,7 @@ def decision(
 
 def clear_cache() -> None:
     """Forget cached decisions and diffs (tests)."""
-    _DECISIONS.clear()
+    _decided.cache_clear()
     _LOGGED.clear()
     clear_diffs()
 

@@ -1,6 +1,10 @@
-"""`bootstrap`: the first job of every platform's Buildkite pipeline."""
+"""`bootstrap`: the first job of every platform's Buildkite pipeline; and its parts alone:
+`skip-ci` (may this build stop before its L2/L3 tests? replaces `skip_ci.py gate`) and
+`select-suites` (the AMD suite selector)."""
 
 from __future__ import annotations
+
+import sys
 
 from invoke.context import Context
 
@@ -54,3 +58,51 @@ def bootstrap(
     from ci.bootstraps import run
 
     run(chosen, target, dry_run=dry_run)
+
+
+@task(
+    help={
+        "platform": "rocm (amd), cuda, npu or xpu (intel); required",
+        "level": "l2 (ready) or l3 (merge); required",
+    }
+)
+def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> None:
+    """Exit 0 with `skip-all` or `skip-l23` on stdout to stop; exit 1 to run the tests.
+
+    The range comes from git and the Buildkite env, as README's "Which build" says;
+    the decision and its reason go to stderr. Bad input exits 2, no git 127;
+    callers treat both as "run".
+    """
+    from ci import skipci
+
+    skipci.run_gate(platform, level, repo or None)
+
+
+@task(
+    help={
+        "branch": "the build's branch, required (main selects merge, or nightly with --nightly 1;"
+        " any other value, empty included, follows the labels)",
+        "labels": "PR labels, separated by newlines or commas",
+        "debug_test_yaml": "explicit comma list of suites (ready, merge, nightly); wins over all",
+        "nightly": "0 or 1 (only matters on main)",
+    }
+)
+def select_suites(
+    c: Context,
+    branch: str | None = None,
+    labels: str = "",
+    debug_test_yaml: str = "",
+    nightly: str = "0",
+) -> None:
+    """Print the AMD suites to run as NAME:file lines, like select_test_suites.py.
+
+    Reads only its options; `--branch ""` is a branch that is not main. Bad input
+    exits 2 with select_test_suites.py's messages.
+    """
+    from ci.amd import suites
+
+    selection = suites.select_from_args(branch, labels, debug_test_yaml, nightly)
+    if selection.notice:
+        print(selection.notice, file=sys.stderr)
+    for line in selection.spec_lines():
+        print(line)

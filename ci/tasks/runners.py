@@ -1,4 +1,5 @@
-"""`run-tests`: a job's test commands on its platform; `step`: one wrapped test command."""
+"""`run-tests`: a job's test commands on its platform; `step`: one wrapped test command;
+`cov-split`: per-mode coverage runs of one model's tests (was run_cov_split.sh)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,49 @@ def step(
     from ci.runner.step import StepOptions, run_step
 
     run_step(StepOptions(**options), after_dashdash(), dry_run=dry_run)
+
+
+@task(
+    # The script's grammar and messages: a value is the next word, whatever it is; a
+    # repeated --model-id wins (the last one); errors say `run_cov_split.sh: …`.
+    script="run_cov_split.sh",
+    iterable=["offline", "online"],
+    help={
+        "model_id": "--model-id ID: names the reports: coverage-<id>-{offline,online}-<step "
+        "id>.xml.gz (required)",
+        "offline": "--offline PATH: one pytest path of the offline half (repeat for more)",
+        "online": "--online PATH: one pytest path of the online half (repeat for more)",
+    },
+)
+def cov_split(
+    c: Context,
+    model_id: str = "",
+    offline: list[str] | None = None,
+    online: list[str] | None = None,
+    dry_run: bool = False,
+) -> None:
+    """Run a model's tests once per mode with coverage on weekly main; else one plain pytest.
+
+    Pytest arguments go after `--` and keep their quoting (`-- -m 'a and b'`).
+    Coverage only when WEEKLY=1 and BUILDKITE_BRANCH=main; otherwise one
+    `pytest -s -v <offline> <online> <args>` whose exit code is passed through
+    (5 included). With coverage, per mode: pytest --cov=vllm_omni
+    --cov-report=xml:coverage-<id>-<mode>-<BUILDKITE_STEP_ID or local>.xml, then
+    gzip -9; then `buildkite-agent artifact upload`; any failure exits 1.
+    Argument errors exit 2 with run_cov_split.sh's messages.
+    """
+    import os
+
+    from ci import covsplit
+    from ci.argv import after_dashdash
+
+    covsplit.run(
+        covsplit.Request(
+            model_id=model_id,
+            offline=tuple(offline or ()),
+            online=tuple(online or ()),
+            pytest_args=tuple(after_dashdash()),
+        ),
+        os.environ,
+        dry_run=dry_run,
+    )
