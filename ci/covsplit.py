@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ci import door
-from ci.errors import BAD_INPUT, Stop, UserError
+from ci.errors import Stop, UserError
 from ci.runner import run_reporting
 
 SCRIPT = "run_cov_split.sh"
@@ -38,13 +38,11 @@ def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> No
     """The script's two checks, in its order and words (exit 2), and the id's form (it names
     files written and removed in the working directory: `../../x;y` would reach out)."""
     if not model_id:
-        raise UserError(f"{SCRIPT}: missing --model-id", code=BAD_INPUT)
+        raise UserError(f"{SCRIPT}: missing --model-id")
     if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
-        raise UserError(
-            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=BAD_INPUT
-        )
+        raise UserError(f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}")
     if not offline and not online:
-        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=BAD_INPUT)
+        raise UserError(f"{SCRIPT}: need at least one of --offline / --online")
 
 
 def coverage_gate(env: Mapping[str, str]) -> bool:

@@ -50,9 +50,9 @@ class Report:
     def engine(self) -> bool:
         return self.engine_version is not None
 
-    def client(self, path: str | None = None) -> Client | None:
-        wanted = path or self.chosen
-        return next((c for c in self.clients if c.path == wanted), None)
+    def client(self) -> Client | None:
+        """The chosen client's probe."""
+        return next((c for c in self.clients if c.path == self.chosen), None)
 
     @property
     def buildx(self) -> bool:
@@ -239,15 +239,13 @@ def doctor(docker: str | None, *, as_json: bool, builder: str) -> None:
 
 
 def render(report: Report) -> str:
-    def yes(flag: bool) -> str:
-        return "yes" if flag else "no"
-
+    yes = {True: "yes", False: "no"}
     lines = ["docker clients:"]
     for c in report.clients:
         mark = "*" if c.path == report.chosen else " "
         lines.append(
             f" {mark} {c.path}  version={c.version or '?'}  "
-            f"buildkit-without-buildx={yes(c.buildkit_without_buildx)}  buildx={yes(c.buildx)}"
+            f"buildkit-without-buildx={yes[c.buildkit_without_buildx]}  buildx={yes[c.buildx]}"
         )
     if not report.clients:
         lines.append("   (none)")
@@ -258,8 +256,8 @@ def render(report: Report) -> str:
     )
     lines += [
         f"engine: {engine}",
-        f"engine supports --output type=image: {yes(report.output_image)}",
-        f"docker buildx works: {yes(report.buildx)}",
+        f"engine supports --output type=image: {yes[report.output_image]}",
+        f"docker buildx works: {yes[report.buildx]}",
         f"buildctl: {report.buildctl or 'not found'}",
         f"registry {REGISTRY}: {'answers' if report.registry else 'no answer'}",
         f"shellcheck: {report.shellcheck or 'not found'}",

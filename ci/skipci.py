@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from ci import door, topology
-from ci.diff import Diff, _Worktree, resolve_diff
+from ci.diff import Diff, _Worktree, is_test_py, resolve_diff
 from ci.diff import clear_cache as clear_diffs
 from ci.errors import Stop, UserError
 from ci.platforms import Platform, parse_platform
 from ci.target import git, resolve_repo
-from ci.testpaths import is_test_py
 
 # The platforms in the one order every message and the matrix use.
 PLATFORMS: Final = tuple(topology.SKIP_CI_NAMES.values())
