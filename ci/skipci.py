@@ -303,8 +303,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
     problems = [] if platform else ["--platform is required: rocm (amd), cuda, npu or xpu (intel)"]
     try:
-        if platform:
-            spec_platform(platform)
+        name = spec_platform(platform) if platform else ""
     except UserError as exc:
         problems += [f"--platform: {p}" for p in exc.problems]
     if level not in LEVELS:
@@ -320,7 +319,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
         raise UserError(f"--repo: {target} is not a git checkout")
     diff = resolve_diff(target)
     word = _decided(diff).gate(platform, level)
-    decision_for(diff, verdict=f"{spec_platform(platform)}/{level}: {word or 'run'}")
+    decision_for(diff, verdict=f"{name}/{level}: {word or 'run'}")
     if word is not None:
         sys.stdout.write(word + "\n")
         sys.stdout.flush()

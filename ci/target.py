@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from ci import door
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 
 MAIN: Final = "main"
 CHOOSE_HINT: Final = "outside Buildkite; set BUILDKITE_PULL_REQUEST/BUILDKITE_BRANCH to choose"
@@ -59,17 +59,17 @@ def _git(repo: Path, *args: str) -> str | None:
 
 def _from_buildkite_or_git(
     repo: Path, name: str, given: str | None, env: Mapping[str, str] | None, *git_args: str,
-    message: str, unnamed: str, code: int = BAD_INPUT,
+    message: str, unnamed: str,
 ) -> str:  # fmt: skip
     """`given`, else $name; inside Buildkite a missing one is an error, outside it git answers."""
     source = os.environ if env is None else env
     if value := given or source.get(name, ""):
         return value
     if in_buildkite(source):
-        raise UserError(message, code=code)
+        raise UserError(message)
     found = _git(repo, *git_args)
     if found is None:
-        raise UserError(f"{message}, and {unnamed} in {repo}", code=code)
+        raise UserError(f"{message}, and {unnamed} in {repo}")
     return found
 
 
@@ -78,13 +78,11 @@ def resolve_commit(
     given: str | None = None,
     env: Mapping[str, str] | None = None,
     *,
-    code: int = BAD_INPUT,
     message: str = "BUILDKITE_COMMIT is not set",
 ) -> str:
-    unnamed = "`git rev-parse HEAD` failed"
     return _from_buildkite_or_git(
         repo, "BUILDKITE_COMMIT", given, env, "rev-parse", "HEAD",
-        message=message, unnamed=unnamed, code=code,
+        message=message, unnamed="`git rev-parse HEAD` failed",
     )  # fmt: skip
 
 

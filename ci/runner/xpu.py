@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ci import door, door_docker
 from ci.durations import parse_duration
-from ci.errors import BAD_INPUT, Stop, UserError
+from ci.errors import Stop, UserError
 from ci.images import refs
 from ci.runner import run_reporting, xpu_commands
 from ci.runner.program import Mode, Section, Semantics, render_program
@@ -155,9 +155,7 @@ def resolve(env: Mapping[str, str], *, timeout: str, prune: bool) -> XpuRunSpec:
     seconds = parse_duration(timeout or DEFAULT_TIMEOUT, name="--timeout")
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")
-    commit = resolve_commit(
-        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
-    )
+    commit = resolve_commit(Path.cwd(), None, env, message="BUILDKITE_COMMIT must be set")
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     return XpuRunSpec(
         image=refs.image_ref(IMAGE_REPO, commit),
