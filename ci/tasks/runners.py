@@ -22,19 +22,29 @@ def run_tests(
 ) -> None:
     """Run the job's commands: $TEST_COMMANDS, else the words after `--` joined by spaces.
 
-    rocm (replaces run-amd-test.sh): the script's env defaults (each only when unset
-    or empty) and per-job cache dirs under /tmp/vllm-omni-native-<job id>; pre-flight
-    (exit 1): VLLM_CI_DOCKER_DISABLED=1, a non-negative integer
-    VLLM_CI_EXPECTED_GPU_COUNT, the HF cache mount when
-    VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1, and rocminfo and torch seeing exactly that
-    many GPUs (0 = no-GPU pre-flight, skips both). Every command runs; the first
-    failure is kept (a real one replaces 5); VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5
-    into 0. npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first
-    failure. xpu (replaces run-xpu-test.sh): the XPU command table
-    (ci/runner/xpu_commands.py) in a container of xpu/vllm-omni-ci:$BUILDKITE_COMMIT,
-    stopping at the first failure; container and image removed on every exit.
-    Exit: the commands' status (signals and --timeout as in README's table);
-    rocm/npu: what the job leaves running is ended and listed on stderr.
+    rocm (replaces run-amd-test.sh): defaults PYTHONFAULTHANDLER=1,
+    HF_HOME=/home/buildkite-agent/huggingface, HF_HUB_DOWNLOAD_TIMEOUT=300,
+    HF_HUB_ETAG_TIMEOUT=60, MIOPEN_DEBUG_CONV_DIRECT=0, MIOPEN_DEBUG_CONV_GEMM=0,
+    VLLM_ROCM_USE_AITER=0, PYTHONPATH=.. (each only when unset or empty).
+    Always overwritten: PYTORCH_ROCM_ARCH (forced empty), TMPDIR,
+    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, VLLM_CACHE_ROOT, XDG_CACHE_HOME,
+    HF_DATASETS_CACHE (per-job dirs under /tmp/vllm-omni-native-<job id>).
+    Pre-flight (exit 1): VLLM_CI_DOCKER_DISABLED=1 required; a non-negative
+    integer VLLM_CI_EXPECTED_GPU_COUNT (checked before any folder is made); HF
+    cache mount when VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1; rocminfo and torch
+    with exactly VLLM_CI_EXPECTED_GPU_COUNT GPUs (0 = no-GPU pre-flight, skips both).
+    Every command runs; the first failure is kept (a real one replaces 5), also
+    past `exit N` and `set -e`; VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
+    npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
+    xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:$BUILDKITE_COMMIT
+    with the XPU command table (ci/runner/xpu_commands.py), stopping at the first
+    failure; HF_CACHE (default ~/.cache/huggingface) mounted; VLLM_LOGGING_LEVEL,
+    VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
+    only when present; container and image removed on every exit.
+    Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
+    134); SIGTERM, SIGINT or SIGHUP to run-tests end every descendant, then exit
+    143, 130 or 129; --timeout 124. rocm/npu: what the job leaves running when it
+    ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
     """
     from ci.argv import after_dashdash
     from ci.runner.dispatch import run_tests as dispatch
@@ -175,11 +185,15 @@ def tier(
 ) -> None:
     """Run one tier of a target repo here, as Buildkite would; `nox -s NAME -- ...` is the same.
 
-    Only CPU steps run (every pytest -m has a positive `cpu` term), with the no-GPU
-    pre-flight; every other step shows as `needs <hardware>` unless --force. `if`s
-    are evaluated as for a PR carrying the tier's label; a false one, or a
-    depends_on step that did not pass, skips the step. Exit 1 only when a blocking
-    step fails.
+    A step is CPU-runnable only if it has a pytest -m expression and every -m in
+    it has a positive `cpu` term (not negated); those run here with the no-GPU
+    pre-flight (VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step is reported as
+    `needs <hardware>` and does not run unless --force is given. The hardware
+    is the step's agent_pool (rocm) or the preset the upload resolves (cuda,
+    npu). Group and step `if`s are evaluated as for a PR carrying the tier's
+    label, with build.env() reading this environment (e.g. WEEKLY=1); a false
+    one skips the step. A step whose depends_on names a step of the tier that
+    did not pass is not run. Exit 1 only when a blocking step fails.
     """
     options = {key: value for key, value in locals().items() if key not in ("c", "label")}
     from ci.errors import Stop, UserError
