@@ -228,14 +228,6 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
     return rewritten
 
 
-def plan_intel(repo: Path, env: Mapping[str, str]) -> tuple[model.Document | None, str | None]:
-    """(pipeline, None) to upload, or (None, word) when skip-ci stops the build."""
-    pipeline, word = intel_pipeline(repo, skipci.decision(repo, env=env))
-    if word is not None:
-        log(f"intel/l2: {word}")
-    return None if pipeline is None else model.emit(pipeline), word
-
-
 def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | None, str | None]:
     """The rewritten Intel pipeline, or (None, skip word) when skip-ci stops `intel l2`."""
     word = decision.gate("intel", "l2")
@@ -253,24 +245,24 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
 def run(
     platform: Platform, repo: Path, *, dry_run: bool = False, env: Mapping[str, str] | None = None
 ) -> None:
-    """Decide, render, validate, then upload (or print with `--dry-run`)."""
+    """Decide, render, validate, then upload (or print with `--dry-run`); cuda, npu or xpu
+    (the rocm bootstrap is `ci.amd.bootstrap`)."""
     source = dict(os.environ if env is None else env)
-    if platform not in (Platform.CUDA, Platform.NPU, Platform.XPU):
-        raise UserError(f"--platform: no bootstrap here for {platform}; use ci.amd.bootstrap")
     # The build first: inside Buildkite a missing BUILDKITE_COMMIT stops here (exit 2),
     # outside it the `local build: …` line says what the rule chose.
     resolve_build(repo, source)
     if platform is Platform.XPU:
         log("--- 🛠 Preparing Intel pipeline")
-        pipeline, word = plan_intel(repo, source)
-        if pipeline is None:
+        tree, word = intel_pipeline(repo, skipci.decision(repo, env=source))
+        if tree is None:
+            log(f"intel/l2: {word}")
             if word == "skip-all":
                 door.execute(
                     door.Plan((skipci.annotate_command(),)), dry_run=dry_run, log_dry_run=True
                 )
             log("Intel pipeline not uploaded (skip-ci)")
             return
-        source_name = INTEL_PIPELINE
+        pipeline, source_name = model.emit(tree), INTEL_PIPELINE
     else:
         chosen: BootstrapPlatform = "cuda" if platform is Platform.CUDA else "npu"
         pipeline = plan_pipeline(chosen, repo, source)

@@ -9,8 +9,9 @@ and explicitly empty paths or choices are refused; a closed stdout ends quietly
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from invoke.exceptions import Exit, UnexpectedExit
@@ -123,8 +124,6 @@ class CiProgram(Program):
 
     def update_config(self, merge: bool = True) -> None:
         """Config without `$INVOKE_RUNTIME_CONFIG`'s file: none is read, a bad one broke."""
-        import os
-
         saved = os.environ.pop("INVOKE_RUNTIME_CONFIG", None)
         try:
             super().update_config(merge)
@@ -159,27 +158,26 @@ class _GuardedStdout:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise StdoutFailed(exc.errno, exc.strerror) from None
+        return int(_guarded(self._stream.write, text))
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
     def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise StdoutFailed(exc.errno, exc.strerror) from None
+        _guarded(self._stream.flush)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _guarded(call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise StdoutFailed(exc.errno, exc.strerror) from None
 
 
 def guard_stdout() -> None:
@@ -190,21 +188,20 @@ def guard_stdout() -> None:
 
 def stdout_failed(exc: OSError) -> int:
     """`vllm-omni-ci plan > /dev/full`: one line, and sysexits' EX_IOERR (74)."""
-    import os
-
     print(f"error: cannot write to stdout: {exc.strerror or exc}", file=sys.stderr)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    _stdout_to_devnull()
     return STDOUT_FAILED
 
 
 def stdout_closed() -> None:
     """`vllm-omni-ci … | head`: the reader left; end quietly, as a shell tool killed by SIGPIPE."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    _stdout_to_devnull()
     sys.exit(128 + 13)
+
+
+def _stdout_to_devnull() -> None:
+    """The interpreter's final flush must not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def program(binary: str = "vllm-omni-ci", **option_defaults: str) -> CiProgram:
@@ -224,8 +221,6 @@ def main() -> None:
 def adopt_inv() -> None:
     """`inv` (from tasks.py): rerun the command line under `CiProgram`, so `inv TASK` and
     `vllm-omni-ci TASK` agree on usage errors and Ctrl-C."""
-    import os
-
     if os.path.basename(sys.argv[0]) not in ("inv", "invoke"):
         return
     program(binary=os.path.basename(sys.argv[0])).run(list(sys.argv))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ci import door
-from ci.errors import BAD_INPUT, Stop, UserError
+from ci.errors import Stop, UserError
 from ci.runner import run_reporting
 
 SCRIPT = "run_cov_split.sh"
@@ -38,13 +38,11 @@ def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> No
     """The script's two checks, in its order and words (exit 2), and the id's form (it names
     files written and removed in the working directory: `../../x;y` would reach out)."""
     if not model_id:
-        raise UserError(f"{SCRIPT}: missing --model-id", code=BAD_INPUT)
+        raise UserError(f"{SCRIPT}: missing --model-id")
     if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
-        raise UserError(
-            f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}", code=BAD_INPUT
-        )
+        raise UserError(f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}")
     if not offline and not online:
-        raise UserError(f"{SCRIPT}: need at least one of --offline / --online", code=BAD_INPUT)
+        raise UserError(f"{SCRIPT}: need at least one of --offline / --online")
 
 
 def coverage_gate(env: Mapping[str, str]) -> bool:
@@ -53,36 +51,25 @@ def coverage_gate(env: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True)
-class Half:
-    """One mode's coverage run: pytest, then gzip of its report."""
-
-    mode: str
-    pytest: door.Command
-    gzip: door.Command
-
-
-@dataclass(frozen=True)
 class CovPlan:
-    """What the task will run. `combined` is set when the coverage gate is closed."""
+    """What the task will run: without coverage, one combined pytest; with it, the
+    removal of stale reports, a pytest and a gzip per mode given paths, and the upload."""
 
     request: Request
-    combined: door.Command | None = None
-    clean: door.Command | None = None
-    halves: tuple[Half, ...] = ()
-    upload: door.Command | None = None
+    commands: tuple[door.Command, ...]
+    coverage: bool
+
+    def modes(self) -> list[str]:
+        return [mode for mode in MODES if self.request.paths(mode)]
 
     def plan(self) -> door.Plan:
-        title = f"cov-split {self.request.model_id}"
-        if self.combined is not None:
-            off = ("coverage", "off (needs WEEKLY=1 and BUILDKITE_BRANCH=main)")
-            return door.Plan((self.combined,), (off,), title)
-        halves = (c for half in self.halves for c in (half.pytest, half.gzip))
-        commands = tuple(c for c in (self.clean, *halves, self.upload) if c is not None)
+        exit_rule = ("exit", "1 if any half, gzip or the upload fails, else 0")
         facts = (
-            ("coverage", "on (WEEKLY=1 on main)"),
-            ("exit", "1 if any half, gzip or the upload fails, else 0"),
+            (("coverage", "on (WEEKLY=1 on main)"), exit_rule)
+            if self.coverage
+            else (("coverage", "off (needs WEEKLY=1 and BUILDKITE_BRANCH=main)"),)
         )
-        return door.Plan(commands, facts, title)
+        return door.Plan(self.commands, facts, f"cov-split {self.request.model_id}")
 
 
 def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
@@ -93,52 +80,53 @@ def make_plan(request: Request, env: Mapping[str, str]) -> CovPlan:
         combined = door.Command(
             ("pytest", "-s", "-v", *paths, *args), description=f"pytest (no coverage): {model}"
         )
-        return CovPlan(request=request, combined=combined)
+        return CovPlan(request, (combined,), coverage=False)
 
     # Step id, not job id: a retry overwrites its report instead of adding one.
     suffix = env.get("BUILDKITE_STEP_ID", "") or "local"
     reports = [f"coverage-{model}-{mode}-{suffix}.xml" for mode in MODES]
     # Both modes, not only those that run: the upload glob matches both, and a
     # stale report would be published as if its mode had run this time.
-    clean = door.Command(
-        ("rm", "-f", *reports, *(f"{r}.gz" for r in reports)),
-        description=f"remove stale coverage reports of {model}",
-    )
-    halves = []
+    commands = [
+        door.Command(
+            ("rm", "-f", *reports, *(f"{r}.gz" for r in reports)),
+            description=f"remove stale coverage reports of {model}",
+        )
+    ]
     for mode, report in zip(MODES, reports, strict=True):
         if paths := request.paths(mode):
             cov = ("--cov=vllm_omni", f"--cov-report=xml:{report}")
-            pytest = door.Command(
-                ("pytest", "-s", "-v", *paths, *args, *cov), description=f"coverage: {model} {mode}"
+            commands += (
+                door.Command(
+                    ("pytest", "-s", "-v", *paths, *args, *cov),
+                    description=f"coverage: {model} {mode}",
+                ),
+                door.Command(("gzip", "-9", "-f", report), description=f"compress {report}"),
             )
-            gzip = door.Command(("gzip", "-9", "-f", report), description=f"compress {report}")
-            halves.append(Half(mode, pytest, gzip))
     upload = door.Command(
         ("buildkite-agent", "artifact", "upload", f"coverage-{model}-*-{suffix}.xml.gz"),
         description=f"upload coverage reports of {model}",
     )
-    return CovPlan(request=request, clean=clean, halves=tuple(halves), upload=upload)
+    return CovPlan(request, (*commands, upload), coverage=True)
 
 
 def execute(plan: CovPlan) -> int:
     """Run the plan under the script's exit rules: without coverage, pytest's exact status;
     with it, every half and the upload run whatever failed before, and any failure is 1."""
-    if plan.combined is not None:
-        return run_reporting(plan.combined).code
+    if not plan.coverage:
+        return run_reporting(plan.commands[0]).code
+    clean, *halves, upload = plan.commands
+    run_reporting(clean)
     status = 0
-    if plan.clean is not None:
-        run_reporting(plan.clean)
-    for half in plan.halves:
-        tested = run_reporting(half.pytest)
+    for mode, pytest, gzip in zip(plan.modes(), halves[::2], halves[1::2], strict=True):
+        tested = run_reporting(pytest)
         # The script gzips even after a failing run (pytest-cov still writes the report).
-        packed = run_reporting(half.gzip)
+        packed = run_reporting(gzip)
         if not tested.ok or not packed.ok:
-            door.note(
-                f"cov-split: {half.mode} half failed "
-                f"(pytest exit {tested.code}, gzip exit {packed.code})"
-            )
+            codes = f"pytest exit {tested.code}, gzip exit {packed.code}"
+            door.note(f"cov-split: {mode} half failed ({codes})")
             status = 1
-    if plan.upload is not None and not run_reporting(plan.upload).ok:
+    if not run_reporting(upload).ok:
         door.note("cov-split: artifact upload failed")
         status = 1
     return status

@@ -25,7 +25,6 @@ from ci import door
 from ci.errors import UserError
 from ci.pipeline import files
 from ci.target import git, resolve_build
-from ci.testpaths import is_test_py
 
 # `git fetch` of a missing PR base: the original's depth, plus a bound on time.
 FETCH_DEPTH: Final = 200
@@ -56,6 +55,13 @@ WORKTREE: Final = _Worktree.WORKTREE
 Kind = Literal["pr", "main", "explicit", "worktree", "none"]
 
 
+def is_test_py(path: str) -> bool:
+    """A `.py` file whose first path component is `tests`: what skip-ci reads the patch of
+    (so `Diff.patch` fetches exactly these at once)."""
+    head, sep, _ = path.partition("/")
+    return bool(sep) and head == "tests" and path.endswith(".py")
+
+
 def _log(message: str) -> None:
     door.note(LOG_PREFIX + message)
 
@@ -83,11 +89,6 @@ class Diff:
     untracked: tuple[str, ...] = ()
     _patches: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
     _texts: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def known(self) -> bool:
-        """True when the changed paths are known (possibly an empty list)."""
-        return self.paths is not None
 
     def patch(self, path: str) -> str | None:
         """The unified diff of one changed file (`git diff <range> -- <path>`), None when git
@@ -199,22 +200,15 @@ def _verify(repo: Path, rev: str) -> bool:
     return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").ok
 
 
-def _changed(repo: Path, revs: Sequence[str], shown: str) -> tuple[str, ...] | None:
-    result = _git(repo, "diff", "--name-only", "-z", "--no-ext-diff", "--relative", *revs, "--")
-    if not result.ok:
-        _log(f"git diff failed ({shown}); using safe defaults")
-        return None
-    return tuple(p for p in result.stdout.split("\0") if p.strip())
-
-
 def _finish(
     repo: Path, kind: Kind, revs: tuple[str, ...], shown: str, reason: str, **kw: str | None
 ) -> Diff:
-    paths = _changed(repo, revs, shown)
-    if paths is not None:
-        _log(f"{len(paths)} changed file(s) ({reason})")
-    else:
+    """The diff of `revs`: its changed paths, or None (and why) when git diff fails."""
+    result = _git(repo, "diff", "--name-only", "-z", "--no-ext-diff", "--relative", *revs, "--")
+    paths = tuple(p for p in result.stdout.split("\0") if p.strip()) if result.ok else None
+    if paths is None:
         reason = f"git diff failed ({shown}); using safe defaults"
+    _log(reason if paths is None else f"{len(paths)} changed file(s) ({reason})")
     return Diff(repo, paths, shown, reason, kind, kw.get("base"), kw.get("head"), revs)
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ci import door
-from ci.errors import UserError
+from ci.errors import FAILURE, Stop, UserError
 from ci.sandbox.layout import BASE_IMAGE
 from ci.sandbox.registryapi import in_registry, registry_answers
 
@@ -49,9 +50,9 @@ class Report:
     def engine(self) -> bool:
         return self.engine_version is not None
 
-    def client(self, path: str | None = None) -> Client | None:
-        wanted = path or self.chosen
-        return next((c for c in self.clients if c.path == wanted), None)
+    def client(self) -> Client | None:
+        """The chosen client's probe."""
+        return next((c for c in self.clients if c.path == self.chosen), None)
 
     @property
     def buildx(self) -> bool:
@@ -64,9 +65,6 @@ class Report:
         if chosen and chosen.buildkit_without_buildx:
             return chosen.path
         return next((c.path for c in self.clients if c.buildkit_without_buildx), None)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
 
 
 def docker_clients(path_env: str | None = None) -> list[str]:
@@ -191,53 +189,63 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Docto
     `builder="buildx"` needs a working `docker buildx`; `auto` and `engine` need a
     client that can build with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1`)."""
     up = f"run `{UP}`"
-    if builder == "buildx":
-        build = DoctorFinding(
+    build = (
+        (
             "buildx",
             report.buildx,
             f"`docker buildx` does not work with {report.chosen or 'any client'}",
             f"{up} (links the pinned buildx plugin), or use --builder engine",
         )
-    else:
-        build = DoctorFinding(
+        if builder == "buildx"
+        else (
             "buildkit",
             report.buildx or report.buildkit_client() is not None,
             "no docker client can build with BuildKit (neither buildx nor"
             " DOCKER_BUILDKIT=1 docker build)",
             up,
         )
-    return [
-        DoctorFinding(
+    )
+    checks = (
+        (
             "engine",
             report.engine,
             f"no engine answers ({report.engine_error})",
             f"{up}, or start dockerd",
         ),
-        DoctorFinding("registry", report.registry, f"nothing answers at http://{REGISTRY}/v2/", up),
-        DoctorFinding("base image", base_image, f"{BASE_IMAGE} is not in the registry", up),
+        ("registry", report.registry, f"nothing answers at http://{REGISTRY}/v2/", up),
+        ("base image", base_image, f"{BASE_IMAGE} is not in the registry", up),
         build,
-    ]
+    )
+    return [DoctorFinding(*check) for check in checks]
 
 
-def base_image_in_registry() -> bool:
-    return in_registry()
-
-
-def render_findings(findings: list[DoctorFinding]) -> str:
-    """One `error:` line per failed check, with its fix; nothing when all pass."""
-    return "".join(f"error: {f.name}: {f.problem}; fix: {f.fix}\n" for f in findings if not f.ok)
+def doctor(docker: str | None, *, as_json: bool, builder: str) -> None:
+    """Print the report (with the judged checks under `checks` as JSON); then one
+    `error:` line with its fix per failed check, and exit 1."""
+    report = probe(docker)
+    findings = judge(report, report.registry and in_registry(), builder)
+    if as_json:
+        data = asdict(report)
+        data["checks"] = [asdict(f) for f in findings]
+        data["ok"] = all(f.ok for f in findings)
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render(report))
+    sys.stdout.flush()
+    failed = [f"error: {f.name}: {f.problem}; fix: {f.fix}\n" for f in findings if not f.ok]
+    if failed:
+        sys.stderr.write("".join(failed))
+        raise Stop(FAILURE)
 
 
 def render(report: Report) -> str:
-    def yes(flag: bool) -> str:
-        return "yes" if flag else "no"
-
+    yes = {True: "yes", False: "no"}
     lines = ["docker clients:"]
     for c in report.clients:
         mark = "*" if c.path == report.chosen else " "
         lines.append(
             f" {mark} {c.path}  version={c.version or '?'}  "
-            f"buildkit-without-buildx={yes(c.buildkit_without_buildx)}  buildx={yes(c.buildx)}"
+            f"buildkit-without-buildx={yes[c.buildkit_without_buildx]}  buildx={yes[c.buildx]}"
         )
     if not report.clients:
         lines.append("   (none)")
@@ -248,8 +256,8 @@ def render(report: Report) -> str:
     )
     lines += [
         f"engine: {engine}",
-        f"engine supports --output type=image: {yes(report.output_image)}",
-        f"docker buildx works: {yes(report.buildx)}",
+        f"engine supports --output type=image: {yes[report.output_image]}",
+        f"docker buildx works: {yes[report.buildx]}",
         f"buildctl: {report.buildctl or 'not found'}",
         f"registry {REGISTRY}: {'answers' if report.registry else 'no answer'}",
         f"shellcheck: {report.shellcheck or 'not found'}",

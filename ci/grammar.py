@@ -217,7 +217,9 @@ def refuse_empty_values(tasks: Iterable[ParserContext]) -> None:
     problems = []
     for context in tasks:
         for arg in context.args.values():
-            if not arg.got_value or not _empty(arg.value):
+            # A list option's value is empty when one of its items is.
+            values = arg.value if isinstance(arg.value, list) else [arg.value]
+            if not arg.got_value or all(str(value).strip() for value in values):
                 continue
             name, flag = arg.name, option(arg)
             if name in PATH_OPTIONS or name in NAME_OPTIONS:
@@ -231,13 +233,6 @@ def refuse_empty_values(tasks: Iterable[ParserContext]) -> None:
                     f"{context.name}: {flag}: an empty value; allowed values are {allowed}"
                 )
     UserError.collect(problems)
-
-
-def _empty(value: object) -> bool:
-    """An explicitly given empty value: `''`, blanks, or a list option's `''` item."""
-    if isinstance(value, list):
-        return any(not str(item).strip() for item in value)
-    return not str(value).strip()
 
 
 def choices(task: str, option: str) -> str:

@@ -12,6 +12,7 @@ per-process cache and the once-only `[skip-ci]:` line, so every caller agrees.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import sys
@@ -20,22 +21,19 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from ci import door, topology
-from ci.diff import Diff, _Worktree, resolve_diff
+from ci.diff import Diff, _Worktree, is_test_py, resolve_diff
 from ci.diff import clear_cache as clear_diffs
 from ci.errors import Stop, UserError
 from ci.platforms import Platform, parse_platform
 from ci.target import git, resolve_repo
-from ci.testpaths import is_test_py
 
 # The platforms in the one order every message and the matrix use.
 PLATFORMS: Final = tuple(topology.SKIP_CI_NAMES.values())
 LEVELS: Final = ("l2", "l3")
 LOG_PREFIX: Final = "[skip-ci]: "
 
-# Test YAML -> platform, per level: a change to one gates that platform's level.
-L2_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l2")
-L3_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l3")
-L45_YAML_FILES: Final[Mapping[str, str]] = topology.files_at("l45")
+# Test YAML -> (skip-ci platform, level): a change to one gates that platform's level.
+_YAML: Final = {r.file: (topology.SKIP_CI_NAMES[r.platform], r.level) for r in topology.TABLE}
 
 MSG_UNKNOWN: Final = "could not resolve changed files; run normal CI"
 MSG_NORMAL: Final = "product or non-whitelisted changes present; run normal CI"
@@ -79,10 +77,6 @@ class Buckets:
         return bool(self.l2 or self.l3 or self.l45)
 
 
-def is_docs(path: str) -> bool:
-    return path.startswith("docs/") or path.endswith(".md") or path == "mkdocs.yml"
-
-
 def classify(
     paths: Iterable[str], changes: Changes | None = None
 ) -> tuple[Buckets, tuple[str, ...]]:
@@ -90,14 +84,13 @@ def classify(
     found: dict[str, list[str]] = {name: [] for name in vars(Buckets())}
     notes: list[str] = []
     for path in filter(None, (raw.strip() for raw in paths)):
-        if is_docs(path):
+        if path.startswith("docs/") or path.endswith(".md") or path == "mkdocs.yml":
             bucket = "docs"
         elif is_test_py(path):
             ok = changes is not None and skip_mark_only(path, changes, notes)
             bucket = "skip_tests" if ok else "other"
         else:
-            levels = (("l2", L2_YAML_FILES), ("l3", L3_YAML_FILES), ("l45", L45_YAML_FILES))
-            bucket = next((name for name, yamls in levels if path in yamls), "other")
+            bucket = _YAML[path][1] if path in _YAML else "other"
         found[bucket].append(path)
     return Buckets(**{k: tuple(v) for k, v in found.items()}), tuple(notes)
 
@@ -158,9 +151,8 @@ def module_is_skipped(source: str) -> bool:
     return False
 
 
-def skip_mark_only(path: str, changes: Changes, notes: list[str] | None = None) -> bool:
+def skip_mark_only(path: str, changes: Changes, log: list[str]) -> bool:
     """Is this test file's change only pytest skip marks (or, if new, is it skipped whole)?"""
-    log = notes if notes is not None else []
     patch = changes.patch(path)
     if not patch or not patch.strip():
         log.append(
@@ -199,20 +191,15 @@ class Decision:
         gated = self.yaml_gated and level in LEVELS
         return not self.skip_all and (not gated or (name, level) in self.runs)
 
-    def run_pairs(self) -> list[str]:
-        """`platform/level` pairs that run, in the fixed order (all when not gated)."""
-        if self.skip_all:
-            return []
-        pairs = self.runs if self.yaml_gated else {(p, lvl) for p in PLATFORMS for lvl in LEVELS}
-        return _pairs(pairs).split(", ") if pairs else []
-
     def as_dict(self) -> dict[str, object]:
-        """Plain data for JSON output (`plan --format json`, annotations)."""
+        """Plain data for JSON output (`plan --format json`): `run` lists the
+        `platform/level` pairs that run, in the fixed order (all when not gated)."""
         mode = "skip-all" if self.skip_all else "yaml-gated" if self.yaml_gated else "normal"
+        pairs = self.runs if self.yaml_gated else {(p, lvl) for p in PLATFORMS for lvl in LEVELS}
         return {
             "mode": mode,
             "message": self.message,
-            "run": self.run_pairs(),
+            "run": [] if self.skip_all or not pairs else _pairs(pairs).split(", "),
             "buckets": {k: list(v) for k, v in vars(self.buckets).items() if v},
         }
 
@@ -229,26 +216,10 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 
 
 def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
-    """Which platform/levels stay on for a CI-YAML diff: all start on, then the L4/L5,
-    L2 and L3 YAML rules apply in that order, each overriding the one before."""
-    on = {(p, lvl): True for p in PLATFORMS for lvl in LEVELS}
-    l2 = {L2_YAML_FILES[f] for f in buckets.l2}
-    l3 = {L3_YAML_FILES[f] for f in buckets.l3}
-    if buckets.l45:  # the first rule: every pair is still on
-        for p in PLATFORMS:
-            on[p, "l2"], on[p, "l3"] = bool(l2), bool(l3)
-    if l2:
-        for p in PLATFORMS:
-            on[p, "l3"] = False
-            on[p, "l2"] = p in l2
-    if l3:
-        for p in PLATFORMS:
-            if p in l3:
-                on[p, "l3"] = True
-                on[p, "l2"] = p in l2
-            elif not l2:
-                on[p, "l2"] = on[p, "l3"] = False
-    return frozenset(k for k, v in on.items() if v)
+    """Which platform/levels stay on for a CI-YAML diff: exactly those whose L2 or L3 YAML
+    changed (the original's three override rules, L4/L5 then L2 then L3, come to this;
+    an L4/L5 YAML change alone runs no L2/L3)."""
+    return frozenset(_YAML[path] for path in (*buckets.l2, *buckets.l3))
 
 
 def _changed_summary(buckets: Buckets) -> str:
@@ -269,7 +240,7 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
     if not any(vars(buckets).values()):
         # Nothing changed: the original's decision (normal CI), said as it is.
         return Decision(False, False, MSG_EMPTY, buckets=buckets, notes=notes)
-    if buckets.other or not (buckets.docs or buckets.skip_tests or buckets.yaml):
+    if buckets.other:
         return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
     if not buckets.yaml:
         return Decision(True, False, MSG_SKIP_ALL, buckets=buckets, notes=notes)
@@ -283,8 +254,7 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
     return Decision(False, True, message, runs, buckets, notes)
 
 
-_DECISIONS: dict[int, tuple[Diff, Decision]] = {}
-_LOGGED: set[int] = set()
+_LOGGED: set[Diff] = set()
 
 
 def _log(message: str) -> None:
@@ -292,15 +262,12 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
+@functools.cache
 def _decided(diff: Diff) -> Decision:
     """The decision for `diff`, computed once per process (its per-file notes logged then)."""
-    cached = _DECISIONS.get(id(diff))
-    if cached and cached[0] is diff:
-        return cached[1]
     made = decide(diff.paths, diff if diff.range is not None else None)
     for note in made.notes:
         _log(note)
-    _DECISIONS[id(diff)] = (diff, made)
     return made
 
 
@@ -308,8 +275,8 @@ def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
     """The decision for a resolved diff, logged once per process as `[skip-ci]: <message>`
     (the CLI's `verdict`, `cuda/l2: run`, appended in parentheses)."""
     made = _decided(diff)
-    if id(diff) not in _LOGGED:
-        _LOGGED.add(id(diff))
+    if diff not in _LOGGED:
+        _LOGGED.add(diff)
         _log(f"{made.message} ({verdict})" if verdict else made.message)
     return made
 
@@ -327,7 +294,7 @@ def decision(
 
 def clear_cache() -> None:
     """Forget cached decisions and diffs (tests)."""
-    _DECISIONS.clear()
+    _decided.cache_clear()
     _LOGGED.clear()
     clear_diffs()
 
@@ -336,8 +303,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
     problems = [] if platform else ["--platform is required: rocm (amd), cuda, npu or xpu (intel)"]
     try:
-        if platform:
-            spec_platform(platform)
+        name = spec_platform(platform) if platform else ""
     except UserError as exc:
         problems += [f"--platform: {p}" for p in exc.problems]
     if level not in LEVELS:
@@ -353,7 +319,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
         raise UserError(f"--repo: {target} is not a git checkout")
     diff = resolve_diff(target)
     word = _decided(diff).gate(platform, level)
-    decision_for(diff, verdict=f"{spec_platform(platform)}/{level}: {word or 'run'}")
+    decision_for(diff, verdict=f"{name}/{level}: {word or 'run'}")
     if word is not None:
         sys.stdout.write(word + "\n")
         sys.stdout.flush()

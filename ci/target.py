@@ -17,14 +17,9 @@ from pathlib import Path
 from typing import Final, Literal
 
 from ci import door
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 
 MAIN: Final = "main"
-NOT_FOUND: Final = 127  # the exit-code table's "program not found"
-GIT_NOT_FOUND: Final = "git: not found"
-COMMIT_MISSING: Final = (
-    "BUILDKITE_COMMIT is not set (BUILDKITE=true: a Buildkite build must name its commit)"
-)
 CHOOSE_HINT: Final = "outside Buildkite; set BUILDKITE_PULL_REQUEST/BUILDKITE_BRANCH to choose"
 
 BuildKind = Literal["pr", "main", "branch"]
@@ -37,8 +32,8 @@ def in_buildkite(env: Mapping[str, str] | None = None) -> bool:
 def git(cwd: Path | str, *args: str) -> door.Result:
     """`git ARGS` in `cwd`, captured; no git on PATH is `error: git: not found`, exit 127."""
     result = door.capture(["git", *args], cwd=str(cwd))
-    if result.code == NOT_FOUND and result.stderr == "error: command not found: git":
-        raise UserError(GIT_NOT_FOUND, code=NOT_FOUND)
+    if result.code == 127 and result.stderr == "error: command not found: git":
+        raise UserError("git: not found", code=127)  # the exit-code table's "not found"
     return result
 
 
@@ -64,17 +59,17 @@ def _git(repo: Path, *args: str) -> str | None:
 
 def _from_buildkite_or_git(
     repo: Path, name: str, given: str | None, env: Mapping[str, str] | None, *git_args: str,
-    message: str, unnamed: str, code: int = BAD_INPUT,
+    message: str, unnamed: str,
 ) -> str:  # fmt: skip
     """`given`, else $name; inside Buildkite a missing one is an error, outside it git answers."""
     source = os.environ if env is None else env
     if value := given or source.get(name, ""):
         return value
     if in_buildkite(source):
-        raise UserError(message, code=code)
+        raise UserError(message)
     found = _git(repo, *git_args)
     if found is None:
-        raise UserError(f"{message}, and {unnamed} in {repo}", code=code)
+        raise UserError(f"{message}, and {unnamed} in {repo}")
     return found
 
 
@@ -83,13 +78,11 @@ def resolve_commit(
     given: str | None = None,
     env: Mapping[str, str] | None = None,
     *,
-    code: int = BAD_INPUT,
     message: str = "BUILDKITE_COMMIT is not set",
 ) -> str:
-    unnamed = "`git rev-parse HEAD` failed"
     return _from_buildkite_or_git(
         repo, "BUILDKITE_COMMIT", given, env, "rev-parse", "HEAD",
-        message=message, unnamed=unnamed, code=code,
+        message=message, unnamed="`git rev-parse HEAD` failed",
     )  # fmt: skip
 
 
@@ -136,7 +129,10 @@ def resolve_build(
     commit = source.get("BUILDKITE_COMMIT", "")
     if not commit:
         if inside and need_commit:
-            raise UserError(COMMIT_MISSING, code=BAD_INPUT)
+            raise UserError(
+                "BUILDKITE_COMMIT is not set (BUILDKITE=true: a Buildkite build must name its"
+                " commit)"
+            )
         commit = "HEAD"
     if inside or is_pr_value(pull_request) or branch:
         kind: BuildKind = (
@@ -145,7 +141,7 @@ def resolve_build(
         return Build(kind, commit, branch, base_branch, pull_request)
     # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.
-    branch = _checkout_branch(repo)
+    branch = _git(repo, "rev-parse", "--abbrev-ref", "HEAD") or "HEAD"  # detached, or no commit
     if branch == MAIN:
         kind, what = "main", f"push to {MAIN}"
     elif not pull_request:
@@ -153,18 +149,8 @@ def resolve_build(
         kind, what = "pr", f"PR from {shown} against {base_branch}"
     else:
         kind, what = "branch", f"push to {branch} (not PR/main: no diff, normal CI)"
-    line = _say(repo, f"local build: {what} ({CHOOSE_HINT})")
-    return Build(kind, commit, branch, base_branch, pull_request, line)
-
-
-def _checkout_branch(repo: Path) -> str:
-    """The checkout's branch; `HEAD` when detached (or with no commit yet: no diff anyway)."""
-    return _git(repo, "rev-parse", "--abbrev-ref", "HEAD") or "HEAD"
-
-
-def _say(repo: Path, line: str) -> str:
-    """Write the `local build: …` line once per process and repo; return it."""
-    if (str(repo), line) not in _ANNOUNCED:
+    line = f"local build: {what} ({CHOOSE_HINT})"
+    if (str(repo), line) not in _ANNOUNCED:  # said once per process and repo
         _ANNOUNCED.add((str(repo), line))
         door.note(line)
-    return line
+    return Build(kind, commit, branch, base_branch, pull_request, line)

@@ -8,6 +8,7 @@ nor `vllm-omni-ci` ever shows a traceback for a user error.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -39,6 +40,11 @@ def report(exc: UserError | Stop) -> int:
 # ones gave `-r` to --repo, --root and --dry-run, and `-p` four meanings; the
 # core options' own (`-h`, `-l`, `-V`, ...) are Invoke's and mean the same everywhere.
 SHORT_FLAGS = {"repo": "r", "dry_run": "n"}
+# The help of an option every task means the same by, unless a task words its own.
+COMMON_HELP = {
+    "repo": "target checkout (default: git top-level of the current directory)",
+    "dry_run": "print the plan and run nothing",
+}
 
 
 class CiTask(Task[Any]):
@@ -75,6 +81,9 @@ def task(**kwargs: Any) -> Callable[[F], Task[Any]]:
             except (UserError, Stop) as exc:
                 raise Exit(code=report(exc)) from None
 
+        params = inspect.signature(fn).parameters
+        common = {name: text for name, text in COMMON_HELP.items() if name in params}
+        kwargs["help"] = {**common, **kwargs.get("help", {})}
         made: Task[Any] = invoke_task(klass=CiTask, **kwargs)(body)
         return made
 

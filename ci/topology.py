@@ -106,11 +106,6 @@ def row(platform: Platform, tier: Tier) -> TierRow | None:
     return next((r for r in TABLE if r.platform is platform and r.tier is tier), None)
 
 
-def files_at(level: str) -> dict[str, str]:
-    """Test YAML -> skip-ci platform name, for the files of one level."""
-    return {r.file: SKIP_CI_NAMES[r.platform] for r in TABLE if r.level == level}
-
-
 def upload_keys() -> tuple[str, ...]:
     """The bootstrap upload step keys, in tier order."""
     keys = (r.upload_key for t in Tier for r in TABLE if r.tier is t and r.upload_key)

@@ -66,7 +66,9 @@ def project_version(root: Path) -> str:
     return found.group(1)
 
 
-def validate(options: WheelhouseOptions) -> None:
+def plan(options: WheelhouseOptions) -> Plan:
+    """Build our wheel, then download the dependency wheels for the images' Python, into the
+    first destination (`sync` copies it to the others: the index is asked once)."""
     problems: list[str] = []
     if not _PY_VERSION.match(options.python_version):
         problems.append(f"--python-version must look like 3.11, got {options.python_version!r}")
@@ -74,12 +76,6 @@ def validate(options: WheelhouseOptions) -> None:
         problems.append("--dest: at least one directory is needed")
     problems += [f"--dest: {d} is a file, not a directory" for d in options.dests if d.is_file()]
     UserError.collect(problems)
-
-
-def plan(options: WheelhouseOptions) -> Plan:
-    """Build our wheel, then download the dependency wheels for the images' Python, into the
-    first destination (`sync` copies it to the others: the index is asked once)."""
-    validate(options)
     version = project_version(options.root)
     dest = str(options.dests[0])
     machine = options.machine or host_platform.machine() or "x86_64"

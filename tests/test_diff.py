@@ -157,7 +157,7 @@ def test_other_branch_has_no_range(repo: GitRepo, capfd: pytest.CaptureFixture[s
     got = resolve_diff(
         repo.path, env=env(BUILDKITE_PULL_REQUEST="false", BUILDKITE_BRANCH="feature")
     )
-    assert (got.paths, got.range, got.known) == (None, None, False)
+    assert (got.paths, got.range) == (None, None)
     assert got.reason == "not PR/main build; using safe defaults"
     assert "[diff]: not PR/main build; using safe defaults" in capfd.readouterr().err
 

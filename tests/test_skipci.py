@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import skipci
+from ci import skipci, topology
 from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
 from ci.platforms import Platform
@@ -31,9 +31,7 @@ BASE_FILES = {
     "vllm_omni/foo.py": "x = 1\n",
     "tests/foo/test_bar.py": "def test_bar():\n    assert 1 == 1\n",
     ".buildkite/cuda/pipeline.yml": "steps: []\n",
-    **{path: "steps: []\n" for path in skipci.L2_YAML_FILES},
-    **{path: "steps: []\n" for path in skipci.L3_YAML_FILES},
-    **{path: "steps: []\n" for path in skipci.L45_YAML_FILES},
+    **{row.file: "steps: []\n" for row in topology.TABLE},
 }
 
 
@@ -205,7 +203,7 @@ def test_golden_range_rows(row: str, tmp_path: Path, capfd: pytest.CaptureFixtur
 
 
 def test_yaml_gated_intel_and_npu_l3_never_run() -> None:
-    every = list(skipci.L2_YAML_FILES) + list(skipci.L3_YAML_FILES) + list(skipci.L45_YAML_FILES)
+    every = [row.file for row in topology.TABLE]
     got = decide(every)
     assert got.runs == ALL - {("intel", "l3"), ("npu", "l3")}
     assert got.message == (

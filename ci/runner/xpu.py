@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ci import door, door_docker
 from ci.durations import parse_duration
-from ci.errors import BAD_INPUT, Stop, UserError
+from ci.errors import Stop, UserError
 from ci.images import refs
 from ci.runner import run_reporting
 from ci.runner.program import Semantics, render_program, section
@@ -233,9 +233,7 @@ def run_tests(
     seconds = parse_duration(timeout or "30m", name="--timeout")
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")
-    commit = resolve_commit(
-        Path.cwd(), None, env, code=BAD_INPUT, message="BUILDKITE_COMMIT must be set"
-    )
+    commit = resolve_commit(Path.cwd(), None, env, message="BUILDKITE_COMMIT must be set")
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     spec = XpuRunSpec(
         image=refs.image_ref(refs.XPU_REPOSITORY, commit),

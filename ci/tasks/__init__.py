@@ -1,45 +1,23 @@
-"""The task namespace shared by `inv` (tasks.py) and `vllm-omni-ci`.
+"""The task namespace shared by `inv` (tasks.py) and `vllm-omni-ci`: every task of
+the modules here (`--list` sorts them), and a module's own `collection` as a sub-namespace.
 
 Each area has one module here; a task only parses its arguments and makes one
 call into the library. Heavy imports (docker, rich, yaml, jsonschema) stay
 inside those library calls, because this namespace loads in every CI job.
 """
 
-from invoke.collection import Collection
+import importlib
+import pkgutil
 
-from ci.tasks import (
-    amd,
-    bootstrap,
-    covsplit,
-    gates,
-    images,
-    meta,
-    pipelines,
-    plan,
-    release,
-    runners,
-    sample,
-    sandbox,
-    skipci,
-    tiers,
-)
+from invoke.collection import Collection
+from invoke.tasks import Task
 
 ns = Collection()
-for module in (
-    meta,
-    amd,
-    bootstrap,
-    images,
-    covsplit,
-    skipci,
-    gates,
-    runners,
-    pipelines,
-    plan,
-    sample,
-    sandbox,
-    tiers,
-):
-    for name in module.__all__:
-        ns.add_task(getattr(module, name))
-ns.add_collection(release.collection)
+for found in pkgutil.iter_modules(__path__):
+    module = vars(importlib.import_module(f"{__name__}.{found.name}"))
+    if isinstance(module.get("collection"), Collection):
+        ns.add_collection(module["collection"])
+        continue
+    for value in module.values():
+        if isinstance(value, Task):
+            ns.add_task(value)

@@ -6,46 +6,26 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["build_image"]
-
 
 @task(
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel)",
-        "repo": "target checkout (default: git top-level of the current directory)",
         "commit": "image tag commit (default: $BUILDKITE_COMMIT, else git HEAD outside Buildkite)",
-        "dry_run": (
-            "print the plan (key, refs, every command) and run nothing; needs no engine and no"
-            " buildctl. rocm/cuda: the backend and client the run would pick here (read-only"
-            " client probes); xpu: asks an engine that answers, read-only, which base tier"
-            " it would use"
-        ),
-        "no_push": (
-            "build locally, push nothing (buildx --load, no cache export, no --pull, and the"
-            " cache ref read only from a registry on this machine; npu: push=false)"
-        ),
+        "dry_run": "print the plan (key, refs, every command) and run nothing; needs no engine"
+        " and no buildctl (rocm/cuda/xpu only probe, read-only, what the run would pick)",
+        "no_push": "build locally, push nothing (buildx --load, no cache export, no --pull, a"
+        " cache ref only from a registry on this machine; npu: push=false)",
         "docker": "rocm/cuda/xpu: docker client to use (default: $VLLM_OMNI_CI_DOCKER, else auto)",
-        "timeout": (
-            "end the whole build after this long (e.g. 45m, 1h30m): the running command's"
-            " process tree gets TERM, then KILL; exit 124, or 137 when KILL was needed"
-            " (default: no limit)"
-        ),
-        "registry": (
-            "image repository: rocm $ROCM_CI_IMAGE_REGISTRY else rocm/vllm-omni; cuda"
-            " public.ecr.aws/q9t5s3a7/vllm-ci-test-repo; npu $IMAGE_REGISTRY else"
-            " swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
-        ),
+        "timeout": "end the whole build after this long (e.g. 45m, 1h30m): TERM, then KILL to"
+        " its process tree; exit 124, or 137 when KILL was needed (default: no limit)",
+        "registry": "image repository: rocm $ROCM_CI_IMAGE_REGISTRY else rocm/vllm-omni; cuda"
+        " public.ecr.aws/q9t5s3a7/vllm-ci-test-repo; npu $IMAGE_REGISTRY else"
+        " swr.cn-southwest-2.myhuaweicloud.com/modelfoundry",
         "arch": "rocm: PYTORCH_ROCM_ARCH (default: $PYTORCH_ROCM_ARCH, else gfx942)",
-        "builder": (
-            "rocm/cuda: auto (buildx if `docker buildx` works, else engine), buildx, or engine"
-            " (DOCKER_BUILDKIT=1 docker build; its inline cache is mode=min: only layers of"
-            " the final image are cached)"
-        ),
-        "buildx_builder": (
-            "rocm/cuda: use this existing buildx builder instead of the platform's own (default:"
-            " $VLLM_OMNI_CI_BUILDX_BUILDER, else vllm-omni-rocm-builder / vllm-omni-builder);"
-            " e.g. `default`, the engine's docker-driver builder"
-        ),
+        "builder": "rocm/cuda: auto (buildx if `docker buildx` works, else engine), buildx, or"
+        " engine (DOCKER_BUILDKIT=1 docker build; inline cache, mode=min)",
+        "buildx_builder": "rocm/cuda: an existing buildx builder instead of the platform's own"
+        " (default: $VLLM_OMNI_CI_BUILDX_BUILDER), e.g. `default`, the engine's own",
         "variant": "npu: a2 (default), a3, a5 or 310p",
         "tag": "npu: override the variant's tag",
         "dockerfile": "npu: override the variant's Dockerfile",
@@ -87,30 +67,9 @@ def build_image(
     xpu: the base resolution and image build of run-xpu-test.sh (local image).
     Input errors exit 2, one `error:` line each, before any command runs.
     """
+    options = {name: value for name, value in locals().items() if name not in ("c", "no_push")}
     from ci.images import build
     from ci.images.options import BuildOptions
     from ci.platforms import platform_option
 
-    build(
-        BuildOptions(
-            platform=platform_option(platform),
-            repo=repo,
-            commit=commit,
-            dry_run=dry_run,
-            push=not no_push,
-            docker=docker,
-            timeout=timeout,
-            registry=registry,
-            arch=arch,
-            builder=builder,
-            buildx_builder=buildx_builder,
-            variant=variant,
-            tag=tag,
-            dockerfile=dockerfile,
-            tls_dir=tls_dir,
-            docker_config=docker_config,
-            install_buildctl=install_buildctl,
-            upstream_repo=upstream_repo,
-            vllm_version=vllm_version,
-        )
-    )
+    build(BuildOptions(**{**options, "platform": platform_option(platform), "push": not no_push}))

@@ -1,14 +1,11 @@
-"""Tasks about this tool and this machine."""
+"""Tasks about this machine: `doctor`, `sandbox up | status | down`, and `wheelhouse`
+(the wheels of the offline image builds: sample images, tools image)."""
 
 from __future__ import annotations
-
-import sys
 
 from invoke.context import Context
 
 from ci.taskkit import task
-
-__all__ = ["doctor"]
 
 
 @task(
@@ -26,26 +23,80 @@ def doctor(c: Context, docker: str = "", json: bool = False, builder: str = "aut
     tasks cannot run here (no engine, no registry, no base image in it, no
     BuildKit client, or no buildx for `--builder buildx`).
     """
-    import dataclasses
-    import json as jsonlib
-
     from ci import doctor as probe
-    from ci.errors import FAILURE, Stop
     from ci.images.backends import parse_builder
 
-    wanted = parse_builder(builder)
-    report = probe.probe(docker or None)
-    base = report.registry and probe.base_image_in_registry()
-    findings = probe.judge(report, base, wanted)
-    if json:
-        data = jsonlib.loads(report.to_json())
-        data["checks"] = [dataclasses.asdict(f) for f in findings]
-        data["ok"] = all(f.ok for f in findings)
-        sys.stdout.write(jsonlib.dumps(data, indent=2, sort_keys=True) + "\n")
+    probe.doctor(docker or None, as_json=json, builder=parse_builder(builder))
+
+
+@task(
+    positional=["action"],
+    help={
+        "action": "up (bring every part up, reusing what works), status, or down",
+        "json": "status: print the parts as JSON",
+        "purge": "down: also remove the buildx plugin link and the unpacked packages",
+        "root": "the sandbox's folder (default: $VLLM_OMNI_CI_SANDBOX, else "
+        "~/.local/share/vllm-omni-ci/sandbox)",
+    },
+)
+def sandbox(
+    c: Context, action: str, json: bool = False, purge: bool = False, root: str = ""
+) -> None:
+    """Make this machine able to run every task offline: `up`, `status` (exit 1: missing), `down`.
+
+    `up` brings up, in order: a Docker engine with the containerd image store
+    (pinned Debian trixie packages unpacked into the sandbox when none is
+    there), the buildx plugin, the registry at 127.0.0.1:5000, the offline base
+    image, and the builder the e2e tests use. Each part prints one line:
+    reused, started or installed. `down` stops only what `up` started.
+    """
+    from ci.errors import UserError
+    from ci.sandbox import run
+
+    chosen = run.parse_action(action)
+    problems = []
+    if json and chosen != "status":
+        problems.append("--json: applies to `sandbox status` only")
+    if purge and chosen != "down":
+        problems.append("--purge: applies to `sandbox down` only")
+    UserError.collect(problems)
+    if chosen == "up":
+        run.up(root)
+    elif chosen == "status":
+        run.status(root, as_json=json)
     else:
-        sys.stdout.write(probe.render(report))
-    sys.stdout.flush()
-    problems = probe.render_findings(findings)
-    if problems:
-        sys.stderr.write(problems)
-        raise Stop(FAILURE)
+        run.down(root, purge=purge)
+
+
+@task(
+    iterable=["dest"],
+    help={
+        "dest": "output directory, repeatable (default: ./wheelhouse and "
+        "examples/omni-sample/wheelhouse of this checkout)",
+        "python_version": "CPython version of the images (default: 3.11, Debian bookworm)",
+    },
+)
+def wheelhouse(
+    c: Context,
+    dest: list[str] | None = None,
+    python_version: str = "",
+    dry_run: bool = False,
+) -> None:
+    """Build vllm-omni-ci's wheel and download its dependency wheels for offline images."""
+    from pathlib import Path
+
+    from ci import wheelhouse as wh
+    from ci.errors import UserError
+
+    if any(not d.strip() for d in dest or ()):
+        raise UserError("--dest: an empty path; give a directory (or leave --dest out)")
+    root = wh.project_root()
+    dests = tuple(Path(d).resolve() for d in dest or ()) or wh.default_dests(root)
+    wh.build(
+        wh.WheelhouseOptions(
+            root=root,
+            dests=dests,
+            python_version=python_version or wh.DEFAULT_PYTHON_VERSION,
+        ),
+        dry_run=dry_run,
+    )

@@ -1,12 +1,15 @@
-"""`upload-pipeline` and `lint-pipelines`: the uploader of test pipelines, and its linter."""
+"""`upload-pipeline` and `lint-pipelines`: the uploader of test pipelines, and its linter;
+and the other gates over a target checkout: `check-marks` and `shellcheck-steps`.
+
+Named apart from this repository's own `lint` / `shellcheck` / `mypy` sessions:
+these check vLLM-Omni (`--repo`), not vllm-omni-ci.
+"""
 
 from __future__ import annotations
 
 from invoke.context import Context
 
 from ci.taskkit import task
-
-__all__ = ["lint_pipelines", "upload_pipeline"]
 
 
 @task(
@@ -18,7 +21,6 @@ __all__ = ["lint_pipelines", "upload_pipeline"]
         "e2e": "alias of --scope e2e: only groups named '… E2E Test …', unfiltered",
         "upload": "pipe the YAML to `buildkite-agent pipeline upload` instead of printing it",
         "dry_run": "print the YAML and the upload command; upload nothing",
-        "repo": "target checkout (default: git top-level of the current directory)",
         "platform": "bootstrap-upload-steps.yml only: cuda or npu (default: npu when a "
         "path component is `npu`, else cuda)",
     },
@@ -37,13 +39,10 @@ def upload_pipeline(
     """Render a test pipeline (source filter, hardware presets), validate it, print or upload.
 
     Replaces `upload_pipeline.py [--upload] [--all|--e2e] FILE`: steps whose
-    source_file_dependencies the build's diff does not touch are dropped, hardware
-    presets are expanded (MIRROR_HW=b200 reroutes), and the result is checked
-    against Buildkite's schema. On a bootstrap-upload-steps.yml it adds the
-    skip-ci `if` gates instead. --scope auto picks all, e2e or diff per file, as
-    the bootstrap YAMLs' inline shell did. Problems: one `error:` line each, exit
-    1, nothing uploaded; a failed upload gives buildkite-agent's code; bad options
-    exit 2.
+    source_file_dependencies the diff does not touch are dropped, hardware presets
+    expanded (MIRROR_HW=b200 reroutes), the result schema-checked; a
+    bootstrap-upload-steps.yml gets the skip-ci `if` gates. Problems exit 1 and
+    upload nothing; a failed upload gives buildkite-agent's code; bad options exit 2.
     """
     from ci.pipeline import scope as scopes
     from ci.pipeline.upload import UploadOptions
@@ -61,17 +60,70 @@ def upload_pipeline(
     )
 
 
-@task(help={"repo": "target checkout (default: git top-level of the current directory)"})
+@task()
 def lint_pipelines(c: Context, repo: str = "") -> None:
     """Check every test YAML: keys, presets, expansion and schema, whatever the diff.
 
-    Replaces the check-buildkite pre-commit hook. Every CUDA/NPU test YAML is
-    rendered under MIRROR_HW unset and b200 with every key and preset looked up;
-    every other .buildkite/ YAML is schema-checked, AMD suite YAMLs after the AMD
-    bootstrap's own load check. One `ok`/`FAIL` line per file
-    on stdout, one `error:` line per problem on stderr; exit 1 on problems, 2 on
-    bad input.
+    Replaces the check-buildkite pre-commit hook: CUDA/NPU test YAMLs rendered under
+    MIRROR_HW unset and b200, every other .buildkite/ YAML schema-checked. One
+    `ok`/`FAIL` line per file on stdout; exit 1 on problems, 2 on bad input.
     """
     from ci.pipeline.lint import lint_repo
 
     lint_repo(repo)
+
+
+@task(
+    help={
+        "from_ref": "check only the tests/ files changed since this git revision",
+        "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
+    }
+)
+def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = "") -> None:
+    """Every test file has a CI level and a hardware marker, and no direct SKU marker.
+
+    A static scan of the files after `--` (default: every .py under tests/).
+    Problems go to stdout, grouped per file; exit 1 on problems, 2 on bad input.
+    """
+    from ci.argv import after_dashdash
+    from ci.gates.marks import check_marks as run
+
+    run(repo, after_dashdash(), from_ref=from_ref, to_ref=to_ref)
+
+
+@task(
+    help={
+        "severity": "lowest shellcheck level reported: error, warning, info or style (default)",
+        "exclude": "codes to ignore, comma-separated (e.g. SC2086,SC2046,upload-expansion)",
+        "dry_run": "print the shellcheck command and run nothing",
+        "from_ref": "check only the pipeline YAMLs changed since this git revision",
+        "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
+    }
+)
+def shellcheck_steps(
+    c: Context,
+    repo: str = "",
+    severity: str = "style",
+    exclude: str = "",
+    dry_run: bool = False,
+    from_ref: str = "",
+    to_ref: str = "",
+) -> None:
+    """shellcheck the commands of every pipeline step, in the shell dialect it runs under.
+
+    YAML files after `--` limit the check (default: every pipeline under
+    .buildkite/); `$$` is the job shell's `$`. Exit 1 on findings or a pipeline its
+    consumer refuses; 2 on bad input or when shellcheck is missing.
+    """
+    from ci.argv import after_dashdash
+    from ci.gates.shellsteps import shellcheck_steps as run
+
+    run(
+        repo,
+        after_dashdash(),
+        severity=severity,
+        exclude=exclude,
+        dry_run=dry_run,
+        from_ref=from_ref,
+        to_ref=to_ref,
+    )

@@ -7,8 +7,6 @@ from invoke.context import Context
 
 from ci.taskkit import task
 
-__all__ = ["collection"]
-
 
 @task(
     name="publish-images",

@@ -1,12 +1,12 @@
-"""`run-tests`: a job's test commands on its platform; `step`: one wrapped test command."""
+"""`run-tests`: a job's test commands on its platform; `step`: one wrapped test command;
+`cov-split`: per-mode coverage runs of one model's tests (was run_cov_split.sh); `tier NAME`:
+the nox tier sessions' runner, for places without nox (CI pods)."""
 
 from __future__ import annotations
 
 from invoke.context import Context
 
 from ci.taskkit import task
-
-__all__ = ["run_tests", "step"]
 
 
 @task(
@@ -72,7 +72,6 @@ def run_tests(
         "ARTIFACT_DIR/process-cleanup.txt)",
         "leak_scope": "tree (our descendants, default) or all (every visible process)",
         "leak_settle": "how long leftovers may take to exit before they count (default 5s)",
-        "dry_run": "print the plan and run nothing",
     },
 )
 def step(
@@ -91,32 +90,120 @@ def step(
 ) -> None:
     """Run `-- COMMAND...` with timeout, shard, artifacts and leak check; pass its exit code.
 
-    Replaces the test YAMLs' inline idioms: `timeout … bash -c`, the
-    `--num-shards/--shard-id` and `TESTS[$BUILDKITE_PARALLEL_JOB]` sharding, copies
-    into $BUILDKITE_BUILD_CHECKOUT_PATH/artifacts, `tee` + `tail` summaries and the
-    ps/awk leak check. In a parallel step (BUILDKITE_PARALLEL_JOB_COUNT set) it
-    shards a pytest command by default. Exit: the command's status; 1 for a leak after a pass; 124
-    (137 if KILL was needed) on timeout; 127/126 when the command is missing or
-    cannot run; 2 for bad options, before anything runs. What the command leaves
-    running is ended afterwards (TERM, KILL after 5s) and listed on stderr. Files
-    it writes have secrets masked; one it cannot write is a warning, not the exit code.
+    Replaces the test YAMLs' inline idioms: `timeout … bash -c`, the shard
+    arguments, artifact copies, `tee` + `tail` summaries and the ps/awk leak check.
+    Exit: the command's status; 1 for a leak after a pass; 124 (137 if KILL was
+    needed) on timeout; 2 for bad options, before anything runs. What the command
+    leaves running is ended afterwards and listed on stderr.
     """
+    options = {name: value for name, value in locals().items() if name not in ("c", "dry_run")}
     from ci.argv import after_dashdash
     from ci.runner.step import StepOptions, run_step
 
-    run_step(
-        StepOptions(
-            timeout=timeout,
-            kill_after=kill_after,
-            shard=shard,
-            shard_list=shard_list,
-            artifact_dir=artifact_dir,
-            junit=junit,
-            summary_tail=summary_tail,
-            leak_check=leak_check,
-            leak_scope=leak_scope,
-            leak_settle=leak_settle,
+    run_step(StepOptions(**options), after_dashdash(), dry_run=dry_run)
+
+
+@task(
+    # The script's grammar and messages: a value is the next word, whatever it is; a
+    # repeated --model-id wins (the last one); errors say `run_cov_split.sh: …`.
+    script="run_cov_split.sh",
+    iterable=["offline", "online"],
+    help={
+        "model_id": "--model-id ID: names the reports: coverage-<id>-{offline,online}-<step "
+        "id>.xml.gz (required)",
+        "offline": "--offline PATH: one pytest path of the offline half (repeat for more)",
+        "online": "--online PATH: one pytest path of the online half (repeat for more)",
+    },
+)
+def cov_split(
+    c: Context,
+    model_id: str = "",
+    offline: list[str] | None = None,
+    online: list[str] | None = None,
+    dry_run: bool = False,
+) -> None:
+    """Run a model's tests once per mode with coverage on weekly main; else one plain pytest.
+
+    Pytest arguments go after `--` and keep their quoting (`-- -m 'a and b'`).
+    Coverage only when WEEKLY=1 and BUILDKITE_BRANCH=main; otherwise one
+    `pytest -s -v <offline> <online> <args>` whose exit code is passed through
+    (5 included). With coverage, per mode: pytest --cov=vllm_omni
+    --cov-report=xml:coverage-<id>-<mode>-<BUILDKITE_STEP_ID or local>.xml, then
+    gzip -9; then `buildkite-agent artifact upload`; any failure exits 1.
+    Argument errors exit 2 with run_cov_split.sh's messages.
+    """
+    import os
+
+    from ci import covsplit
+    from ci.argv import after_dashdash
+
+    covsplit.run(
+        covsplit.Request(
+            model_id=model_id,
+            offline=tuple(offline or ()),
+            online=tuple(online or ()),
+            pytest_args=tuple(after_dashdash()),
         ),
-        after_dashdash(),
+        os.environ,
         dry_run=dry_run,
     )
+
+
+@task(
+    iterable=["label"],
+    help={
+        "name": "ready, merge, nightly or weekly",
+        "platform": "rocm (amd), cuda, npu or xpu (intel); default: every platform whose tier"
+        " exists and whose CI image is present locally",
+        "repo": "the target checkout (default: the sample under nox, else the git checkout here)",
+        "image": "run every step in this image",
+        "native": "run here, not in containers",
+        "force": "also run steps that need hardware (with the no-GPU pre-flight when its"
+        " devices are absent); a false `if` still skips",
+        "list": "print the steps; run nothing",
+        "step": "only steps whose label contains this text",
+        "keep_going": "go on after a blocking failure",
+        "results": "write the logs and the JUnit into this folder itself (default: a folder of"
+        " its own per run, build/tiers/<tier>-<platform>/<time>-<pid>/, and a `latest` link"
+        " beside it)",
+        "label": "extra container label, KEY=VALUE (repeatable)",
+    },
+)
+def tier(
+    c: Context,
+    name: str,
+    platform: str = "",
+    repo: str = "",
+    image: str = "",
+    native: bool = False,
+    force: bool = False,
+    list: bool = False,
+    step: str = "",
+    keep_going: bool = False,
+    results: str = "",
+    label: list[str] | None = None,
+) -> None:
+    """Run one tier of a target repo here, as Buildkite would; `nox -s NAME -- ...` is the same.
+
+    A step is CPU-runnable only if it has a pytest -m expression and every -m in
+    it has a positive `cpu` term (not negated); those run here with the no-GPU
+    pre-flight (VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step is reported as
+    `needs <hardware>` and does not run unless --force is given. The hardware
+    is the step's agent_pool (rocm) or the preset the upload resolves (cuda,
+    npu). Group and step `if`s are evaluated as for a PR carrying the tier's
+    label, with build.env() reading this environment (e.g. WEEKLY=1); a false
+    one skips the step. A step whose depends_on names a step of the tier that
+    did not pass is not run. Exit 1 only when a blocking step fails.
+    """
+    options = {key: value for key, value in locals().items() if key not in ("c", "label")}
+    from ci.errors import Stop, UserError
+    from ci.tiers.session import run
+
+    if c.remainder:  # the form before the options were the task's own
+        raise UserError(
+            f"tier: options go before `--`: vllm-omni-ci tier {name} --platform rocm …"
+            f" (under nox: nox -s {name} -- --platform rocm …)"
+        )
+    code = run(**options, label=label or ())
+    if code:
+        raise Stop(code)
