@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import urllib.error
@@ -45,7 +44,6 @@ PR_ENV = "BUILDKITE_PULL_REQUEST"
 DEFAULT_MIRROR_HW = "amdproduction"
 FASTCHECK_MIRROR_HW = "amdtentative"
 NOT_A_PR = "false"
-_PR_NUMBER = re.compile(r"[0-9]+")
 
 CRITICAL_PREFIXES = (
     "docker/Dockerfile", "CMakeLists.txt", "requirements/common.txt", "requirements/cuda.txt",
@@ -64,7 +62,7 @@ def parse_pull_request(value: str | None) -> str:
     text = value or ""
     if text in ("", NOT_A_PR):
         return NOT_A_PR
-    if _PR_NUMBER.fullmatch(text) is None:
+    if not (text.isascii() and text.isdigit()):
         raise UserError(
             f"BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got {text!r}",
             code=BAD_INPUT,
@@ -72,24 +70,18 @@ def parse_pull_request(value: str | None) -> str:
     return text
 
 
-def suite_mirror_values(amd_dir: Path) -> set[str]:
-    """Every `mirror_hardwares` value of the AMD suites in `amd_dir` (broken files add none)."""
-    found: set[str] = set()
+def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
+    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a `mirror_hardwares` value of the
+    suites, exactly (the template selected nothing for a typo and the build went green; now
+    exit 1). A suite file that does not load adds no value."""
+    chosen, allowed = value or DEFAULT_MIRROR_HW, {DEFAULT_MIRROR_HW}
     for path in (amd_dir / suite.file for suite in suites.SUITES):
         try:
             data = yamlio.load(path) if path.is_file() else None
         except UserError:
             continue
         if isinstance(data, dict) and isinstance(data.get("steps"), list):
-            found |= render.mirror_values(data["steps"])
-    return found
-
-
-def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
-    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly
-    (the template selected nothing for a typo and the build went green; now exit 1)."""
-    chosen = value or DEFAULT_MIRROR_HW
-    allowed = suite_mirror_values(amd_dir) | {DEFAULT_MIRROR_HW}
+            allowed |= render.mirror_values(data["steps"])
     if chosen not in allowed:
         raise UserError(
             f"AMD_MIRROR_HW={chosen!r} is not a mirror_hardwares value of the AMD suites:"
@@ -144,18 +136,6 @@ class Inputs:
         """A build of `branch` as `plan` describes one (labels given, so no PR number needed)."""
         return cls(branch, NOT_A_PR, "", nightly, DEFAULT_MIRROR_HW, False, "")
 
-    @property
-    def needs_labels(self) -> bool:
-        """The script asked GitHub only for a PR build without DEBUG_TEST_YAML."""
-        return self.pull_request != NOT_A_PR and not self.debug_test_yaml
-
-
-log: Note = door.note
-
-
-def quiet(message: str) -> None:
-    """A `Note` that drops the bootstrap's log lines (`plan` reports the outcome instead)."""
-
 
 def resolve_labels(
     inputs: Inputs, env: Mapping[str, str], given: str | None = None, *, offline: bool = False
@@ -164,7 +144,7 @@ def resolve_labels(
     i.e. `--dry-run`: exit 2 instead)."""
     if given is not None:
         return given
-    if not inputs.needs_labels:
+    if inputs.pull_request == NOT_A_PR or inputs.debug_test_yaml:  # labels choose nothing then
         return ""
     if LABELS_ENV in env:  # set by Buildkite for PR builds, empty when there are none
         return env[LABELS_ENV]
@@ -254,33 +234,25 @@ def plan_pipeline(
     *,
     diff: Diff | None = None,
     offline: bool = False,
-    note: Note = log,
+    note: Note = door.note,
     inputs: Inputs | None = None,
 ) -> AmdBootstrapOutcome:
     """The script's steps up to its upload, in its order (`plan` passes its own `diff`,
-    `inputs` and `quiet` as `note`). `labels` given: don't ask GitHub."""
+    `inputs` and a silent `note`). `labels` given: don't ask GitHub."""
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
     diff = diff or resolve_diff(repo, env=env)
-    try:
-        selection = suites.select_suites(
-            inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly
-        )
-    except UserError as exc:
-        raise UserError(*exc.problems, code=FAILURE) from None
+    # Inputs.from_env has refused a bad DEBUG_TEST_YAML: the selection cannot fail here.
+    selection = suites.select_suites(inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly)
     if selection.notice:
         note(selection.notice)
 
     decision = skipci.decision_for(diff)
-    kept: list[suites.Suite] = []
-    skipped: list[tuple[suites.Suite, str]] = []
-    for suite in selection.suites:
-        word = decision.gate("amd", suite.level) if suite.level else None
-        if word is not None:
-            skipped.append((suite, word))
-            note(f"Skipping AMD {suite.level} suite due to {word} decision.")
-        else:
-            kept.append(suite)
+    gated = [(s, decision.gate("amd", s.level) if s.level else None) for s in selection.suites]
+    kept = [suite for suite, word in gated if word is None]
+    skipped = [(suite, word) for suite, word in gated if word is not None]
+    for suite, word in skipped:
+        note(f"Skipping AMD {suite.level} suite due to {word} decision.")
     if not kept:
         annotate = any(word == "skip-all" for _, word in skipped)
         return AmdBootstrapOutcome(None, (), tuple(skipped), annotate)
@@ -296,8 +268,7 @@ def plan_pipeline(
         note(line)
 
     amd_dir = repo / ".buildkite" / "amd"
-    combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept])
-    combine.report_dropped(combined, note)
+    combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept], note)
     empty: list[str] = []
     pipeline, dropped = render.render_pipeline(
         combined.env, combined.steps, inputs.mirror_hw, empty_groups=empty
@@ -353,12 +324,12 @@ def run(
         if outcome.annotate:
             annotate = door.Plan((skipci.annotate_command(),))
             door.execute(annotate, dry_run=dry_run, log_dry_run=True)
-        log(NOTHING_LEFT)
+        door.note(NOTHING_LEFT)
         return
     text = yamlio.dumps(outcome.pipeline)
     if dry_run:
         sys.stdout.write(text)
-        log(f"(dry-run) {PIPELINE_FILE} would be written to a new private temp directory")
+        door.note(f"(dry-run) {PIPELINE_FILE} would be written to a new private temp directory")
         door.execute(door.Plan(upload_commands(PRIVATE_DIR)), dry_run=True, log_dry_run=True)
         return
     upload(text)

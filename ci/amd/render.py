@@ -182,12 +182,11 @@ def render_pipeline(
             fields["depends_on"] = entry.get("depends_on")
         return model.Group(fields, entry.steps)
 
-    def empty(entry: model.Group, _outer: object) -> None:
-        if empty_groups is not None:
-            empty_groups.append(str(entry.get("group")))
-
+    empty = [] if empty_groups is None else empty_groups
     suites = [n for n in model.nodes(steps) if not isinstance(n, model.Shorthand)]
-    kept = model.prune(suites, step, on_group=group, on_empty=empty)
+    kept = model.prune(
+        suites, step, on_group=group, on_empty=lambda g, _outer: empty.append(str(g.get("group")))
+    )
     pipeline: model.Document = {}
     if env:
         pipeline["env"] = {str(k): str(v) for k, v in env.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -43,41 +43,34 @@ def is_test_file(rel: str) -> bool:
     )
 
 
-@dataclass
+def _dotted(node: ast.expr) -> str | None:
+    """`a` or `a.b` for a name or an attribute of one, else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else None
+
+
 class _Names:
-    """How this file spells `pytest`, `pytest.mark` and the helpers."""
+    """How this file spells `pytest.mark` and the helpers."""
 
-    pytest: set[str] = field(default_factory=lambda: {"pytest"})
-    mark: set[str] = field(default_factory=set)
-    helpers: dict[str, str] = field(default_factory=dict)  # local name -> helper
-
-    @classmethod
-    def of(cls, tree: ast.Module) -> _Names:
-        names = cls()
+    def __init__(self, tree: ast.Module) -> None:
+        self.mark = {"pytest.mark"}  # and `pt.mark` after `import pytest as pt`, or `mark`
+        self.helpers: dict[str, str] = {}  # local name -> helper
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names.pytest |= {a.asname or a.name for a in node.names if a.name == "pytest"}
+                self.mark |= {
+                    f"{a.asname or a.name}.mark" for a in node.names if a.name == "pytest"
+                }
             elif isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if node.module == "pytest" and alias.name == "mark":
-                        names.mark.add(alias.asname or "mark")
+                        self.mark.add(alias.asname or "mark")
                     elif alias.name in HELPERS:
-                        names.helpers[alias.asname or alias.name] = alias.name
-        return names
+                        self.helpers[alias.asname or alias.name] = alias.name
 
     def mark_name(self, node: ast.AST) -> str | None:
         """`X` for `pytest.mark.X` (or `mark.X`), else None."""
-        if not isinstance(node, ast.Attribute):
-            return None
-        owner = node.value
-        if isinstance(owner, ast.Name) and owner.id in self.mark:
-            return node.attr
-        if (
-            isinstance(owner, ast.Attribute)
-            and owner.attr == "mark"
-            and isinstance(owner.value, ast.Name)
-            and owner.value.id in self.pytest
-        ):
+        if isinstance(node, ast.Attribute) and _dotted(node.value) in self.mark:
             return node.attr
         return None
 
@@ -132,7 +125,7 @@ class _Scanner:
         self.tree = tree
         self.rel = rel
         self.registry = registry
-        self.names = _Names.of(tree)
+        self.names = _Names(tree)
         self.problems: list[Problem] = []
         # Module-level `NAME = ...` / `NAME += ...`, so `pytestmark = MARKS` resolves.
         self.assigned: dict[str, list[ast.expr]] = {}
@@ -147,14 +140,13 @@ class _Scanner:
         """The markers an expression applies (best effort on literals and module names)."""
         if node is None or depth > 8:
             return set()
-        name = self.names.mark_name(node)
-        if name is not None:
+        if name := self.names.mark_name(node.func if isinstance(node, ast.Call) else node):
             return {name}
-        if isinstance(node, ast.Call):
-            called = self.names.mark_name(node.func)
-            if called is not None:
-                return {called}
-            return self._helper_marks(node) if self.names.helper(node) else set()
+        if isinstance(node, ast.Call):  # a helper applies its platforms, and gpu for a GPU one
+            if not self.names.helper(node):
+                return set()
+            platforms = {key for _, key, _ in _literal_keys(_argument(node, "res", 0))}
+            return platforms | ({"gpu"} if platforms & self.registry.gpu_platforms else set())
         parts: Sequence[ast.AST] = ()
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             parts = node.elts
@@ -165,10 +157,6 @@ class _Scanner:
         elif isinstance(node, ast.Name):
             parts = self.assigned.get(node.id, [])
         return set().union(*(self.marks_of(part, depth + 1) for part in parts))
-
-    def _helper_marks(self, call: ast.Call) -> set[str]:
-        platforms = {key for _, key, _ in _literal_keys(_argument(call, "res", 0))}
-        return platforms | ({"gpu"} if platforms & self.registry.gpu_platforms else set())
 
     def scan(self) -> list[Problem]:
         registry, walked = self.registry, list(ast.walk(self.tree))
@@ -194,27 +182,13 @@ class _Scanner:
                 )
         if not is_test_file(self.rel):
             return self.problems
-        levels, platforms = (
-            ", ".join(sorted(registry.levels)),
-            ", ".join(sorted(registry.platforms)),
-        )
-        # What every test file needs: (category, present, the problem when absent).
-        needs = (
-            (
-                "Level",
-                every_mark & registry.levels,
-                f"no CI level marker; mark the tests with one of: {levels}",
-            ),
-            (
-                "Hardware",
-                every_mark & registry.platforms or calls,
-                f"no hardware platform marker ({platforms}) and no "
-                "hardware_test(...) / hardware_marks(...) call",
-            ),
-        )
-        for kind, present, problem in needs:
-            if not present:
-                self.add(kind, problem)
+        if not every_mark & registry.levels:
+            levels = ", ".join(sorted(registry.levels))
+            self.add("Level", f"no CI level marker; mark the tests with one of: {levels}")
+        if not every_mark & registry.platforms and not calls:
+            platforms = ", ".join(sorted(registry.platforms))
+            helpers = "hardware_test(...) / hardware_marks(...) call"
+            self.add("Hardware", f"no hardware platform marker ({platforms}) and no {helpers}")
         self._check_conflicts(self.tree.body, set())
         return self.problems
 
@@ -222,20 +196,26 @@ class _Scanner:
         helper, registry = self.names.helper(call), self.registry
         bad = partial(self.add, INVALID_HELPER)
         res = _argument(call, "res", 0)
-        keys: list[str] = []
         if res is None and not call.keywords and not call.args:
             bad(f"{helper}(...) needs res={{platform: SKU}}", call)
+        keys: list[str] = []
         for key_node, key, value in _literal_keys(res):
             keys.append(key)
-            if key in registry.res_keys:
-                self._check_skus(str(helper), key, value)
-            else:
+            if key not in registry.res_keys:
                 allowed = ", ".join(sorted(registry.res_keys))
                 why = f"is not a hardware platform with SKUs (allowed: {allowed})"
                 bad(f"{helper} res key {key!r} {why}", key_node)
+            elif isinstance(value, ast.List | ast.Tuple) and key != "cuda":
+                why = "only cuda accepts a list of SKUs; give one SKU string"
+                bad(f"{helper} res[{key!r}]: {why}", value)
+            else:
+                registered = registry.skus_for(key)
+                for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
+                    if (sku := _literal(item, str)) is not None and sku not in registered:
+                        allowed = ", ".join(registered)
+                        why = f"{sku!r} is not a registered {key} SKU (allowed: {allowed})"
+                        bad(f"{helper} res[{key!r}]: {why}", item)
         cards = _argument(call, "num_cards", 1)
-        if cards is None:
-            return
         counts: dict[str, int] = {}
         for key_node, key, value in _literal_keys(cards):
             if (count := _literal(value, int)) is not None:
@@ -244,27 +224,14 @@ class _Scanner:
                     bad(f"{helper} num_cards key {key!r} is not in res", key_node)
         if (count := _literal(cards, int)) is not None:
             counts[""] = count
-        registered = ", ".join(str(n) for n in sorted(registry.card_counts))
+        known = ", ".join(str(n) for n in sorted(registry.card_counts))
         for count in sorted(set(counts.values()) - set(registry.card_counts)):
-            why = f"has no registered cards_{count} marker (registered: {registered})"
+            why = f"has no registered cards_{count} marker (registered: {known})"
             bad(f"{helper} num_cards={count} {why}", cards)
         if helper == "hardware_marks" and len(set(counts.values())) > 1:
             mixed = ", ".join(f"{k}: {v}" for k, v in counts.items())
             why = "use @hardware_test, which splits one variant per platform"
             bad(f"hardware_marks cannot mix card counts ({mixed}); {why}", cards)
-
-    def _check_skus(self, helper: str, platform: str, value: ast.expr) -> None:
-        registered = self.registry.skus_for(platform)
-        if isinstance(value, (ast.List, ast.Tuple)) and platform != "cuda":
-            message = "only cuda accepts a list of SKUs; give one SKU string"
-            self.add(INVALID_HELPER, f"{helper} res[{platform!r}]: {message}", value)
-            return
-        for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
-            sku = _literal(item, str)
-            if sku is not None and sku not in registered:
-                allowed = ", ".join(registered)
-                message = f"{sku!r} is not a registered {platform} SKU (allowed: {allowed})"
-                self.add(INVALID_HELPER, f"{helper} res[{platform!r}]: {message}", item)
 
     def _check_conflicts(self, body: Sequence[ast.stmt], inherited: set[str]) -> None:
         """Each test function with the marks of its module and classes (`pytestmark` too)."""
@@ -274,7 +241,7 @@ class _Scanner:
             if isinstance(node, ast.ClassDef):
                 marks = set().union(inherited, *map(self.marks_of, node.decorator_list))
                 self._check_conflicts(node.body, marks)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 if node.name.startswith("test"):
                     self._check_test(node, inherited)
 
@@ -286,26 +253,21 @@ class _Scanner:
         for decorator in node.decorator_list:
             marks |= self.marks_of(decorator) - {"parametrize"}
             if isinstance(decorator, ast.Call) and self.names.mark_name(decorator.func):
-                variants += self._param_marks(decorator)
-        if conflict := self._conflict(marks):
-            self.add(CONFLICT, f"{node.name} has {conflict}", node)
-            return
-        for where, extra in variants:
+                # Each `pytest.param(..., marks=X)` of a parametrize adds X to its variant.
+                variants += [
+                    (param, self.marks_of(keyword.value))
+                    for param in ast.walk(decorator)
+                    if isinstance(param, ast.Call)
+                    and isinstance(param.func, ast.Attribute)
+                    and param.func.attr == "param"
+                    and self.names.mark_name(param.func) is None
+                    for keyword in param.keywords
+                    if keyword.arg == "marks"
+                ]
+        # A test that conflicts as a whole is told once, else each variant that does.
+        for where, extra in [(node, set())] if self._conflict(marks) else variants:
             if conflict := self._conflict(marks | extra):
                 self.add(CONFLICT, f"{node.name} has {conflict}", where)
-
-    def _param_marks(self, parametrize: ast.Call) -> list[tuple[ast.AST, set[str]]]:
-        """Each `pytest.param(..., marks=X)` of a parametrize adds X to its variant."""
-        return [
-            (node, self.marks_of(keyword.value))
-            for node in ast.walk(parametrize)
-            if isinstance(node, ast.Call)
-            and self.names.mark_name(node.func) is None
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "param"
-            for keyword in node.keywords
-            if keyword.arg == "marks"
-        ]
 
     def _conflict(self, marks: set[str]) -> str | None:
         """What is wrong when `marks` mix cpu with GPU marks, else None."""

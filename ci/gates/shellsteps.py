@@ -62,19 +62,15 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class Script:
-    """One step's script; `origin[i]` is (command no., line no.) of script line i+1
-    ((0, 0): the prologue), `shown[i]` that line as written (after `$$` -> `$`)."""
+    """One step's script; script line n came from `lines[n - 1]`: (command no., line no.,
+    the line as written after `$$` -> `$`), the prologue being (0, 0, prologue)."""
 
     step: ShellStep
     text: str
-    origin: tuple[tuple[int, int], ...]
-    shown: tuple[str, ...]
+    lines: tuple[tuple[int, int, str], ...]
 
-    def locate(self, line: int) -> tuple[int, int]:
-        return self.origin[line - 1] if 0 < line <= len(self.origin) else (0, 0)
-
-    def source(self, line: int) -> str:
-        return self.shown[line - 1] if 0 < line <= len(self.shown) else ""
+    def at(self, line: int) -> tuple[int, int, str]:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else (0, 0, "")
 
 
 @dataclass(frozen=True)
@@ -98,16 +94,13 @@ class StepFinding:
 
 def script_for(step: ShellStep) -> Script:
     """The step's commands as one script, after a prologue naming its dialect."""
-    lines = [PROLOGUE[step.shell]]
-    shown = [lines[0]]
-    origin: list[tuple[int, int]] = [(0, 0)]
+    text = [PROLOGUE[step.shell]]
+    lines = [(0, 0, text[0])]
     for number, raw in enumerate(step.commands, 1):
         # Upload-time references reach the shell as literal text: a same-length word.
-        command = upload_interpolate(raw, lambda _name, token: "_" * len(token))
-        lines += command.split("\n")
-        shown += unescape(raw).split("\n")
-        origin += [(number, offset) for offset in range(1, command.count("\n") + 2)]
-    return Script(step, "\n".join(lines) + "\n", tuple(origin), tuple(shown))
+        text += upload_interpolate(raw, lambda _name, token: "_" * len(token)).split("\n")
+        lines += [(number, n, shown) for n, shown in enumerate(unescape(raw).split("\n"), 1)]
+    return Script(step, "\n".join(text) + "\n", tuple(lines))
 
 
 def parse_excludes(value: str) -> tuple[str, ...]:
@@ -175,11 +168,11 @@ def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) ->
     for comment in comments:
         if (i := index.get(Path(str(comment.get("file", ""))).name)) is None:
             continue
-        script, line = scripts[i], int(comment.get("line", 0))
-        where = (*script.locate(line), int(comment.get("column", 0)))
+        command, line, source = scripts[i].at(int(comment.get("line", 0)))
+        where = (command, line, int(comment.get("column", 0)))
         level, message = str(comment.get("level", "")), str(comment.get("message", ""))
         code = f"SC{comment.get('code', 0)}"
-        found.append(StepFinding(i, script.step, *where, level, code, message, script.source(line)))
+        found.append(StepFinding(i, scripts[i].step, *where, level, code, message, source))
     return found
 
 
@@ -195,6 +188,10 @@ def summary(findings: Sequence[StepFinding], steps: Sequence[ShellStep]) -> list
     first = {f.code: f.message for f in reversed(findings)}
     by_code = sorted(Counter(f.code for f in findings).items(), key=lambda kv: (-kv[1], kv[0]))
     return lines + [f"  {code} x{count}: {first[code]}" for code, count in by_code]
+
+
+def _yaml_file(name: str, path: Path) -> bool | str:
+    return path.suffix in (".yml", ".yaml") or f"{name}: not a YAML file"
 
 
 def shellcheck_steps(
@@ -213,7 +210,7 @@ def shellcheck_steps(
     codes = parse_excludes(exclude)
     repo = resolve_repo(repo_arg)
     chosen = chosen_files(
-        repo, files, from_ref, to_ref, what="YAML files", keep=_yaml, changed=is_pipeline
+        repo, files, from_ref, to_ref, what="YAML files", keep=_yaml_file, changed=is_pipeline
     )
     if from_ref and not chosen:
         sys.stderr.write(f"shellcheck-steps: no changed pipeline YAML since {from_ref}\n")
@@ -250,7 +247,3 @@ def shellcheck_steps(
         sys.stdout.flush()
         raise Stop(FAILURE, *lines)
     sys.stderr.write("\n".join(lines) + "\n")
-
-
-def _yaml(name: str, path: Path) -> bool | str:
-    return path.suffix in (".yml", ".yaml") or f"{name}: not a YAML file"
