@@ -774,7 +774,7 @@ def dig(data: Any, path: tuple[Any, ...]) -> Any:
 def test_t_rows(name: str) -> None:
     row = T_ROWS[name]
     entry = {"group": "g", "steps": [row.data]} if row.grouped else row.data
-    pipeline, dropped = render.render_pipeline(row.suite_env, [entry], row.mirror_hw)
+    pipeline, dropped, _ = render.render_pipeline(row.suite_env, [entry], row.mirror_hw)
     assert schema_problems(pipeline) == []
     image_group = pipeline["steps"][0]
     assert [s["key"] for s in image_group["steps"]] == [render.BUILD_KEY]  # T9: always first
@@ -860,7 +860,7 @@ def test_real_suites_render(names: list[str]) -> None:
     docs = [combine.load_suite(corpus_amd(), suites.BY_NAME[n]) for n in names]
     err: list[str] = []
     combined = combine.combine(docs, err.append)
-    pipeline, not_mirrored = render.render_pipeline(combined.env, combined.steps)
+    pipeline, not_mirrored, _ = render.render_pipeline(combined.env, combined.steps)
     assert schema_problems(pipeline) == []
     assert not_mirrored == []  # every real step is on amdproduction
 
@@ -895,7 +895,7 @@ def test_ready_plus_merge_is_43_jobs_as_upstream_pins() -> None:
     jobs (sum of parallelism) and 43 after de-duplication, for this revision."""
     docs = [combine.load_suite(corpus_amd(), suites.BY_NAME[n]) for n in ("ready", "merge")]
     combined = combine.combine(docs, lambda _line: None)
-    pipeline, _ = render.render_pipeline(combined.env, combined.steps)
+    pipeline, _, _ = render.render_pipeline(combined.env, combined.steps)
 
     def jobs(steps: list[dict[str, Any]]) -> int:
         return sum(int(s.get("parallelism") or 1) for s in steps)

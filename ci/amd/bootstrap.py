@@ -35,14 +35,9 @@ LABEL_ERROR = "ERROR: Could not read PR labels; refusing to select an incorrect 
 NOTHING_LEFT = "No AMD suites remain after skip-ci filtering."
 GITHUB_API_ENV = "VLLM_OMNI_CI_GITHUB_API"
 GITHUB_REPO_ENV = "VLLM_OMNI_CI_GITHUB_REPO"
-DEFAULT_GITHUB_API = "https://api.github.com"
-DEFAULT_GITHUB_REPO = "vllm-project/vllm-omni"
-LABEL_TIMEOUT = 30.0  # seconds for the whole label request
 PIPELINE_FILE = "pipeline.yaml"
 LABELS_ENV = "BUILDKITE_PULL_REQUEST_LABELS"  # Buildkite's, comma-separated, PR builds only
-PR_ENV = "BUILDKITE_PULL_REQUEST"
 DEFAULT_MIRROR_HW = "amdproduction"
-FASTCHECK_MIRROR_HW = "amdtentative"
 NOT_A_PR = "false"
 
 CRITICAL_PREFIXES = (
@@ -108,7 +103,9 @@ class Inputs:
         # Bad inputs stop here, before the label request and git (exit 1; a bad
         # BUILDKITE_PULL_REQUEST is an input error, exit 2, which wins).
         problems: list[str] = []
-        pull_request = attempt(problems, lambda: parse_pull_request(env.get(PR_ENV)), "")
+        pull_request = attempt(
+            problems, lambda: parse_pull_request(env.get("BUILDKITE_PULL_REQUEST")), ""
+        )
         code = FAILURE if pull_request else BAD_INPUT
         # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's `set -u`
         # stopped only an unset one); elsewhere an empty one is the checkout's (ci.target).
@@ -121,7 +118,7 @@ class Inputs:
         if debug:
             attempt(problems, lambda: suites.parse_debug_suites(debug), None)
         # fastcheck's amdtentative is the script's own choice, over AMD_MIRROR_HW.
-        mirror_hw = FASTCHECK_MIRROR_HW
+        mirror_hw = "amdtentative"
         if env.get("BUILDKITE_PIPELINE_SLUG") != "fastcheck":
             amd = repo / ".buildkite" / "amd"
             mirror_hw = attempt(
@@ -157,14 +154,13 @@ def resolve_labels(
     return fetch_labels(inputs.pull_request, env)
 
 
-def fetch_labels(
-    pull_request: str, env: Mapping[str, str], *, timeout: float = LABEL_TIMEOUT
-) -> str:
-    """The PR's labels, one per line, from the GitHub REST API. Fails closed: any failure
-    (a redirect too, never followed so the token stays with the API host) is exit 1."""
+def fetch_labels(pull_request: str, env: Mapping[str, str], *, timeout: float = 30.0) -> str:
+    """The PR's labels, one per line, from the GitHub REST API within `timeout` seconds. Fails
+    closed: any failure (a redirect too, never followed so the token stays with the API host)
+    is exit 1."""
     pull_request = parse_pull_request(pull_request)
-    api = (env.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API).rstrip("/")
-    repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
+    api = (env.get(GITHUB_API_ENV) or "https://api.github.com").rstrip("/")
+    repo = env.get(GITHUB_REPO_ENV) or "vllm-project/vllm-omni"
     token = env.get("GITHUB_TOKEN") or ""
     url = f"{api}/repos/{repo}/pulls/{pull_request}"
     redact = Redactor.for_env(env, extra=[token] if token else [])
@@ -269,9 +265,8 @@ def plan_pipeline(
 
     amd_dir = repo / ".buildkite" / "amd"
     combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept], note)
-    empty: list[str] = []
-    pipeline, dropped = render.render_pipeline(
-        combined.env, combined.steps, inputs.mirror_hw, empty_groups=empty
+    pipeline, dropped, empty = render.render_pipeline(
+        combined.env, combined.steps, inputs.mirror_hw
     )
     for label in dropped:
         note(f"Not mirrored on {inputs.mirror_hw}: {label}")

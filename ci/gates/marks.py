@@ -22,8 +22,7 @@ from ci.pipeline.markers import MarkerRegistry, load_markers
 from ci.target import resolve_repo
 
 HELPERS = ("hardware_test", "hardware_marks")
-HELPER_MODULE = "tests/helpers/mark.py"
-SKIP_HINT = "To skip: SKIP=check-mark git commit ..."
+HELPER_MODULE = "tests/helpers/mark.py"  # where the helpers apply SKU marks themselves
 INVALID_HELPER = "Invalid hardware helper"
 CONFLICT = "Conflicting CPU/GPU marks"
 T = TypeVar("T", str, int)
@@ -365,5 +364,5 @@ def check_marks(
         FAILURE,
         f"check-marks: {count} problem(s) in {len(bad)} of {len(reports)} files "
         f"({tests} test files)",
-        SKIP_HINT,
+        "To skip: SKIP=check-mark git commit ...",
     )

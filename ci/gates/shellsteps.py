@@ -37,7 +37,6 @@ from ci.target import resolve_repo
 
 SEVERITIES = ("error", "warning", "info", "style")
 PROLOGUE = {AMD_RUNNER: "set -o pipefail", JOB_SHELL: "set -e"}
-SHELLCHECK = "shellcheck"
 UPLOAD_CHECK = "upload-expansion"
 # Values that differ between the job that uploads a pipeline and the job that runs a step.
 PER_JOB = frozenset(
@@ -49,7 +48,6 @@ PER_JOB = frozenset(
         "BUILDKITE_ARTIFACT_PATHS",
     }
 )  # fmt: skip
-PER_JOB_PREFIXES = ("BUILDKITE_AGENT_",)
 _ASSIGNED = re.compile(
     r"(?:^|[\s;&|(])(?:(?:export|local|readonly|declare(?:\s+-\w+)*)\s+)?([A-Za-z_]\w*)\+?="
     r"|\bfor\s+([A-Za-z_]\w*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_]\w*)"
@@ -132,7 +130,7 @@ def upload_expansions(index: int, step: ShellStep) -> list[StepFinding]:
                     why = "the step assigns it at run time"
                 elif name in step_env:
                     why = "it is set in the step's env, which the upload does not see"
-                elif name in PER_JOB or name.startswith(PER_JOB_PREFIXES):
+                elif name in PER_JOB or name.startswith("BUILDKITE_AGENT_"):
                     why = "its value differs between the uploading job and this one"
                 else:
                     continue
@@ -150,7 +148,7 @@ def upload_expansions(index: int, step: ShellStep) -> list[StepFinding]:
 
 
 def shellcheck_argv(severity: str, exclude: Sequence[str], rcfile: Path | None) -> list[str]:
-    argv = [SHELLCHECK, "--shell=bash", "--format=json1", f"--severity={severity}"]
+    argv = ["shellcheck", "--shell=bash", "--format=json1", f"--severity={severity}"]
     argv.append(f"--rcfile={rcfile}" if rcfile else "--norc")
     if numbers := [code[2:] for code in exclude if code.startswith("SC")]:
         argv.append("--exclude=" + ",".join(numbers))
