@@ -774,7 +774,7 @@ def dig(data: Any, path: tuple[Any, ...]) -> Any:
 def test_t_rows(name: str) -> None:
     row = T_ROWS[name]
     entry = {"group": "g", "steps": [row.data]} if row.grouped else row.data
-    pipeline, dropped = render.render_pipeline(row.suite_env, [entry], row.mirror_hw)
+    pipeline, dropped, _ = render.render_pipeline(row.suite_env, [entry], row.mirror_hw)
     assert schema_problems(pipeline) == []
     image_group = pipeline["steps"][0]
     assert [s["key"] for s in image_group["steps"]] == [render.BUILD_KEY]  # T9: always first
@@ -847,7 +847,7 @@ def source_body(src: dict[str, Any]) -> str:
     [["ready"], ["merge"], ["nightly"], ["ready", "merge"], ["ready", "merge", "nightly"]],
     ids="+".join,
 )
-def test_real_suites_render(names: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_suites_render(names: list[str]) -> None:
     sources = {n: yaml.safe_load((corpus_amd() / f"test-amd-{n}.yml").read_text()) for n in names}
     per_suite = {n: leaves(sources[n]["steps"]) for n in names}
     source_leaves = [s for n in names for s in per_suite[n]]
@@ -858,13 +858,12 @@ def test_real_suites_render(names: list[str], capsys: pytest.CaptureFixture[str]
             distinct.append(s)
 
     docs = [combine.load_suite(corpus_amd(), suites.BY_NAME[n]) for n in names]
-    combined = combine.combine(docs)
-    combine.report_dropped(combined)
-    pipeline, not_mirrored = render.render_pipeline(combined.env, combined.steps)
+    err: list[str] = []
+    combined = combine.combine(docs, err.append)
+    pipeline, not_mirrored, _ = render.render_pipeline(combined.env, combined.steps)
     assert schema_problems(pipeline) == []
     assert not_mirrored == []  # every real step is on amdproduction
 
-    err = capsys.readouterr().err.splitlines()
     dropped_lines = [ln for ln in err if ln.startswith("Dropped duplicate ")]
     assert len(dropped_lines) == len(source_leaves) - len(distinct)
     out = rendered_leaves(pipeline)
@@ -895,8 +894,8 @@ def test_ready_plus_merge_is_43_jobs_as_upstream_pins() -> None:
     """Spec §1.8: upstream's combine_test_suites.py test pins ready+merge at 56 raw
     jobs (sum of parallelism) and 43 after de-duplication, for this revision."""
     docs = [combine.load_suite(corpus_amd(), suites.BY_NAME[n]) for n in ("ready", "merge")]
-    combined = combine.combine(docs)
-    pipeline, _ = render.render_pipeline(combined.env, combined.steps)
+    combined = combine.combine(docs, lambda _line: None)
+    pipeline, _, _ = render.render_pipeline(combined.env, combined.steps)
 
     def jobs(steps: list[dict[str, Any]]) -> int:
         return sum(int(s.get("parallelism") or 1) for s in steps)

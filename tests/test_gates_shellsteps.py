@@ -226,8 +226,8 @@ def test_script_states_the_dialect_and_maps_lines_back() -> None:
     )
     script = shellsteps.script_for(amd)
     assert script.text == "set -o pipefail\na\nb\nc $X _____\n"
-    assert [script.locate(n) for n in (1, 2, 3, 4)] == [(0, 0), (1, 1), (2, 1), (2, 2)]
-    assert script.source(4) == "c $X ${UP}"
+    assert [script.at(n)[:2] for n in (1, 2, 3, 4)] == [(0, 0), (1, 1), (2, 1), (2, 2)]
+    assert script.at(4)[2] == "c $X ${UP}"
     cuda = ShellStep(file=".buildkite/cuda/test-ready.yml", label="s", commands=("a",))
     assert shellsteps.script_for(cuda).text == "set -e\na\n"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import urllib.error
@@ -36,16 +35,10 @@ LABEL_ERROR = "ERROR: Could not read PR labels; refusing to select an incorrect 
 NOTHING_LEFT = "No AMD suites remain after skip-ci filtering."
 GITHUB_API_ENV = "VLLM_OMNI_CI_GITHUB_API"
 GITHUB_REPO_ENV = "VLLM_OMNI_CI_GITHUB_REPO"
-DEFAULT_GITHUB_API = "https://api.github.com"
-DEFAULT_GITHUB_REPO = "vllm-project/vllm-omni"
-LABEL_TIMEOUT = 30.0  # seconds for the whole label request
 PIPELINE_FILE = "pipeline.yaml"
 LABELS_ENV = "BUILDKITE_PULL_REQUEST_LABELS"  # Buildkite's, comma-separated, PR builds only
-PR_ENV = "BUILDKITE_PULL_REQUEST"
 DEFAULT_MIRROR_HW = "amdproduction"
-FASTCHECK_MIRROR_HW = "amdtentative"
 NOT_A_PR = "false"
-_PR_NUMBER = re.compile(r"[0-9]+")
 
 CRITICAL_PREFIXES = (
     "docker/Dockerfile", "CMakeLists.txt", "requirements/common.txt", "requirements/cuda.txt",
@@ -64,7 +57,7 @@ def parse_pull_request(value: str | None) -> str:
     text = value or ""
     if text in ("", NOT_A_PR):
         return NOT_A_PR
-    if _PR_NUMBER.fullmatch(text) is None:
+    if not (text.isascii() and text.isdigit()):
         raise UserError(
             f"BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got {text!r}",
             code=BAD_INPUT,
@@ -72,24 +65,18 @@ def parse_pull_request(value: str | None) -> str:
     return text
 
 
-def suite_mirror_values(amd_dir: Path) -> set[str]:
-    """Every `mirror_hardwares` value of the AMD suites in `amd_dir` (broken files add none)."""
-    found: set[str] = set()
+def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
+    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a `mirror_hardwares` value of the
+    suites, exactly (the template selected nothing for a typo and the build went green; now
+    exit 1). A suite file that does not load adds no value."""
+    chosen, allowed = value or DEFAULT_MIRROR_HW, {DEFAULT_MIRROR_HW}
     for path in (amd_dir / suite.file for suite in suites.SUITES):
         try:
             data = yamlio.load(path) if path.is_file() else None
         except UserError:
             continue
         if isinstance(data, dict) and isinstance(data.get("steps"), list):
-            found |= render.mirror_values(data["steps"])
-    return found
-
-
-def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
-    """AMD_MIRROR_HW: empty/unset is `amdproduction`, else a value the suites use, exactly
-    (the template selected nothing for a typo and the build went green; now exit 1)."""
-    chosen = value or DEFAULT_MIRROR_HW
-    allowed = suite_mirror_values(amd_dir) | {DEFAULT_MIRROR_HW}
+            allowed |= render.mirror_values(data["steps"])
     if chosen not in allowed:
         raise UserError(
             f"AMD_MIRROR_HW={chosen!r} is not a mirror_hardwares value of the AMD suites:"
@@ -116,7 +103,9 @@ class Inputs:
         # Bad inputs stop here, before the label request and git (exit 1; a bad
         # BUILDKITE_PULL_REQUEST is an input error, exit 2, which wins).
         problems: list[str] = []
-        pull_request = attempt(problems, lambda: parse_pull_request(env.get(PR_ENV)), "")
+        pull_request = attempt(
+            problems, lambda: parse_pull_request(env.get("BUILDKITE_PULL_REQUEST")), ""
+        )
         code = FAILURE if pull_request else BAD_INPUT
         # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's `set -u`
         # stopped only an unset one); elsewhere an empty one is the checkout's (ci.target).
@@ -129,7 +118,7 @@ class Inputs:
         if debug:
             attempt(problems, lambda: suites.parse_debug_suites(debug), None)
         # fastcheck's amdtentative is the script's own choice, over AMD_MIRROR_HW.
-        mirror_hw = FASTCHECK_MIRROR_HW
+        mirror_hw = "amdtentative"
         if env.get("BUILDKITE_PIPELINE_SLUG") != "fastcheck":
             amd = repo / ".buildkite" / "amd"
             mirror_hw = attempt(
@@ -144,18 +133,6 @@ class Inputs:
         """A build of `branch` as `plan` describes one (labels given, so no PR number needed)."""
         return cls(branch, NOT_A_PR, "", nightly, DEFAULT_MIRROR_HW, False, "")
 
-    @property
-    def needs_labels(self) -> bool:
-        """The script asked GitHub only for a PR build without DEBUG_TEST_YAML."""
-        return self.pull_request != NOT_A_PR and not self.debug_test_yaml
-
-
-log: Note = door.note
-
-
-def quiet(message: str) -> None:
-    """A `Note` that drops the bootstrap's log lines (`plan` reports the outcome instead)."""
-
 
 def resolve_labels(
     inputs: Inputs, env: Mapping[str, str], given: str | None = None, *, offline: bool = False
@@ -164,7 +141,7 @@ def resolve_labels(
     i.e. `--dry-run`: exit 2 instead)."""
     if given is not None:
         return given
-    if not inputs.needs_labels:
+    if inputs.pull_request == NOT_A_PR or inputs.debug_test_yaml:  # labels choose nothing then
         return ""
     if LABELS_ENV in env:  # set by Buildkite for PR builds, empty when there are none
         return env[LABELS_ENV]
@@ -177,14 +154,13 @@ def resolve_labels(
     return fetch_labels(inputs.pull_request, env)
 
 
-def fetch_labels(
-    pull_request: str, env: Mapping[str, str], *, timeout: float = LABEL_TIMEOUT
-) -> str:
-    """The PR's labels, one per line, from the GitHub REST API. Fails closed: any failure
-    (a redirect too, never followed so the token stays with the API host) is exit 1."""
+def fetch_labels(pull_request: str, env: Mapping[str, str], *, timeout: float = 30.0) -> str:
+    """The PR's labels, one per line, from the GitHub REST API within `timeout` seconds. Fails
+    closed: any failure (a redirect too, never followed so the token stays with the API host)
+    is exit 1."""
     pull_request = parse_pull_request(pull_request)
-    api = (env.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API).rstrip("/")
-    repo = env.get(GITHUB_REPO_ENV) or DEFAULT_GITHUB_REPO
+    api = (env.get(GITHUB_API_ENV) or "https://api.github.com").rstrip("/")
+    repo = env.get(GITHUB_REPO_ENV) or "vllm-project/vllm-omni"
     token = env.get("GITHUB_TOKEN") or ""
     url = f"{api}/repos/{repo}/pulls/{pull_request}"
     redact = Redactor.for_env(env, extra=[token] if token else [])
@@ -254,33 +230,25 @@ def plan_pipeline(
     *,
     diff: Diff | None = None,
     offline: bool = False,
-    note: Note = log,
+    note: Note = door.note,
     inputs: Inputs | None = None,
 ) -> AmdBootstrapOutcome:
     """The script's steps up to its upload, in its order (`plan` passes its own `diff`,
-    `inputs` and `quiet` as `note`). `labels` given: don't ask GitHub."""
+    `inputs` and a silent `note`). `labels` given: don't ask GitHub."""
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
     diff = diff or resolve_diff(repo, env=env)
-    try:
-        selection = suites.select_suites(
-            inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly
-        )
-    except UserError as exc:
-        raise UserError(*exc.problems, code=FAILURE) from None
+    # Inputs.from_env has refused a bad DEBUG_TEST_YAML: the selection cannot fail here.
+    selection = suites.select_suites(inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly)
     if selection.notice:
         note(selection.notice)
 
     decision = skipci.decision_for(diff)
-    kept: list[suites.Suite] = []
-    skipped: list[tuple[suites.Suite, str]] = []
-    for suite in selection.suites:
-        word = decision.gate("amd", suite.level) if suite.level else None
-        if word is not None:
-            skipped.append((suite, word))
-            note(f"Skipping AMD {suite.level} suite due to {word} decision.")
-        else:
-            kept.append(suite)
+    gated = [(s, decision.gate("amd", s.level) if s.level else None) for s in selection.suites]
+    kept = [suite for suite, word in gated if word is None]
+    skipped = [(suite, word) for suite, word in gated if word is not None]
+    for suite, word in skipped:
+        note(f"Skipping AMD {suite.level} suite due to {word} decision.")
     if not kept:
         annotate = any(word == "skip-all" for _, word in skipped)
         return AmdBootstrapOutcome(None, (), tuple(skipped), annotate)
@@ -296,11 +264,9 @@ def plan_pipeline(
         note(line)
 
     amd_dir = repo / ".buildkite" / "amd"
-    combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept])
-    combine.report_dropped(combined, note)
-    empty: list[str] = []
-    pipeline, dropped = render.render_pipeline(
-        combined.env, combined.steps, inputs.mirror_hw, empty_groups=empty
+    combined = combine.combine([combine.load_suite(amd_dir, suite) for suite in kept], note)
+    pipeline, dropped, empty = render.render_pipeline(
+        combined.env, combined.steps, inputs.mirror_hw
     )
     for label in dropped:
         note(f"Not mirrored on {inputs.mirror_hw}: {label}")
@@ -353,12 +319,12 @@ def run(
         if outcome.annotate:
             annotate = door.Plan((skipci.annotate_command(),))
             door.execute(annotate, dry_run=dry_run, log_dry_run=True)
-        log(NOTHING_LEFT)
+        door.note(NOTHING_LEFT)
         return
     text = yamlio.dumps(outcome.pipeline)
     if dry_run:
         sys.stdout.write(text)
-        log(f"(dry-run) {PIPELINE_FILE} would be written to a new private temp directory")
+        door.note(f"(dry-run) {PIPELINE_FILE} would be written to a new private temp directory")
         door.execute(door.Plan(upload_commands(PRIVATE_DIR)), dry_run=True, log_dry_run=True)
         return
     upload(text)

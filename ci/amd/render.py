@@ -159,16 +159,13 @@ def mirror_values(steps: list[Any]) -> set[str]:
 
 
 def render_pipeline(
-    env: model.Document,
-    steps: list[Any],
-    mirror_hw: str = "amdproduction",
-    *,
-    empty_groups: list[str] | None = None,
-) -> tuple[model.Document, list[str]]:
-    """The pipeline and the labels the mirror filter dropped; groups left empty are dropped
-    (Buildkite rejects them), their names put in `empty_groups`. A group keeps only `group`
-    and `depends_on`, as the template did."""
+    env: model.Document, steps: list[Any], mirror_hw: str = "amdproduction"
+) -> tuple[model.Document, list[str], list[str]]:
+    """The pipeline, the labels the mirror filter dropped, and the groups it left empty, which
+    are dropped (Buildkite rejects them). A group keeps only `group` and `depends_on`, as the
+    template did."""
     dropped: list[str] = []
+    empty: list[str] = []
 
     def step(entry: model.Step, _outer: object) -> model.Step | None:
         if mirror_hw in (entry.get("mirror_hardwares") or []):
@@ -182,14 +179,12 @@ def render_pipeline(
             fields["depends_on"] = entry.get("depends_on")
         return model.Group(fields, entry.steps)
 
-    def empty(entry: model.Group, _outer: object) -> None:
-        if empty_groups is not None:
-            empty_groups.append(str(entry.get("group")))
-
     suites = [n for n in model.nodes(steps) if not isinstance(n, model.Shorthand)]
-    kept = model.prune(suites, step, on_group=group, on_empty=empty)
+    kept = model.prune(
+        suites, step, on_group=group, on_empty=lambda g, _outer: empty.append(str(g.get("group")))
+    )
     pipeline: model.Document = {}
     if env:
         pipeline["env"] = {str(k): str(v) for k, v in env.items()}
     pipeline["steps"] = [image_build_group(), *model.emit_nodes(kept)]
-    return pipeline, dropped
+    return pipeline, dropped, empty

@@ -52,9 +52,6 @@ class Selection:
     suites: tuple[Suite, ...]
     notice: str | None = None
 
-    def spec_lines(self) -> list[str]:
-        return [s.spec for s in self.suites]
-
 
 def split_labels(labels: str) -> list[str]:
     """Labels as the script reads them (one per line), also accepting commas."""
@@ -98,10 +95,9 @@ def select_suites(
 
 
 T = TypeVar("T")
-D = TypeVar("D")
 
 
-def attempt(problems: list[str], parse: Callable[[], T], default: D) -> T | D:
+def attempt(problems: list[str], parse: Callable[[], T], default: T) -> T:
     """`parse()`, else `default` with its problems added: every input problem is told at once."""
     try:
         return parse()

@@ -14,19 +14,33 @@ from ci.errors import UserError
 from ci.pipeline.files import exists, given
 
 
-def check_choice(files: Sequence[str], from_ref: str, to_ref: str, what: str) -> None:
-    """Files after `--` and `--from-ref` exclude each other; `--to-ref` needs `--from-ref`."""
-    if from_ref and files:
+def chosen_files(
+    repo: Path,
+    names: Sequence[str],
+    from_ref: str,
+    to_ref: str,
+    *,
+    what: str,
+    keep: Callable[[str, Path], bool | str],
+    changed: Callable[[str], bool],
+) -> list[Path] | None:
+    """The files named after `--` (relative: to the cwd, else `repo`) that `keep(name, path)`
+    keeps (True), skips (False) or refuses (a problem line; all at once, exit 2); else the
+    existing files `from_ref...to_ref` changed (default HEAD; `WORKTREE`: uncommitted work
+    too) that `changed` keeps, unreadable ones included to be reported; None: neither given."""
+    if from_ref and names:
         raise UserError(f"give {what} after `--` or --from-ref, not both")
     if to_ref and not from_ref:
         raise UserError("--to-ref needs --from-ref")
-
-
-def named_files(
-    repo: Path, names: Sequence[str], keep: Callable[[str, Path], bool | str]
-) -> list[Path]:
-    """The files named after `--` (relative: to the cwd, else `repo`) that `keep(name, path)`
-    keeps (True), skips (False) or refuses (a problem line); all problems at once (exit 2)."""
+    if from_ref:
+        head = WORKTREE if to_ref.upper() == "WORKTREE" else (to_ref or "HEAD")
+        diff = resolve_diff(repo, base=from_ref, head=head)
+        if diff.paths is None:
+            raise UserError(f"--from-ref {from_ref}: cannot list the changed files ({diff.reason})")
+        found = (repo / p for p in diff.paths if changed(p))
+        return [path for path in found if exists(path) and not path.is_dir()]
+    if not names:
+        return None
     chosen: list[Path] = []
     problems: list[str] = []
     for name in names:
@@ -41,17 +55,3 @@ def named_files(
             problems.append(verdict)
     UserError.collect(problems)
     return chosen
-
-
-def changed_files(
-    repo: Path, from_ref: str, to_ref: str, wanted: Callable[[str], bool]
-) -> list[Path]:
-    """Existing files of `repo` changed in `from_ref...to_ref` (default HEAD; `WORKTREE`:
-    uncommitted work too) that `wanted` keeps; unreadable ones are kept, to be reported."""
-    head = WORKTREE if to_ref.upper() == "WORKTREE" else (to_ref or "HEAD")
-    diff = resolve_diff(repo, base=from_ref, head=head)
-    if diff.paths is None:
-        raise UserError(f"--from-ref {from_ref}: cannot list the changed files ({diff.reason})")
-    return [
-        repo / p for p in diff.paths if wanted(p) and exists(repo / p) and not (repo / p).is_dir()
-    ]

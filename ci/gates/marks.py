@@ -9,40 +9,29 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.gates.changed import changed_files, check_choice, named_files
+from ci.gates.changed import chosen_files
 from ci.pipeline.files import Unreadable, read_text, realpath, walk
 from ci.pipeline.markers import MarkerRegistry, load_markers
 from ci.target import resolve_repo
 
 HELPERS = ("hardware_test", "hardware_marks")
-HELPER_MODULE = "tests/helpers/mark.py"
-SKIP_HINT = "To skip: SKIP=check-mark git commit ..."
-
-LEVEL = "Level"
-HARDWARE = "Hardware"
-DIRECT_SKU = "Direct SKU"
+HELPER_MODULE = "tests/helpers/mark.py"  # where the helpers apply SKU marks themselves
 INVALID_HELPER = "Invalid hardware helper"
 CONFLICT = "Conflicting CPU/GPU marks"
-SYNTAX = "Syntax"
-UNREADABLE = "Unreadable"
+T = TypeVar("T", str, int)
 
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str
+    kind: str  # the hook's category: Level, Hardware, Direct SKU, Invalid hardware helper, ...
     detail: str
-
-
-@dataclass(frozen=True)
-class MarksReport:
-    path: str  # relative to the repo, with forward slashes
-    problems: tuple[Problem, ...]
 
 
 def is_test_file(rel: str) -> bool:
@@ -53,43 +42,34 @@ def is_test_file(rel: str) -> bool:
     )
 
 
-@dataclass
+def _dotted(node: ast.expr) -> str | None:
+    """`a` or `a.b` for a name or an attribute of one, else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else None
+
+
 class _Names:
-    """How this file spells `pytest`, `pytest.mark` and the helpers."""
+    """How this file spells `pytest.mark` and the helpers."""
 
-    pytest: set[str] = field(default_factory=lambda: {"pytest"})
-    mark: set[str] = field(default_factory=set)
-    helpers: dict[str, str] = field(default_factory=dict)  # local name -> helper
-
-    @classmethod
-    def of(cls, tree: ast.Module) -> _Names:
-        names = cls()
+    def __init__(self, tree: ast.Module) -> None:
+        self.mark = {"pytest.mark"}  # and `pt.mark` after `import pytest as pt`, or `mark`
+        self.helpers: dict[str, str] = {}  # local name -> helper
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name == "pytest":
-                        names.pytest.add(alias.asname or "pytest")
+                self.mark |= {
+                    f"{a.asname or a.name}.mark" for a in node.names if a.name == "pytest"
+                }
             elif isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if node.module == "pytest" and alias.name == "mark":
-                        names.mark.add(alias.asname or "mark")
+                        self.mark.add(alias.asname or "mark")
                     elif alias.name in HELPERS:
-                        names.helpers[alias.asname or alias.name] = alias.name
-        return names
+                        self.helpers[alias.asname or alias.name] = alias.name
 
     def mark_name(self, node: ast.AST) -> str | None:
         """`X` for `pytest.mark.X` (or `mark.X`), else None."""
-        if not isinstance(node, ast.Attribute):
-            return None
-        owner = node.value
-        if isinstance(owner, ast.Name) and owner.id in self.mark:
-            return node.attr
-        if (
-            isinstance(owner, ast.Attribute)
-            and owner.attr == "mark"
-            and isinstance(owner.value, ast.Name)
-            and owner.value.id in self.pytest
-        ):
+        if isinstance(node, ast.Attribute) and _dotted(node.value) in self.mark:
             return node.attr
         return None
 
@@ -123,20 +103,20 @@ def _assignments(body: Sequence[ast.stmt]) -> Iterator[tuple[str, ast.expr]]:
             yield from ((t.id, value) for t in targets if isinstance(t, ast.Name))
 
 
+def _literal(node: ast.AST | None, kind: type[T]) -> T | None:
+    """The value of a `str` or `int` literal (never a bool), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is kind:
+        value: T = node.value
+        return value
+    return None
+
+
 def _literal_keys(node: ast.AST | None) -> Iterator[tuple[ast.expr, str, ast.expr]]:
     """(key node, key, value) of each string-literal key of a `{...}` literal."""
     if isinstance(node, ast.Dict):
         for key_node, value in zip(node.keys, node.values, strict=True):
-            if key_node is not None and (key := _literal_str(key_node)) is not None:
+            if key_node is not None and (key := _literal(key_node, str)) is not None:
                 yield key_node, key, value
-
-
-def _literal_str(node: ast.AST) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _literal_int(node: ast.AST) -> int | None:
-    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 class _Scanner:
@@ -144,7 +124,7 @@ class _Scanner:
         self.tree = tree
         self.rel = rel
         self.registry = registry
-        self.names = _Names.of(tree)
+        self.names = _Names(tree)
         self.problems: list[Problem] = []
         # Module-level `NAME = ...` / `NAME += ...`, so `pytestmark = MARKS` resolves.
         self.assigned: dict[str, list[ast.expr]] = {}
@@ -159,136 +139,108 @@ class _Scanner:
         """The markers an expression applies (best effort on literals and module names)."""
         if node is None or depth > 8:
             return set()
-        name = self.names.mark_name(node)
-        if name is not None:
+        if name := self.names.mark_name(node.func if isinstance(node, ast.Call) else node):
             return {name}
-        if isinstance(node, ast.Call):
-            called = self.names.mark_name(node.func)
-            if called is not None:
-                return {called}
-            return self._helper_marks(node) if self.names.helper(node) else set()
+        if isinstance(node, ast.Call):  # a helper applies its platforms, and gpu for a GPU one
+            if not self.names.helper(node):
+                return set()
+            platforms = {key for _, key, _ in _literal_keys(_argument(node, "res", 0))}
+            return platforms | ({"gpu"} if platforms & self.registry.gpu_platforms else set())
+        parts: Sequence[ast.AST] = ()
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            return set().union(*(self.marks_of(e, depth + 1) for e in node.elts))
-        if isinstance(node, ast.Starred):
-            return self.marks_of(node.value, depth + 1)
-        if isinstance(node, ast.BinOp):
-            return self.marks_of(node.left, depth + 1) | self.marks_of(node.right, depth + 1)
-        if isinstance(node, ast.Name):
-            values = self.assigned.get(node.id, [])
-            return set().union(*(self.marks_of(v, depth + 1) for v in values))
-        return set()
-
-    def _helper_marks(self, call: ast.Call) -> set[str]:
-        res = _argument(call, "res", 0)
-        if not isinstance(res, ast.Dict):
-            return set()
-        platforms = {k for k in (_literal_str(key) for key in res.keys if key) if k}
-        gpu = {"gpu"} if platforms & self.registry.gpu_platforms else set()
-        return platforms | gpu
+            parts = node.elts
+        elif isinstance(node, ast.Starred):
+            parts = [node.value]
+        elif isinstance(node, ast.BinOp):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.Name):
+            parts = self.assigned.get(node.id, [])
+        return set().union(*(self.marks_of(part, depth + 1) for part in parts))
 
     def scan(self) -> list[Problem]:
-        every_mark = self._direct_marks()
-        helper_calls = [
-            n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and self.names.helper(n)
-        ]
-        for call in helper_calls:
-            self._check_helper(call)
-        self._check_decorators()
-        if is_test_file(self.rel):
-            if not every_mark & self.registry.levels:
-                levels = ", ".join(sorted(self.registry.levels))
-                self.add(LEVEL, f"no CI level marker; mark the tests with one of: {levels}")
-            if not every_mark & self.registry.platforms and not helper_calls:
-                platforms = ", ".join(sorted(self.registry.platforms))
-                helpers = "hardware_test(...) / hardware_marks(...) call"
-                self.add(HARDWARE, f"no hardware platform marker ({platforms}) and no {helpers}")
-            self._check_conflicts(self.tree.body, set())
-        return self.problems
-
-    def _direct_marks(self) -> set[str]:
-        found: set[str] = set()
-        for node in ast.walk(self.tree):
-            name = self.names.mark_name(node)
-            if name is None:
+        registry, walked = self.registry, list(ast.walk(self.tree))
+        every_mark: set[str] = set()
+        for node in walked:
+            if (name := self.names.mark_name(node)) is None:
                 continue
-            found.add(name)
-            platform = self.registry.sku_platforms.get(name)
-            if platform and self.rel != HELPER_MODULE:
+            every_mark.add(name)
+            if (platform := registry.sku_platforms.get(name)) and self.rel != HELPER_MODULE:
                 via = f'hardware_test(res={{"{platform}": "{name}"}}) or hardware_marks(...)'
                 why = f"apply SKUs through {via}, which also attach cards_<n>"
-                self.add(DIRECT_SKU, f"pytest.mark.{name}; {why}", node)
-        return found
-
-    def _check_decorators(self) -> None:
-        for node in ast.walk(self.tree):
-            for decorator in getattr(node, "decorator_list", ()):  # functions and classes
-                if self.names.helper(decorator) == "hardware_marks":
-                    self.add(
-                        INVALID_HELPER,
-                        "hardware_marks(...) is not a decorator; use @hardware_test(...), "
-                        "or pass hardware_marks(...) to pytest.param(..., marks=...)",
-                        decorator,
-                    )
+                self.add("Direct SKU", f"pytest.mark.{name}; {why}", node)
+        calls = [n for n in walked if isinstance(n, ast.Call) and self.names.helper(n)]
+        for call in calls:
+            self._check_helper(call)
+        for decorator in (d for n in walked for d in getattr(n, "decorator_list", ())):
+            if self.names.helper(decorator) == "hardware_marks":
+                self.add(
+                    INVALID_HELPER,
+                    "hardware_marks(...) is not a decorator; use @hardware_test(...), "
+                    "or pass hardware_marks(...) to pytest.param(..., marks=...)",
+                    decorator,
+                )
+        if not is_test_file(self.rel):
+            return self.problems
+        if not every_mark & registry.levels:
+            levels = ", ".join(sorted(registry.levels))
+            self.add("Level", f"no CI level marker; mark the tests with one of: {levels}")
+        if not every_mark & registry.platforms and not calls:
+            platforms = ", ".join(sorted(registry.platforms))
+            helpers = "hardware_test(...) / hardware_marks(...) call"
+            self.add("Hardware", f"no hardware platform marker ({platforms}) and no {helpers}")
+        self._check_conflicts(self.tree.body, set())
+        return self.problems
 
     def _check_helper(self, call: ast.Call) -> None:
         helper, registry = self.names.helper(call), self.registry
         bad = partial(self.add, INVALID_HELPER)
         res = _argument(call, "res", 0)
-        keys: list[str] = []
         if res is None and not call.keywords and not call.args:
             bad(f"{helper}(...) needs res={{platform: SKU}}", call)
+        keys: list[str] = []
         for key_node, key, value in _literal_keys(res):
             keys.append(key)
-            if key in registry.res_keys:
-                self._check_skus(str(helper), key, value)
-            else:
+            if key not in registry.res_keys:
                 allowed = ", ".join(sorted(registry.res_keys))
                 why = f"is not a hardware platform with SKUs (allowed: {allowed})"
                 bad(f"{helper} res key {key!r} {why}", key_node)
+            elif isinstance(value, ast.List | ast.Tuple) and key != "cuda":
+                why = "only cuda accepts a list of SKUs; give one SKU string"
+                bad(f"{helper} res[{key!r}]: {why}", value)
+            else:
+                registered = registry.skus_for(key)
+                for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
+                    if (sku := _literal(item, str)) is not None and sku not in registered:
+                        allowed = ", ".join(registered)
+                        why = f"{sku!r} is not a registered {key} SKU (allowed: {allowed})"
+                        bad(f"{helper} res[{key!r}]: {why}", item)
         cards = _argument(call, "num_cards", 1)
-        if cards is None:
-            return
         counts: dict[str, int] = {}
         for key_node, key, value in _literal_keys(cards):
-            if (count := _literal_int(value)) is not None:
+            if (count := _literal(value, int)) is not None:
                 counts[key] = count
                 if keys and key not in keys:
                     bad(f"{helper} num_cards key {key!r} is not in res", key_node)
-        if (count := _literal_int(cards)) is not None:
+        if (count := _literal(cards, int)) is not None:
             counts[""] = count
-        registered = ", ".join(str(n) for n in sorted(registry.card_counts))
+        known = ", ".join(str(n) for n in sorted(registry.card_counts))
         for count in sorted(set(counts.values()) - set(registry.card_counts)):
-            why = f"has no registered cards_{count} marker (registered: {registered})"
+            why = f"has no registered cards_{count} marker (registered: {known})"
             bad(f"{helper} num_cards={count} {why}", cards)
         if helper == "hardware_marks" and len(set(counts.values())) > 1:
             mixed = ", ".join(f"{k}: {v}" for k, v in counts.items())
             why = "use @hardware_test, which splits one variant per platform"
             bad(f"hardware_marks cannot mix card counts ({mixed}); {why}", cards)
 
-    def _check_skus(self, helper: str, platform: str, value: ast.expr) -> None:
-        registered = self.registry.skus_for(platform)
-        if isinstance(value, (ast.List, ast.Tuple)) and platform != "cuda":
-            message = "only cuda accepts a list of SKUs; give one SKU string"
-            self.add(INVALID_HELPER, f"{helper} res[{platform!r}]: {message}", value)
-            return
-        for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
-            sku = _literal_str(item)
-            if sku is not None and sku not in registered:
-                allowed = ", ".join(registered)
-                message = f"{sku!r} is not a registered {platform} SKU (allowed: {allowed})"
-                self.add(INVALID_HELPER, f"{helper} res[{platform!r}]: {message}", item)
-
-    def _pytestmark(self, body: Sequence[ast.stmt]) -> set[str]:
-        return set().union(*(self.marks_of(v) for n, v in _assignments(body) if n == "pytestmark"))
-
     def _check_conflicts(self, body: Sequence[ast.stmt], inherited: set[str]) -> None:
         """Each test function with the marks of its module and classes (`pytestmark` too)."""
-        inherited = inherited | self._pytestmark(body)
+        marked = (self.marks_of(v) for n, v in _assignments(body) if n == "pytestmark")
+        inherited = inherited.union(*marked)
         for node in body:
             if isinstance(node, ast.ClassDef):
                 marks = set().union(inherited, *map(self.marks_of, node.decorator_list))
                 self._check_conflicts(node.body, marks)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 if node.name.startswith("test"):
                     self._check_test(node, inherited)
 
@@ -300,33 +252,28 @@ class _Scanner:
         for decorator in node.decorator_list:
             marks |= self.marks_of(decorator) - {"parametrize"}
             if isinstance(decorator, ast.Call) and self.names.mark_name(decorator.func):
-                variants += self._param_marks(decorator)
-        if self._conflict(marks):
-            self.add(CONFLICT, f"{node.name} has {self._describe(marks)}", node)
-            return
-        for where, extra in variants:
-            if self._conflict(marks | extra):
-                self.add(CONFLICT, f"{node.name} has {self._describe(marks | extra)}", where)
+                # Each `pytest.param(..., marks=X)` of a parametrize adds X to its variant.
+                variants += [
+                    (param, self.marks_of(keyword.value))
+                    for param in ast.walk(decorator)
+                    if isinstance(param, ast.Call)
+                    and isinstance(param.func, ast.Attribute)
+                    and param.func.attr == "param"
+                    and self.names.mark_name(param.func) is None
+                    for keyword in param.keywords
+                    if keyword.arg == "marks"
+                ]
+        # A test that conflicts as a whole is told once, else each variant that does.
+        for where, extra in [(node, set())] if self._conflict(marks) else variants:
+            if conflict := self._conflict(marks | extra):
+                self.add(CONFLICT, f"{node.name} has {conflict}", where)
 
-    def _param_marks(self, parametrize: ast.Call) -> list[tuple[ast.AST, set[str]]]:
-        """Each `pytest.param(..., marks=X)` of a parametrize adds X to its variant."""
-        return [
-            (node, self.marks_of(keyword.value))
-            for node in ast.walk(parametrize)
-            if isinstance(node, ast.Call)
-            and self.names.mark_name(node.func) is None
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "param"
-            for keyword in node.keywords
-            if keyword.arg == "marks"
-        ]
-
-    def _conflict(self, marks: set[str]) -> bool:
-        return "cpu" in marks and bool(marks & self.registry.gpu_marks())
-
-    def _describe(self, marks: set[str]) -> str:
-        gpu = ", ".join(sorted(marks & self.registry.gpu_marks()))
-        return f"both cpu and GPU marks ({gpu})"
+    def _conflict(self, marks: set[str]) -> str | None:
+        """What is wrong when `marks` mix cpu with GPU marks, else None."""
+        gpu = marks & self.registry.gpu_marks()
+        return (
+            f"both cpu and GPU marks ({', '.join(sorted(gpu))})" if "cpu" in marks and gpu else None
+        )
 
 
 def scan_source(source: str, rel: str, registry: MarkerRegistry) -> list[Problem]:
@@ -334,21 +281,28 @@ def scan_source(source: str, rel: str, registry: MarkerRegistry) -> list[Problem
     try:
         tree = ast.parse(source, filename=rel)
     except SyntaxError as exc:
-        return [Problem(SYNTAX, f"line {exc.lineno}: cannot parse: {exc.msg}")]
+        return [Problem("Syntax", f"line {exc.lineno}: cannot parse: {exc.msg}")]
     return _Scanner(tree, rel, registry).scan()
 
 
-def select_files(repo: Path, given: Sequence[str]) -> list[Path]:
-    """`given` (pre-commit passes changed files), else every .py under tests/."""
-    if given:
+def _under_tests(rel: str) -> bool:
+    return rel.startswith("tests/") and rel.endswith(".py")
 
-        def test_module(name: str, path: Path) -> bool | str:
-            if not path.is_relative_to(repo):
-                return f"{name}: not inside --repo {repo}"
-            rel = path.relative_to(repo).as_posix()
-            return rel.startswith("tests/") and rel.endswith(".py")
 
-        return named_files(repo, given, test_module)
+def select_files(repo: Path, given: Sequence[str], from_ref: str, to_ref: str) -> list[Path]:
+    """`given` (pre-commit passes changed files), else those the range changed, else every .py
+    under tests/."""
+
+    def test_module(name: str, path: Path) -> bool | str:
+        if not path.is_relative_to(repo):
+            return f"{name}: not inside --repo {repo}"
+        return _under_tests(path.relative_to(repo).as_posix())
+
+    chosen = chosen_files(
+        repo, given, from_ref, to_ref, what="files", keep=test_module, changed=_under_tests
+    )
+    if chosen is not None:
+        return chosen
     tests = repo / "tests"
     if not tests.is_dir():
         raise UserError(f"--repo: {repo} has no tests/ directory")
@@ -376,57 +330,39 @@ def load_registry(repo: Path) -> MarkerRegistry:
     return found
 
 
-def scan_files(repo: Path, files: Iterable[Path], registry: MarkerRegistry) -> list[MarksReport]:
-    """One report per file; a file the gate cannot read is a problem (`Unreadable`), never OK."""
-    reports = []
-    for path in files:
-        rel = path.relative_to(repo).as_posix()
-        try:
-            problems = tuple(scan_source(read_text(path, rel), rel, registry))
-        except Unreadable as exc:
-            problems = (Problem(UNREADABLE, exc.why),)
-        reports.append(MarksReport(rel, problems))
-    return reports
-
-
-def render(reports: Sequence[MarksReport]) -> str:
-    """The problems, grouped per file, in the hook's category names."""
-    lines: list[str] = []
-    for report in reports:
-        if report.problems:
-            lines.append(f"{report.path}:")
-            lines += [f"  {p.kind}: {p.detail}" for p in report.problems]
-    return "\n".join(lines) + ("\n" if lines else "")
+def _scan_file(repo: Path, path: Path, registry: MarkerRegistry) -> tuple[str, list[Problem]]:
+    """A file the gate cannot read is a problem (`Unreadable`), never OK."""
+    rel = path.relative_to(repo).as_posix()
+    try:
+        return rel, scan_source(read_text(path, rel), rel, registry)
+    except Unreadable as exc:
+        return rel, [Problem("Unreadable", exc.why)]
 
 
 def check_marks(
     repo_arg: str, files: Sequence[str] = (), *, from_ref: str = "", to_ref: str = ""
 ) -> None:
-    """Scan the target's tests (`files`, a range's, or all); problems on stdout, exit 1 on any."""
+    """Scan the target's tests (`files`, a range's, or all); problems on stdout, grouped per
+    file in the hook's category names; exit 1 on any."""
     repo = resolve_repo(repo_arg)
-    check_choice(files, from_ref, to_ref, "files")
-    if from_ref:
-        chosen = changed_files(
-            repo, from_ref, to_ref, lambda p: p.startswith("tests/") and p.endswith(".py")
-        )
-        if not chosen:
-            sys.stderr.write(f"check-marks: no changed .py file under tests/ since {from_ref}\n")
-            return
-    else:
-        chosen = select_files(repo, files)
+    chosen = select_files(repo, files, from_ref, to_ref)
+    if from_ref and not chosen:
+        sys.stderr.write(f"check-marks: no changed .py file under tests/ since {from_ref}\n")
+        return
     registry = load_registry(repo)
-    reports = scan_files(repo, chosen, registry)
-    tests = sum(1 for r in reports if is_test_file(r.path))
-    bad = [r for r in reports if r.problems]
+    reports = [_scan_file(repo, path, registry) for path in chosen]
+    tests = sum(is_test_file(rel) for rel, _ in reports)
+    bad = [(rel, found) for rel, found in reports if found]
     if not bad:
         sys.stderr.write(f"check-marks: {tests} test files, {len(reports)} files scanned: OK\n")
         return
-    sys.stdout.write(render(bad))
+    for rel, found in bad:
+        sys.stdout.write(f"{rel}:\n" + "".join(f"  {p.kind}: {p.detail}\n" for p in found))
     sys.stdout.flush()
-    count = sum(len(r.problems) for r in bad)
+    count = sum(len(found) for _, found in bad)
     raise Stop(
         FAILURE,
         f"check-marks: {count} problem(s) in {len(bad)} of {len(reports)} files "
         f"({tests} test files)",
-        SKIP_HINT,
+        "To skip: SKIP=check-mark git commit ...",
     )

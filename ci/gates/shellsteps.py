@@ -17,13 +17,12 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from ci import door
 from ci.door import Command, Plan
 from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
-from ci.gates.changed import changed_files, check_choice, named_files
+from ci.gates.changed import chosen_files
 from ci.pipeline.stepsource import (
     AMD_RUNNER,
     JOB_SHELL,
@@ -38,7 +37,6 @@ from ci.target import resolve_repo
 
 SEVERITIES = ("error", "warning", "info", "style")
 PROLOGUE = {AMD_RUNNER: "set -o pipefail", JOB_SHELL: "set -e"}
-SHELLCHECK = "shellcheck"
 UPLOAD_CHECK = "upload-expansion"
 # Values that differ between the job that uploads a pipeline and the job that runs a step.
 PER_JOB = frozenset(
@@ -50,7 +48,6 @@ PER_JOB = frozenset(
         "BUILDKITE_ARTIFACT_PATHS",
     }
 )  # fmt: skip
-PER_JOB_PREFIXES = ("BUILDKITE_AGENT_",)
 _ASSIGNED = re.compile(
     r"(?:^|[\s;&|(])(?:(?:export|local|readonly|declare(?:\s+-\w+)*)\s+)?([A-Za-z_]\w*)\+?="
     r"|\bfor\s+([A-Za-z_]\w*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_]\w*)"
@@ -63,26 +60,21 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class Script:
-    """One step's script; `origin[i]` is (command no., line no.) of script line i+1
-    ((0, 0): the prologue), `shown[i]` that line as written (after `$$` -> `$`)."""
+    """One step's script; script line n came from `lines[n - 1]`: (command no., line no.,
+    the line as written after `$$` -> `$`), the prologue being (0, 0, prologue)."""
 
     step: ShellStep
     text: str
-    origin: tuple[tuple[int, int], ...]
-    shown: tuple[str, ...]
+    lines: tuple[tuple[int, int, str], ...]
 
-    def locate(self, line: int) -> tuple[int, int]:
-        return self.origin[line - 1] if 0 < line <= len(self.origin) else (0, 0)
-
-    def source(self, line: int) -> str:
-        return self.shown[line - 1] if 0 < line <= len(self.shown) else ""
+    def at(self, line: int) -> tuple[int, int, str]:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else (0, 0, "")
 
 
 @dataclass(frozen=True)
 class StepFinding:
-    file: str
-    label: str
-    group: str
+    index: int  # the step's place among those checked: findings are told in step order
+    step: ShellStep
     command: int
     line: int
     column: int
@@ -91,36 +83,22 @@ class StepFinding:
     message: str
     source: str
 
-    @classmethod
-    def of(cls, step: ShellStep, where: tuple[int, int, int], *what: str) -> StepFinding:
-        """At (command, line, column) of `step`; `what` is level, code, message and source."""
-        level, code, message, source = what
-        return cls(step.file, step.label, step.group, *where, level, code, message, source)
-
     def render(self) -> str:
         where = f"command {self.command}, line {self.line}, column {self.column}"
-        head = f'{self.file}: "{self.label}": {where}: {self.level} {self.code}: {self.message}'
+        step, what = self.step, f"{self.level} {self.code}: {self.message}"
+        head = f'{step.file}: "{step.label}": {where}: {what}'
         return f"{head}\n    {self.source.strip()}" if self.source.strip() else head
 
 
 def script_for(step: ShellStep) -> Script:
     """The step's commands as one script, after a prologue naming its dialect."""
-    lines = [PROLOGUE[step.shell]]
-    shown = [lines[0]]
-    origin: list[tuple[int, int]] = [(0, 0)]
+    text = [PROLOGUE[step.shell]]
+    lines = [(0, 0, text[0])]
     for number, raw in enumerate(step.commands, 1):
         # Upload-time references reach the shell as literal text: a same-length word.
-        command = upload_interpolate(raw, lambda _name, token: "_" * len(token))
-        lines += command.split("\n")
-        shown += unescape(raw).split("\n")
-        origin += [(number, offset) for offset in range(1, command.count("\n") + 2)]
-    return Script(step, "\n".join(lines) + "\n", tuple(origin), tuple(shown))
-
-
-def parse_severity(value: str) -> str:
-    if value not in SEVERITIES:
-        raise UserError(f"--severity: {value!r} is not one of {', '.join(SEVERITIES)}")
-    return value
+        text += upload_interpolate(raw, lambda _name, token: "_" * len(token)).split("\n")
+        lines += [(number, n, shown) for n, shown in enumerate(unescape(raw).split("\n"), 1)]
+    return Script(step, "\n".join(text) + "\n", tuple(lines))
 
 
 def parse_excludes(value: str) -> tuple[str, ...]:
@@ -139,10 +117,9 @@ def parse_excludes(value: str) -> tuple[str, ...]:
     return tuple(codes)
 
 
-def upload_expansions(step: ShellStep) -> list[StepFinding]:
+def upload_expansions(index: int, step: ShellStep) -> list[StepFinding]:
     """Single-`$` references whose upload-time value cannot be what the step meant."""
-    shown = "\n".join(unescape(c) for c in step.commands)
-    assigned = {name for m in _ASSIGNED.finditer(shown) for name in m.groups() if name}
+    assigned = {name for m in _ASSIGNED.finditer(step.script) for name in m.groups() if name}
     own_env = step.raw.get("env")
     step_env = set(own_env) if isinstance(own_env, dict) else set()
     found = []
@@ -153,7 +130,7 @@ def upload_expansions(step: ShellStep) -> list[StepFinding]:
                     why = "the step assigns it at run time"
                 elif name in step_env:
                     why = "it is set in the step's env, which the upload does not see"
-                elif name in PER_JOB or name.startswith(PER_JOB_PREFIXES):
+                elif name in PER_JOB or name.startswith("BUILDKITE_AGENT_"):
                     why = "its value differs between the uploading job and this one"
                 else:
                     continue
@@ -161,73 +138,45 @@ def upload_expansions(step: ShellStep) -> list[StepFinding]:
                     f"${name} is expanded when the pipeline is uploaded (to the uploader's "
                     f"value, empty if unset), not by the job shell: {why}; write $${name}"
                 )
-                where, source = (number, offset, column), unescape(line)
-                found.append(StepFinding.of(step, where, "warning", UPLOAD_CHECK, message, source))
+                where = (number, offset, column)
+                found.append(
+                    StepFinding(
+                        index, step, *where, "warning", UPLOAD_CHECK, message, unescape(line)
+                    )
+                )
     return found
 
 
-def plan(
-    names: Sequence[str],
-    *,
-    severity: str = "style",
-    exclude: Sequence[str] = (),
-    rcfile: Path | None = None,
-    cwd: str | None = None,
-) -> Plan:
-    """One shellcheck run over every step script (`names`, relative to `cwd`)."""
-    argv = [SHELLCHECK, "--shell=bash", "--format=json1", f"--severity={severity}"]
+def shellcheck_argv(severity: str, exclude: Sequence[str], rcfile: Path | None) -> list[str]:
+    argv = ["shellcheck", "--shell=bash", "--format=json1", f"--severity={severity}"]
     argv.append(f"--rcfile={rcfile}" if rcfile else "--norc")
     if numbers := [code[2:] for code in exclude if code.startswith("SC")]:
         argv.append("--exclude=" + ",".join(numbers))
-    command = Command((*argv, *names), f"shellcheck {len(names)} step scripts", cwd=cwd)
-    return Plan(commands=(command,), title="shellcheck-steps")
+    return argv
 
 
 def findings_of(output: str, scripts: Sequence[Script], names: Sequence[str]) -> list[StepFinding]:
     """Map shellcheck's json1 comments back to YAML file, step and command."""
-    by_name = {
-        name: (i, script) for i, (name, script) in enumerate(zip(names, scripts, strict=True))
-    }
+    index = {name: i for i, name in enumerate(names)}
     try:
         comments = json.loads(output or "{}").get("comments", [])
     except (json.JSONDecodeError, AttributeError):
         raise Stop(BAD_INPUT, "error: shellcheck printed no json1 report") from None
-    found: list[tuple[tuple[int, int, int, int], StepFinding]] = []
+    found: list[StepFinding] = []
     for comment in comments:
-        entry = by_name.get(Path(str(comment.get("file", ""))).name)
-        if entry is None:
+        if (i := index.get(Path(str(comment.get("file", ""))).name)) is None:
             continue
-        index, script = entry
-        line = int(comment.get("line", 0))
-        where = (*script.locate(line), int(comment.get("column", 0)))
+        command, line, source = scripts[i].at(int(comment.get("line", 0)))
+        where = (command, line, int(comment.get("column", 0)))
         level, message = str(comment.get("level", "")), str(comment.get("message", ""))
         code = f"SC{comment.get('code', 0)}"
-        finding = StepFinding.of(script.step, where, level, code, message, script.source(line))
-        found.append(((index, *where), finding))
-    return [finding for _, finding in sorted(found, key=lambda pair: pair[0])]
-
-
-def merge(
-    checked: Sequence[StepFinding],
-    steps: Sequence[ShellStep],
-    severity: str,
-    exclude: Sequence[str],
-) -> list[StepFinding]:
-    """shellcheck's findings plus ours, in step order, filtered like shellcheck's."""
-    if UPLOAD_CHECK in exclude or SEVERITIES.index(severity) < SEVERITIES.index("warning"):
-        return list(checked)
-    position = {(s.file, s.label, s.group): i for i, s in enumerate(steps)}
-    ours = [f for step in steps for f in upload_expansions(step)]
-
-    def order(f: StepFinding) -> tuple[int, int, int, int]:
-        return (position.get((f.file, f.label, f.group), 0), f.command, f.line, f.column)
-
-    return sorted([*checked, *ours], key=order)
+        found.append(StepFinding(i, scripts[i].step, *where, level, code, message, source))
+    return found
 
 
 def summary(findings: Sequence[StepFinding], steps: Sequence[ShellStep]) -> list[str]:
     files = len({s.file for s in steps})
-    flagged = len({(f.file, f.label, f.group) for f in findings})
+    flagged = len({(f.step.file, f.step.label, f.step.group) for f in findings})
     levels = Counter(f.level for f in findings)
     counts = ", ".join(f"{levels.get(level, 0)} {level}" for level in SEVERITIES)
     lines = [
@@ -237,6 +186,10 @@ def summary(findings: Sequence[StepFinding], steps: Sequence[ShellStep]) -> list
     first = {f.code: f.message for f in reversed(findings)}
     by_code = sorted(Counter(f.code for f in findings).items(), key=lambda kv: (-kv[1], kv[0]))
     return lines + [f"  {code} x{count}: {first[code]}" for code, count in by_code]
+
+
+def _yaml_file(name: str, path: Path) -> bool | str:
+    return path.suffix in (".yml", ".yaml") or f"{name}: not a YAML file"
 
 
 def shellcheck_steps(
@@ -250,45 +203,45 @@ def shellcheck_steps(
     to_ref: str = "",
 ) -> None:
     """Check every step's shell text; findings on stdout, a summary on stderr."""
-    level = parse_severity(severity)
+    if severity not in SEVERITIES:
+        raise UserError(f"--severity: {severity!r} is not one of {', '.join(SEVERITIES)}")
     codes = parse_excludes(exclude)
     repo = resolve_repo(repo_arg)
-    check_choice(files, from_ref, to_ref, "YAML files")
-    chosen = named_files(repo, files, _yaml) if files else None
-    if from_ref:
-        chosen = changed_files(repo, from_ref, to_ref, is_pipeline)
-        if not chosen:
-            sys.stderr.write(f"shellcheck-steps: no changed pipeline YAML since {from_ref}\n")
-            return
+    chosen = chosen_files(
+        repo, files, from_ref, to_ref, what="YAML files", keep=_yaml_file, changed=is_pipeline
+    )
+    if from_ref and not chosen:
+        sys.stderr.write(f"shellcheck-steps: no changed pipeline YAML since {from_ref}\n")
+        return
     steps = read_steps(repo, chosen)
     if not steps:
         raise UserError(f"--repo: no pipeline step with commands under {repo}/.buildkite/")
     rc = repo / ".shellcheckrc"
     scripts = [script_for(s) for s in steps]
     names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
-    rcfile = rc if rc.is_file() else None
-    planned = partial(plan, names, severity=level, exclude=codes, rcfile=rcfile)
+    argv = (*shellcheck_argv(severity, codes, rc if rc.is_file() else None), *names)
+    what = f"shellcheck {len(names)} step scripts"
     if dry_run:
-        door.execute(planned(cwd="<temporary directory>"), dry_run=True)
+        command = Command(argv, what, cwd="<temporary directory>")
+        door.execute(Plan(commands=(command,), title="shellcheck-steps"), dry_run=True)
         return
     with tempfile.TemporaryDirectory(prefix="shellcheck-steps-") as tmp:
         for name, script in zip(names, scripts, strict=True):
             (Path(tmp) / name).write_text(script.text, encoding="utf-8")
-        result = door.run(planned(cwd=tmp).commands[0], output="capture", quiet=True)
+        result = door.run(Command(argv, what, cwd=tmp), output="capture", quiet=True)
     if result.code == 127:
         raise UserError(INSTALL_HINT)
     if result.code not in (0, 1):
         raise Stop(
             BAD_INPUT, f"error: shellcheck failed with exit {result.code}: {result.stderr.strip()}"
         )
-    findings = merge(findings_of(result.stdout, scripts, names), steps, level, codes)
+    findings = findings_of(result.stdout, scripts, names)
+    if UPLOAD_CHECK not in codes and SEVERITIES.index(severity) >= SEVERITIES.index("warning"):
+        findings += [f for i, step in enumerate(steps) for f in upload_expansions(i, step)]
+    findings.sort(key=lambda f: (f.index, f.command, f.line, f.column))  # stable: step order
     lines = summary(findings, steps)
     if findings:
         sys.stdout.write("".join(f.render() + "\n" for f in findings))
         sys.stdout.flush()
         raise Stop(FAILURE, *lines)
     sys.stderr.write("\n".join(lines) + "\n")
-
-
-def _yaml(name: str, path: Path) -> bool | str:
-    return path.suffix in (".yml", ".yaml") or f"{name}: not a YAML file"

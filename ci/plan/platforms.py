@@ -88,7 +88,7 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
         {},
         labels="\n".join(inputs.labels),
         diff=situation.diff,
-        note=bootstrap.quiet,
+        note=lambda _line: None,
         inputs=amd_inputs,
     )
     chosen = [*outcome.kept, *(s for s, _ in outcome.skipped)]

@@ -105,8 +105,8 @@ def select_suites(
     selection = suites.select_from_args(branch, labels, debug_test_yaml, nightly)
     if selection.notice:
         print(selection.notice, file=sys.stderr)
-    for line in selection.spec_lines():
-        print(line)
+    for suite in selection.suites:
+        print(suite.spec)
 
 
 @task(
