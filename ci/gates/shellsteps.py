@@ -119,7 +119,12 @@ def parse_excludes(value: str) -> tuple[str, ...]:
 
 def upload_expansions(index: int, step: ShellStep) -> list[StepFinding]:
     """Single-`$` references whose upload-time value cannot be what the step meant."""
-    assigned = {name for m in _ASSIGNED.finditer(step.script) for name in m.groups() if name}
+    assigned = {
+        name
+        for m in _ASSIGNED.finditer("\n".join(step.shell_commands))
+        for name in m.groups()
+        if name
+    }
     own_env = step.raw.get("env")
     step_env = set(own_env) if isinstance(own_env, dict) else set()
     found = []
