@@ -345,41 +345,27 @@ def _pty_pair(like_fd: int) -> tuple[int, int]:
     return master, slave
 
 
-class _Group:
-    """The tree of a program that leaves nothing running: its process group, and no more.
-    A `proctree.Tree` sweeps /proc and holds a cgroup to end what a long-running command
-    (a test job) leaves behind; a short read-only probe (git rev-parse, git diff) starts
-    no daemon, so its own session plus `killpg` on a timeout end all of it."""
+def _end_group(root: int, grace: float) -> bool:
+    """End a `leaves_nothing` program: TERM its group, KILL the group if the root outlives
+    `grace`; True if KILL was needed. A `proctree.Tree` sweeps /proc and holds a cgroup to
+    end what a long-running command (a test job) leaves behind; a short read-only probe
+    (git rev-parse, git diff) starts no daemon, so its own session and `killpg` reach all
+    of it. The root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
 
-    def __init__(self, root: int) -> None:
-        self.root = root
+    def exited() -> bool:
+        with contextlib.suppress(ChildProcessError):
+            return os.waitid(os.P_PID, root, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return True
 
-    def sweep(self) -> None:
-        """Nothing to remember: the group is found by its id."""
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def terminate(self, grace: float) -> bool:
-        """TERM the group, KILL it if the root outlives `grace`. True if KILL was needed.
-        The root is not reaped yet, so the group's id cannot have been reused."""
-
-        def exited() -> bool:
-            try:
-                flags = os.WEXITED | os.WNOHANG | os.WNOWAIT  # exited, left for Popen to reap
-                return os.waitid(os.P_PID, self.root, flags) is not None
-            except ChildProcessError:
-                return True
-
-        with contextlib.suppress(OSError):
-            os.killpg(self.root, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while not exited() and time.monotonic() < deadline:
-            time.sleep(POLL)
-        killed = not exited()
-        with contextlib.suppress(OSError):
-            os.killpg(self.root, signal.SIGKILL)  # and whatever else of the group is left
-        return killed
+    with contextlib.suppress(OSError):
+        os.killpg(root, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while not exited() and time.monotonic() < deadline:
+        time.sleep(POLL)
+    killed = not exited()
+    with contextlib.suppress(OSError):
+        os.killpg(root, signal.SIGKILL)  # and whatever else of the group is left
+    return killed
 
 
 def exit_code(returncode: int) -> int:
@@ -398,23 +384,24 @@ def run(
     """Run one command; its exit status (and output when captured).
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
     task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
-    `leaves_nothing`: a program that starts no daemon, ended as its group (`_Group`)."""
-    from ci import proctree
-
+    `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`)."""
     env = {**os.environ, **cmd.env}
-    redact = Redactor.for_env(env, extra=cmd.all_secrets())
+    redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
     out, err, relays = _streams(output, redact)
-    cgroup = None
+    cgroup = preexec = None
     if not leaves_nothing:
+        from ci import proctree
+
         # Before the child exists: an orphan made in its first instant (`(setsid x &)`)
         # must re-parent to us, not to init, or no sweep can ever find it.
         proctree.become_subreaper()
         cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
+        preexec = proctree.preexec(cgroup)
     with _signals_recorded() as received:
         proc = _popen(
-            cmd, env, redact, stdout=out, stderr=err, preexec_fn=proctree.preexec(cgroup),
+            cmd, env, redact, stdout=out, stderr=err, preexec_fn=preexec,
             stdin=subprocess.DEVNULL if cmd.stdin is None else subprocess.PIPE,
         )  # fmt: skip
         if isinstance(proc, Result):
@@ -427,7 +414,7 @@ def run(
             return proc
         for relay in relays:
             relay.start()
-        tree = _Group(proc.pid) if leaves_nothing else proctree.Tree(proc.pid, cgroup)
+        tree = None if leaves_nothing else proctree.Tree(proc.pid, cgroup)
         try:
             code, captured, timed_out = _wait(proc, cmd, tree, received, output)
         finally:
@@ -456,7 +443,7 @@ def failed(cmd: Command, result: Result, redact: Redactor | None = None) -> Comm
 def _wait(
     proc: subprocess.Popen[bytes],
     cmd: Command,
-    tree: _Group | Tree,
+    tree: Tree | None,
     received: list[int],
     output: Output,
 ) -> tuple[int, tuple[str, str], bool]:
@@ -479,21 +466,24 @@ def _wait(
     exited: list[int] = []  # readable the moment the child exits (a pidfd: Linux 5.3+)
     with contextlib.suppress(OSError, AttributeError):
         exited.append(os.pidfd_open(proc.pid))
+    end = tree.terminate if tree else lambda grace: _end_group(proc.pid, grace)
     while code is None:
-        tree.sweep()
+        if tree:
+            tree.sweep()
         select.select(exited, [], [], POLL)  # without a pidfd, a plain poll
         if proc.poll() is not None:
             code = exit_code(proc.returncode)
         elif received:
-            tree.terminate(grace=min(cmd.grace, SIGNAL_GRACE))
+            end(min(cmd.grace, SIGNAL_GRACE))
             code = exit_code(proc.wait())
         elif deadline is not None and time.monotonic() >= deadline:
             timed_out = True
-            code = 137 if tree.terminate(grace=cmd.grace) else 124
+            code = 137 if end(cmd.grace) else 124
             proc.wait()
     for fd in exited:
         os.close(fd)
-    tree.close()
+    if tree:
+        tree.close()
     for reader in readers:
         reader.join(timeout=5)
     out, err = (b"".join(chunks[k]).decode(errors="replace") for k in ("out", "err"))
@@ -585,7 +575,7 @@ def spawn(cmd: Command, log: str) -> Service:
     from ci import proctree
 
     env = {**os.environ, **cmd.env}
-    redact = Redactor.for_env(env, extra=cmd.all_secrets())
+    redact = cmd.redactor()
     echo(cmd, redact)
     with open(log, "ab") as sink:
         proc = _popen(
@@ -607,18 +597,22 @@ def alive(service: Service) -> bool:
 
 def stop(service: Service, *, grace: float = 30.0) -> bool:
     """SIGTERM the service, wait up to `grace` seconds, then SIGKILL. True if KILL was needed."""
+    import psutil
+
     from ci import proctree
 
     if (proc := proctree.running((service.pid, service.started))) is None:
         return False
-    proc.terminate()
+    with contextlib.suppress(psutil.Error):
+        proc.terminate()
     # Poll rather than wait: a zombie (exited, not yet reaped by its parent) is stopped.
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if not alive(service):
             return False
         time.sleep(POLL)
-    proc.kill()
+    with contextlib.suppress(psutil.Error):
+        proc.kill()
     return True
 
 

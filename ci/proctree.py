@@ -242,7 +242,6 @@ class Tree:
 
     def __init__(self, root_pid: int, cgroup: Cgroup | None) -> None:
         """`cgroup`: the one the child joined before exec (`preexec`), if any."""
-        become_subreaper()
         self.root = root_pid
         self.cgroup = cgroup
         _active_roots.add(root_pid)
@@ -270,20 +269,16 @@ class Tree:
         self.known |= {i for i in map(_identity, procs) if i}
 
     def _is_ours(self, proc: psutil.Process) -> bool:
-        # An orphan is ours if we saw it before, it sits in our cgroup, or still in our group.
-        if any(pid == proc.pid for pid, _ in self.known):
-            return True
-        if self.cgroup is not None and proc.pid in self.cgroup.pids():
-            return True
-        try:
-            if os.getpgid(proc.pid) == self.root:
-                return True
-        except OSError:
-            return False
-        # An orphan in a new session (`(setsid server &)`) that exited its parent
-        # before a sweep saw it: when ours is the only command running, an orphan
-        # re-parented to us after it started can only descend from it.
-        return _active_roots == {self.root}
+        """An orphan is ours if we saw it before, it sits in our cgroup or still in our
+        group. One in a new session (`(setsid server &)`) whose parent exited before a
+        sweep saw it: when ours is the only command running, an orphan re-parented to us
+        after it started can only descend from it."""
+        return (
+            any(pid == proc.pid for pid, _ in self.known)
+            or (self.cgroup is not None and proc.pid in self.cgroup.pids())
+            or _pgid(proc.pid) == self.root
+            or _active_roots == {self.root}
+        )
 
     def alive(self) -> list[psutil.Process]:
         """What of the tree runs now; a member of the root's group is found even unseen."""
