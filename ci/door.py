@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -192,25 +193,20 @@ def note(message: str, *, redact: Redactor | None = None) -> None:
 FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-class _SignalWatch:
-    """Turns SIGTERM/SIGINT/SIGHUP into a flag the wait loop checks (main thread only)."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._old: dict[int, object] = {}
-
-    def _handler(self, signum: int, _frame: FrameType | None) -> None:
-        self.received = signum
-
-    def __enter__(self) -> _SignalWatch:
-        if threading.current_thread() is threading.main_thread():
-            for sig in FORWARDED_SIGNALS:
-                self._old[sig] = signal.signal(sig, self._handler)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)  # type: ignore[arg-type]
+@contextlib.contextmanager
+def _signals_recorded() -> Iterator[list[int]]:
+    """While a command runs, SIGTERM/SIGINT/SIGHUP are recorded in the yielded list, which
+    the wait loop checks (main thread only: elsewhere they cannot be caught)."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    old = {sig: signal.signal(sig, lambda n, _: received.append(n)) for sig in FORWARDED_SIGNALS}
+    try:
+        yield received
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
@@ -239,9 +235,12 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
 
 
 def _popen(
-    exe: str, cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
+    cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
 ) -> subprocess.Popen[bytes] | Result:
-    """Start `exe` (what `_resolve` found) in its own session; 126 when it cannot start."""
+    """Start the command in its own session; bash's 127/126 when it cannot start."""
+    exe, code, message = _resolve(cmd.argv[0], env)
+    if exe is None:
+        return Result(code, "", redact(message))
     try:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             [exe, *cmd.argv[1:]], cwd=cmd.cwd, env=env, start_new_session=True, **how
@@ -250,23 +249,26 @@ def _popen(
         return Result(126, "", redact(f"error: cannot start {cmd.argv[0]}: {exc}"))
 
 
-def _stream(target: Output, stdin_given: bool) -> tuple[int, int | None, int | None]:
-    # "stderr": the child's stdout joins our stderr, our stdout is the task's result only.
-    streams: dict[str, tuple[int | None, int | None]] = {
-        "capture": (subprocess.PIPE, subprocess.PIPE),
-        "stdout": (None, None),
-        "null": (subprocess.DEVNULL, subprocess.DEVNULL),
-    }
+def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, list[_Relay]]:
+    """The child's stdout and stderr, and the masking copies they go through (only when
+    there is a secret to mask). "stderr": the child's stdout joins our stderr too, so
+    that our stdout carries the task's result only."""
+    if output in ("capture", "null"):
+        pipe = subprocess.PIPE if output == "capture" else subprocess.DEVNULL
+        return pipe, pipe, []
+    targets = [sys.stderr] if output == "stderr" else [sys.stdout, sys.stderr]
+    if redact:  # both streams of an "stderr" child share one copy: the order written stays
+        relays = [_Relay(target.fileno(), redact) for target in targets]
+        return relays[0].child_fd, relays[-1].child_fd, relays
     # Only "stderr" asks our stderr for its descriptor (a test's captured stream has none).
-    out, err = streams[target] if target in streams else (sys.stderr.fileno(), None)
-    return subprocess.PIPE if stdin_given else subprocess.DEVNULL, out, err
+    return (sys.stderr.fileno(), None, []) if output == "stderr" else (None, None, [])
 
 
 class _Relay:
-    """Copies a child's output stream to one of ours, every secret masked (only when
-    there is one to mask). The child writes to a pseudo-terminal when our stream is
-    a terminal, so it still sees one (colours, line buffering); `finish` waits until
-    what it wrote is copied, and a process it left running is still copied while we live."""
+    """Copies a child's output stream to one of ours, every secret masked. The child
+    writes to a pseudo-terminal when our stream is a terminal, so it still sees one
+    (colours, line buffering); `finish` waits until what it wrote is copied, and a
+    process it left running is still copied while we live."""
 
     def __init__(self, target_fd: int, redact: Redactor) -> None:
         self.target_fd = target_fd
@@ -295,7 +297,6 @@ class _Relay:
 
     def _copy(self) -> None:
         import codecs
-        import select
 
         decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
         try:
@@ -344,13 +345,27 @@ def _pty_pair(like_fd: int) -> tuple[int, int]:
     return master, slave
 
 
-def _relays(output: Output, redact: Redactor) -> list[_Relay]:
-    """The masking copies a streamed child's output needs: none when there is nothing to mask."""
-    if not redact or output not in ("stderr", "stdout"):
-        return []
-    if output == "stderr":  # both child streams join our stderr, in the order written
-        return [_Relay(sys.stderr.fileno(), redact)]
-    return [_Relay(sys.stdout.fileno(), redact), _Relay(sys.stderr.fileno(), redact)]
+def _end_group(root: int, grace: float) -> bool:
+    """End a `leaves_nothing` program: TERM its group, KILL the group if the root outlives
+    `grace`; True if KILL was needed. A `proctree.Tree` sweeps /proc and holds a cgroup to
+    end what a long-running command (a test job) leaves behind; a short read-only probe
+    (git rev-parse, git diff) starts no daemon, so its own session and `killpg` reach all
+    of it. The root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
+
+    def exited() -> bool:
+        with contextlib.suppress(ChildProcessError):
+            return os.waitid(os.P_PID, root, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return True
+
+    with contextlib.suppress(OSError):
+        os.killpg(root, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while not exited() and time.monotonic() < deadline:
+        time.sleep(POLL)
+    killed = not exited()
+    with contextlib.suppress(OSError):
+        os.killpg(root, signal.SIGKILL)  # and whatever else of the group is left
+    return killed
 
 
 def exit_code(returncode: int) -> int:
@@ -359,52 +374,55 @@ def exit_code(returncode: int) -> int:
 
 
 def run(
-    cmd: Command, *, output: Output = "stderr", check: bool = False, quiet: bool = False
+    cmd: Command,
+    output: Output = "stderr",
+    check: bool = False,
+    *,
+    quiet: bool = False,
+    leaves_nothing: bool = False,
 ) -> Result:
     """Run one command; its exit status (and output when captured).
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
-    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops."""
-    from ci import proctree
-
+    task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
+    `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`)."""
     env = {**os.environ, **cmd.env}
-    redact = Redactor.for_env(env, extra=cmd.all_secrets())
+    redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
-    exe, code, message = _resolve(cmd.argv[0], env)
-    if exe is None:
-        if check:
-            raise CommandFailed(code, redact(message))
-        return Result(code, "", message)
-    stdin, out, err = _stream(output, cmd.stdin is not None)
-    relays = _relays(output, redact)
-    if relays:
-        out, err = relays[0].child_fd, relays[-1].child_fd
-    # Before the child exists: an orphan made in its first instant (`(setsid x &)`)
-    # must re-parent to us, not to init, or no sweep can ever find it.
-    proctree.become_subreaper()
-    cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
-    with _SignalWatch() as watch:
+    out, err, relays = _streams(output, redact)
+    cgroup = preexec = None
+    if not leaves_nothing:
+        from ci import proctree
+
+        # Before the child exists: an orphan made in its first instant (`(setsid x &)`)
+        # must re-parent to us, not to init, or no sweep can ever find it.
+        proctree.become_subreaper()
+        cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
+        preexec = proctree.preexec(cgroup)
+    with _signals_recorded() as received:
         proc = _popen(
-            exe, cmd, env, redact, stdin=stdin, stdout=out, stderr=err,
-            preexec_fn=proctree.preexec(cgroup),
+            cmd, env, redact, stdout=out, stderr=err, preexec_fn=preexec,
+            stdin=subprocess.DEVNULL if cmd.stdin is None else subprocess.PIPE,
         )  # fmt: skip
         if isinstance(proc, Result):
             for relay in relays:
                 relay.abort()
+            if cgroup is not None:
+                cgroup.retire()
             if check:
                 raise CommandFailed(proc.code, proc.stderr)
             return proc
         for relay in relays:
             relay.start()
-        tree = proctree.Tree(proc.pid, cgroup)
+        tree = None if leaves_nothing else proctree.Tree(proc.pid, cgroup)
         try:
-            code, captured, timed_out = _wait(proc, cmd, tree, watch, output)
+            code, captured, timed_out = _wait(proc, cmd, tree, received, output)
         finally:
             for relay in relays:
                 relay.finish()
 
-    if watch.received is not None:
-        raise Interrupted(128 + watch.received, f"interrupted by signal {watch.received}")
+    if received:
+        raise Interrupted(128 + received[-1], f"interrupted by signal {received[-1]}")
     result = Result(code, *captured, timed_out)
     if timed_out and not quiet:
         note(f"timeout: {cmd.line(redact)} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
@@ -423,7 +441,11 @@ def failed(cmd: Command, result: Result, redact: Redactor | None = None) -> Comm
 
 
 def _wait(
-    proc: subprocess.Popen[bytes], cmd: Command, tree: Tree, watch: _SignalWatch, output: Output
+    proc: subprocess.Popen[bytes],
+    cmd: Command,
+    tree: Tree | None,
+    received: list[int],
+    output: Output,
 ) -> tuple[int, tuple[str, str], bool]:
     """Wait for the child, enforcing the timeout and forwarding signals."""
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
@@ -441,21 +463,27 @@ def _wait(
     deadline = None if cmd.timeout is None else time.monotonic() + cmd.timeout
     timed_out = False
     code: int | None = None
+    exited: list[int] = []  # readable the moment the child exits (a pidfd: Linux 5.3+)
+    with contextlib.suppress(OSError, AttributeError):
+        exited.append(os.pidfd_open(proc.pid))
+    end = tree.terminate if tree else lambda grace: _end_group(proc.pid, grace)
     while code is None:
-        tree.sweep()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            code = exit_code(proc.wait(timeout=POLL))
-        if code is not None:
-            break
-        if watch.received is not None:
-            tree.terminate(grace=min(cmd.grace, SIGNAL_GRACE))
+        if tree:
+            tree.sweep()
+        select.select(exited, [], [], POLL)  # without a pidfd, a plain poll
+        if proc.poll() is not None:
+            code = exit_code(proc.returncode)
+        elif received:
+            end(min(cmd.grace, SIGNAL_GRACE))
             code = exit_code(proc.wait())
         elif deadline is not None and time.monotonic() >= deadline:
             timed_out = True
-            killed = tree.terminate(grace=cmd.grace)
+            code = 137 if end(cmd.grace) else 124
             proc.wait()
-            code = 137 if killed else 124
-    tree.close()
+    for fd in exited:
+        os.close(fd)
+    if tree:
+        tree.close()
     for reader in readers:
         reader.join(timeout=5)
     out, err = (b"".join(chunks[k]).decode(errors="replace") for k in ("out", "err"))
@@ -475,10 +503,6 @@ def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
 Runner = Callable[[Command, Output, bool], Result]  # `run`, or `run` under a deadline
 
 
-def _run(cmd: Command, output: Output, check: bool) -> Result:
-    return run(cmd, output=output, check=check)
-
-
 def execute(
     plan: Plan,
     *,
@@ -486,7 +510,7 @@ def execute(
     output: Output = "stderr",
     check: bool = False,
     log_dry_run: bool = False,
-    runner: Runner = _run,
+    runner: Runner = run,
     log: Callable[[str], None] | None = None,
 ) -> int:
     """Run the plan's steps in order, each under its policy; the first failure neither
@@ -548,47 +572,37 @@ class Service:
 def spawn(cmd: Command, log: str) -> Service:
     """Start a service that outlives us (the sandbox's dockerd, registry) in its own
     session and return at once: output to `log`, stdin /dev/null, echoed like any."""
-    import psutil
+    from ci import proctree
 
     env = {**os.environ, **cmd.env}
-    redact = Redactor.for_env(env, extra=cmd.all_secrets())
+    redact = cmd.redactor()
     echo(cmd, redact)
-    exe, code, message = _resolve(cmd.argv[0], env)
-    if exe is None:
-        raise CommandFailed(code, redact(message))
     with open(log, "ab") as sink:
         proc = _popen(
-            exe, cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
+            cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
         )
     if isinstance(proc, Result):
         raise CommandFailed(proc.code, proc.stderr)
-    from ci import proctree
-
     proctree.exempt(proc.pid)  # an orphan sweep of a later command must never claim it
-    started = 0.0
-    with contextlib.suppress(psutil.Error):
-        started = psutil.Process(proc.pid).create_time()
-    return Service(proc.pid, started, cmd.argv, log)
+    ident = proctree._identity(proc.pid)
+    return Service(proc.pid, ident[1] if ident else 0.0, cmd.argv, log)
 
 
 def alive(service: Service) -> bool:
     """The service's process still runs (same pid *and* start time, not a zombie)."""
-    import psutil
+    from ci import proctree
 
-    try:
-        proc = psutil.Process(service.pid)
-        return proc.create_time() == service.started and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    return proctree.running((service.pid, service.started)) is not None
 
 
 def stop(service: Service, *, grace: float = 30.0) -> bool:
     """SIGTERM the service, wait up to `grace` seconds, then SIGKILL. True if KILL was needed."""
     import psutil
 
-    if not alive(service):
+    from ci import proctree
+
+    if (proc := proctree.running((service.pid, service.started))) is None:
         return False
-    proc = psutil.Process(service.pid)
     with contextlib.suppress(psutil.Error):
         proc.terminate()
     # Poll rather than wait: a zombie (exited, not yet reaped by its parent) is stopped.
@@ -603,8 +617,10 @@ def stop(service: Service, *, grace: float = 30.0) -> bool:
 
 
 def capture(argv: Sequence[str], *, cwd: str | None = None, **kw: object) -> Result:
-    """Shorthand for read-only probes (git, docker version...): quiet, captured."""
-    return run(Command(tuple(argv), cwd=cwd, **kw), output="capture", quiet=True)  # type: ignore[arg-type]
+    """A short read-only probe (git rev-parse, docker version): quiet, captured, and
+    `leaves_nothing`, so that it costs little more than the program itself."""
+    cmd = Command(tuple(argv), cwd=cwd, **kw)  # type: ignore[arg-type]
+    return run(cmd, "capture", quiet=True, leaves_nothing=True)
 
 
 @contextlib.contextmanager

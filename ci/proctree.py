@@ -24,7 +24,7 @@ import psutil
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper_done = False
-_active_roots: set[int] = set()
+_active_roots: set[int] = set()  # the roots of running commands, and services
 _exempt: set[int] = set()
 
 # After KILL, how many rounds of "kill what is left, sweep again" before giving up,
@@ -55,6 +55,15 @@ def _identity(proc: psutil.Process | int) -> Identity | None:
         return None
 
 
+def running(ident: Identity) -> psutil.Process | None:
+    """The process `ident` names while it runs (a zombie has ended)."""
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(ident[0])
+        if proc.create_time() == ident[1] and proc.status() != psutil.STATUS_ZOMBIE:
+            return proc
+    return None
+
+
 def exempt(pid: int) -> None:
     """A child of ours that no command's tree may claim: a service `door.spawn` started."""
     _active_roots.add(pid)
@@ -77,11 +86,11 @@ def _own_cgroup_dir() -> str | None:
         fields = left.split()
         if not sep or len(fields) < 5 or not right.startswith("cgroup2 "):
             continue
-        root, mountpoint = fields[3], fields[4]
-        if root != "/" and path != root and not path.startswith(root.rstrip("/") + "/"):
+        # A mount of a sub-tree (a container without a cgroup namespace) shows it at its root.
+        root, mountpoint = fields[3].rstrip("/"), fields[4]
+        if path != root and not path.startswith(root + "/"):
             continue
-        relative = path[len(root) :] if root != "/" else path
-        candidate = os.path.join(mountpoint, relative.lstrip("/"))
+        candidate = os.path.join(mountpoint, path[len(root) :].lstrip("/"))
         if os.path.isfile(os.path.join(candidate, "cgroup.procs")):
             return candidate
     return None
@@ -117,10 +126,6 @@ class Cgroup:
         _cgroups.append(made)
         return made
 
-    def adopt(self, pid: int, path: str = "") -> bool:
-        """Move `pid` into this cgroup (or the one at `path`); False when the kernel refuses."""
-        return _write(os.path.join(path or self.path, "cgroup.procs"), str(pid).encode())
-
     def pids(self) -> list[int]:
         try:
             with open(os.path.join(self.path, "cgroup.procs"), encoding="ascii") as fh:
@@ -138,14 +143,13 @@ class Cgroup:
             return bool(self.pids())
 
     def signal(self, signum: int) -> None:
+        """KILL through `cgroup.kill` (Linux 5.14+: nested cgroups and forks in flight
+        included); any other signal, or without it, to each pid listed."""
+        if signum == signal.SIGKILL and _write(os.path.join(self.path, "cgroup.kill"), b"1"):
+            return
         for pid in self.pids():
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
-
-    def kill(self) -> None:
-        """SIGKILL everything inside: `cgroup.kill` (Linux 5.14+), else each listed pid."""
-        if not _write(os.path.join(self.path, "cgroup.kill"), b"1"):
-            self.signal(signal.SIGKILL)
 
     def remove(self) -> bool:
         """rmdir, child cgroups (a nested vllm-omni-ci's) first; True once it is gone."""
@@ -163,16 +167,14 @@ class Cgroup:
             _cgroups.remove(self)
         return True
 
-    def release(self) -> bool:
-        """Give what is still inside back to our own cgroup, then remove this one."""
-        parent = os.path.dirname(self.path)
-        for _ in range(KILL_ROUNDS):
-            pids = self.pids()
-            if not pids:
-                break
-            for pid in pids:
-                self.adopt(pid, parent)
-        return self.remove()
+    def retire(self) -> None:
+        """Its command ended: remove it, or keep it (`ended`) while processes are inside."""
+        self.ended = True
+        deadline = time.monotonic() + 1.0
+        while not self.remove():
+            if self.pids() or time.monotonic() >= deadline:
+                return
+            time.sleep(POLL)  # the last process is still exiting
 
 
 def _remove_stale(base: str) -> None:
@@ -188,18 +190,14 @@ def _remove_stale(base: str) -> None:
             Cgroup(os.path.join(base, name)).remove()
 
 
-def preexec(cgroup: Cgroup | None) -> Callable[[], None] | None:
+def preexec(cgroup: Cgroup | None) -> Callable[[], object] | None:
     """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program, so
     the command never forks outside it. Only `os` calls; a refusal is silent (the child
-    runs anyway, and `Tree` moves it from outside)."""
+    runs anyway, and the sweep still finds its tree)."""
     if cgroup is None:
         return None
     target = os.fsencode(os.path.join(cgroup.path, "cgroup.procs"))
-
-    def join() -> None:
-        _write(target, b"0")
-
-    return join
+    return lambda: _write(target, b"0")
 
 
 def _write(path: str | bytes, data: bytes) -> bool:
@@ -225,17 +223,14 @@ _cgroups: list[Cgroup] = []
 def _release_cgroups() -> None:
     for cgroup in list(_cgroups):
         if cgroup.owner == os.getpid():
-            cgroup.release()
-
-
-def _retire(cgroup: Cgroup) -> None:
-    """Remove the cgroup of an ended command, or keep it while processes are inside."""
-    cgroup.ended = True
-    deadline = time.monotonic() + 1.0
-    while not cgroup.remove():
-        if cgroup.pids() or time.monotonic() >= deadline:
-            return
-        time.sleep(POLL)  # the last process is still exiting
+            procs = os.path.join(os.path.dirname(cgroup.path), "cgroup.procs")
+            for _ in range(KILL_ROUNDS):  # what is inside may fork while it is moved
+                pids = cgroup.pids()
+                for pid in pids:
+                    _write(procs, str(pid).encode())
+                if not pids:
+                    break
+            cgroup.remove()
 
 
 def _ended_cgroups() -> list[Cgroup]:
@@ -245,15 +240,10 @@ def _ended_cgroups() -> list[Cgroup]:
 class Tree:
     """The processes started by one command: its group plus every descendant seen."""
 
-    def __init__(self, root_pid: int, cgroup: Cgroup | None = None) -> None:
-        """`cgroup`: the one the child joined before exec (`preexec`); else one is made
-        here and the root moved into it from outside, which misses what it forked first."""
-        become_subreaper()
+    def __init__(self, root_pid: int, cgroup: Cgroup | None) -> None:
+        """`cgroup`: the one the child joined before exec (`preexec`), if any."""
         self.root = root_pid
-        self.cgroup = cgroup if cgroup is not None else Cgroup.create()
-        self._placed: set[Identity] = set()
-        if self.cgroup is not None and root_pid not in self.cgroup.pids():
-            self.cgroup.adopt(root_pid)
+        self.cgroup = cgroup
         _active_roots.add(root_pid)
         ident = _identity(root_pid)
         self.known: set[Identity] = {ident} if ident else set()
@@ -264,9 +254,7 @@ class Tree:
         with contextlib.suppress(psutil.Error):
             self._know(psutil.Process(self.root).children(recursive=True))
         if self.cgroup is not None:
-            inside = {i for i in map(_identity, self.cgroup.pids()) if i}
-            self.known |= inside
-            self._placed |= inside
+            self.known |= {i for i in map(_identity, self.cgroup.pids()) if i}
         # Orphans re-parented to us (we are a subreaper) that appeared after our
         # root started and belong to no other running command.
         with contextlib.suppress(psutil.Error):
@@ -276,121 +264,50 @@ class Tree:
                 ident = _identity(child)
                 if ident and ident[1] >= self._started and self._is_ours(child):
                     self._know([child, *child.children(recursive=True)])
-        self._place()
 
     def _know(self, procs: Iterable[psutil.Process]) -> None:
         self.known |= {i for i in map(_identity, procs) if i}
 
-    def _place(self) -> None:
-        """Move what the sweep found outside the cgroup (forked before the root joined) in."""
-        if self.cgroup is None:
-            return
-        for ident in self.known - self._placed:
-            self._placed.add(ident)
-            with contextlib.suppress(psutil.Error):
-                if psutil.Process(ident[0]).create_time() == ident[1]:
-                    self.cgroup.adopt(ident[0])
-
     def _is_ours(self, proc: psutil.Process) -> bool:
-        # An orphan is ours if we saw it before, it sits in our cgroup, or still in our group.
-        if any(pid == proc.pid for pid, _ in self.known):
-            return True
-        if self.cgroup is not None and proc.pid in self.cgroup.pids():
-            return True
-        try:
-            if os.getpgid(proc.pid) == self.root:
-                return True
-        except OSError:
-            return False
-        # An orphan in a new session (`(setsid server &)`) that exited its parent
-        # before a sweep saw it: when ours is the only command running, an orphan
-        # re-parented to us after it started can only descend from it.
-        return _active_roots == {self.root}
+        """An orphan is ours if we saw it before, it sits in our cgroup or still in our
+        group. One in a new session (`(setsid server &)`) whose parent exited before a
+        sweep saw it: when ours is the only command running, an orphan re-parented to us
+        after it started can only descend from it."""
+        return (
+            any(pid == proc.pid for pid, _ in self.known)
+            or (self.cgroup is not None and proc.pid in self.cgroup.pids())
+            or _pgid(proc.pid) == self.root
+            or _active_roots == {self.root}
+        )
 
     def alive(self) -> list[psutil.Process]:
-        found: list[psutil.Process] = []
-        for pid, started in self.known:
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                if proc.create_time() != started:
-                    continue
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    found.append(proc)
-                elif pid != self.root:  # a zombie: reap it (Popen reaps its own child)
-                    with contextlib.suppress(ChildProcessError, OSError):
-                        os.waitpid(pid, os.WNOHANG)
+        """What of the tree runs now; a member of the root's group is found even unseen."""
+        reap_orphans()  # first, so that the sweep walks no zombie; never the root (Popen's)
+        self.sweep()
+        found = [p for p in map(running, self.known) if p]
+        if not found:
+            with contextlib.suppress(OSError):
+                os.killpg(self.root, 0)  # raises once the group has no member, zombie or not
+                self._know(p for p in psutil.process_iter() if _pgid(p.pid) == self.root)
+                found = [p for p in map(running, self.known) if p]
         return found
 
-    def signal(self, signum: int) -> set[Identity]:
-        """Signal the group, the cgroup and every known live process; their identities."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.root, signum)
-        if self.cgroup is not None:
-            if signum == signal.SIGKILL:
-                self.cgroup.kill()
-            else:
-                self.cgroup.signal(signum)
-        alive = self.alive()
-        _send(alive, signum)
-        return {i for i in map(_identity, alive) if i}
-
-    def empty(self) -> bool:
-        """Nothing of the tree runs: no known process, no group member, nothing in the cgroup."""
-        if self.alive() or self._group_alive():
-            return False
-        return self.cgroup is None or not self.cgroup.populated()
-
     def terminate(self, grace: float) -> bool:
-        """TERM everything, then KILL what is left after `grace`. True if KILL was needed."""
-        self.sweep()
-        termed = self.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            self.sweep()
-            if self.empty():
-                self.close()
-                return False
-            # What appeared after the TERM gets it too (re-spawners fork on).
-            fresh = [p for p in self.alive() if _identity(p) not in termed]
-            _send(fresh, signal.SIGTERM)
-            termed |= {i for i in map(_identity, fresh) if i}
-            time.sleep(POLL)
-        self.kill_until_empty()
-        self.close()
-        return True
-
-    def kill_until_empty(self) -> None:
-        """KILL, wait, sweep again: until a sweep after a KILL finds nothing (bounded)."""
-        for _ in range(KILL_ROUNDS):
-            self.sweep()
-            self.signal(signal.SIGKILL)
-            end = time.monotonic() + ROUND_WAIT
-            while self.alive() and time.monotonic() < end:
-                time.sleep(POLL)
-            # A killed process's children are re-parented to us by now: look again.
-            self.sweep()
-            if self.empty():
-                return
-
-    def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.root, 0)
-        except OSError:
-            return False
-        # killpg(…, 0) also succeeds for a zombie group leader; check for real members.
-        for proc in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(proc.pid) == self.root and proc.status() != psutil.STATUS_ZOMBIE:
-                    self._know([proc])
-                    return True
-            except (OSError, psutil.Error):
-                continue
-        return False
+        """End the tree (`end`), its group and cgroup too. True if KILL was needed."""
+        cgroups = [self.cgroup] if self.cgroup is not None else []
+        return end(self.alive, cgroups, grace, group=self.root)
 
     def close(self) -> None:
         _active_roots.discard(self.root)
         if self.cgroup is not None:
-            _retire(self.cgroup)
+            self.cgroup.retire()
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
 
 
 def _descendants() -> list[psutil.Process]:
@@ -405,19 +322,20 @@ def _descendants() -> list[psutil.Process]:
     return found
 
 
-def _reap_children() -> None:
-    """Collect exited orphans re-parented to us (not services: their owner waits for them)."""
+def reap_orphans() -> None:
+    """Collect exited orphans re-parented to us: they ended, they did not leak. Not the
+    roots of running commands or services: their owner waits for them."""
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process().children():
             with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
-                if child.pid not in _exempt and child.status() == psutil.STATUS_ZOMBIE:
+                if child.pid not in _active_roots and child.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(child.pid, os.WNOHANG)
 
 
 def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
     """Live processes commands left behind: our descendants not in `keep`, and the
     contents of ended commands' cgroups."""
-    _reap_children()
+    reap_orphans()
     found: dict[Identity, psutil.Process] = {}
     inside = (pid for cgroup in _ended_cgroups() for pid in cgroup.pids())
     candidates: list[psutil.Process | int] = [*_descendants(), *inside]
@@ -430,56 +348,74 @@ def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
     return list(found.values())
 
 
-def _send(procs: Iterable[psutil.Process], signum: int) -> None:
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signum)  # psutil checks pid + start time first
+def end(
+    find: Callable[[], list[psutil.Process]],
+    cgroups: list[Cgroup],
+    grace: float,
+    group: int = 0,
+    seen: Callable[[psutil.Process], object] = lambda _: None,
+) -> bool:
+    """End what `find()` returns, the `cgroups` and the process `group`: TERM, TERM what
+    appears (re-spawners fork on) until `grace` is up or nothing is left, then KILL, wait
+    and look again until a look after a KILL finds nothing (at most `KILL_ROUNDS`).
+    `seen` gets each process once, before its first signal. True if KILL was needed."""
+    signalled: set[Identity] = set()
+
+    def fresh(procs: list[psutil.Process]) -> list[psutil.Process]:
+        new = {i: p for p in procs if (i := _identity(p)) and i not in signalled}
+        for proc in new.values():
+            seen(proc)
+        signalled.update(new)
+        return list(new.values())
+
+    def send(signum: int, procs: Iterable[psutil.Process], everything: bool = True) -> None:
+        if everything:
+            with contextlib.suppress(OSError):
+                if group:
+                    os.killpg(group, signum)
+            for cgroup in cgroups:
+                cgroup.signal(signum)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signum)  # psutil checks pid + start time first
+
+    def gone(procs: list[psutil.Process]) -> bool:
+        return not procs and not any(c.populated() for c in cgroups)
+
+    found = find()
+    if gone(found):
+        return False
+    send(signal.SIGTERM, fresh(found))
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        time.sleep(POLL)
+        if gone(found := find()):
+            return False
+        send(signal.SIGTERM, fresh(found), everything=False)
+    for _ in range(KILL_ROUNDS):
+        fresh(found)
+        send(signal.SIGKILL, found)
+        wait = time.monotonic() + ROUND_WAIT
+        while time.monotonic() < wait and any(map(_running, found)):
+            time.sleep(POLL)
+        # A killed process's children are re-parented to us by now: look again.
+        if gone(found := find()):
+            break
+    return True
 
 
 def end_leftovers(
     keep: Collection[Identity] = (),
     grace: float = 5.0,
-    seen: Callable[[psutil.Process], object] | None = None,
-) -> int:
-    """End what `leftovers(keep)` finds: TERM, up to `grace`, then KILL until a look after a
-    KILL finds nothing (at most `KILL_ROUNDS`). `seen` gets each process once, before its
-    first signal (to describe it while it runs). Returns how many it signalled."""
-    signalled: dict[Identity, psutil.Process] = {}
-
-    def take(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
-        fresh = {i: p for p in procs if (i := _identity(p)) and i not in signalled}
-        for proc in fresh.values():
-            if seen is not None:
-                seen(proc)
-        signalled.update(fresh)
-        return list(fresh.values())
-
-    found = leftovers(keep)
-    if not found and not _ended_cgroups():
-        return 0
-    _send(take(found), signal.SIGTERM)
-    for cgroup in _ended_cgroups():
-        cgroup.signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while found and time.monotonic() < deadline:
-        time.sleep(POLL)
-        found = leftovers(keep)
-        _send(take(found), signal.SIGTERM)
-    for _ in range(KILL_ROUNDS):
-        found = leftovers(keep)
-        if not found and not any(c.populated() for c in _ended_cgroups()):
-            break
-        take(found)
-        for cgroup in _ended_cgroups():
-            cgroup.kill()
-        _send(found, signal.SIGKILL)
-        end = time.monotonic() + ROUND_WAIT
-        while time.monotonic() < end and any(_running(p) for p in found):
-            time.sleep(POLL)
-    _reap_children()
-    for cgroup in _ended_cgroups():
+    seen: Callable[[psutil.Process], object] = lambda _: None,
+) -> None:
+    """End what `leftovers(keep)` finds and what ended commands' cgroups hold (`end`),
+    then remove those cgroups."""
+    ended = _ended_cgroups()
+    end(lambda: leftovers(keep), ended, grace, seen=seen)
+    reap_orphans()
+    for cgroup in ended:
         cgroup.remove()
-    return len(signalled)
 
 
 def _running(proc: psutil.Process) -> bool:

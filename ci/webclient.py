@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import urllib.request
 from collections.abc import Sequence
-from email.message import Message
-from typing import IO, Any
+from typing import Any
 
 from ci import door
 from ci.redact import Redactor
@@ -18,15 +17,7 @@ from ci.redact import Redactor
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     """Refuse redirects: the 3xx reaches the caller as an HTTPError."""
 
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: Message,
-        newurl: str,
-    ) -> urllib.request.Request | None:
+    def redirect_request(self, *_args: object, **_kwargs: object) -> None:
         return None
 
 

@@ -234,6 +234,24 @@ def test_timeout_kills_the_whole_tree(script: str, expected: int) -> None:
     assert _gone(marker) == []
 
 
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [("sleep {m} & wait", 124), ("trap '' TERM; sleep {m} & wait", 137)],
+    ids=["term-ends-it", "kill-needed"],
+)
+def test_a_probe_timeout_ends_its_process_group(script: str, expected: int) -> None:
+    """`capture` has no cgroup and no sweep: its own session's group is ended."""
+    marker = f"{2000 + os.getpid() % 1000}.{time.monotonic_ns() % 997}"
+    result = door.capture(["bash", "-c", script.format(m=marker)], timeout=1.0, grace=1.0)
+    assert (result.code, result.timed_out) == (expected, True)
+    assert _gone(marker) == []
+
+
+def test_a_probe_stays_in_our_own_cgroup() -> None:
+    line = door.capture(["grep", "^0::", "/proc/self/cgroup"]).stdout
+    assert line.startswith("0::") and "vllm-omni-ci-" not in line
+
+
 def test_no_timeout_passes_exit_code_through() -> None:
     assert door.run(Command(("bash", "-c", "exit 42")), quiet=True).code == 42
 

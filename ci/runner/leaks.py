@@ -10,7 +10,6 @@ in a pod's PID namespace.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -73,14 +72,11 @@ def snapshot(scope: str = "tree") -> list[Proc]:
     """The processes in scope now (our own process excluded)."""
     import psutil
 
-    me = os.getpid()
+    me = psutil.Process()
     procs: list[psutil.Process] = []
-    if scope != "tree":
-        procs = list(psutil.process_iter())
-    else:
-        with contextlib.suppress(psutil.Error):
-            procs = psutil.Process(me).children(recursive=True)
-    return [d for d in map(describe, procs) if d is not None and d.pid != me]
+    with contextlib.suppress(psutil.Error):
+        procs = me.children(recursive=True) if scope == "tree" else list(psutil.process_iter())
+    return [d for d in map(describe, procs) if d is not None and d.pid != me.pid]
 
 
 def describe(proc: psutil.Process) -> Proc | None:
@@ -88,46 +84,25 @@ def describe(proc: psutil.Process) -> Proc | None:
     import psutil
 
     try:
-        with proc.oneshot():
-            return Proc(
-                pid=proc.pid,
-                started=proc.create_time(),
-                ppid=proc.ppid(),
-                status=proc.status(),
-                name=proc.name(),
-                cmdline=_cmdline(proc),
-            )
+        info = proc.as_dict(["ppid", "status", "name", "cmdline"], ad_value=None)
+        started = proc.create_time()
     except psutil.Error:
         return None
-
-
-def _cmdline(proc: object) -> str:
-    import psutil
-
-    try:
-        return " ".join(proc.cmdline())  # type: ignore[attr-defined]
-    except psutil.Error:
-        return ""
-
-
-def reap_own_zombies() -> None:
-    """Collect exited orphans re-parented to us: they ended, they did not leak."""
-    import psutil
-
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children():
-            with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
-                if child.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(child.pid, os.WNOHANG)
+    cmdline = " ".join(info["cmdline"] or ())
+    return Proc(
+        proc.pid, started, info["ppid"] or 0, info["status"] or "", info["name"] or "", cmdline
+    )
 
 
 def settle(
     before: Sequence[Proc], scope: str, seconds: float, stop: Callable[[], bool] = lambda: False
 ) -> list[Proc]:
     """Leaks still present after up to `seconds` of letting leftovers exit (or until `stop()`)."""
+    from ci import proctree
+
     deadline = time.monotonic() + seconds
     while True:
-        reap_own_zombies()
+        proctree.reap_orphans()  # exited orphans re-parented to us ended, they did not leak
         found = leaked(before, snapshot(scope))
         if not found or time.monotonic() >= deadline or stop():
             return found

@@ -1,18 +1,18 @@
 """The tee of `step --summary-tail` and of every tier job: the output to a log file, masked.
 
 It ends the pipeline (`"$@" 2>&1 | python -c BOOTSTRAP PARENT LOG [MODE STATUS]`) as
-`tee` did, except: every secret (`Redactor.for_env`) is masked in LOG line by line
-(`\\n` or `\\r`), so a read never cuts one in two; `step` masks its stream too, a
-tier job's stream (the CI log, redacted by Buildkite) passes as is, MODE `log`
-drops it. A LOG that cannot be written stops only the copy to LOG; the status
-stays the command's (`tee`'s failure replaced it under pipefail): `step` warns,
-a tier job's STATUS file says `ok` or `error: <reason>`. It ignores SIGTERM,
-SIGINT and SIGHUP and ends with its input, so output written while the tree is
-ended still reaches the log.
+`tee` did, except: every secret (`Redactor.for_env`) is masked in LOG as the door masks
+a stream (`StreamRedactor`: a read never cuts one in two); `step` masks its stream too, a
+tier job's stream (the CI log, redacted by Buildkite) passes as is, MODE `log` drops it.
+A LOG that cannot be written stops only the copy to LOG; the status stays the command's
+(`tee`'s failure replaced it under pipefail): `step` warns, a tier job's STATUS file
+says `ok` or `error: <reason>`. It ignores SIGTERM, SIGINT and SIGHUP and ends with its
+input, so output written while the tree is ended still reaches the log.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
@@ -20,20 +20,7 @@ import sys
 from collections.abc import Sequence
 
 import ci
-from ci.redact import Redactor
-
-# A longer line without a line end is passed on in pieces, cut at a space where
-# there is one (a secret has none), so that memory stays bounded.
-MAX_LINE = 1 << 20
-
-
-def _cut(buffer: bytes) -> int:
-    """Where the complete lines of `buffer` end (0: none yet)."""
-    end = max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
-    if end == 0 and len(buffer) > MAX_LINE:
-        space = buffer.rfind(b" ", 0, MAX_LINE)
-        end = space + 1 if space > 0 else MAX_LINE
-    return end
+from ci.redact import Redactor, StreamRedactor
 
 
 class _Sink:
@@ -53,7 +40,10 @@ class _Sink:
     def fail(self, exc: OSError, verb: str = "write") -> None:
         self.problem = self.problem or f"cannot {verb} {self.name}: {exc.strerror or exc}"
         if self.warn:
-            _warn(f"step: could not write {self.name}: {exc.strerror}; the output still streams")
+            message = f"step: could not write {self.name}: {exc.strerror}; the output still streams"
+            with contextlib.suppress(OSError):
+                sys.stderr.write(Redactor.for_env()(message) + "\n")
+                sys.stderr.flush()
         if self.fd is not None and self.fd > 2:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
@@ -68,35 +58,26 @@ class _Sink:
                 self.fail(exc)
 
 
-def _warn(message: str) -> None:
-    with contextlib.suppress(OSError):
-        sys.stderr.write(Redactor.for_env()(message) + "\n")
-        sys.stderr.flush()
-
-
 def main(argv: Sequence[str]) -> int:
     """`LOG` (step) or `LOG MODE(tee|log) STATUS` (a tier job); always 0."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     tier = len(argv) == 3
-    redact = Redactor.for_env()
     stream = _Sink(sys.stdout.fileno() if not tier or argv[1] == "tee" else None, "", warn=False)
+    log = _Sink(None, argv[0], not tier)
     try:
-        log = _Sink(
-            os.open(argv[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), argv[0], not tier
-        )
+        log.fd = os.open(argv[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except OSError as exc:
-        log = _Sink(None, argv[0], not tier)
         log.fail(exc, "open")
+    masker = StreamRedactor(Redactor.for_env())
+    decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
 
-    def emit(chunk: bytes) -> None:
-        text = chunk.decode("utf-8", errors="surrogateescape")
-        masked = redact(text).encode("utf-8", errors="surrogateescape")
-        log.write(masked)
+    def emit(masked: str) -> None:
+        data = masked.encode("utf-8", errors="surrogateescape")
+        log.write(data)
         if not tier:
-            stream.write(masked)
+            stream.write(data)
 
-    buffer = b""
     while True:
         try:
             data = os.read(0, 65536)
@@ -104,17 +85,12 @@ def main(argv: Sequence[str]) -> int:
             continue
         except OSError:
             data = b""
-        if not data:
-            break
         if tier:
             stream.write(data)
-        buffer += data
-        cut = _cut(buffer)
-        if cut:
-            emit(buffer[:cut])
-            buffer = buffer[cut:]
-    if buffer:
-        emit(buffer)
+        if not data:
+            break
+        emit(masker.feed(decode(data)))
+    emit(masker.feed(decode(b"", final=True)) + masker.flush())
     log.close()
     if tier and argv[2]:
         with contextlib.suppress(OSError), open(argv[2], "w", encoding="utf-8") as fh:
