@@ -83,8 +83,11 @@ def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        why = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
-        raise Unreadable(source, why, code=code, verb=False) from None
+        raise Unreadable(source, not_utf8(exc), code=code, verb=False) from None
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
 
 
 def exists(path: Path) -> bool:
