@@ -33,10 +33,6 @@ class Unreadable(UserError):
         self.why = why
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def why_unreadable(path: Path, exc: OSError) -> str:
     """`exc` from opening `path`, in words that say what the entry is."""
     if exc.errno == errno.ELOOP:
@@ -59,7 +55,8 @@ def _open_regular(path: Path, source: str, code: int) -> int:
         raise Unreadable(source, why_unreadable(path, exc), code=code) from None
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):  # an open fd's fstat cannot fail
         os.close(fd)
-        raise Unreadable(source, f"{_kind(mode)}, not a regular file", code=code)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise Unreadable(source, f"{kind}, not a regular file", code=code)
     return fd
 
 
