@@ -25,7 +25,7 @@ from ci.errors import FAILURE, UserError
 from ci.images import variants
 from ci.pipeline import bootstrap_mode, files, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
-from ci.pipeline.mirror import command_text
+from ci.pipeline.commands import command_text
 from ci.pipeline.upload import emit
 from ci.platforms import Platform
 from ci.target import resolve_build
@@ -126,7 +126,9 @@ def rewrite_steps(
 ) -> tuple[model.Pipeline, frozenset[str]]:
     """The bootstrap file with tool commands instead of shell; also the image step keys."""
     tree = model.parse(document)
-    templates = {s.key: s for s, _ in tree.leaves() if s.key in bootstrap_mode.IMAGE_KEYS}
+    templates = {
+        s.key: s for s, _ in model.leaves(tree.steps or ()) if s.key in bootstrap_mode.IMAGE_KEYS
+    }
     generated = _npu_image_steps(templates) if platform == "npu" and templates else []
     keys = [s.key for s in generated]
     placed = False
@@ -188,7 +190,7 @@ def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) 
             file=uploaded_pipeline(step),
             gate=False if step.key in omitted else rendered.gates.get(step.key, True),
         )
-        for step, _ in rewritten.leaves()
+        for step, _ in model.leaves(rewritten.steps or ())
         if step.key in bootstrap_mode.UPLOAD_KEYS
     )
     return BootstrapPlan(relative, rendered, uploads)

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from ci import topology, yamlio
 from ci.errors import BAD_INPUT, FAILURE, UserError
 from ci.pipeline import ifexpr, model
-from ci.pipeline.ifexpr import Expr, Paren, all_of, any_of, branch_eq, branch_ne, env_eq, env_ne
+from ci.pipeline.ifexpr import (
+    Compare,
+    Env,
+    Expr,
+    Paren,
+    all_of,
+    any_of,
+    branch_eq,
+    branch_ne,
+    env_eq,
+)
 from ci.platforms import Platform, platform_option
 
 if TYPE_CHECKING:
@@ -50,7 +60,8 @@ WEEKLY_LABEL: Final[Expr] = any_of(
 READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("ready"))
 MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("merge-test"))
 MERGE_MAIN: Final[Expr] = all_of(
-    branch_eq(MAIN), *(env_ne(name, "1") for name in ("NIGHTLY", "WEEKLY", "NON_CRITICAL"))
+    branch_eq(MAIN),
+    *(Compare(Env(name), "!=", "1") for name in ("NIGHTLY", "WEEKLY", "NON_CRITICAL")),
 )
 READY_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(READY_LABEL))
 MERGE_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(any_of(_p(MERGE_MAIN), _p(MERGE_LABEL))))
@@ -91,15 +102,11 @@ def gates(decision: Decision, platform: BootstrapPlatform) -> Gates:
     return Gates(image, ready, merge, NIGHTLY_LABEL, weekly_lbl)
 
 
-def detect_platform(path: str | Path) -> BootstrapPlatform:
-    """The original's rule: `npu` if a path component is `npu`, else cuda."""
-    return "npu" if "npu" in Path(path).parts else "cuda"
-
-
 def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
-    """`--platform` if given (cuda or npu), else the path rule."""
+    """`--platform` if given (cuda or npu), else the original's rule: `npu` if a path
+    component is `npu`, else cuda."""
     if not value:
-        return detect_platform(path)
+        return "npu" if "npu" in Path(path).parts else "cuda"
     chosen = platform_option(value)
     if chosen in (Platform.CUDA, Platform.NPU):
         return "cuda" if chosen is Platform.CUDA else "npu"

@@ -1,7 +1,7 @@
 """A step's `command` / `commands`: a string or a list of strings, and nothing else.
 
 Buildkite's schema allows exactly that; every consumer reads the field here, so none
-runs a mapping as shell text. `command` wins over `commands` (the AMD template's rule).
+runs a mapping as shell text.
 """
 
 from __future__ import annotations
@@ -54,10 +54,22 @@ def problems(step: Mapping[str, Any], source: str = "") -> list[str]:
 def step_commands(step: Mapping[str, Any], source: str = "") -> tuple[str, ...]:
     """The step's commands as written (`()` when it has none), or one error per problem, exit 1."""
     UserError.collect(problems(step, source), code=FAILURE)
-    for field in FIELDS:
-        value = step.get(field)
-        if value is not None:
-            return (value,) if isinstance(value, str) else tuple(value)
+    return _written(step, "command")
+
+
+def command_text(step: Mapping[str, Any]) -> str:
+    """The commands unchecked, one per line: the uploader's scans (`-m` marks, the uploaded
+    file) read any step, and there `commands` wins over `command`."""
+    return "\n".join(_written(step, "commands"))
+
+
+def _written(step: Mapping[str, Any], first: str) -> tuple[str, ...]:
+    """`first`, else the other field (items as text, nulls skipped). The AMD template lets
+    `command` win, the uploader `commands`; a step that sets both is the only difference."""
+    for name in sorted(FIELDS, key=lambda f: f != first):
+        if (value := step.get(name)) is not None:
+            items = value if isinstance(value, list) else [value]
+            return tuple(str(item) for item in items if item is not None)
     return ()
 
 

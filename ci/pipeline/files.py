@@ -33,10 +33,6 @@ class Unreadable(UserError):
         self.why = why
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def why_unreadable(path: Path, exc: OSError) -> str:
     """`exc` from opening `path`, in words that say what the entry is."""
     if exc.errno == errno.ELOOP:
@@ -59,7 +55,8 @@ def _open_regular(path: Path, source: str, code: int) -> int:
         raise Unreadable(source, why_unreadable(path, exc), code=code) from None
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):  # an open fd's fstat cannot fail
         os.close(fd)
-        raise Unreadable(source, f"{_kind(mode)}, not a regular file", code=code)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise Unreadable(source, f"{kind}, not a regular file", code=code)
     return fd
 
 
@@ -83,8 +80,11 @@ def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        why = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
-        raise Unreadable(source, why, code=code, verb=False) from None
+        raise Unreadable(source, not_utf8(exc), code=code, verb=False) from None
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
 
 
 def exists(path: Path) -> bool:

@@ -77,10 +77,6 @@ def env_eq(name: str, value: str) -> Compare:
     return Compare(Env(name), "==", value)
 
 
-def env_ne(name: str, value: str) -> Compare:
-    return Compare(Env(name), "!=", value)
-
-
 def branch_eq(value: str) -> Compare:
     return Compare(Branch(), "==", value)
 
@@ -115,15 +111,11 @@ def render(expr: Expr) -> str:
         return f"({render(expr.inner)})"
     if isinstance(expr, Opaque):
         return expr.text
-    if isinstance(expr, And):
-        return " && ".join(_operand(p, inside=And) for p in expr.parts)
-    return " || ".join(_operand(p, inside=Or) for p in expr.parts)
-
-
-def _operand(part: Expr, *, inside: type[And] | type[Or]) -> str:
-    needs = isinstance(part, Opaque) or (inside is And and isinstance(part, Or))
-    text = render(part)
-    return f"({text})" if needs else text
+    # An operand needs parentheses when it is opaque text, or an `||` inside an `&&`.
+    joiner, bracketed = (" && ", (Opaque, Or)) if isinstance(expr, And) else (" || ", (Opaque,))
+    return joiner.join(
+        f"({render(p)})" if isinstance(p, bracketed) else render(p) for p in expr.parts
+    )
 
 
 _STR = r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"""
@@ -166,6 +158,9 @@ def _tokens(text: str) -> list[Expr | str]:
     return out
 
 
+_LEVELS = (("||", any_of), ("&&", all_of))  # loosest first
+
+
 class _Parser:
     """`||` binds looser than `&&`; `( … )` is kept as `Paren`."""
 
@@ -179,21 +174,19 @@ class _Parser:
             self.rest.pop()
         return found
 
-    def either(self) -> Expr:
-        parts = [self.both()]
-        while self.skip("||"):
-            parts.append(self.both())
-        return any_of(*parts)
-
-    def both(self) -> Expr:
-        parts = [self.atom()]
-        while self.skip("&&"):
-            parts.append(self.atom())
-        return all_of(*parts)
+    def chain(self, level: int = 0) -> Expr:
+        """Operands joined by the operator of `level` (`_LEVELS`), each a chain of the next."""
+        if level == len(_LEVELS):
+            return self.atom()
+        op, join = _LEVELS[level]
+        parts = [self.chain(level + 1)]
+        while self.skip(op):
+            parts.append(self.chain(level + 1))
+        return join(*parts)
 
     def atom(self) -> Expr:
         if self.skip("("):
-            inner = self.either()
+            inner = self.chain()
             if not self.skip(")"):
                 raise _Unsupported("expected )")
             return Paren(inner)
@@ -207,7 +200,7 @@ def parse(text: str) -> Expr:
     """The expression tree; text outside the subset comes back as `Opaque` (never raises)."""
     try:
         parser = _Parser(_tokens(text))
-        expr = parser.either()
+        expr = parser.chain()
         if parser.rest:
             raise _Unsupported(f"unexpected {parser.rest[-1]!r}")
     except _Unsupported as exc:

@@ -35,16 +35,12 @@ def _refusal(load: Callable[[], object]) -> list[str]:
     return []
 
 
-def _amd_suite(path: Path) -> Suite:
-    return next(
-        (s for s in SUITES if s.file == path.name), Suite(path.stem, path.stem, path.name, "", None)
-    )
-
-
 def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
     """The consumer's problems with one parsed file (`documents`: its non-empty documents)."""
     if is_amd_suite(rel):
-        found = _refusal(lambda: load_suite(path.parent, _amd_suite(path)))
+        known = (s for s in SUITES if s.file == path.name)
+        suite = next(known, Suite(path.stem, path.stem, path.name, "", None))
+        found = _refusal(lambda: load_suite(path.parent, suite))
     elif is_uploader_test_yaml(rel):
         found = _refusal(lambda: load_test_yaml(path))
     else:

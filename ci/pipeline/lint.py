@@ -19,8 +19,9 @@ from ci.errors import FAILURE, UserError
 from ci.pipeline import ifexpr, mirror, model, sourcefilter
 from ci.pipeline.judge import file_problems, is_uploader_test_yaml
 from ci.pipeline.registries import Registries
+from ci.pipeline.render import render_test_pipeline
 from ci.pipeline.stepsource import pipeline_files
-from ci.pipeline.upload import is_amd_suite, render_file, repo_relative
+from ci.pipeline.upload import is_amd_suite, repo_relative
 from ci.schema import schema_problems
 from ci.target import resolve_repo
 
@@ -86,9 +87,9 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
         if not isinstance(document, dict):
             raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
         _strict(document, registries, report)
-        for selector in SELECTORS:
-            rendered = render_file(
-                repo, path, scope="all", changed=None, mirror_hw=selector, registries=registries
+        for selector in SELECTORS:  # render is pure: the document read above serves both
+            rendered = render_test_pipeline(
+                document, scope="all", registries=registries, mirror_hw=selector, source=str(path)
             )
             report.problems.extend(rendered.problems)
             report.presets.update(k.preset for k in rendered.kept if k.preset)

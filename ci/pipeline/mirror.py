@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from ci.pipeline import model
+from ci.pipeline.commands import command_text
 from ci.pipeline.registries import PresetRegistry, Registries, fail
 
 FIELD = "mirror_hardwares"
@@ -33,15 +34,6 @@ def parse_mirror_hw(value: str | None) -> str | None:
     if selector not in SELECTORS:
         raise fail(f"unsupported MIRROR_HW={(value or '').strip()!r}; expected empty or 'b200'")
     return selector
-
-
-def command_text(step: Mapping[str, Any]) -> str:
-    """`commands` (items joined by newlines, nulls skipped), else `command`."""
-    if "commands" not in step:
-        command = step.get("command")
-        return "" if command is None else str(command)
-    items = step["commands"] if isinstance(step["commands"], list) else [step["commands"]]
-    return "\n".join(str(c) for c in items if c is not None)
 
 
 def m_expressions(text: str) -> list[str]:

@@ -86,9 +86,6 @@ class Pipeline:
     def with_steps(self, steps: Iterable[Node]) -> Pipeline:
         return Pipeline(self.fields, tuple(steps))
 
-    def leaves(self) -> Iterator[tuple[Step, tuple[Group, ...]]]:
-        return leaves(self.steps or ())
-
 
 def name_of(fields: Fields, default: str = "<step>") -> str:
     """What every message and report calls a step or group: `group`, `label` or `name`

@@ -28,16 +28,32 @@ def fail(message: str) -> UserError:
     return UserError(message, code=FAILURE)
 
 
-def _read_yaml(path: Path, what: str) -> Any:
-    """The registry's document; the original's messages, with the reason in parentheses."""
+def read_yaml(path: Path, head: str, *, codec_words: bool = False) -> Any:
+    """The file's YAML document, else `head (why)` once per problem (exit 1): unreadable
+    (a FIFO or a loop never hangs), not UTF-8, invalid YAML, a duplicate key … Under
+    `codec_words` a non-UTF-8 file is told in Python's words, as the uploader tells it."""
+    try:
+        data = files.read_bytes(path, str(path))
+        return yamlio.loads(data.decode("utf-8"), source=str(path))
+    except UnicodeDecodeError as exc:
+        whys = [str(exc) if codec_words else files.not_utf8(exc)]
+    except UserError as exc:
+        whys = [p.removeprefix(f"{path}: ") for p in exc.problems]
+    raise UserError(*(f"{head} ({why})" for why in whys), code=FAILURE) from None
+
+
+def _read_registry(path: Path, what: str) -> Any:
     if not files.exists(path):
         raise fail(f"missing CI {what} registry: {path}")
-    try:
-        return yamlio.loads(files.read_text(path, str(path)), source=str(path))
-    except UserError as exc:  # one line per problem: unreadable, invalid YAML, duplicate key …
-        whys = [p.removeprefix(f"{path}: ") for p in exc.problems]
-        lines = [f"invalid CI {what} registry: {path} ({why})" for why in whys]
-        raise UserError(*lines, code=FAILURE) from None
+    return read_yaml(path, f"invalid CI {what} registry: {path}")
+
+
+def _table(data: Any, name: str, path: str) -> Mapping[Any, Any]:
+    if not isinstance(data, dict):
+        raise fail(f"invalid CI {name} registry: {path}")
+    if not isinstance(table := data.get(name), dict):
+        raise fail(f"{name} must be a mapping in {path}")
+    return table
 
 
 def _flatten(value: list[Any], key: str) -> Iterator[str]:
@@ -59,11 +75,7 @@ class SourceRegistry:
 
     @classmethod
     def parse(cls, data: Any, path: str) -> SourceRegistry:
-        if not isinstance(data, dict):
-            raise fail(f"invalid CI source_file_dependencies registry: {path}")
-        table = data.get("source_file_dependencies")
-        if not isinstance(table, dict):
-            raise fail(f"source_file_dependencies must be a mapping in {path}")
+        table = _table(data, "source_file_dependencies", path)
         keys: dict[str, tuple[str, ...]] = {}
         for key, value in table.items():
             if not isinstance(key, str) or not key.strip():
@@ -100,11 +112,7 @@ class PresetRegistry:
 
     @classmethod
     def parse(cls, data: Any, path: str) -> PresetRegistry:
-        if not isinstance(data, dict):
-            raise fail(f"invalid CI mirror_hardwares registry: {path}")
-        table = data.get("mirror_hardwares")
-        if not isinstance(table, dict):
-            raise fail(f"mirror_hardwares must be a mapping in {path}")
+        table = _table(data, "mirror_hardwares", path)
         bad = next((str(k) for k, v in table.items() if not isinstance(v, dict)), None)
         if bad is not None:
             raise fail(f"invalid CI mirror_hardwares registry: {path} (not a mapping: {bad})")
@@ -131,8 +139,8 @@ class Registries:
         root = realpath(repo)
         src, pre = root / SOURCE_REGISTRY, root / PRESET_REGISTRY
         return cls(
-            lambda: SourceRegistry.parse(_read_yaml(src, "source_file_dependencies"), str(src)),
-            lambda: PresetRegistry.parse(_read_yaml(pre, "mirror_hardwares"), str(pre)),
+            lambda: SourceRegistry.parse(_read_registry(src, "source_file_dependencies"), str(src)),
+            lambda: PresetRegistry.parse(_read_registry(pre, "mirror_hardwares"), str(pre)),
             lambda: load_markers(root),
         )
 

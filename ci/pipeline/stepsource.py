@@ -136,7 +136,7 @@ def steps_of(document: Any, rel_file: str) -> Iterator[ShellStep]:
         return
     env = env_of(tree.fields.get("env"))
     shell = shell_of(rel_file)
-    for step, outer in tree.leaves():
+    for step, outer in model.leaves(tree.steps or ()):
         commands = tuple(c.strip() for c in step_commands(step.fields, rel_file) if c.strip())
         if not commands:
             continue

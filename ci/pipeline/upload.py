@@ -21,7 +21,7 @@ from ci.pipeline import files, model
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
 from ci.pipeline.mirror import parse_mirror_hw
-from ci.pipeline.registries import Registries
+from ci.pipeline.registries import Registries, read_yaml
 from ci.pipeline.render import Rendered, Scope, render_test_pipeline
 from ci.schema import require_valid
 from ci.target import resolve_branch, resolve_build, resolve_repo
@@ -88,16 +88,7 @@ def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
 def load_test_yaml(path: Path) -> model.Document:
     """The uploader's reading of a test YAML: one mapping document, else one error per
     problem; the gates ask this too (`ci.pipeline.judge`), to refuse what the upload refuses."""
-    try:
-        data = files.read_bytes(path, str(path))  # a FIFO or a loop is an error, never a hang
-    except files.Unreadable as exc:
-        raise _invalid(path, f"cannot read: {exc.why}") from None
-    try:
-        document: Any = yamlio.loads(data.decode("utf-8"), source=str(path))
-    except UnicodeDecodeError as exc:
-        raise _invalid(path, str(exc)) from None
-    except UserError as exc:
-        raise _invalid(path, *(p.removeprefix(f"{path}: ") for p in exc.problems)) from None
+    document = read_yaml(path, f"invalid pipeline YAML: {path}", codec_words=True)
     if not isinstance(document, dict):
         raise _invalid(path)
     return document
