@@ -266,3 +266,13 @@ def test_a_list_item_that_is_no_string_is_named() -> None:
     assert step_commands({"command": "a", "commands": ["b"]}) == ("a",)
     assert step_commands({"commands": ["a", "b"]}) == ("a", "b")
     assert step_commands({"label": "wait"}) == ()
+
+
+def test_the_uploader_scans_commands_whenever_it_is_written() -> None:
+    """The uploader read `step.get("commands", step.get("command"))`: a `commands` key wins
+    even when it is null, and `command` counts only when `commands` is absent."""
+    from ci.pipeline.commands import command_text
+
+    assert command_text({"commands": None, "command": "pytest -m gpu"}) == ""
+    assert command_text({"command": "pytest -m gpu"}) == "pytest -m gpu"
+    assert command_text({"commands": ["a", None, "b"], "command": "x"}) == "a\nb"

@@ -59,8 +59,10 @@ def step_commands(step: Mapping[str, Any], source: str = "") -> tuple[str, ...]:
 
 def command_text(step: Mapping[str, Any]) -> str:
     """The commands unchecked, one per line: the uploader's scans (`-m` marks, the uploaded
-    file) read any step, and there `commands` wins over `command`."""
-    return "\n".join(_written(step, "commands"))
+    file) read any step, and there `commands` wins over `command` whenever it is written,
+    even as null (the uploader read `step.get("commands", step.get("command"))`)."""
+    chosen = {"commands": step["commands"]} if "commands" in step else step
+    return "\n".join(_written(chosen, "commands"))
 
 
 def _written(step: Mapping[str, Any], first: str) -> tuple[str, ...]:
