@@ -247,9 +247,13 @@ def check_registry(ctx: PartContext) -> PartStatus:
     return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
 
-def registry_config(layout: Layout) -> str:
-    """Loopback only, no auth, deletes allowed (the tests delete what they push)."""
-    return (
+def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
+    layout = ctx.layout
+    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
+    layout.registry_data.mkdir(parents=True, exist_ok=True)
+    config = layout.run / "registry.yml"
+    # Loopback only, no auth, deletes allowed (the tests delete what they push).
+    config.write_text(
         "version: 0.1\n"
         "log:\n  level: warn\n"
         "storage:\n"
@@ -257,14 +261,6 @@ def registry_config(layout: Layout) -> str:
         "  delete:\n    enabled: true\n"
         f"http:\n  addr: {REGISTRY}\n"
     )
-
-
-def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    layout = ctx.layout
-    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
-    layout.registry_data.mkdir(parents=True, exist_ok=True)
-    config = layout.run / "registry.yml"
-    config.write_text(registry_config(layout))
     serve = door.Command(
         (program, "serve", str(config)),
         description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
@@ -341,24 +337,18 @@ def builder_name(docker: str = "docker") -> str:
     return shown.stdout.strip() if shown.ok and shown.stdout.strip() else "default"
 
 
-def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[str, str]:
-    """The builder's first `Driver:` and `Status:` lines ({} when it cannot be inspected)."""
-    argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
-    result = door.capture(argv, timeout=120)
-    fields: dict[str, str] = {}
-    for key, sep, value in (line.partition(":") for line in result.stdout.splitlines()):
-        if result.ok and sep and key.strip() in ("Driver", "Status"):
-            fields.setdefault(key.strip(), value.strip())
-    return fields
-
-
 def check_builder(ctx: PartContext, *, bootstrap: bool = False) -> PartStatus:
     """Whether the builder runs (`bootstrap`: once `buildx inspect --bootstrap` started it)."""
     docker = ctx.docker()
     if not Path(docker).exists():
         return PartStatus("builder", False, "no docker client", f"run `{UP}`")
     name = builder_name(docker)
-    fields = inspect_builder(docker, name, bootstrap=bootstrap)
+    argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
+    result = door.capture(argv, timeout=120)
+    fields: dict[str, str] = {}  # its first `Driver:` and `Status:` lines
+    for key, sep, value in (line.partition(":") for line in result.stdout.splitlines()):
+        if result.ok and sep and key.strip() in ("Driver", "Status"):
+            fields.setdefault(key.strip(), value.strip())
     if fields.get("Status") == "running":
         return PartStatus("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
     found = f"status {fields['Status']}" if "Status" in fields else "not inspectable"
