@@ -10,6 +10,7 @@ so a pid reused by another program is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -63,18 +64,14 @@ class Layout:
         try:
             data = json.loads(self.state.read_text())
         except (OSError, ValueError):
-            return State()
+            data = None
         if not isinstance(data, dict):
             return State()
         services: dict[str, door.Service] = {}
         for name, raw in (data.get("services") or {}).items():
-            try:
-                argv = tuple(str(a) for a in raw["argv"])
-                services[str(name)] = door.Service(
-                    int(raw["pid"]), float(raw["started"]), argv, str(raw["log"])
-                )
-            except (KeyError, TypeError, ValueError):
-                continue
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # a bad record is no service
+                argv, pid, started = tuple(map(str, raw["argv"])), int(raw["pid"]), raw["started"]
+                services[str(name)] = door.Service(pid, float(started), argv, str(raw["log"]))
         return State(services, [str(link) for link in data.get("links") or []])
 
     def save_state(self, state: State) -> None:
