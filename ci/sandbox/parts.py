@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from ci import door
 from ci.errors import UserError
@@ -41,13 +42,8 @@ class PartStatus:
     fix: str = ""
 
 
-@dataclass(frozen=True)
-class PartOutcome:
-    """One part as `up` left it: reused, started or installed, and how."""
-
-    name: str
-    verb: str
-    detail: str
+# One part as `up` left it: (reused, started or installed; how).
+Outcome: TypeAlias = tuple[str, str]
 
 
 def _log_tail(path: str) -> str:
@@ -88,11 +84,11 @@ def _start(
     return service
 
 
-def _started(part: str, installed: str, started: str) -> PartOutcome:
+def _started(installed: str, started: str) -> Outcome:
     """`installed: X into PREFIX; started …` after an install, else `started: …`."""
     if installed:
-        return PartOutcome(part, INSTALLED, f"{installed}; started {started}")
-    return PartOutcome(part, STARTED, started)
+        return INSTALLED, f"{installed}; started {started}"
+    return STARTED, started
 
 
 def engine_facts(docker: str) -> tuple[str | None, bool, str]:
@@ -164,7 +160,7 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
     door.note(f"removed {pidfile}: pid {pid} is no running dockerd")
 
 
-def up_engine(layout: Layout, check: PartStatus) -> PartOutcome:
+def up_engine(layout: Layout, check: PartStatus) -> Outcome:
     if engine_facts(layout.docker())[0]:  # an engine we did not start, and cannot use
         raise UserError(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
@@ -180,7 +176,7 @@ def up_engine(layout: Layout, check: PartStatus) -> PartOutcome:
     )
     service = _start(layout, "engine", dockerd, "dockerd", lambda: check_engine(layout).ok, 90)
     started = f"dockerd (pid {service.pid}) on unix://{SOCKET}: {check_engine(layout).detail}"
-    return _started("engine", installed, started)
+    return _started(installed, started)
 
 
 def check_buildx(layout: Layout) -> PartStatus:
@@ -205,7 +201,7 @@ def check_buildx(layout: Layout) -> PartStatus:
     )
 
 
-def up_buildx(layout: Layout, check: PartStatus) -> PartOutcome:
+def up_buildx(layout: Layout, check: PartStatus) -> Outcome:
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
     installed = debs.ensure(layout, debs.BUILDX)
@@ -226,7 +222,7 @@ def up_buildx(layout: Layout, check: PartStatus) -> PartOutcome:
     if not after.ok:
         raise UserError(f"buildx: {after.detail} even with {link}")
     detail = f"{after.detail}; plugin linked at {link}"
-    return PartOutcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
+    return INSTALLED, f"{installed}; {detail}" if installed else detail
 
 
 def check_registry(layout: Layout) -> PartStatus:
@@ -235,7 +231,7 @@ def check_registry(layout: Layout) -> PartStatus:
     return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
 
-def up_registry(layout: Layout, check: PartStatus) -> PartOutcome:
+def up_registry(layout: Layout, check: PartStatus) -> Outcome:
     program, installed = _program(layout, "docker-registry", debs.REGISTRY)
     layout.registry_data.mkdir(parents=True, exist_ok=True)
     config = layout.run / "registry.yml"
@@ -255,7 +251,7 @@ def up_registry(layout: Layout, check: PartStatus) -> PartOutcome:
     what = f"the registry at {REGISTRY}"
     service = _start(layout, "registry", serve, what, lambda: registry_answers(), 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
-    return _started("registry", installed, started)
+    return _started(installed, started)
 
 
 def check_base_image(layout: Layout) -> PartStatus:
@@ -299,17 +295,17 @@ def debootstrap(layout: Layout, docker: str) -> str:
     return f"{installed}built with debootstrap from {uri}"
 
 
-def up_base_image(layout: Layout, check: PartStatus) -> PartOutcome:
+def up_base_image(layout: Layout, check: PartStatus) -> Outcome:
     docker = layout.docker()
     local = door.capture([docker, "image", "inspect", BASE_IMAGE]).ok
     if check.ok:
         if local:
-            return PartOutcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
+            return REUSED, f"{BASE_IMAGE} (in the registry and local)"
         debs.checked(door.Command((docker, "pull", "-q", BASE_IMAGE)), "base image")
-        return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE} pulled from the registry")
+        return INSTALLED, f"{BASE_IMAGE} pulled from the registry"
     how = "the local image pushed" if local else debootstrap(layout, docker)
     debs.checked(door.Command((docker, "push", "-q", BASE_IMAGE)), "base image")
-    return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
+    return INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}"
 
 
 def builder_name(docker: str = "docker") -> str:
@@ -341,11 +337,11 @@ def check_builder(layout: Layout, *, bootstrap: bool = False) -> PartStatus:
     return PartStatus("builder", False, f"{name}: {found}", f"run `{UP}`")
 
 
-def up_builder(layout: Layout, check: PartStatus) -> PartOutcome:
+def up_builder(layout: Layout, check: PartStatus) -> Outcome:
     started = check_builder(layout, bootstrap=True)
     if not started.ok:
         raise UserError(f"builder: does not start: {started.detail}")
-    return PartOutcome("builder", STARTED, started.detail)
+    return STARTED, started.detail
 
 
 @dataclass(frozen=True)
@@ -354,14 +350,14 @@ class Part:
 
     name: str
     check: Callable[[Layout], PartStatus]
-    up: Callable[[Layout, PartStatus], PartOutcome]
+    up: Callable[[Layout, PartStatus], Outcome]
     service: bool = False  # a process `up` may start and `down` stops
     always_up: bool = False
 
-    def bring_up(self, layout: Layout) -> PartOutcome:
+    def bring_up(self, layout: Layout) -> Outcome:
         check = self.check(layout)
         if check.ok and not self.always_up:
-            return PartOutcome(self.name, REUSED, check.detail)
+            return REUSED, check.detail
         return self.up(layout, check)
 
 

@@ -36,12 +36,12 @@ def up(root: str = "") -> None:
     _say(f"sandbox: {layout.root}")
     for part in PARTS:
         try:
-            outcome = part.bring_up(layout)
+            verb, detail = part.bring_up(layout)
         except UserError as exc:
             raise UserError(*exc.problems, code=FAILURE) from None
         finally:
             layout.save_state()
-        _say(f"{outcome.name}: {outcome.verb}: {outcome.detail}")
+        _say(f"{part.name}: {verb}: {detail}")
     _say(f"sandbox up: {len(PARTS)} parts ready in {time.monotonic() - began:.1f}s")
 
 
