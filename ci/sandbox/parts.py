@@ -249,7 +249,7 @@ def up_registry(layout: Layout, check: PartStatus) -> Outcome:
         description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
     )
     what = f"the registry at {REGISTRY}"
-    service = _start(layout, "registry", serve, what, lambda: registry_answers(), 30)
+    service = _start(layout, "registry", serve, what, registry_answers, 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
     return _started(installed, started)
 
