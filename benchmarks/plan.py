@@ -74,8 +74,7 @@ def plan_once(repo: Path, head: str = "") -> float:
     with contextlib.redirect_stderr(io.StringIO()):
         plan = make_plan(parse_inputs(repo=str(repo), labels=LABELS, head=head))
     elapsed = time.perf_counter() - started
-    assert not plan.failed, [p.errors for p in plan.platforms]
-    assert all(p.status == "run" for p in plan.platforms)
+    assert all(p.status == "run" for p in plan.platforms), [p.errors for p in plan.platforms]
     return elapsed
 
 

@@ -36,16 +36,17 @@ def run(inputs: PlanInputs) -> BuildPlan:
         for warning in plan.warnings:
             door.note(f"warning: {warning}")
     write(plan, inputs.format, sys.stdout)
-    if plan.failed:
-        failed = ", ".join(p.platform for p in plan.platforms if p.status == "error")
+    failed = ", ".join(p.platform for p in plan.platforms if p.status == "error")
+    if failed:
         raise Stop(FAILURE, f"error: plan failed for {failed} (see above)")
     return plan
 
 
-PLANNERS: dict[str, Callable[[Situation], PlatformPlan]] = {
+# Each fills in its platform's plan; one that raises leaves only its errors.
+PLANNERS: dict[str, Callable[[Situation, PlatformPlan], None]] = {
     "rocm": platforms.plan_rocm,
-    "cuda": lambda s: platforms.plan_upload(s, "cuda"),
-    "npu": lambda s: platforms.plan_upload(s, "npu"),
+    "cuda": platforms.plan_upload,
+    "npu": platforms.plan_upload,
     "xpu": platforms.plan_xpu,
 }
 
@@ -69,11 +70,13 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
     with files_at(inputs.repo, rev) as files:
         situation = Situation(inputs, diff, decision, bootstrap_labels(), files=files)
         for platform in inputs.platforms:
+            made = PlatformPlan(platform.value, skip_ci=situation.skip_words(platform.value))
             try:
-                made = PLANNERS[platform.value](situation)
+                PLANNERS[platform.value](situation, made)
             except UserError as exc:
-                made = PlatformPlan(platform.value, status="error", errors=list(exc.problems))
-                made.skip_ci = situation.skip_words(platform.value)
+                made = PlatformPlan(
+                    made.platform, "error", skip_ci=made.skip_ci, errors=list(exc.problems)
+                )
             made.errors = [shown(e, files, inputs.repo, rev) for e in made.errors]
             for pipeline in made.pipelines:
                 pipeline.reason = shown(pipeline.reason, files, inputs.repo, rev)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Final
 
@@ -36,17 +36,18 @@ BASE_ENV: Final = "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
 @dataclass(frozen=True)
 class PlanInputs:
     repo: Path
+    worktree: bool = False
+    format: str = "table"
+    # From here on, in order, the JSON's `inputs` (`as_dict`).
     base: str | None = None
     head: str | None = None
-    worktree: bool = False
-    labels: tuple[str, ...] = ()
     branch: str = ""
+    labels: tuple[str, ...] = ()
     nightly: bool = False
     weekly: bool = False
     non_critical: bool = False
     mirror_hw: str | None = None
     platforms: tuple[Platform, ...] = tuple(Platform)
-    format: str = "table"
 
     def env(self) -> dict[str, str]:
         """The schedule env of the build (what `build.env(...)` and `--scope auto` read)."""
@@ -60,17 +61,10 @@ class PlanInputs:
         return Context.of(self.branch, self.labels, self.env())
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "base": self.base,
-            "head": "WORKTREE" if self.worktree else (self.head or "HEAD"),
-            "branch": self.branch,
-            "labels": list(self.labels),
-            "nightly": self.nightly,
-            "weekly": self.weekly,
-            "non_critical": self.non_critical,
-            "mirror_hw": self.mirror_hw,
-            "platforms": [p.value for p in self.platforms],
-        }
+        shown = {f.name: getattr(self, f.name) for f in fields(self)[3:]}
+        head = "WORKTREE" if self.worktree else (self.head or "HEAD")
+        platforms = [p.value for p in self.platforms]
+        return {**shown, "head": head, "labels": list(self.labels), "platforms": platforms}
 
 
 def parse_inputs(

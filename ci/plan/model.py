@@ -103,10 +103,6 @@ class BuildPlan:
     warnings: list[str] = field(default_factory=list)
     platforms: list[PlatformPlan] = field(default_factory=list)
 
-    @property
-    def failed(self) -> bool:
-        return any(p.status == "error" for p in self.platforms)
-
     def platform(self, name: str) -> PlatformPlan:
         return next(p for p in self.platforms if p.platform == name)
 

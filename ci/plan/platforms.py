@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from ci.diff import Diff
     from ci.plan.inputs import PlanInputs
 
-LEVELS = ("l2", "l3")
-
 
 @dataclass
 class Situation:
@@ -49,7 +47,9 @@ class Situation:
         return Registries.for_repo(self.files)
 
     def skip_words(self, platform: str) -> str:
-        return ", ".join(f"{lvl} {self.decision.gate(platform, lvl) or 'run'}" for lvl in LEVELS)
+        return ", ".join(
+            f"{lvl} {self.decision.gate(platform, lvl) or 'run'}" for lvl in ("l2", "l3")
+        )
 
     def skip_reason(self) -> str:
         return f"skip-ci: {self.decision.message}"
@@ -77,9 +77,8 @@ def _finish(
         plan.reason = f"no test job runs ({why})" if why else "no test job runs"
 
 
-def plan_rocm(situation: Situation) -> PlatformPlan:
+def plan_rocm(situation: Situation, plan: PlatformPlan) -> None:
     inputs = situation.inputs
-    plan = PlatformPlan("rocm", skip_ci=situation.skip_words("rocm"))
     amd_inputs = bootstrap.Inputs.of_branch(inputs.branch, nightly=inputs.nightly)
     # The bootstrap's log lines (`Run all: 0`, `AMD test suites: …`) are its own;
     # the plan reports the same facts in its output, so they stay off plan's stderr.
@@ -125,16 +124,14 @@ def plan_rocm(situation: Situation) -> PlatformPlan:
     image = render.image_build_group()["group"]  # builds the image the test jobs run in
     tests = sum(s.groups[:1] != (image,) for s in pipeline.steps)
     _finish(plan, [pipeline], situation, name, jobs=tests)
-    return plan
 
 
-def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
+def plan_upload(situation: Situation, plan: PlatformPlan) -> None:
     """CUDA or NPU: the bootstrap's gates, then every child pipeline it would upload."""
     inputs, decision = situation.inputs, situation.decision
     ctx = inputs.context()
-    chosen: BootstrapPlatform = "npu" if platform == "npu" else "cuda"
-    plan = PlatformPlan(platform, skip_ci=situation.skip_words(platform))
-    made = bootstraps.bootstrap_plan(chosen, situation.files, decision)
+    platform: BootstrapPlatform = "npu" if plan.platform == "npu" else "cuda"
+    made = bootstraps.bootstrap_plan(platform, situation.files, decision)
     rendered = made.rendered
     require_valid(rendered.pipeline, made.file)
 
@@ -180,7 +177,6 @@ def plan_upload(situation: Situation, platform: str) -> PlatformPlan:
             child.reason = f"upload-pipeline fails: {exc.problems[0]}"
             child.steps = []
     _finish(plan, tests, situation, ", ".join(p.name for p in tests if p.steps))
-    return plan
 
 
 def _gate_needs(gate: str, inputs: PlanInputs) -> str:
@@ -200,8 +196,7 @@ def bootstrap_labels() -> set[str]:
     found = {s.label for s in suites.SUITES}
     normal = Decision(False, False, "")
     for platform in ("cuda", "npu"):
-        gates = bootstrap_mode.gates(normal, platform)
-        for each in (gates.image, gates.ready, gates.merge, gates.nightly, gates.weekly):
+        for each in bootstrap_mode.gates(normal, platform).by_key().values():
             if not isinstance(each, bool):
                 found |= labels_in(each)
     return found
@@ -240,16 +235,14 @@ def _render_child(situation: Situation, child: PlannedPipeline) -> None:
         child.reason = "every step dropped"
 
 
-def plan_xpu(situation: Situation) -> PlatformPlan:
-    plan = PlatformPlan("xpu", skip_ci=situation.skip_words("xpu"))
+def plan_xpu(situation: Situation, plan: PlatformPlan) -> None:
     pipeline = PlannedPipeline("intel", bootstraps.INTEL_PIPELINE)
     plan.pipelines.append(pipeline)
     rewritten, word = bootstraps.intel_pipeline(situation.files, situation.decision)
     if rewritten is None:
         pipeline.status, pipeline.reason = "not-uploaded", f"{word}: {situation.decision.message}"
         plan.status, plan.reason = "skip", situation.skip_reason()
-        return plan
+        return
     require_valid(model.emit(rewritten), bootstraps.INTEL_PIPELINE)
     pipeline.steps, pipeline.dropped = walk(rewritten.steps, situation.inputs.context())
     _finish(plan, [pipeline], situation, "intel")
-    return plan

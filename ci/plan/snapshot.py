@@ -14,20 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from ci import door
 from ci.errors import UserError
+from ci.target import git
 
 # Everything the planners read: the pipelines and registries, and the pytest markers.
 READS: Final = (".buildkite", "pyproject.toml")
 
 
-def _git(repo: Path, *args: str) -> door.Result:
-    return door.capture(["git", *args], cwd=str(repo))
-
-
 def _clean(repo: Path) -> bool:
     """True when the working tree holds `READS` exactly as HEAD does (nothing ignored either)."""
-    status = _git(repo, "status", "--porcelain", "--untracked-files=all", "--ignored", "--", *READS)
+    status = git(repo, "status", "--porcelain", "--untracked-files=all", "--ignored", "--", *READS)
     return status.ok and not status.stdout.strip()
 
 
@@ -39,7 +35,7 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
         return
     import tarfile
 
-    listed = _git(repo, "ls-tree", "--name-only", "-z", rev, "--", *READS)
+    listed = git(repo, "ls-tree", "--name-only", "-z", rev, "--", *READS)
     if not listed.ok:
         raise UserError(f"cannot list {', '.join(READS)} at {rev!r} in {repo}")
     names = [name for name in listed.stdout.split("\0") if name]  # those that exist at `rev`
@@ -47,7 +43,7 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
         root, archive = Path(tmp, "tree"), Path(tmp, "head.tar")
         root.mkdir()
         if names:
-            made = _git(repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names)
+            made = git(repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names)
             if not made.ok:
                 raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
             with tarfile.open(archive) as tar:

@@ -78,37 +78,25 @@ def walk(
             elif isinstance(entry, model.Group):
                 visit(entry.steps, (*names, label), here)
             else:
-                kept.append(_row(entry, label, names, here, value, text, presets or {}))
+                agents, soft = entry.get("agents"), entry.get("soft_fail")
+                queue = agents.get("queue") if isinstance(agents, dict) else None
+                kept.append(
+                    PlannedStep(
+                        label=label,
+                        groups=names,
+                        queue=None if queue is None else str(queue),
+                        preset=(presets or {}).get(id(entry)),
+                        parallelism=_int(entry.get("parallelism")),
+                        timeout_in_minutes=_int(entry.get("timeout_in_minutes")),
+                        soft_fail=bool(soft) and soft != "false",
+                        runs="conditional" if value is None else "yes",
+                        conditions=tuple(" ".join(c.split()) for c in here),
+                        note=f"{NOT_EVALUATED}: {' '.join(text.split())}" if value is None else "",
+                    )
+                )
 
     visit(steps or (), (), ())
     return kept, dropped
-
-
-def _row(
-    step: model.Step,
-    label: str,
-    groups: tuple[str, ...],
-    conditions: tuple[str, ...],
-    value: bool | None,
-    text: str,
-    presets: Mapping[int, str | None],
-) -> PlannedStep:
-    """The plan row of one rendered leaf step that runs (`value` None: maybe, see `text`)."""
-    agents = step.get("agents")
-    queue = agents.get("queue") if isinstance(agents, dict) else None
-    soft = step.get("soft_fail")
-    return PlannedStep(
-        label=label,
-        groups=groups,
-        queue=None if queue is None else str(queue),
-        preset=presets.get(id(step)),
-        parallelism=_int(step.get("parallelism")),
-        timeout_in_minutes=_int(step.get("timeout_in_minutes")),
-        soft_fail=bool(soft) and soft != "false",
-        runs="conditional" if value is None else "yes",
-        conditions=tuple(" ".join(c.split()) for c in conditions),
-        note=f"{NOT_EVALUATED}: {' '.join(text.split())}" if value is None else "",
-    )
 
 
 def labels_in(expr: ifexpr.Expr) -> set[str]:

@@ -10,8 +10,10 @@ so a pid reused by another program is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,7 +42,7 @@ class State:
 
 
 class Layout:
-    """Every path of one sandbox."""
+    """Every path of one sandbox, and what `up` recorded in it (`state`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -50,9 +52,10 @@ class Layout:
         self.run = root / "run"  # logs, pid files and the engine's exec root
         self.docker_data = root / "docker"
         self.registry_data = root / "registry"
-        self.state = root / "state.json"
+        self.state_file = root / "state.json"
         self.installed = root / "installed.json"
         self.buildx_plugin = self.prefix / "usr/libexec/docker/cli-plugins/docker-buildx"
+        self.state = self.load_state()
 
     def bin(self, name: str) -> Path:
         """The prefix's program: usr/bin, else usr/sbin (usr/bin when it is in neither)."""
@@ -61,27 +64,27 @@ class Layout:
 
     def load_state(self) -> State:
         try:
-            data = json.loads(self.state.read_text())
+            data = json.loads(self.state_file.read_text())
         except (OSError, ValueError):
-            return State()
+            data = None
         if not isinstance(data, dict):
             return State()
         services: dict[str, door.Service] = {}
         for name, raw in (data.get("services") or {}).items():
-            try:
-                argv = tuple(str(a) for a in raw["argv"])
-                services[str(name)] = door.Service(
-                    int(raw["pid"]), float(raw["started"]), argv, str(raw["log"])
-                )
-            except (KeyError, TypeError, ValueError):
-                continue
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # a bad record is no service
+                argv, pid, started = tuple(map(str, raw["argv"])), int(raw["pid"]), raw["started"]
+                services[str(name)] = door.Service(pid, float(started), argv, str(raw["log"]))
         return State(services, [str(link) for link in data.get("links") or []])
 
-    def save_state(self, state: State) -> None:
+    def save_state(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.state.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
-        tmp.replace(self.state)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self.state), indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.state_file)
+
+    def docker(self) -> str:
+        """The client the sandbox drives: `docker` on PATH, else the prefix's."""
+        return shutil.which("docker") or str(self.bin("docker"))
 
     @property
     def path_env(self) -> str:

@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from ci import door
 from ci.errors import UserError
 from ci.sandbox import debs
-from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, State, plugin_dir
+from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, plugin_dir
 from ci.sandbox.registryapi import in_registry, registry_answers
 
 REUSED, STARTED, INSTALLED = "reused", "started", "installed"
@@ -41,23 +42,8 @@ class PartStatus:
     fix: str = ""
 
 
-@dataclass(frozen=True)
-class PartOutcome:
-    """One part as `up` left it: reused, started or installed, and how."""
-
-    name: str
-    verb: str
-    detail: str
-
-
-@dataclass
-class PartContext:
-    layout: Layout
-    state: State
-
-    def docker(self) -> str:
-        """The client the sandbox drives: `docker` on PATH, else the prefix's."""
-        return shutil.which("docker") or str(self.layout.bin("docker"))
+# One part as `up` left it: (reused, started or installed; how).
+Outcome: TypeAlias = tuple[str, str]
 
 
 def _log_tail(path: str) -> str:
@@ -75,7 +61,7 @@ def _program(layout: Layout, name: str, wanted: tuple[debs.Pin, ...]) -> tuple[s
 
 
 def _start(
-    ctx: PartContext,
+    layout: Layout,
     part: str,
     cmd: door.Command,
     what: str,
@@ -86,8 +72,8 @@ def _start(
 
     Polled for at most `limit` seconds; a service that exits first fails at once.
     """
-    service = door.spawn(cmd, str(ctx.layout.run / f"{cmd.argv[0].rsplit('/', 1)[-1]}.log"))
-    ctx.state.services[part] = service
+    service = door.spawn(cmd, str(layout.run / f"{cmd.argv[0].rsplit('/', 1)[-1]}.log"))
+    layout.state.services[part] = service
     deadline = time.monotonic() + limit
     while not ready():
         if not door.alive(service):
@@ -98,11 +84,11 @@ def _start(
     return service
 
 
-def _started(part: str, installed: str, started: str) -> PartOutcome:
+def _started(installed: str, started: str) -> Outcome:
     """`installed: X into PREFIX; started …` after an install, else `started: …`."""
     if installed:
-        return PartOutcome(part, INSTALLED, f"{installed}; started {started}")
-    return PartOutcome(part, STARTED, started)
+        return INSTALLED, f"{installed}; started {started}"
+    return STARTED, started
 
 
 def engine_facts(docker: str) -> tuple[str | None, bool, str]:
@@ -123,8 +109,8 @@ def engine_facts(docker: str) -> tuple[str | None, bool, str]:
     return str(data["ServerVersion"]), store, ""
 
 
-def check_engine(ctx: PartContext) -> PartStatus:
-    version, store, error = engine_facts(ctx.docker())
+def check_engine(layout: Layout) -> PartStatus:
+    version, store, error = engine_facts(layout.docker())
     if version and store:
         return PartStatus("engine", True, f"Docker {version} with the containerd image store")
     if version:
@@ -174,12 +160,11 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
     door.note(f"removed {pidfile}: pid {pid} is no running dockerd")
 
 
-def up_engine(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    if engine_facts(ctx.docker())[0]:  # an engine we did not start, and cannot use
+def up_engine(layout: Layout, check: PartStatus) -> Outcome:
+    if engine_facts(layout.docker())[0]:  # an engine we did not start, and cannot use
         raise UserError(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
         raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
-    layout = ctx.layout
     installed = debs.ensure(layout, (*debs.ENGINE, *debs.BUILDX))
     _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
@@ -189,22 +174,22 @@ def up_engine(ctx: PartContext, check: PartStatus) -> PartOutcome:
         description=f"start dockerd on unix://{SOCKET} (data in {layout.docker_data})",
         env={"PATH": layout.path_env},
     )
-    service = _start(ctx, "engine", dockerd, "dockerd", lambda: check_engine(ctx).ok, 90)
-    started = f"dockerd (pid {service.pid}) on unix://{SOCKET}: {check_engine(ctx).detail}"
-    return _started("engine", installed, started)
+    service = _start(layout, "engine", dockerd, "dockerd", lambda: check_engine(layout).ok, 90)
+    started = f"dockerd (pid {service.pid}) on unix://{SOCKET}: {check_engine(layout).detail}"
+    return _started(installed, started)
 
 
-def check_buildx(ctx: PartContext) -> PartStatus:
+def check_buildx(layout: Layout) -> PartStatus:
     if shutil.which("docker") is None:
         # The tasks run `docker` from PATH; the prefix's client is not on it.
-        folder = ctx.layout.bin("docker").parent
+        folder = layout.bin("docker").parent
         return PartStatus(
             "buildx",
             False,
             "no `docker` on PATH",
             f"put the sandbox's client on PATH: export PATH={folder}:$PATH, then `{UP}`",
         )
-    docker = ctx.docker()
+    docker = layout.docker()
     version = door.capture([docker, "buildx", "version"], timeout=30)
     if version.ok and version.stdout.strip():
         return PartStatus("buildx", True, f"{version.stdout.strip()} (with {docker})")
@@ -216,10 +201,9 @@ def check_buildx(ctx: PartContext) -> PartStatus:
     )
 
 
-def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
+def up_buildx(layout: Layout, check: PartStatus) -> Outcome:
     if shutil.which("docker") is None:
         raise UserError(f"buildx: {check.detail}: {check.fix}")
-    layout = ctx.layout
     installed = debs.ensure(layout, debs.BUILDX)
     link = plugin_dir() / "docker-buildx"
     if link.exists() or link.is_symlink():
@@ -232,24 +216,27 @@ def up_buildx(ctx: PartContext, check: PartStatus) -> PartOutcome:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(layout.buildx_plugin)
         door.note(f"linked {link} -> {layout.buildx_plugin}")
-        if str(link) not in ctx.state.links:
-            ctx.state.links.append(str(link))
-    after = check_buildx(ctx)
+        if str(link) not in layout.state.links:
+            layout.state.links.append(str(link))
+    after = check_buildx(layout)
     if not after.ok:
         raise UserError(f"buildx: {after.detail} even with {link}")
     detail = f"{after.detail}; plugin linked at {link}"
-    return PartOutcome("buildx", INSTALLED, f"{installed}; {detail}" if installed else detail)
+    return INSTALLED, f"{installed}; {detail}" if installed else detail
 
 
-def check_registry(ctx: PartContext) -> PartStatus:
+def check_registry(layout: Layout) -> PartStatus:
     if registry_answers():
         return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
     return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
 
 
-def registry_config(layout: Layout) -> str:
-    """Loopback only, no auth, deletes allowed (the tests delete what they push)."""
-    return (
+def up_registry(layout: Layout, check: PartStatus) -> Outcome:
+    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
+    layout.registry_data.mkdir(parents=True, exist_ok=True)
+    config = layout.run / "registry.yml"
+    # Loopback only, no auth, deletes allowed (the tests delete what they push).
+    config.write_text(
         "version: 0.1\n"
         "log:\n  level: warn\n"
         "storage:\n"
@@ -257,25 +244,17 @@ def registry_config(layout: Layout) -> str:
         "  delete:\n    enabled: true\n"
         f"http:\n  addr: {REGISTRY}\n"
     )
-
-
-def up_registry(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    layout = ctx.layout
-    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
-    layout.registry_data.mkdir(parents=True, exist_ok=True)
-    config = layout.run / "registry.yml"
-    config.write_text(registry_config(layout))
     serve = door.Command(
         (program, "serve", str(config)),
         description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
     )
     what = f"the registry at {REGISTRY}"
-    service = _start(ctx, "registry", serve, what, lambda: registry_answers(), 30)
+    service = _start(layout, "registry", serve, what, registry_answers, 30)
     started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
-    return _started("registry", installed, started)
+    return _started(installed, started)
 
 
-def check_base_image(ctx: PartContext) -> PartStatus:
+def check_base_image(layout: Layout) -> PartStatus:
     if in_registry():
         return PartStatus("base image", True, f"{BASE_IMAGE} is in the registry")
     return PartStatus(
@@ -286,9 +265,8 @@ def check_base_image(ctx: PartContext) -> PartStatus:
     )
 
 
-def debootstrap(ctx: PartContext, docker: str) -> str:
+def debootstrap(layout: Layout, docker: str) -> str:
     """A bookworm minbase with Python, pip, pytest, PyYAML and git, imported as BASE_IMAGE."""
-    layout = ctx.layout
     program, installed = _program(layout, "debootstrap", debs.DEBOOTSTRAP)
     # The prefix's debootstrap finds its scripts only when told where they are.
     scripts = {"DEBOOTSTRAP_DIR": str(layout.prefix / "usr/share/debootstrap")}
@@ -317,17 +295,17 @@ def debootstrap(ctx: PartContext, docker: str) -> str:
     return f"{installed}built with debootstrap from {uri}"
 
 
-def up_base_image(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    docker = ctx.docker()
+def up_base_image(layout: Layout, check: PartStatus) -> Outcome:
+    docker = layout.docker()
     local = door.capture([docker, "image", "inspect", BASE_IMAGE]).ok
     if check.ok:
         if local:
-            return PartOutcome("base image", REUSED, f"{BASE_IMAGE} (in the registry and local)")
+            return REUSED, f"{BASE_IMAGE} (in the registry and local)"
         debs.checked(door.Command((docker, "pull", "-q", BASE_IMAGE)), "base image")
-        return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE} pulled from the registry")
-    how = "the local image pushed" if local else debootstrap(ctx, docker)
+        return INSTALLED, f"{BASE_IMAGE} pulled from the registry"
+    how = "the local image pushed" if local else debootstrap(layout, docker)
     debs.checked(door.Command((docker, "push", "-q", BASE_IMAGE)), "base image")
-    return PartOutcome("base image", INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}")
+    return INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}"
 
 
 def builder_name(docker: str = "docker") -> str:
@@ -341,35 +319,29 @@ def builder_name(docker: str = "docker") -> str:
     return shown.stdout.strip() if shown.ok and shown.stdout.strip() else "default"
 
 
-def inspect_builder(docker: str, name: str, *, bootstrap: bool = False) -> dict[str, str]:
-    """The builder's first `Driver:` and `Status:` lines ({} when it cannot be inspected)."""
-    argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
-    result = door.capture(argv, timeout=120)
-    fields: dict[str, str] = {}
-    for key, sep, value in (line.partition(":") for line in result.stdout.splitlines()):
-        if result.ok and sep and key.strip() in ("Driver", "Status"):
-            fields.setdefault(key.strip(), value.strip())
-    return fields
-
-
-def check_builder(ctx: PartContext, *, bootstrap: bool = False) -> PartStatus:
+def check_builder(layout: Layout, *, bootstrap: bool = False) -> PartStatus:
     """Whether the builder runs (`bootstrap`: once `buildx inspect --bootstrap` started it)."""
-    docker = ctx.docker()
+    docker = layout.docker()
     if not Path(docker).exists():
         return PartStatus("builder", False, "no docker client", f"run `{UP}`")
     name = builder_name(docker)
-    fields = inspect_builder(docker, name, bootstrap=bootstrap)
+    argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
+    result = door.capture(argv, timeout=120)
+    fields: dict[str, str] = {}  # its first `Driver:` and `Status:` lines
+    for key, sep, value in (line.partition(":") for line in result.stdout.splitlines()):
+        if result.ok and sep and key.strip() in ("Driver", "Status"):
+            fields.setdefault(key.strip(), value.strip())
     if fields.get("Status") == "running":
         return PartStatus("builder", True, f"{name} (driver {fields.get('Driver', '?')}, running)")
     found = f"status {fields['Status']}" if "Status" in fields else "not inspectable"
     return PartStatus("builder", False, f"{name}: {found}", f"run `{UP}`")
 
 
-def up_builder(ctx: PartContext, check: PartStatus) -> PartOutcome:
-    started = check_builder(ctx, bootstrap=True)
+def up_builder(layout: Layout, check: PartStatus) -> Outcome:
+    started = check_builder(layout, bootstrap=True)
     if not started.ok:
         raise UserError(f"builder: does not start: {started.detail}")
-    return PartOutcome("builder", STARTED, started.detail)
+    return STARTED, started.detail
 
 
 @dataclass(frozen=True)
@@ -377,16 +349,16 @@ class Part:
     """`up` reuses the part when its check is ok, unless `up` itself decides (`always_up`)."""
 
     name: str
-    check: Callable[[PartContext], PartStatus]
-    up: Callable[[PartContext, PartStatus], PartOutcome]
+    check: Callable[[Layout], PartStatus]
+    up: Callable[[Layout, PartStatus], Outcome]
     service: bool = False  # a process `up` may start and `down` stops
     always_up: bool = False
 
-    def bring_up(self, ctx: PartContext) -> PartOutcome:
-        check = self.check(ctx)
+    def bring_up(self, layout: Layout) -> Outcome:
+        check = self.check(layout)
         if check.ok and not self.always_up:
-            return PartOutcome(self.name, REUSED, check.detail)
-        return self.up(ctx, check)
+            return REUSED, check.detail
+        return self.up(layout, check)
 
 
 PARTS = (

@@ -15,7 +15,7 @@ from pathlib import Path
 from ci import door
 from ci.errors import FAILURE, Stop, UserError
 from ci.sandbox.layout import Layout, default_root
-from ci.sandbox.parts import PARTS, PartContext
+from ci.sandbox.parts import PARTS
 
 ACTIONS = ("up", "status", "down")
 
@@ -24,33 +24,32 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _context(root: str = "") -> PartContext:
-    layout = Layout(Path(root).expanduser() if root else default_root())
-    return PartContext(layout, layout.load_state())
+def _layout(root: str) -> Layout:
+    return Layout(Path(root).expanduser() if root else default_root())
 
 
 def up(root: str = "") -> None:
     """Bring up every part in order; a part that fails stops `up` (exit 1) with its reason."""
-    ctx = _context(root)
-    ctx.layout.run.mkdir(parents=True, exist_ok=True)  # the parts' logs and configs
+    layout = _layout(root)
+    layout.run.mkdir(parents=True, exist_ok=True)  # the parts' logs and configs
     began = time.monotonic()
-    _say(f"sandbox: {ctx.layout.root}")
+    _say(f"sandbox: {layout.root}")
     for part in PARTS:
         try:
-            outcome = part.bring_up(ctx)
+            verb, detail = part.bring_up(layout)
         except UserError as exc:
             raise UserError(*exc.problems, code=FAILURE) from None
         finally:
-            ctx.layout.save_state(ctx.state)
-        _say(f"{outcome.name}: {outcome.verb}: {outcome.detail}")
+            layout.save_state()
+        _say(f"{part.name}: {verb}: {detail}")
     _say(f"sandbox up: {len(PARTS)} parts ready in {time.monotonic() - began:.1f}s")
 
 
 def status(root: str = "", *, as_json: bool = False) -> None:
     """Each part ok or missing, with its fix; exit 1 when one is missing."""
-    ctx = _context(root)
-    found = [part.check(ctx) for part in PARTS]
-    ok, root_text = all(c.ok for c in found), str(ctx.layout.root)
+    layout = _layout(root)
+    found = [part.check(layout) for part in PARTS]
+    ok, root_text = all(c.ok for c in found), str(layout.root)
     if as_json:
         parts = [dataclasses.asdict(c) for c in found]
         _say(json.dumps({"root": root_text, "ok": ok, "parts": parts}, indent=2))
@@ -69,11 +68,10 @@ def down(root: str = "", *, purge: bool = False) -> None:
     `--purge` also removes the plugin link `up` made and the unpacked packages
     (the prefix), so the machine is as before `up` but for the data folders.
     """
-    ctx = _context(root)
-    layout = ctx.layout
+    layout = _layout(root)
     stopped_engine = False
     for name in reversed([p.name for p in PARTS if p.service]):
-        service = ctx.state.services.pop(name, None)
+        service = layout.state.services.pop(name, None)
         if service is None:
             _say(f"{name}: not started by sandbox up: left as it is")
             continue
@@ -89,19 +87,19 @@ def down(root: str = "", *, purge: bool = False) -> None:
     for mount in leftover_mounts(layout.root) if stopped_engine else []:
         door.run(door.Command(("umount", mount), description=f"unmount {mount}"), output="null")
     if purge:
-        for link in ctx.state.links:
+        for link in layout.state.links:
             path = Path(link)
             if path.is_symlink():
                 path.unlink()
                 _say(f"removed {path}")
-        ctx.state.links = []
+        layout.state.links = []
         for folder in (layout.prefix, layout.debs, layout.apt):
             if folder.exists():
                 shutil.rmtree(folder)
                 _say(f"removed {folder}")
         layout.installed.unlink(missing_ok=True)
     if layout.root.exists():
-        layout.save_state(ctx.state)
+        layout.save_state()
     kept = f"{layout.docker_data} and {layout.registry_data}"
     _say(f"sandbox down: images and registry data kept in {kept}")
 
