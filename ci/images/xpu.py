@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ci import doctor, door, door_docker
 from ci.errors import FAILURE, Stop, UserError
@@ -29,6 +29,8 @@ from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+T = TypeVar("T")
 
 DEFAULT_UPSTREAM = "vllm/vllm-openai-xpu"
 LOCAL_BASE_REPO = "xpu/vllm-omni-ci-base"
@@ -243,35 +245,37 @@ class EngineError(Stop):
         super().__init__(FAILURE, f"error: docker engine query failed ({what}): {_last_line(exc)}")
 
 
+def _query(failed: str, what: str, fn: Callable[[], T]) -> T:
+    """A read-only engine call (`what`); any failure to answer is an EngineError(`failed`)."""
+    try:
+        return door_docker.ask(what, fn)
+    except Exception as exc:  # APIError, connection errors: the engine did not answer
+        raise EngineError(failed, exc) from None
+
+
 def engine_client() -> DockerClient:
     """A docker SDK client (DOCKER_HOST etc. as the CLI reads them)."""
     import docker
 
-    try:
-        return door_docker.ask("connect to the engine", lambda: docker.from_env(timeout=30))
-    except docker.errors.DockerException as exc:
-        raise EngineError("connect", exc) from None
+    return _query("connect", "connect to the engine", lambda: docker.from_env(timeout=30))
 
 
 def image_exists(client: DockerClient, ref: str) -> bool:
     """Whether `ref` is in the engine's image store; any answer but found/not found raises."""
     import docker
 
-    try:
-        door_docker.ask(f"look up image {ref}", lambda: client.images.get(ref))
-    except docker.errors.ImageNotFound:
-        return False
-    except Exception as exc:  # APIError, connection errors: the engine did not answer
-        raise EngineError(f"look up {ref}", exc) from None
-    return True
+    def found() -> bool:
+        try:
+            return bool(client.images.get(ref))
+        except docker.errors.ImageNotFound:
+            return False
+
+    return _query(f"look up {ref}", f"look up image {ref}", found)
 
 
 def engine_can_export(client: DockerClient) -> bool:
     """Read-only guess for the dry-run: only the containerd image store exports type=image."""
-    try:
-        info = door_docker.ask("engine info (its image store)", client.info)
-    except Exception as exc:
-        raise EngineError("info", exc) from None
+    info = _query("info", "engine info (its image store)", client.info)
     return any(
         "containerd.snapshotter" in str(value) for _key, value in info.get("DriverStatus") or []
     )
@@ -296,16 +300,6 @@ def choose_tier(
         return BaseTier.LOCAL_BASE, f"{up} unavailable; {base} present"
     note(f"WARNING: building {base} from vLLM {build.vllm_version} source")
     return BaseTier.SOURCE, f"{why}; no local copy, {base} not local"
-
-
-def build_from_source(build: XpuBuild, export: bool) -> None:
-    """Clone vLLM at the tag into a temp dir (always removed) and build its vllm-openai target."""
-    tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
-    try:
-        deadline.step(clone_command(build, tmp), check=True)
-        deadline.step(source_build_command(build, tmp, export), check=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def no_engine_reason(exc: BaseException) -> str:
@@ -365,8 +359,13 @@ def build(options: BuildOptions) -> None:
         tier, reason = choose_tier(job, upstream, lambda r: image_exists(client(), r), door.note)
         door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
         door.note(f"why: {reason}")
-        if tier == BaseTier.SOURCE:
-            build_from_source(job, export)
+        if tier == BaseTier.SOURCE:  # vLLM cloned at the tag into a temp dir, always removed
+            tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
+            try:
+                deadline.step(clone_command(job, tmp), check=True)
+                deadline.step(source_build_command(job, tmp, export), check=True)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     if not export:
         door.note(
             "the engine cannot build with --output type=image (doctor); "
