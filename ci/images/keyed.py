@@ -276,20 +276,6 @@ def setting(
     return default, "default"
 
 
-def arch_problem(arch: str, source: str) -> str | None:
-    """Why `arch` cannot be PYTORCH_ROCM_ARCH, or None. It is used verbatim (hashed, passed
-    as a build arg), `;` lists included; whitespace or a control character would change
-    both unseen."""
-    bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
-    if not bad:
-        return None
-    return (
-        f"{source}: {arch!r} has whitespace or a control character "
-        f"({', '.join(repr(c) for c in bad)}); give the "
-        "targets without spaces, separated by ';' (e.g. gfx90a;gfx942)"
-    )
-
-
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> KeyedBuild:
     """Resolve and check every input before any command: every problem at once, exit 2."""
     env = os.environ if env is None else env
@@ -322,7 +308,16 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Keye
             source = "git HEAD"
         problems += filter(None, [commit and refs.tag_problem(commit, source)])
         key = gather(problems, lambda: recipe.key(repo, arch))
-    UserError.collect([*problems, *filter(None, [arch_problem(arch, arch_from)])])
+    # PYTORCH_ROCM_ARCH is used verbatim (hashed, passed as a build arg), `;` lists included;
+    # whitespace or a control character would change both unseen.
+    bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
+    if bad:
+        problems.append(
+            f"{arch_from}: {arch!r} has whitespace or a control character "
+            f"({', '.join(repr(c) for c in bad)}); give the "
+            "targets without spaces, separated by ';' (e.g. gfx90a;gfx942)"
+        )
+    UserError.collect(problems)
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker, note = backends.choose(requested, options.docker, dry_run=options.dry_run)
     return KeyedBuild(

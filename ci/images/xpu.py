@@ -273,14 +273,6 @@ def image_exists(client: DockerClient, ref: str) -> bool:
     return _query(f"look up {ref}", f"look up image {ref}", found)
 
 
-def engine_can_export(client: DockerClient) -> bool:
-    """Read-only guess for the dry-run: only the containerd image store exports type=image."""
-    info = _query("info", "engine info (its image store)", client.info)
-    return any(
-        "containerd.snapshotter" in str(value) for _key, value in info.get("DriverStatus") or []
-    )
-
-
 def choose_tier(
     build: XpuBuild,
     upstream: tuple[bool, str],
@@ -336,7 +328,11 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
     chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
     if chosen:
         build = dataclasses.replace(build, docker=chosen)
-    door.execute(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
+    # Read-only guess: only the containerd image store exports type=image.
+    info = _query("info", "engine info (its image store)", client.info)
+    status = info.get("DriverStatus") or []
+    export = any("containerd.snapshotter" in str(value) for _key, value in status)
+    door.execute(tier_plan(build, tier, reason, export), dry_run=True)
 
 
 def build(options: BuildOptions) -> None:

@@ -192,14 +192,11 @@ def delete(hub: HubClient, name: str, log: Logger) -> bool:
         resp = Response(0, str(exc).encode())
     if resp.ok:
         log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
-    else:
-        log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {_detail(resp)}")
-    return resp.ok
-
-
-def _detail(resp: Response) -> str:
-    """`.detail` of a JSON body, else the raw body, else a placeholder (the script's rule)."""
+        return True
+    # The script's rule: `.detail` of a JSON body, else the raw body, else a placeholder.
     found = resp.json()
+    detail = resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"
     if isinstance(found, dict) and found.get("detail") not in (None, False):
-        return str(found["detail"])
-    return resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"
+        detail = str(found["detail"])
+    log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {detail}")
+    return False
