@@ -15,7 +15,6 @@ import dataclasses
 import enum
 import functools
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -91,46 +90,39 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     """Options, then the script's env vars; every input problem reported at once (exit 2)."""
     problems = options.misplaced()
     version = options.vllm_version or env.get("VLLM_VERSION", "")
-    if not version:
-        problems.append("VLLM_VERSION must be set")
+    problems += [] if version else ["VLLM_VERSION must be set"]
     repo = gather(problems, lambda: resolve_repo(options.repo or None))
     commit = None
     if repo is not None:
-        commit = gather(
-            problems,
-            lambda: resolve_commit(
-                repo, options.commit, env, message="BUILDKITE_COMMIT must be set"
-            ),
-        )
+        need = "BUILDKITE_COMMIT must be set"
+        commit = gather(problems, lambda: resolve_commit(repo, options.commit, env, message=need))
         if not (repo / DOCKERFILE).is_file():
             problems.append(f"--repo: {repo / DOCKERFILE} does not exist")
-    upstream_repo = options.upstream_repo or DEFAULT_UPSTREAM
-    vllm_base = env.get("VLLM_BASE", "")
-    compression = env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION
+    build = XpuBuild(
+        repo=str(repo),
+        commit=commit or "",
+        vllm_version=version,
+        upstream_repo=options.upstream_repo or DEFAULT_UPSTREAM,
+        vllm_base=env.get("VLLM_BASE", ""),
+        compression=env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION,
+        docker=options.docker or "docker",
+    )
     problems += filter(
         None,
         [
             version and refs.tag_problem(version, "VLLM_VERSION"),
             commit and refs.tag_problem(commit, "--commit"),
-            refs.repository_problem(upstream_repo, "--upstream-repo"),
-            vllm_base and refs.reference_problem(vllm_base, "VLLM_BASE"),
+            refs.repository_problem(build.upstream_repo, "--upstream-repo"),
+            build.vllm_base and refs.reference_problem(build.vllm_base, "VLLM_BASE"),
         ],
     )
-    if compression not in COMPRESSIONS:
+    if build.compression not in COMPRESSIONS:
         problems.append(
-            f"EXPORT_COMPRESSION: {compression!r}: allowed values are {', '.join(COMPRESSIONS)}"
+            f"EXPORT_COMPRESSION: {build.compression!r}: allowed values are"
+            f" {', '.join(COMPRESSIONS)}"
         )
     UserError.collect(problems)
-    assert repo is not None and commit is not None
-    return XpuBuild(
-        repo=str(repo),
-        commit=commit,
-        vllm_version=version,
-        upstream_repo=upstream_repo,
-        vllm_base=vllm_base,
-        compression=compression,
-        docker=options.docker or "docker",
-    )
+    return build
 
 
 def output_args(name: str, compression: str, export: bool) -> tuple[str, ...]:
@@ -356,12 +348,11 @@ def build(options: BuildOptions) -> None:
         door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
         door.note(f"why: {reason}")
         if tier == BaseTier.SOURCE:  # vLLM cloned at the tag into a temp dir, always removed
-            tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
-            try:
+            with tempfile.TemporaryDirectory(
+                prefix="vllm-omni-ci-vllm-src-", ignore_cleanup_errors=True
+            ) as tmp:
                 deadline.step(clone_command(job, tmp), check=True)
                 deadline.step(source_build_command(job, tmp, export), check=True)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
     if not export:
         door.note(
             "the engine cannot build with --output type=image (doctor); "
