@@ -127,16 +127,12 @@ class KeyedBuild:
     docker: str = backends.DOCKER
     push: bool = True
     choice_note: str = ""  # dry-run only: why the run would stop choosing a backend here
-    builder_name: str = ""  # --buildx-builder: an existing builder to use instead of ours
+    builder: str = ""  # the recipe's buildx builder, or --buildx-builder's existing one
     registry_from: str = "--registry"  # where the registry came from, for messages
 
     @property
     def cuda(self) -> bool:
         return self.recipe is RECIPES[Platform.CUDA]
-
-    @property
-    def builder(self) -> str:
-        return self.builder_name or self.recipe.builder
 
     @property
     def image_ref(self) -> str:
@@ -330,7 +326,7 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Keye
         backend=backend,
         docker=docker,
         push=options.push,
-        builder_name=builder_name,
+        builder=builder_name or recipe.builder,
         choice_note=note,
         registry_from="--registry" if registry_from == "default" else registry_from,
     )

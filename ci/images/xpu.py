@@ -230,19 +230,14 @@ def _last_line(exc: BaseException) -> str:
     return text[-1] if text else type(exc).__name__
 
 
-class EngineError(Stop):
-    """The engine could not answer a lookup: never read as "image missing"."""
-
-    def __init__(self, what: str, exc: BaseException) -> None:
-        super().__init__(FAILURE, f"error: docker engine query failed ({what}): {_last_line(exc)}")
-
-
 def _query(failed: str, what: str, fn: Callable[[], T]) -> T:
-    """A read-only engine call (`what`); any failure to answer is an EngineError(`failed`)."""
+    """A read-only engine call (`what`). An engine that cannot answer is an error (exit 1),
+    never read as "image missing"."""
     try:
         return door_docker.ask(what, fn)
     except Exception as exc:  # APIError, connection errors: the engine did not answer
-        raise EngineError(failed, exc) from None
+        message = f"error: docker engine query failed ({failed}): {_last_line(exc)}"
+        raise Stop(FAILURE, message) from None
 
 
 def engine_client() -> DockerClient:

@@ -136,8 +136,17 @@ def cleanup(
     if dry_run and not (token and username):
         # Listing a public repository's tags needs no login; only deleting does.
         log("(dry-run) DOCKERHUB_USERNAME/DOCKERHUB_TOKEN not both set: listing tags anonymously")
-    else:
-        login(hub, username, token, log)
+    else:  # the script's credential checks and login: its messages, exit 1 on any failure
+        if not token:
+            log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
+        if not username:
+            log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
+        log("Getting DockerHub bearer token...")
+        try:
+            hub.login(username, token)
+        except HubError as exc:
+            log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
+        log.secrets += hub.secrets
 
     log("Fetching all tags from DockerHub...")
     tags = newest_first(collect(hub, log))
@@ -169,20 +178,6 @@ def cleanup(
     if failures:
         log.fail(f"Cleanup finished with {failures} deletion failure(s)")
     log("Cleanup completed successfully")
-
-
-def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
-    """The script's credential checks and login (its messages, and exit 1 on any failure)."""
-    if not token:
-        log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
-    if not username:
-        log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
-    log("Getting DockerHub bearer token...")
-    try:
-        hub.login(username, token)
-    except HubError as exc:
-        log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
-    log.secrets += hub.secrets
 
 
 def delete(hub: HubClient, name: str, log: Logger) -> bool:
