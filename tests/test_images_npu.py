@@ -93,7 +93,7 @@ def options(repo: Path, **kw: object) -> BuildOptions:
 
 
 def test_table_has_the_four_variants_in_order() -> None:
-    got = [(v.name, v.step_key, v.tag_suffix, v.device_suffix) for v in variants.VARIANTS]
+    got = [(v.name, v.step_key, v.suffix, v.suffix) for v in variants.VARIANTS]
     assert got == TABLE
     assert all(v.dockerfile == "Dockerfile.npu.ci" for v in variants.VARIANTS)
     assert variants.variant("").name == "a2"

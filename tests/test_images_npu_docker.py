@@ -69,7 +69,7 @@ def test_variant_build_args_pick_the_variants_base(
 ) -> None:
     row = variants.variant(name)
     # The base this variant's image must come from, told apart by a label.
-    base = f"{base_repo}:bookworm{row.device_suffix}"
+    base = f"{base_repo}:bookworm{row.suffix}"
     made = docker_build(
         docker_cli, "-t", base, "-",
         stdin=f"FROM {BASE_IMAGE}\nLABEL {VARIANT_LABEL}={name}\n",
@@ -89,7 +89,7 @@ def test_variant_build_args_pick_the_variants_base(
     )
     argv = npu.buildctl_argv(job)
     build_args = [a.removeprefix("build-arg:") for a in argv if a.startswith("build-arg:")]
-    assert build_args == [f"VLLM_ASCEND_DEVICE_SUFFIX={row.device_suffix}"]
+    assert build_args == [f"VLLM_ASCEND_DEVICE_SUFFIX={row.suffix}"]
     assert f"filename={job.dockerfile}" in argv and job.dockerfile == "Dockerfile.npu.ci"
 
     tag = f"{base_repo}:image-{job.tag}"

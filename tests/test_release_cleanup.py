@@ -468,7 +468,7 @@ def test_redirects_are_refused(tmp_path: Path) -> None:
         client._bearer = BEARER
         with pytest.raises(HubError) as err:
             client.tags_page("vllm/vllm-omni", 1, 100, "nightly-")
-        assert err.value.status == 302
+        assert ": HTTP 302" in str(err.value)  # the redirect is the answer
         assert len(Redirect.seen) == 1  # not followed
     finally:
         server.shutdown()

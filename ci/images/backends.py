@@ -35,25 +35,20 @@ def choose(requested: str, docker: str, *, dry_run: bool = False) -> tuple[str, 
     the dry-run still prints the production plan (`auto` is buildx), and the note
     says why the run would stop."""
     try:
-        backend, client = _choose(requested, docker)
+        report = doctor.probe(docker or None, engine=False)
+        if requested in (AUTO, BUILDX) and report.buildx and report.chosen:
+            return BUILDX, as_typed(report.chosen), ""
+        if requested == BUILDX:
+            raise UserError(
+                "--builder buildx: `docker buildx` does not work with"
+                f" {report.chosen or 'any client'} (use --builder engine or auto)"
+            )
+        return ENGINE, as_typed(engine_client(report, docker, "a working `docker buildx` or ")), ""
     except UserError as exc:
         if not dry_run or doctor.named_docker(docker):
             raise
         fallback = ENGINE if requested == ENGINE else BUILDX
         return fallback, DOCKER, f"the run would stop here: {exc.problems[0]}"
-    return backend, client, ""
-
-
-def _choose(requested: str, docker: str) -> tuple[str, str]:
-    report = doctor.probe(docker or None, engine=False)
-    if requested in (AUTO, BUILDX) and report.buildx and report.chosen:
-        return BUILDX, as_typed(report.chosen)
-    if requested == BUILDX:
-        raise UserError(
-            f"--builder buildx: `docker buildx` does not work with {report.chosen or 'any client'}"
-            " (use --builder engine or auto)"
-        )
-    return ENGINE, as_typed(engine_client(report, docker, "a working `docker buildx` or "))
 
 
 def as_typed(client: str) -> str:

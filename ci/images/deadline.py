@@ -30,35 +30,29 @@ def start(text: str) -> None:
     _given = text
 
 
-def _expired() -> bool:
-    return _deadline is not None and time.monotonic() >= _deadline - 0.05
-
-
-def _bounded(cmd: door.Command) -> door.Command:
-    """The command, its timeout cut to the time left (a shorter own timeout is kept)."""
-    remaining = None if _deadline is None else max(_deadline - time.monotonic(), 0.001)
-    if remaining is None or (cmd.timeout is not None and cmd.timeout <= remaining):
-        return cmd
-    return dataclasses.replace(cmd, timeout=remaining)
-
-
-def _out_of_time(cmd: door.Command, code: int) -> Stop:
-    what = cmd.description or cmd.argv[0]
-    return Stop(
-        code,
-        f"error: build-image --timeout {_given}: the time ran out during `{what}`; "
-        f"its process tree was ended (exit {code})",
-    )
+def _stop_if_expired(cmd: door.Command, code: int) -> None:
+    """At the deadline, a command that failed or timed out is the build running out of time."""
+    if _deadline is not None and time.monotonic() >= _deadline - 0.05:
+        what = cmd.description or cmd.argv[0]
+        raise Stop(
+            code,
+            f"error: build-image --timeout {_given}: the time ran out during `{what}`; "
+            f"its process tree was ended (exit {code})",
+        ) from None
 
 
 def step(cmd: door.Command, output: door.Output = "stderr", check: bool = False) -> door.Result:
-    """`door.run` under the build's deadline; also a plan's runner (`door.execute`)."""
+    """`door.run` under the build's deadline; also a plan's runner (`door.execute`).
+    The command's timeout is cut to the time left; a shorter own timeout is kept."""
+    remaining = None if _deadline is None else max(_deadline - time.monotonic(), 0.001)
+    bounded = cmd
+    if remaining is not None and (cmd.timeout is None or cmd.timeout > remaining):
+        bounded = dataclasses.replace(cmd, timeout=remaining)
     try:
-        result = door.run(_bounded(cmd), output=output, check=check)
+        result = door.run(bounded, output=output, check=check)
     except door.CommandFailed as exc:
-        if _expired():
-            raise _out_of_time(cmd, exc.code) from None
+        _stop_if_expired(cmd, exc.code)
         raise
-    if result.timed_out and _expired():
-        raise _out_of_time(cmd, result.code)
+    if result.timed_out:
+        _stop_if_expired(cmd, result.code)
     return result

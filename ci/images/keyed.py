@@ -127,16 +127,12 @@ class KeyedBuild:
     docker: str = backends.DOCKER
     push: bool = True
     choice_note: str = ""  # dry-run only: why the run would stop choosing a backend here
-    builder_name: str = ""  # --buildx-builder: an existing builder to use instead of ours
+    builder: str = ""  # the recipe's buildx builder, or --buildx-builder's existing one
     registry_from: str = "--registry"  # where the registry came from, for messages
 
     @property
     def cuda(self) -> bool:
         return self.recipe is RECIPES[Platform.CUDA]
-
-    @property
-    def builder(self) -> str:
-        return self.builder_name or self.recipe.builder
 
     @property
     def image_ref(self) -> str:
@@ -276,20 +272,6 @@ def setting(
     return default, "default"
 
 
-def arch_problem(arch: str, source: str) -> str | None:
-    """Why `arch` cannot be PYTORCH_ROCM_ARCH, or None. It is used verbatim (hashed, passed
-    as a build arg), `;` lists included; whitespace or a control character would change
-    both unseen."""
-    bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
-    if not bad:
-        return None
-    return (
-        f"{source}: {arch!r} has whitespace or a control character "
-        f"({', '.join(repr(c) for c in bad)}); give the "
-        "targets without spaces, separated by ';' (e.g. gfx90a;gfx942)"
-    )
-
-
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> KeyedBuild:
     """Resolve and check every input before any command: every problem at once, exit 2."""
     env = os.environ if env is None else env
@@ -322,7 +304,16 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Keye
             source = "git HEAD"
         problems += filter(None, [commit and refs.tag_problem(commit, source)])
         key = gather(problems, lambda: recipe.key(repo, arch))
-    UserError.collect([*problems, *filter(None, [arch_problem(arch, arch_from)])])
+    # PYTORCH_ROCM_ARCH is used verbatim (hashed, passed as a build arg), `;` lists included;
+    # whitespace or a control character would change both unseen.
+    bad = sorted({c for c in arch if c.isspace() or unicodedata.category(c).startswith("C")})
+    if bad:
+        problems.append(
+            f"{arch_from}: {arch!r} has whitespace or a control character "
+            f"({', '.join(repr(c) for c in bad)}); give the "
+            "targets without spaces, separated by ';' (e.g. gfx90a;gfx942)"
+        )
+    UserError.collect(problems)
     assert repo is not None and commit is not None and key is not None and requested
     backend, docker, note = backends.choose(requested, options.docker, dry_run=options.dry_run)
     return KeyedBuild(
@@ -335,7 +326,7 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Keye
         backend=backend,
         docker=docker,
         push=options.push,
-        builder_name=builder_name,
+        builder=builder_name or recipe.builder,
         choice_note=note,
         registry_from="--registry" if registry_from == "default" else registry_from,
     )

@@ -29,7 +29,7 @@ TLS_FILES = (("ca.pem", "--tlscacert"), ("cert.pem", "--tlscert"), ("key.pem", "
 
 # The script's buildctl download; `--install-buildctl` opts in to it.
 BUILDKIT_VERSION = "v0.29.0"
-BUILDKIT_URL = "https://github.com/moby/buildkit/releases/download/{version}/buildkit-{version}.linux-{arch}.tar.gz"
+BUILDKIT_URL = f"https://github.com/moby/buildkit/releases/download/{BUILDKIT_VERSION}/buildkit-{BUILDKIT_VERSION}.linux-{{arch}}.tar.gz"
 DOWNLOAD_TO = "/tmp/buildkit.tar.gz"
 EXTRACT_TO = "/tmp/buildkit"
 DEFAULT_INSTALL_DIR = "/usr/local/bin"
@@ -65,33 +65,6 @@ class NpuBuild:
         return str(PurePosixPath(self.tls_dir) / name)
 
 
-def problems(build: NpuBuild) -> list[str]:
-    """Everything wrong with the inputs, without touching the machine beyond the repo."""
-    docker = Path(build.repo) / "docker"
-    checks = (
-        (_REGISTRY_RE, build.image_registry, "IMAGE_REGISTRY", "a registry (host[:port][/path])"),
-        (refs.PATH, build.image_name, "IMAGE_NAME", "an image name (lowercase path)"),
-        (refs.TAG, build.tag, "--tag", "an image tag ([A-Za-z0-9_][A-Za-z0-9_.-], max 128)"),
-        (_ADDR_RE, build.buildkitd_addr, "BUILDKITD_ADDR", "an address (e.g. tcp://host:1234)"),
-    )
-    found = [f"{src}: {v!r} is not {what}" for rx, v, src, what in checks if not rx.fullmatch(v)]
-    if not build.dockerfile or not (docker / build.dockerfile).is_file():
-        found.append(f"--dockerfile: {build.dockerfile!r} is not a file in {docker}")
-    return found
-
-
-def missing_credentials(build: NpuBuild) -> list[str]:
-    """TLS and docker-config files that do not exist (checked by name only, never read)."""
-    found = [
-        f"--tls-dir: {path} does not exist (buildkitd mTLS file)"
-        for path in (build.tls_file(name) for name, _flag in TLS_FILES)
-        if not os.path.isfile(path)
-    ]
-    if not os.path.isfile(build.docker_config):
-        found.append(f"--docker-config: {build.docker_config} does not exist (push credentials)")
-    return found
-
-
 def buildctl_argv(build: NpuBuild, buildctl: str = "buildctl") -> tuple[str, ...]:
     """The script's buildctl command line, flag for flag."""
     return (
@@ -117,16 +90,12 @@ def download_arch(machine: str) -> str:
     return arch
 
 
-def download_url(arch: str) -> str:
-    return BUILDKIT_URL.format(version=BUILDKIT_VERSION, arch=arch)
-
-
 def install_commands(arch: str, install_dir: str) -> tuple[door.Command, ...]:
     """The script's download of buildctl, step by step."""
     return (
         door.Command(("mkdir", "-p", EXTRACT_TO), description=f"create {EXTRACT_TO}"),
         door.Command(
-            ("wget", "-q", download_url(arch), "-O", DOWNLOAD_TO),
+            ("wget", "-q", BUILDKIT_URL.format(arch=arch), "-O", DOWNLOAD_TO),
             description=f"download BuildKit {BUILDKIT_VERSION} ({arch}) to {DOWNLOAD_TO}",
         ),
         door.Command(
@@ -190,7 +159,17 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
         tls_dir=options.tls_dir or DEFAULT_TLS_DIR,
         docker_config=options.docker_config or DEFAULT_DOCKER_CONFIG,
     )
-    UserError.collect([*found, *problems(build)])
+    docker = Path(build.repo) / "docker"  # only the repo is read, nothing else on the machine
+    checks = (
+        (_REGISTRY_RE, build.image_registry, "IMAGE_REGISTRY", "a registry (host[:port][/path])"),
+        (refs.PATH, build.image_name, "IMAGE_NAME", "an image name (lowercase path)"),
+        (refs.TAG, build.tag, "--tag", "an image tag ([A-Za-z0-9_][A-Za-z0-9_.-], max 128)"),
+        (_ADDR_RE, build.buildkitd_addr, "BUILDKITD_ADDR", "an address (e.g. tcp://host:1234)"),
+    )
+    found += [f"{src}: {v!r} is not {what}" for rx, v, src, what in checks if not rx.fullmatch(v)]
+    if not build.dockerfile or not (docker / build.dockerfile).is_file():
+        found.append(f"--dockerfile: {build.dockerfile!r} is not a file in {docker}")
+    UserError.collect(found)
     return build
 
 
@@ -205,7 +184,7 @@ def build(options: BuildOptions) -> None:
     fact = "not on PATH: a real run stops (pass --install-buildctl)"
     if missing and wanted:
         arch = download_arch(platform.machine())
-        url, install = download_url(arch), install_commands(arch, install_dir)
+        url, install = BUILDKIT_URL.format(arch=arch), install_commands(arch, install_dir)
         buildctl = os.path.join(install_dir, "buildctl")
         fact = f"not on PATH; --install-buildctl downloads {url}"
     facts = (("buildctl", fact),) if missing else ()
@@ -213,7 +192,16 @@ def build(options: BuildOptions) -> None:
     if options.dry_run:
         door.execute(the_plan, dry_run=True)
         return
-    problems_found = missing_credentials(job)
+    # The TLS and docker-config files are checked by name only, never read.
+    problems_found = [
+        f"--tls-dir: {path} does not exist (buildkitd mTLS file)"
+        for path in (job.tls_file(name) for name, _flag in TLS_FILES)
+        if not os.path.isfile(path)
+    ]
+    if not os.path.isfile(job.docker_config):
+        problems_found.append(
+            f"--docker-config: {job.docker_config} does not exist (push credentials)"
+        )
     if missing and not wanted:
         problems_found.insert(
             0,

@@ -1,8 +1,9 @@
 """The NPU image variants, as data: one row per Ascend device family.
 
 The old pipeline set the image-tag suffix (`VLLM_IMAGE_TAG`) and the device
-suffix (the script's third argument) apart, so they could drift; both come from
-one row now, and the bootstrap generates its NPU image steps from the same rows.
+suffix (the script's third argument) apart, so they could drift; they were always
+equal, so a row has one `suffix` for both, and the bootstrap generates its NPU
+image steps from the same rows.
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ class NpuVariant:
 
     name: str  # the --variant value
     label: str  # how step labels name it
-    tag_suffix: str  # appended to the commit in the image tag
-    device_suffix: str  # VLLM_ASCEND_DEVICE_SUFFIX build arg ("" = not passed)
+    suffix: str  # appended to the commit in the image tag; the VLLM_ASCEND_DEVICE_SUFFIX build arg
     presets: tuple[str, ...]  # hardware presets whose image is this variant's
     dockerfile: str = DOCKERFILE
 
@@ -51,14 +51,14 @@ class NpuVariant:
         return f":buildkit: Build and Push NPU Test Image - {self.label}"
 
     def image_tag(self, commit: str) -> str:
-        return f"{commit}{self.tag_suffix}"
+        return f"{commit}{self.suffix}"
 
     def image(self, commit: str, registry: str = IMAGE_REGISTRY, name: str = IMAGE_NAME) -> str:
         """The image the build pushes and the test presets pull (commit may be `${…}`)."""
         return f"{registry}/{name}:{self.image_tag(commit)}"  # see ci.images.refs
 
     def build_args(self) -> tuple[tuple[str, str], ...]:
-        return ((DEVICE_SUFFIX_ARG, self.device_suffix),) if self.device_suffix else ()
+        return ((DEVICE_SUFFIX_ARG, self.suffix),) if self.suffix else ()  # a2: not passed
 
     def build_command(self) -> str:
         """The job command of this variant's image step."""
@@ -66,10 +66,10 @@ class NpuVariant:
 
 
 VARIANTS: tuple[NpuVariant, ...] = (
-    NpuVariant("a2", "A2", "", "", ("a2b3_npu_1", "a2b3_npu_4", "a2b3_npu_8")),
-    NpuVariant("a3", "A3", "-a3", "-a3", ("a3_npu_2", "a3_npu_4", "a3_npu_8", "a3_npu_16")),
-    NpuVariant("a5", "A5", "-a5", "-a5", ("a5_npu_2", "a5_npu_4", "a5_npu_8", "a5_npu_16")),
-    NpuVariant("310p", "310P", "-310p", "-310p", ("310p_npu_1", "310p_npu_2", "310p_npu_4")),
+    NpuVariant("a2", "A2", "", ("a2b3_npu_1", "a2b3_npu_4", "a2b3_npu_8")),
+    NpuVariant("a3", "A3", "-a3", ("a3_npu_2", "a3_npu_4", "a3_npu_8", "a3_npu_16")),
+    NpuVariant("a5", "A5", "-a5", ("a5_npu_2", "a5_npu_4", "a5_npu_8", "a5_npu_16")),
+    NpuVariant("310p", "310P", "-310p", ("310p_npu_1", "310p_npu_2", "310p_npu_4")),
 )
 
 ALLOWED = ", ".join(v.name for v in VARIANTS)

@@ -15,11 +15,10 @@ import dataclasses
 import enum
 import functools
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ci import doctor, door, door_docker
 from ci.errors import FAILURE, Stop, UserError
@@ -29,6 +28,8 @@ from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+T = TypeVar("T")
 
 DEFAULT_UPSTREAM = "vllm/vllm-openai-xpu"
 LOCAL_BASE_REPO = "xpu/vllm-omni-ci-base"
@@ -89,46 +90,39 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     """Options, then the script's env vars; every input problem reported at once (exit 2)."""
     problems = options.misplaced()
     version = options.vllm_version or env.get("VLLM_VERSION", "")
-    if not version:
-        problems.append("VLLM_VERSION must be set")
+    problems += [] if version else ["VLLM_VERSION must be set"]
     repo = gather(problems, lambda: resolve_repo(options.repo or None))
     commit = None
     if repo is not None:
-        commit = gather(
-            problems,
-            lambda: resolve_commit(
-                repo, options.commit, env, message="BUILDKITE_COMMIT must be set"
-            ),
-        )
+        need = "BUILDKITE_COMMIT must be set"
+        commit = gather(problems, lambda: resolve_commit(repo, options.commit, env, message=need))
         if not (repo / DOCKERFILE).is_file():
             problems.append(f"--repo: {repo / DOCKERFILE} does not exist")
-    upstream_repo = options.upstream_repo or DEFAULT_UPSTREAM
-    vllm_base = env.get("VLLM_BASE", "")
-    compression = env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION
+    build = XpuBuild(
+        repo=str(repo),
+        commit=commit or "",
+        vllm_version=version,
+        upstream_repo=options.upstream_repo or DEFAULT_UPSTREAM,
+        vllm_base=env.get("VLLM_BASE", ""),
+        compression=env.get("EXPORT_COMPRESSION", "") or DEFAULT_COMPRESSION,
+        docker=options.docker or "docker",
+    )
     problems += filter(
         None,
         [
             version and refs.tag_problem(version, "VLLM_VERSION"),
             commit and refs.tag_problem(commit, "--commit"),
-            refs.repository_problem(upstream_repo, "--upstream-repo"),
-            vllm_base and refs.reference_problem(vllm_base, "VLLM_BASE"),
+            refs.repository_problem(build.upstream_repo, "--upstream-repo"),
+            build.vllm_base and refs.reference_problem(build.vllm_base, "VLLM_BASE"),
         ],
     )
-    if compression not in COMPRESSIONS:
+    if build.compression not in COMPRESSIONS:
         problems.append(
-            f"EXPORT_COMPRESSION: {compression!r}: allowed values are {', '.join(COMPRESSIONS)}"
+            f"EXPORT_COMPRESSION: {build.compression!r}: allowed values are"
+            f" {', '.join(COMPRESSIONS)}"
         )
     UserError.collect(problems)
-    assert repo is not None and commit is not None
-    return XpuBuild(
-        repo=str(repo),
-        commit=commit,
-        vllm_version=version,
-        upstream_repo=upstream_repo,
-        vllm_base=vllm_base,
-        compression=compression,
-        docker=options.docker or "docker",
-    )
+    return build
 
 
 def output_args(name: str, compression: str, export: bool) -> tuple[str, ...]:
@@ -236,45 +230,34 @@ def _last_line(exc: BaseException) -> str:
     return text[-1] if text else type(exc).__name__
 
 
-class EngineError(Stop):
-    """The engine could not answer a lookup: never read as "image missing"."""
-
-    def __init__(self, what: str, exc: BaseException) -> None:
-        super().__init__(FAILURE, f"error: docker engine query failed ({what}): {_last_line(exc)}")
+def _query(failed: str, what: str, fn: Callable[[], T]) -> T:
+    """A read-only engine call (`what`). An engine that cannot answer is an error (exit 1),
+    never read as "image missing"."""
+    try:
+        return door_docker.ask(what, fn)
+    except Exception as exc:  # APIError, connection errors: the engine did not answer
+        message = f"error: docker engine query failed ({failed}): {_last_line(exc)}"
+        raise Stop(FAILURE, message) from None
 
 
 def engine_client() -> DockerClient:
     """A docker SDK client (DOCKER_HOST etc. as the CLI reads them)."""
     import docker
 
-    try:
-        return door_docker.ask("connect to the engine", lambda: docker.from_env(timeout=30))
-    except docker.errors.DockerException as exc:
-        raise EngineError("connect", exc) from None
+    return _query("connect", "connect to the engine", lambda: docker.from_env(timeout=30))
 
 
 def image_exists(client: DockerClient, ref: str) -> bool:
     """Whether `ref` is in the engine's image store; any answer but found/not found raises."""
     import docker
 
-    try:
-        door_docker.ask(f"look up image {ref}", lambda: client.images.get(ref))
-    except docker.errors.ImageNotFound:
-        return False
-    except Exception as exc:  # APIError, connection errors: the engine did not answer
-        raise EngineError(f"look up {ref}", exc) from None
-    return True
+    def found() -> bool:
+        try:
+            return bool(client.images.get(ref))
+        except docker.errors.ImageNotFound:
+            return False
 
-
-def engine_can_export(client: DockerClient) -> bool:
-    """Read-only guess for the dry-run: only the containerd image store exports type=image."""
-    try:
-        info = door_docker.ask("engine info (its image store)", client.info)
-    except Exception as exc:
-        raise EngineError("info", exc) from None
-    return any(
-        "containerd.snapshotter" in str(value) for _key, value in info.get("DriverStatus") or []
-    )
+    return _query(f"look up {ref}", f"look up image {ref}", found)
 
 
 def choose_tier(
@@ -296,16 +279,6 @@ def choose_tier(
         return BaseTier.LOCAL_BASE, f"{up} unavailable; {base} present"
     note(f"WARNING: building {base} from vLLM {build.vllm_version} source")
     return BaseTier.SOURCE, f"{why}; no local copy, {base} not local"
-
-
-def build_from_source(build: XpuBuild, export: bool) -> None:
-    """Clone vLLM at the tag into a temp dir (always removed) and build its vllm-openai target."""
-    tmp = tempfile.mkdtemp(prefix="vllm-omni-ci-vllm-src-")
-    try:
-        deadline.step(clone_command(build, tmp), check=True)
-        deadline.step(source_build_command(build, tmp, export), check=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def no_engine_reason(exc: BaseException) -> str:
@@ -342,7 +315,11 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
     chosen = doctor.probe(client_path or None, engine=False).buildkit_client()
     if chosen:
         build = dataclasses.replace(build, docker=chosen)
-    door.execute(tier_plan(build, tier, reason, engine_can_export(client)), dry_run=True)
+    # Read-only guess: only the containerd image store exports type=image.
+    info = _query("info", "engine info (its image store)", client.info)
+    status = info.get("DriverStatus") or []
+    export = any("containerd.snapshotter" in str(value) for _key, value in status)
+    door.execute(tier_plan(build, tier, reason, export), dry_run=True)
 
 
 def build(options: BuildOptions) -> None:
@@ -365,8 +342,12 @@ def build(options: BuildOptions) -> None:
         tier, reason = choose_tier(job, upstream, lambda r: image_exists(client(), r), door.note)
         door.note(f"XPU base: tier {int(tier)} ({tier.describe()}): {job.base_for(tier)}")
         door.note(f"why: {reason}")
-        if tier == BaseTier.SOURCE:
-            build_from_source(job, export)
+        if tier == BaseTier.SOURCE:  # vLLM cloned at the tag into a temp dir, always removed
+            with tempfile.TemporaryDirectory(
+                prefix="vllm-omni-ci-vllm-src-", ignore_cleanup_errors=True
+            ) as tmp:
+                deadline.step(clone_command(job, tmp), check=True)
+                deadline.step(source_build_command(job, tmp, export), check=True)
     if not export:
         door.note(
             "the engine cannot build with --output type=image (doctor); "

@@ -136,8 +136,17 @@ def cleanup(
     if dry_run and not (token and username):
         # Listing a public repository's tags needs no login; only deleting does.
         log("(dry-run) DOCKERHUB_USERNAME/DOCKERHUB_TOKEN not both set: listing tags anonymously")
-    else:
-        login(hub, username, token, log)
+    else:  # the script's credential checks and login: its messages, exit 1 on any failure
+        if not token:
+            log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
+        if not username:
+            log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
+        log("Getting DockerHub bearer token...")
+        try:
+            hub.login(username, token)
+        except HubError as exc:
+            log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
+        log.secrets += hub.secrets
 
     log("Fetching all tags from DockerHub...")
     tags = newest_first(collect(hub, log))
@@ -171,20 +180,6 @@ def cleanup(
     log("Cleanup completed successfully")
 
 
-def login(hub: HubClient, username: str, token: str, log: Logger) -> None:
-    """The script's credential checks and login (its messages, and exit 1 on any failure)."""
-    if not token:
-        log.fail("Error: DOCKERHUB_TOKEN environment variable is not set")
-    if not username:
-        log.fail("Error: DOCKERHUB_USERNAME environment variable is not set")
-    log("Getting DockerHub bearer token...")
-    try:
-        hub.login(username, token)
-    except HubError as exc:
-        log.fail(f"Error: Failed to get DockerHub bearer token ({exc})")
-    log.secrets += hub.secrets
-
-
 def delete(hub: HubClient, name: str, log: Logger) -> bool:
     try:
         resp = hub.delete_tag(REPO, name)
@@ -192,14 +187,11 @@ def delete(hub: HubClient, name: str, log: Logger) -> bool:
         resp = Response(0, str(exc).encode())
     if resp.ok:
         log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
-    else:
-        log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {_detail(resp)}")
-    return resp.ok
-
-
-def _detail(resp: Response) -> str:
-    """`.detail` of a JSON body, else the raw body, else a placeholder (the script's rule)."""
+        return True
+    # The script's rule: `.detail` of a JSON body, else the raw body, else a placeholder.
     found = resp.json()
+    detail = resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"
     if isinstance(found, dict) and found.get("detail") not in (None, False):
-        return str(found["detail"])
-    return resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"
+        detail = str(found["detail"])
+    log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {detail}")
+    return False

@@ -28,11 +28,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class HubError(Exception):
-    """A request that got no usable answer. `status` is the HTTP code, if any."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
+    """A request that got no usable answer."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +121,7 @@ class HubClient:
         found = resp.json() if resp.ok else None
         token = found.get("token") if isinstance(found, dict) else None
         if not isinstance(token, str) or not token or token == "null":
-            raise HubError(f"POST {url}: HTTP {resp.status}, no token", status=resp.status)
+            raise HubError(f"POST {url}: HTTP {resp.status}, no token")
         self._bearer = token
 
     def tags_page(self, repo: str, page: int, page_size: int, name: str) -> dict[str, Any]:
@@ -136,7 +132,7 @@ class HubClient:
         found = resp.json() if resp.ok else None
         if not isinstance(found, dict):
             what = "" if not resp.ok else ", not a JSON object"
-            raise HubError(f"GET {url}: HTTP {resp.status}{what}", status=resp.status)
+            raise HubError(f"GET {url}: HTTP {resp.status}{what}")
         return found
 
     def delete_tag(self, repo: str, tag: str) -> Response:

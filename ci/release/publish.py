@@ -42,16 +42,6 @@ class Publication:
         return f"{ECR_REPO}:{self.commit}-{arch}"
 
 
-def parse_mode(mode: str) -> str:
-    value = (mode or DEFAULT_MODE).strip()
-    if value not in MODES:
-        raise UserError(
-            f"--mode: unknown mode {mode!r}: allowed values are release, nightly "
-            "(usage: release.publish-images [--mode release|nightly])"
-        )
-    return value
-
-
 def publication(mode: str, commit: str, version: str) -> Publication:
     """The tags of the script's `case "$MODE"` (version: release mode only)."""
     problems = []
@@ -83,7 +73,12 @@ def _manifest(tag: str, arch_base: str) -> tuple[door.Command, ...]:
     )
 
 
-def steps(pub: Publication) -> tuple[door.Command, ...]:
+def published(plan: door.Plan) -> list[str]:
+    """Every Docker Hub ref the plan writes, in order: what its pushes push."""
+    return [c.argv[-1] for c in plan.commands if "push" in c.argv[1:3]]
+
+
+def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
     """The script's command sequence, in order."""
     out = ecr_login("docker", ECR_REGISTRY)
     out += [_docker("pull", pub.source(arch), description=f"pull {arch}") for arch in ARCHES]
@@ -96,17 +91,8 @@ def steps(pub: Publication) -> tuple[door.Command, ...]:
         out += _manifest(tag, tag)
     for tag in pub.extra_tags:
         out += _manifest(tag, pub.primary_tags[0])
-    return tuple(out)
-
-
-def published(plan: door.Plan) -> list[str]:
-    """Every Docker Hub ref the plan writes, in order: what its pushes push."""
-    return [c.argv[-1] for c in plan.commands if "push" in c.argv[1:3]]
-
-
-def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
     return door.Plan(
-        commands=steps(pub),
+        commands=tuple(out),
         facts=(
             ("mode", pub.mode),
             ("commit", pub.commit),
@@ -145,7 +131,12 @@ def publish(
     env: Mapping[str, str] | None = None,
 ) -> None:
     source = os.environ if env is None else env
-    mode = parse_mode(mode)
+    given, mode = mode, (mode or DEFAULT_MODE).strip()
+    if mode not in MODES:
+        raise UserError(
+            f"--mode: unknown mode {given!r}: allowed values are release, nightly "
+            "(usage: release.publish-images [--mode release|nightly])"
+        )
     commit = commit or source.get("BUILDKITE_COMMIT", "")
     if not commit:
         raise UserError("BUILDKITE_COMMIT is not set (or pass --commit)")
