@@ -22,10 +22,9 @@ from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.redact import Redactor
-from ci.runner import leaks, run_reporting
+from ci.runner import leaks, run_reporting, teed
 from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
-from ci.runner.teelog import BOOTSTRAP, package_parent
 
 if TYPE_CHECKING:
     from ci.runner.leaks import Proc
@@ -33,12 +32,6 @@ if TYPE_CHECKING:
 SUMMARY_FILE = "pytest-summary.txt"
 LOG_FILE = "pytest.log"
 LEAK_FILE = "process-cleanup.txt"
-
-
-def _tee_script() -> str:
-    """bash: the command's output through our tee into `$1`; the status stays the command's."""
-    tee = shlex.join([sys.executable, "-c", BOOTSTRAP, package_parent()])
-    return f'log=$1; shift; "$@" 2>&1 | {tee} "$log"; exit "${{PIPESTATUS[0]}}"'
 
 
 @dataclass(frozen=True)
@@ -231,7 +224,7 @@ def plan_step(
         if options.summary_tail:
             log = os.path.join(artifact_dir, LOG_FILE)
             summary = os.path.join(artifact_dir, SUMMARY_FILE)
-            words = ["bash", "-c", _tee_script(), "step", log, *words]
+            words = list(teed(words, "step", log))
     command = Command(
         tuple(words),
         description="step",

@@ -25,8 +25,9 @@ from ci import door, door_docker
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.images import refs
+from ci.platforms import Platform
 from ci.runner import run_reporting
-from ci.runner.program import Semantics, render_program, section
+from ci.runner.program import SHELLS, render_program
 from ci.target import resolve_commit
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ COMMANDS = (
     f'pytest -v -s {_PATHS} -m "advanced_model and xpu and B60"',
     f'pytest -v -s {_PATHS} -m "omni and xpu and B60"',
 )
-XPU = Semantics(platform="xpu", preflight=(section("Intel XPU tests"),))
 
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
 # `timeout -k 30`: how long the docker client may take to end after the container was killed.
@@ -95,7 +95,7 @@ def present_devices(dev_root: str) -> tuple[str, ...]:
 
 def program() -> str:
     """The bash program run in the container: the command table, stop at the first failure."""
-    return render_program(XPU, COMMANDS)
+    return render_program(SHELLS[Platform.XPU], COMMANDS)
 
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:

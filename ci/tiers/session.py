@@ -30,7 +30,7 @@ from ci.target import in_buildkite, resolve_commit, resolve_repo
 from ci.tiers import execute, report
 from ci.tiers.execute import JobOutcome, JobResult
 from ci.tiers.model import Tier, TierStep, load_tier, source_of, tier_keys
-from ci.tiers.plan import Host, Job, Options, plan_tier, select
+from ci.tiers.plan import Job, Options, plan_tier, select
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
 
@@ -194,23 +194,24 @@ def run(name: str, **given: Any) -> int:
         return 0
 
     live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
-    args = dataclasses.replace(args, stream=not live)
     # Each run writes a folder of its own (cwd-relative) and points `latest` at it, unless
     # --results DIR is given. The run id also names the run's containers.
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     kind = "-".join([tier.value, *(p.value for p in platforms)])
     base = None if args.results else (RESULTS / kind).resolve()
     folder = base / run_id if base else Path(args.results).resolve()
-    host = Host(
-        repo=repo,
+    args = dataclasses.replace(
+        args,
+        repo=str(repo),
+        results=str(folder),
+        stream=not live,
         commit=resolve_commit(repo),
-        results=folder,
         devices={p: devices(p) for p in platforms},
         environ=environ,
         docker=docker,
         run_id=run_id,
     )
-    jobs = plan_tier(steps, host, args)
+    jobs = plan_tier(steps, args)
     if not jobs:
         raise UserError(f"--step: no {tier} step label contains {args.step!r}")
     if not args.native:
@@ -233,10 +234,13 @@ def run(name: str, **given: Any) -> int:
     except OSError:
         scratch = None  # the log writers' verdicts go off the results disk, or nowhere
     if scratch is not None:
-        host = dataclasses.replace(host, scratch=scratch)
-        jobs = plan_tier(steps, host, args)
+        jobs = plan_tier(steps, dataclasses.replace(args, scratch=scratch))
     title = f"{tier} tier ({', '.join(p.value for p in platforms)}) — {repo}"
-    console = _console() if live else None
+    console = None
+    if live:
+        from rich.console import Console
+
+        console = Console(stderr=True)
 
     def say(text: str) -> None:
         for line in wrap(text, console.width) if console else [text]:
@@ -246,9 +250,9 @@ def run(name: str, **given: Any) -> int:
     say(f"results: {report.shown_path(folder)}")
     try:
         if console:
-            results = _run_live(console, jobs, docker, args.keep_going, title, folder)
+            results = _run_live(console, jobs, args, title, folder)
         else:
-            results = execute.run_jobs(jobs, docker=docker, stream=True, keep_going=args.keep_going)
+            results = execute.run_jobs(jobs, args)
             with door.buildkite_group(f"{tier} tier summary"):
                 for line in report.plain_lines(results):
                     door.note(line)
@@ -266,8 +270,8 @@ def run(name: str, **given: Any) -> int:
     say(f"{report.verdict(results)}; {written}")
     for warning in warnings:
         say(f"warning: {warning}")
-    style = report.annotation_style(results)
     if in_buildkite():
+        style = report.annotation_style(results)
         markdown = Redactor.for_env(*(j.env for j in jobs))(report.markdown(results, title))
         context = f"vllm-omni-ci-{tier}"
         argv = ("buildkite-agent", "annotate", "--style", style, "--context", context)
@@ -275,12 +279,6 @@ def run(name: str, **given: Any) -> int:
         if not done.ok:
             door.note(f"warning: buildkite-agent annotate failed (exit {done.code})")
     return 1 if any(r.outcome is JobOutcome.FAILED for r in results) else 0
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None) -> list[str]:
@@ -312,7 +310,7 @@ def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None)
 
 
 def _run_live(
-    console: Console, jobs: Sequence[Job], docker: str, keep_going: bool, title: str, folder: Path
+    console: Console, jobs: Sequence[Job], args: Options, title: str, folder: Path
 ) -> list[JobResult]:
     from rich.live import Live
 
@@ -320,10 +318,4 @@ def _run_live(
         return report.table(results, title, width=console.width, folder=folder)
 
     with Live(view(execute.initial_results(jobs)), console=console, refresh_per_second=4) as live:
-        return execute.run_jobs(
-            jobs,
-            docker=docker,
-            stream=False,
-            keep_going=keep_going,
-            progress=lambda results: live.update(view(results)),
-        )
+        return execute.run_jobs(jobs, args, progress=lambda results: live.update(view(results)))
