@@ -1,6 +1,6 @@
 """Test runners: one rendered bash program per job (`program`, used by `native`,
-`xpu` and the tiers), the `step` wrapper, its tee (`teelog`), the leak check
-(`leaks`) and the signal guard of their cleanup (`guard`).
+`xpu` and the tiers), the `step` wrapper, the tee of step and tier jobs (`teelog`,
+behind `teed`), the leak check (`leaks`) and the signal guard of their cleanup (`guard`).
 """
 
 from __future__ import annotations

@@ -97,17 +97,6 @@ def _env_int(environ: Mapping[str, str], name: str, problems: list[str], fix: st
 SHARD_FLAGS = ("--num-shards", "--shard-id")
 
 
-def is_pytest(argv: Sequence[str]) -> bool:
-    """`pytest …`, `py.test …`, `python[3[.N]] -m pytest …`: the commands taking shard flags."""
-    if not argv:
-        return False
-    program = os.path.basename(argv[0])
-    if program in ("pytest", "py.test"):
-        return True
-    python = re.fullmatch(r"python(\d+(\.\d+)?)?", program) is not None
-    return python and list(argv[1:3]) == ["-m", "pytest"]
-
-
 def shard_args(
     shard: str,
     shard_list: str,
@@ -125,10 +114,13 @@ def shard_args(
             problems.append("--shard none contradicts --shard-list")
         return []
     if not shard and not shard_list:
-        # Only pytest takes the flags: `bash -c '…'` would get them as $0/$1, a tool
-        # as unknown arguments.
+        # Only pytest (`pytest`, `py.test`, `python[3[.N]] -m pytest`) takes the flags:
+        # `bash -c '…'` would get them as $0/$1, a tool as unknown arguments.
+        program = os.path.basename(argv[0]) if argv else ""
+        python = re.fullmatch(r"python(\d+(\.\d+)?)?", program) and [*argv[1:3]] == ["-m", "pytest"]
+        pytest = program in ("pytest", "py.test") or python
         named = any(w.startswith(SHARD_FLAGS) for w in argv)
-        if not environ.get("BUILDKITE_PARALLEL_JOB_COUNT") or not is_pytest(argv) or named:
+        if not environ.get("BUILDKITE_PARALLEL_JOB_COUNT") or not pytest or named:
             return []
         shard = "auto"
     explicit = shard not in ("", "auto")
@@ -247,17 +239,6 @@ def _not_a_directory(path: str) -> str | None:
     return None if os.path.isdir(probe) else probe
 
 
-def _make_dirs(plan: StepPlan) -> None:
-    """Make the artifact and JUnit dirs before the command starts; failing is an input error."""
-    for name, directory in plan.dirs:
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"{name}: cannot create {directory}: {exc.strerror}") from None
-        if not os.access(directory, os.W_OK | os.X_OK):
-            raise UserError(f"{name}: {directory} is not writable")
-
-
 def _tail(path: str, count: int) -> list[str]:
     """The last `count` lines of the log; nothing when it is not a regular file (/dev/full)."""
     import stat
@@ -313,7 +294,13 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
 
 def execute(plan: StepPlan) -> int:
     """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
-    _make_dirs(plan)
+    for name, directory in plan.dirs:  # made before the command starts: an input error
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{name}: cannot create {directory}: {exc.strerror}") from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise UserError(f"{name}: {directory} is not writable")
 
     def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.options.leak_scope) if plan.options.leak_check else []

@@ -1,8 +1,8 @@
 """Steps → jobs: one per parallelism shard, each a ready-to-run command (pure).
 
-Every job runs the rendered program (`ci.runner.program`): rocm with the MI300
-semantics on the AMD template's TEST_COMMANDS, cuda/npu/xpu under `bash -e`; in
-the platform's CI image with the repo mounted, or here with `--native`.
+Every job runs the rendered program in its platform's job shell (`ci.runner.program.SHELLS`):
+rocm the MI300 one on the AMD template's TEST_COMMANDS, cuda/npu/xpu `bash -e`; in the
+platform's CI image with the repo mounted, or here with `--native`; through `ci.runner.teed`.
 """
 
 from __future__ import annotations
@@ -103,27 +103,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "step"
 
 
-def job_program(
-    step: TierStep, workdir: str, context: Mapping[str, str], gpus: int
-) -> tuple[dict[str, str], str]:
-    """(env, program) of a step: rocm the AMD template's job env and TEST_COMMANDS under the
-    MI300 semantics, else its env and commands under `bash -e`; env values interpolated as
-    the upload does (`${BUILDKITE_COMMIT}` -> the commit)."""
-    if step.platform is Platform.ROCM:
-        raw = dict(step.raw)
-        if not raw.get("working_dir"):
-            raw["working_dir"] = workdir
-        env = {str(k): str(v) for k, v in render_step(raw, dict(step.file_env))["env"].items()}
-        commands: str | tuple[str, ...] = unescape(env.pop("TEST_COMMANDS"))
-        env["VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE"] = "0"  # no persistent volume is mounted here
-    else:
-        env, commands = dict(step.env), step.job_commands
-    program = render_program(SHELLS[step.platform], commands)
-    env = {k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()}
-    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)  # 0: the no-GPU pre-flight
-    return env, program
-
-
 def plan_step(step: TierStep, position: int, options: Options) -> list[Job]:
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
@@ -145,7 +124,18 @@ def _job(step: TierStep, position: int, shard: int | None, options: Options) -> 
     forced = not step.runs_on_cpu and bool(options.devices.get(step.platform))
     rocm = step.platform is Platform.ROCM
     gpus = (gpu_count(step.hardware, step.label) if rocm else 1) if forced else 0
-    env, program = job_program(step, workdir, {**options.environ, **checkout}, gpus)
+    # rocm: the AMD template's job env and TEST_COMMANDS; else the step's env and commands.
+    if rocm:
+        raw = {**step.raw, "working_dir": step.raw.get("working_dir") or workdir}
+        env = {str(k): str(v) for k, v in render_step(raw, dict(step.file_env))["env"].items()}
+        commands: str | tuple[str, ...] = unescape(env.pop("TEST_COMMANDS"))
+        env["VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE"] = "0"  # no persistent volume is mounted here
+    else:
+        env, commands = dict(step.env), step.job_commands
+    program = render_program(SHELLS[step.platform], commands)
+    context = {**options.environ, **checkout}  # env values interpolated as the upload does
+    env = {k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()}
+    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)  # 0: the no-GPU pre-flight
     if options.native and "HF_HOME" in env and rocm:
         env["HF_HOME"] = options.environ.get("HF_HOME") or str(
             Path(options.environ.get("HOME", "/tmp")) / ".cache" / "huggingface"

@@ -29,13 +29,13 @@ from ci.redact import Redactor
 from ci.target import in_buildkite, resolve_commit, resolve_repo
 from ci.tiers import execute, report
 from ci.tiers.execute import JobOutcome, JobResult
-from ci.tiers.model import Tier, TierStep, load_tier, source_of, tier_keys
-from ci.tiers.plan import Job, Options, plan_tier, select
+from ci.tiers.model import Tier, TierStep, load_tier, source_of
+from ci.tiers.plan import Options, plan_tier, select
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import RenderableType
 
 
 RESULTS = Path("build") / "tiers"
@@ -110,7 +110,8 @@ def build_command(platform: Platform, repo: Path) -> str:
 
 def listing(steps: Sequence[TierStep], step_filter: str) -> str:
     lines: list[str] = []
-    keys = tier_keys(steps)
+    # The step and group keys the tier defines (other `depends_on` keys are its build steps).
+    keys = {s.key for s in steps if s.key} | {k for s in steps for k in s.group_keys}
     for position, step in select(steps, step_filter):
         runs = step.skip_reason or ("runs here (CPU)" if step.runs_on_cpu else step.need)
         lines.append(f"{position:>3}. [{step.platform}] {step.label}")
@@ -250,7 +251,15 @@ def run(name: str, **given: Any) -> int:
     say(f"results: {report.shown_path(folder)}")
     try:
         if console:
-            results = _run_live(console, jobs, args, title, folder)
+            from rich.live import Live
+
+            width = console.width
+
+            def view(results: Sequence[JobResult]) -> RenderableType:
+                return report.table(results, title, width=width, folder=folder)
+
+            with Live(view(execute.initial_results(jobs)), console=console) as live:
+                results = execute.run_jobs(jobs, args, lambda done: live.update(view(done)))
         else:
             results = execute.run_jobs(jobs, args)
             with door.buildkite_group(f"{tier} tier summary"):
@@ -307,15 +316,3 @@ def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None)
             temporary.unlink()
         return [f"{base / 'latest'} not pointed at this run: {exc.strerror or exc}"]
     return []
-
-
-def _run_live(
-    console: Console, jobs: Sequence[Job], args: Options, title: str, folder: Path
-) -> list[JobResult]:
-    from rich.live import Live
-
-    def view(results: Sequence[JobResult]) -> RenderableType:
-        return report.table(results, title, width=console.width, folder=folder)
-
-    with Live(view(execute.initial_results(jobs)), console=console, refresh_per_second=4) as live:
-        return execute.run_jobs(jobs, args, progress=lambda results: live.update(view(results)))
