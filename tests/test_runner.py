@@ -19,8 +19,15 @@ from pathlib import Path
 import pytest
 
 from ci.platforms import Platform
-from ci.runner.native import NPU, ROCM, cache_dirs, program_for
-from ci.runner.program import REQUIRE_COMMANDS, Semantics, render_program, shown_commands
+from ci.runner.native import program_for
+from ci.runner.program import (
+    REQUIRE_COMMANDS,
+    SHELLS,
+    Semantics,
+    cache_dirs,
+    render_program,
+    shown_commands,
+)
 from tests.conftest import ROOT, StandIns, run_cli
 
 ALLOW_MESSAGE = (
@@ -28,6 +35,7 @@ ALLOW_MESSAGE = (
 )
 GUARD_MESSAGE = "Error: MI300 CI must run natively with Docker disabled."
 NO_COMMANDS = "Error: No test commands provided."
+ROCM = SHELLS[Platform.ROCM]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -166,7 +174,7 @@ def test_rendered_programs_are_shellcheck_clean(platform: str, tmp_path: Path) -
     from ci.runner import xpu
 
     commands = 'export A="$HOME"\necho \'it\'"\'"\'s\' `date` $(pwd)\npytest -m "a and b" | tee log'
-    semantics = {"rocm": ROCM, "npu": NPU, "xpu": xpu.XPU}[platform]
+    semantics = SHELLS[Platform(platform)]
     program = render_program(replace(semantics, forced=(("EXTRA", "x y"),)), commands)
     script = tmp_path / f"{platform}.sh"
     script.write_text(program)
@@ -703,7 +711,7 @@ def test_npu_env_and_no_rocm_preflight(job: dict[str, str]) -> None:
         'echo "m=$VLLM_WORKER_MULTIPROC_METHOD"', {**env, "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
     )
     assert "m=fork" in kept.stderr.splitlines()
-    assert not NPU.run_all
+    assert not SHELLS[Platform.NPU].run_all
 
 
 def test_npu_no_commands(job: dict[str, str]) -> None:

@@ -23,7 +23,7 @@ from ci.platforms import Platform
 from ci.tiers import report
 from ci.tiers.execute import JobOutcome, JobResult, outcome_of
 from ci.tiers.model import Tier, TierStep, load_tier
-from ci.tiers.plan import CONTAINER_LABEL, Host, Options, plan_step, plan_tier, shard_label
+from ci.tiers.plan import CONTAINER_LABEL, Options, plan_step, plan_tier, shard_label
 from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail_of
 from ci.tiers.session import parse_args
 from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
@@ -229,21 +229,22 @@ def test_soft_fail_values() -> None:
 # --------------------------------------------------------------------------- planner
 
 
-def sample_host(tmp_path: Path, **kw: Any) -> Host:
+def sample_options(tmp_path: Path, **kw: Any) -> Options:
+    """The options as the session completes them, for the sample at commit abc123."""
     defaults: dict[str, Any] = {
-        "repo": SAMPLE,
+        "repo": str(SAMPLE),
         "commit": "abc123",
-        "results": tmp_path / "results",
+        "results": str(tmp_path / "results"),
         "environ": {},
         "run_id": "t1",
     }
     defaults.update(kw)
-    return Host(**defaults)
+    return Options(**defaults)
 
 
 def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
-    jobs = plan_tier(steps, sample_host(tmp_path), Options(label=("vllm-omni-ci.test=1",)))
+    jobs = plan_tier(steps, sample_options(tmp_path, label=("vllm-omni-ci.test=1",)))
     names = [(j.name, j.shard) for j in jobs]
     assert ("Simple · Model Executor Test · Shard 1/2", 0) in names
     assert ("Simple · Model Executor Test · Shard 2/2", 1) in names
@@ -267,13 +268,17 @@ def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
 
 def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
-    host = sample_host(tmp_path, devices={Platform.ROCM: ("--device", "/dev/kfd")})
-    (job,) = plan_step(steps[1], 2, host, Options(label=("vllm-omni-ci.test=1",), stream=False))
+    options = sample_options(
+        tmp_path,
+        devices={Platform.ROCM: ("--device", "/dev/kfd")},
+        label=("vllm-omni-ci.test=1",),
+        stream=False,
+    )
+    (job,) = plan_step(steps[1], 2, options)
     assert job.command is not None
     argv = job.command.argv
     assert argv[:3] == ("bash", "-c", argv[2]) and argv[4:6] == (str(job.log), "log")
-    docker = list(job.inner)
-    assert argv[-len(docker) :] == job.inner
+    docker = list(argv[argv.index("docker") :])  # the job's own argv, after the log wrapper
     assert docker[:5] == ["docker", "run", "--rm", "--name", job.container]
     assert job.container == "vllm-omni-ci-tier-ready-rocm-t1-2"
     assert f"{CONTAINER_LABEL}=ready" in docker and "vllm-omni-ci.test=1" in docker
@@ -290,27 +295,26 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
 def test_force_runs_gpu_step_with_device_count_only_when_devices_exist(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
     gpu = next(s for s in steps if s.hardware == "mi300_2")
-    (without,) = plan_step(gpu, 6, sample_host(tmp_path), Options(force=True))
+    (without,) = plan_step(gpu, 6, sample_options(tmp_path, force=True))
     assert without.runs and without.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
-    host = sample_host(tmp_path, devices={Platform.ROCM: ("--device", "/dev/kfd")})
-    (with_devices,) = plan_step(gpu, 6, host, Options(force=True))
+    devices = {Platform.ROCM: ("--device", "/dev/kfd")}
+    (with_devices,) = plan_step(gpu, 6, sample_options(tmp_path, devices=devices, force=True))
     assert with_devices.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
 
 
 def test_native_plan_runs_bash_in_the_repo(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
-    host = sample_host(tmp_path, environ={"HOME": "/home/u"})
-    (job,) = plan_step(steps[1], 2, host, Options(native=True))
+    options = sample_options(tmp_path, environ={"HOME": "/home/u"}, native=True)
+    (job,) = plan_step(steps[1], 2, options)
     assert job.command is not None and job.command.cwd == str(SAMPLE)
-    assert job.inner == ("bash", "-c", job.program)
+    assert job.command.argv[-3:] == ("bash", "-c", job.program)  # after the log wrapper
     assert f"cd {SAMPLE}" in job.program and not job.container
     assert job.env["HF_HOME"] == "/home/u/.cache/huggingface"
 
 
 def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     steps = load_tier(SAMPLE, Tier.READY, Platform.CUDA)
-    host = sample_host(tmp_path)
-    jobs = plan_tier(steps, host, Options(step="Simple · Diffusion"))
+    jobs = plan_tier(steps, sample_options(tmp_path, step="Simple · Diffusion"))
     (job,) = jobs
     assert job.step.hardware == "l4_1" and job.runs
     assert '"${BASH:-/bin/bash}" -e -c' in job.program
@@ -320,9 +324,9 @@ def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     assert 'export HF_TOKEN="${VLLM_CI_HF_TOKEN}"; fi\npytest -sv tests/diffusion' in job.program
     assert job.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
     assert job.command is not None
-    docker = list(job.inner)
+    docker = list(job.command.argv)
     assert docker[docker.index("-w") + 1] == "/workspace"
-    skipped = plan_tier(steps, host, Options(step="Engine"))
+    skipped = plan_tier(steps, sample_options(tmp_path, step="Engine"))
     assert [j.reason for j in skipped] == ["needs l4_1"]
 
 
@@ -359,7 +363,7 @@ def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
 
 def results_for(tmp_path: Path) -> list[JobResult]:
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
-    jobs = plan_tier(steps, sample_host(tmp_path), Options())
+    jobs = plan_tier(steps, sample_options(tmp_path))
     out = []
     for job in jobs:
         if not job.runs:
@@ -686,8 +690,7 @@ def test_if_false_step_is_reported_and_not_run_even_with_force(
 ) -> None:
     env = {"BUILDKITE_BRANCH": "feature"}
     steps = load_tier(corpus(), Tier.WEEKLY, Platform.CUDA, env)
-    host = sample_host(tmp_path)
-    (job,) = plan_tier(steps, host, Options(force=True, step="CPU Coverage"))
+    (job,) = plan_tier(steps, sample_options(tmp_path, force=True, step="CPU Coverage"))
     assert not job.runs and job.reason == 'if false here: build.env("WEEKLY") == "1"'
 
     assert run("weekly", ["--platform", "cuda", "--repo", str(corpus()), "--list"]) == 0

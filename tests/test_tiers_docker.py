@@ -234,7 +234,7 @@ def test_timeout_ends_the_job_and_removes_its_container(
     from ci.platforms import Platform
     from ci.tiers.execute import JobOutcome, run_job
     from ci.tiers.model import Tier, TierStep
-    from ci.tiers.plan import Host, Options, plan_step
+    from ci.tiers.plan import Options, plan_step
 
     step = TierStep(
         file="",
@@ -246,17 +246,19 @@ def test_timeout_ends_the_job_and_removes_its_container(
         runs_on_cpu=True,
         raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
     )
-    host = Host(
-        repo=SAMPLE,
+    options = Options(
+        repo=str(SAMPLE),
         commit=COMMIT,
-        results=tmp_path,
+        results=str(tmp_path),
         docker=docker_cli,
         run_id="timeout",
+        image=sample_image,
+        label=(TEST_LABEL,),
     )
-    (job,) = plan_step(step, 1, host, Options(image=sample_image, label=(TEST_LABEL,)))
+    (job,) = plan_step(step, 1, options)
     assert job.command is not None
     job = dataclasses.replace(job, command=dataclasses.replace(job.command, timeout=5, grace=2))
-    result = run_job(job, docker_cli, stream=False)
+    result = run_job(job, dataclasses.replace(options, stream=False))
     assert result.timed_out and result.code in (124, 137)
     assert result.outcome is JobOutcome.FAILED
     assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeout") == []

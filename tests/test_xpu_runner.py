@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from ci.platforms import Platform
 from ci.runner import xpu
-from ci.runner.program import render_program
+from ci.runner.program import SHELLS, render_program
 from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run_cli
 
 # --------------------------------------------------------------------------- table and program
@@ -43,7 +44,7 @@ def test_command_table_is_the_scripts() -> None:
 
 def test_program_stops_at_the_first_failure(tmp_path: Path) -> None:
     """The XPU semantics are `bash -e`: the first failing line's status ends the job."""
-    text = render_program(xpu.XPU, ["echo one", "(exit 3)", "echo two"])
+    text = render_program(SHELLS[Platform.XPU], ["echo one", "(exit 3)", "echo two"])
     done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 3
     lines = done.stdout.splitlines()

@@ -1,14 +1,28 @@
 """Test runners: one rendered bash program per job (`program`, used by `native`,
-`xpu` and the tiers), the `step` wrapper, its tee (`teelog`), the leak check
-(`leaks`) and the signal guard of their cleanup (`guard`).
+`xpu` and the tiers), the `step` wrapper, the tee of step and tier jobs (`teelog`,
+behind `teed`), the leak check (`leaks`) and the signal guard of their cleanup (`guard`).
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from ci.runner.teelog import BOOTSTRAP, package_parent
 
 if TYPE_CHECKING:
     from ci.door import Command, Result
+
+
+def teed(argv: Sequence[str], name: str, log: str, *tier: str) -> tuple[str, ...]:
+    """`bash -c` running `argv` with its output through our tee (`ci.runner.teelog`) into
+    `log` (a tier job adds the tee's MODE and STATUS); the status stays `argv`'s."""
+    count = 1 + len(tier)  # the tee's own words, ahead of argv
+    tee = shlex.join([sys.executable, "-I", "-c", BOOTSTRAP, package_parent()])
+    script = f'tee=("${{@:1:{count}}}"); shift {count}; "$@" 2>&1 | {tee} "${{tee[@]}}"; '
+    return ("bash", "-c", script + 'exit "${PIPESTATUS[0]}"', name, log, *tier, *argv)
 
 
 def run_reporting(cmd: Command) -> Result:

@@ -1,4 +1,4 @@
-"""Render the whole bash program a test job runs: the runner's pure core.
+"""Each platform's job shell (`SHELLS`) and the whole bash program a test job runs in it.
 
 A program, not Python, so the same text runs on an agent and in any test image
 without vllm-omni-ci. In order: `set -euo pipefail` and the commands as one quoted
@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ci.platforms import Platform
 from ci.redact import MASK, Redactor, is_secret_name
 
 COMMANDS_VAR = "__omni_ci_commands"
@@ -48,6 +49,129 @@ class Semantics:
     # on, and VLLM_CI_ALLOW_NO_TESTS=1 (exactly) turns a final 5 into 0.
     # False: Buildkite's default job shell, `bash -e -c`: stop at the first failure.
     run_all: bool = False
+
+
+# MI300 jobs run natively in the pod: refuse unless VLLM_CI_DOCKER_DISABLED is exactly 1.
+DOCKER_DISABLED = refuse(
+    '"${VLLM_CI_DOCKER_DISABLED:-0}" != "1"',
+    "Error: MI300 CI must run natively with Docker disabled.",
+)
+
+# VLLM_CI_EXPECTED_GPU_COUNT is a non-negative integer (unset or empty: 1), else exit 1.
+GPU_COUNT = (
+    '__omni_ci_gpus="${VLLM_CI_EXPECTED_GPU_COUNT:-1}"\n'
+    'if [[ ! "${__omni_ci_gpus}" =~ ^[0-9]+$ ]]; then\n'
+    "    echo \"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '${__omni_ci_gpus}'.\" >&2\n"  # noqa: E501
+    "    exit 1\n"
+    "fi"
+)
+
+_CACHE_DIRS = """\
+__omni_ci_sanitize() {
+    local LC_ALL=C.UTF-8
+    local raw="$1"
+    printf '%s' "${raw//[^A-Za-z0-9_.-]/_}"
+}
+__omni_ci_job="${BUILDKITE_JOB_ID:-${BUILDKITE_PARALLEL_JOB:-local}}"
+__omni_ci_job="$(__omni_ci_sanitize "${__omni_ci_job}" 2>/dev/null)"
+__omni_ci_cache_root={root}
+export TMPDIR="${__omni_ci_cache_root}/tmp"
+export TORCHINDUCTOR_CACHE_DIR="${__omni_ci_cache_root}/torchinductor"
+export TRITON_CACHE_DIR="${__omni_ci_cache_root}/triton"
+export VLLM_CACHE_ROOT="${__omni_ci_cache_root}/vllm"
+export XDG_CACHE_HOME="${__omni_ci_cache_root}/xdg"
+export HF_DATASETS_CACHE="${__omni_ci_cache_root}/huggingface/datasets"
+mkdir -p "${TMPDIR}" "${TORCHINDUCTOR_CACHE_DIR}" "${TRITON_CACHE_DIR}" \\
+    "${VLLM_CACHE_ROOT}" "${XDG_CACHE_HOME}" "${HF_HOME}" "${HF_DATASETS_CACHE}\""""
+
+
+def cache_dirs(prefix: str = "/tmp/vllm-omni-native-") -> str:
+    """Per-job caches under `<prefix><job id>`, always overwritten; HF_HOME stays shared.
+
+    The job id is BUILDKITE_JOB_ID, else BUILDKITE_PARALLEL_JOB, else `local`, with
+    one `_` per code point outside [A-Za-z0-9_.-] (under C.UTF-8, in any locale).
+    """
+    return _CACHE_DIRS.replace("{root}", shlex.quote(prefix) + '"${__omni_ci_job}"')
+
+
+# With VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE=1, HF_HOME must sit on a mount other than `/`.
+PERSISTENT_HF_CACHE = """\
+if [[ "${VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE:-0}" == "1" ]]; then
+    if ! command -v findmnt >/dev/null 2>&1; then
+        echo "Error: findmnt is required to verify the Hugging Face cache mount." >&2
+        exit 1
+    fi
+    __omni_ci_mnt=$(findmnt -n -T "${HF_HOME}" -o TARGET 2>/dev/null || true)
+    if [[ -z "${__omni_ci_mnt}" || "${__omni_ci_mnt}" == "/" ]]; then
+        echo "Error: MI300 CI requires a persistent volume at or above ${HF_HOME}." >&2
+        exit 1
+    fi
+fi"""
+
+_TORCH_CHECK = """\
+import os
+
+import torch
+
+expected = int(os.environ.get("VLLM_CI_EXPECTED_GPU_COUNT") or "1")
+if not torch.version.hip:
+    raise AssertionError("PyTorch is not a ROCm build")
+if not torch.cuda.is_available():
+    raise AssertionError("ROCm GPU is not available to PyTorch")
+actual = torch.cuda.device_count()
+if actual != expected:
+    raise AssertionError(f"Expected {expected} ROCm GPU(s), found {actual}")
+"""
+
+# `rocminfo`, then torch: a ROCm build, available, exactly VLLM_CI_EXPECTED_GPU_COUNT
+# GPUs (as GPU_COUNT, run before, read it). 0 is the no-GPU pre-flight (CPU-only
+# steps, local runs): rocminfo and torch are skipped.
+ROCM_GPUS = (
+    "if (( 10#${__omni_ci_gpus} == 0 )); then\n"
+    '    echo "VLLM_CI_EXPECTED_GPU_COUNT=0: no-GPU pre-flight, skipping rocminfo and the torch GPU check."\n'  # noqa: E501
+    "else\n"
+    "    rocminfo\n"
+    "    python3 - <<'PY'\n" + _TORCH_CHECK + "PY\n"
+    "fi"
+)
+
+
+# Each platform's job shell, the one table of `run-tests` and the tiers. ROCm replaces
+# run-amd-test.sh (MI300 pods, no Docker); the others are Buildkite's `bash -e -c`, NPU
+# with the env default the legacy NPU image set (every NPU test YAML sets it too).
+SHELLS: dict[Platform, Semantics] = {
+    Platform.ROCM: Semantics(
+        platform="rocm",
+        defaults=(
+            ("PYTHONFAULTHANDLER", "1"),
+            ("HF_HOME", "/home/buildkite-agent/huggingface"),
+            ("HF_HUB_DOWNLOAD_TIMEOUT", "300"),
+            ("HF_HUB_ETAG_TIMEOUT", "60"),
+            ("MIOPEN_DEBUG_CONV_DIRECT", "0"),
+            ("MIOPEN_DEBUG_CONV_GEMM", "0"),
+            ("VLLM_ROCM_USE_AITER", "0"),
+            ("PYTHONPATH", ".."),
+        ),
+        forced=(("PYTORCH_ROCM_ARCH", ""),),
+        preflight=(
+            DOCKER_DISABLED,
+            REQUIRE_COMMANDS,
+            GPU_COUNT,  # an input: checked before the cache folders and HF_HOME are made
+            section("Native in-pod ROCm CI"),
+            cache_dirs(),
+            PERSISTENT_HF_CACHE,
+            ROCM_GPUS,
+        ),
+        run_all=True,
+    ),
+    Platform.CUDA: Semantics("cuda", preflight=(REQUIRE_COMMANDS, section("CUDA tests"))),
+    Platform.NPU: Semantics(
+        "npu",
+        defaults=(("VLLM_WORKER_MULTIPROC_METHOD", "spawn"),),
+        preflight=(REQUIRE_COMMANDS, section("Ascend NPU tests")),
+    ),
+    Platform.XPU: Semantics("xpu", preflight=(REQUIRE_COMMANDS, section("Intel XPU tests"))),
+}
 
 
 # The ERR trap keeps the first failure, but a real failure replaces pytest's 5;

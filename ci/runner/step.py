@@ -22,10 +22,9 @@ from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.redact import Redactor
-from ci.runner import leaks, run_reporting
+from ci.runner import leaks, run_reporting, teed
 from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
-from ci.runner.teelog import BOOTSTRAP, package_parent
 
 if TYPE_CHECKING:
     from ci.runner.leaks import Proc
@@ -33,12 +32,6 @@ if TYPE_CHECKING:
 SUMMARY_FILE = "pytest-summary.txt"
 LOG_FILE = "pytest.log"
 LEAK_FILE = "process-cleanup.txt"
-
-
-def _tee_script() -> str:
-    """bash: the command's output through our tee into `$1`; the status stays the command's."""
-    tee = shlex.join([sys.executable, "-c", BOOTSTRAP, package_parent()])
-    return f'log=$1; shift; "$@" 2>&1 | {tee} "$log"; exit "${{PIPESTATUS[0]}}"'
 
 
 @dataclass(frozen=True)
@@ -104,17 +97,6 @@ def _env_int(environ: Mapping[str, str], name: str, problems: list[str], fix: st
 SHARD_FLAGS = ("--num-shards", "--shard-id")
 
 
-def is_pytest(argv: Sequence[str]) -> bool:
-    """`pytest …`, `py.test …`, `python[3[.N]] -m pytest …`: the commands taking shard flags."""
-    if not argv:
-        return False
-    program = os.path.basename(argv[0])
-    if program in ("pytest", "py.test"):
-        return True
-    python = re.fullmatch(r"python(\d+(\.\d+)?)?", program) is not None
-    return python and list(argv[1:3]) == ["-m", "pytest"]
-
-
 def shard_args(
     shard: str,
     shard_list: str,
@@ -132,10 +114,13 @@ def shard_args(
             problems.append("--shard none contradicts --shard-list")
         return []
     if not shard and not shard_list:
-        # Only pytest takes the flags: `bash -c '…'` would get them as $0/$1, a tool
-        # as unknown arguments.
+        # Only pytest (`pytest`, `py.test`, `python[3[.N]] -m pytest`) takes the flags:
+        # `bash -c '…'` would get them as $0/$1, a tool as unknown arguments.
+        program = os.path.basename(argv[0]) if argv else ""
+        python = re.fullmatch(r"python(\d+(\.\d+)?)?", program) and [*argv[1:3]] == ["-m", "pytest"]
+        pytest = program in ("pytest", "py.test") or python
         named = any(w.startswith(SHARD_FLAGS) for w in argv)
-        if not environ.get("BUILDKITE_PARALLEL_JOB_COUNT") or not is_pytest(argv) or named:
+        if not environ.get("BUILDKITE_PARALLEL_JOB_COUNT") or not pytest or named:
             return []
         shard = "auto"
     explicit = shard not in ("", "auto")
@@ -231,7 +216,7 @@ def plan_step(
         if options.summary_tail:
             log = os.path.join(artifact_dir, LOG_FILE)
             summary = os.path.join(artifact_dir, SUMMARY_FILE)
-            words = ["bash", "-c", _tee_script(), "step", log, *words]
+            words = list(teed(words, "step", log))
     command = Command(
         tuple(words),
         description="step",
@@ -252,17 +237,6 @@ def _not_a_directory(path: str) -> str | None:
             return None
         probe = parent
     return None if os.path.isdir(probe) else probe
-
-
-def _make_dirs(plan: StepPlan) -> None:
-    """Make the artifact and JUnit dirs before the command starts; failing is an input error."""
-    for name, directory in plan.dirs:
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"{name}: cannot create {directory}: {exc.strerror}") from None
-        if not os.access(directory, os.W_OK | os.X_OK):
-            raise UserError(f"{name}: {directory} is not writable")
 
 
 def _tail(path: str, count: int) -> list[str]:
@@ -320,7 +294,13 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
 
 def execute(plan: StepPlan) -> int:
     """Run the plan; the command's exit code, or 1 for a leak after a passing command."""
-    _make_dirs(plan)
+    for name, directory in plan.dirs:  # made before the command starts: an input error
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{name}: cannot create {directory}: {exc.strerror}") from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise UserError(f"{name}: {directory} is not writable")
 
     def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.options.leak_scope) if plan.options.leak_check else []

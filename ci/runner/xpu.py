@@ -25,8 +25,9 @@ from ci import door, door_docker
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.images import refs
+from ci.platforms import Platform
 from ci.runner import run_reporting
-from ci.runner.program import Semantics, render_program, section
+from ci.runner.program import SHELLS, render_program
 from ci.target import resolve_commit
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ COMMANDS = (
     f'pytest -v -s {_PATHS} -m "advanced_model and xpu and B60"',
     f'pytest -v -s {_PATHS} -m "omni and xpu and B60"',
 )
-XPU = Semantics(platform="xpu", preflight=(section("Intel XPU tests"),))
 
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
 # `timeout -k 30`: how long the docker client may take to end after the container was killed.
@@ -95,7 +95,7 @@ def present_devices(dev_root: str) -> tuple[str, ...]:
 
 def program() -> str:
     """The bash program run in the container: the command table, stop at the first failure."""
-    return render_program(XPU, COMMANDS)
+    return render_program(SHELLS[Platform.XPU], COMMANDS)
 
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
@@ -131,37 +131,6 @@ PRUNE = door.Command(
 )
 
 
-def plan_run(spec: XpuRunSpec) -> door.Plan:
-    cleanup = f"remove container {spec.container}, remove image {spec.image}"
-    if spec.prune:
-        cleanup += ", docker system prune -f"
-    missing = [p for p in _wanted(spec.dev_root) if p not in spec.devices]
-    return door.Plan(
-        commands=(run_command(spec), PRUNE) if spec.prune else (run_command(spec),),
-        facts=(
-            ("image", spec.image),
-            ("container", spec.container),
-            ("timeout", f"{spec.timeout:g}s, then the container is killed (exit 124)"),
-            ("devices", ", ".join(spec.devices) or "none on this host"),
-            ("not passed", ", ".join(missing) or "-"),
-            ("always, also on failure/timeout/SIGTERM", cleanup),
-        ),
-        title="XPU tests (docker run)",
-    )
-
-
-def engine() -> Callable[[], DockerClient]:
-    """The docker SDK client for kill and cleanup, connected on first use, quietly: the
-    cleanup runs on every ending, and an error's line must stay the first on stderr."""
-
-    def connect() -> DockerClient:
-        import docker
-
-        return docker.from_env(timeout=20)
-
-    return functools.cache(lambda: door_docker.ask("connect to the engine", connect, quiet=True))
-
-
 def cleanup(spec: XpuRunSpec, client: Callable[[], DockerClient]) -> None:
     """Each step runs whatever happened before it; one already gone is fine; failures
     are logged, never raised."""
@@ -184,7 +153,15 @@ def cleanup(spec: XpuRunSpec, client: Callable[[], DockerClient]) -> None:
 
 def execute(spec: XpuRunSpec) -> int:
     """Run the container; return its exit status (124 after a timeout)."""
-    client = engine()
+
+    def connect() -> DockerClient:
+        import docker
+
+        return docker.from_env(timeout=20)
+
+    # The SDK client for kill and cleanup, connected on first use, quietly: the cleanup
+    # runs on every ending, and an error's line must stay the first on stderr.
+    client = functools.cache(lambda: door_docker.ask("connect to the engine", connect, quiet=True))
     fired, finished = threading.Event(), threading.Event()
 
     def kill_at_deadline() -> None:
@@ -245,6 +222,21 @@ def run_tests(
         prune=prune,
     )
     if dry_run:
-        door.execute(plan_run(spec), dry_run=True)
+        removed = f"remove container {spec.container}, remove image {spec.image}"
+        removed += ", docker system prune -f" if spec.prune else ""
+        missing = [p for p in _wanted(spec.dev_root) if p not in spec.devices]
+        plan = door.Plan(
+            commands=(run_command(spec), PRUNE) if spec.prune else (run_command(spec),),
+            facts=(
+                ("image", spec.image),
+                ("container", spec.container),
+                ("timeout", f"{spec.timeout:g}s, then the container is killed (exit 124)"),
+                ("devices", ", ".join(spec.devices) or "none on this host"),
+                ("not passed", ", ".join(missing) or "-"),
+                ("always, also on failure/timeout/SIGTERM", removed),
+            ),
+            title="XPU tests (docker run)",
+        )
+        door.execute(plan, dry_run=True)
     elif code := execute(spec):
         raise Stop(code)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ci import door
-from ci.tiers.plan import Job
+from ci.tiers.plan import Job, Options
 
 
 class JobOutcome(str, enum.Enum):
@@ -45,8 +45,10 @@ def outcome_of(job: Job, code: int) -> JobOutcome:
     return JobOutcome.SOFT if job.step.soft_fail.covers(code) else JobOutcome.FAILED
 
 
-def run_job(job: Job, docker: str, stream: bool) -> JobResult:
+def run_job(job: Job, options: Options) -> JobResult:
+    """Run the job, again as its `retry.automatic` rules allow; its container is removed."""
     assert job.command is not None and job.log is not None
+    stream = options.stream
     with contextlib.suppress(OSError):  # the log writer says what it could not write
         job.log.parent.mkdir(parents=True, exist_ok=True)
     if stream:
@@ -63,7 +65,7 @@ def run_job(job: Job, docker: str, stream: bool) -> JobResult:
             result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
         finally:
             if job.container:  # the timeout ends only the client
-                remove = door.Command((docker, "rm", "-f", job.container))
+                remove = door.Command((options.docker, "rm", "-f", job.container))
                 door.run(remove, output="null", quiet=True)
         rules = enumerate(job.step.retries)
         rule = next((i for i, r in rules if r.matches(result.code) and used[i] < r.limit), None)
@@ -102,10 +104,7 @@ def log_problem(job: Job, timed_out: bool = False) -> str:
 
 def run_jobs(
     jobs: Sequence[Job],
-    *,
-    docker: str = "docker",
-    stream: bool = True,
-    keep_going: bool = False,
+    options: Options,
     progress: Callable[[Sequence[JobResult]], None] | None = None,
 ) -> list[JobResult]:
     """Run every runnable job in order; the results keep the jobs' order."""
@@ -121,8 +120,8 @@ def run_jobs(
         results[i] = JobResult(job, JobOutcome.RUNNING)
         if progress:
             progress(results)
-        results[i] = run_job(job, docker, stream)
-        if results[i].outcome is JobOutcome.FAILED and not keep_going:
+        results[i] = run_job(job, options)
+        if results[i].outcome is JobOutcome.FAILED and not options.keep_going:
             stopped = f"not run: {job.name} failed (use --keep-going to run the rest)"
         if progress:
             progress(results)

@@ -13,7 +13,7 @@ carrying the tier's label.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, 
 from ci.platforms import Platform
 from ci.runner.xpu import COMMANDS
 from ci.target import resolve_branch
-from ci.tiers.rules import Retry, SoftFail, amd_soft_fail, cpu_runnable, retries_of, soft_fail_of
+from ci.tiers.rules import Retry, SoftFail, cpu_runnable, retries_of, soft_fail_of
 from ci.topology import Tier as Tier
 
 AMD_MIRROR = "amdproduction"  # an AMD step is uploaded only when it names this mirror
@@ -172,7 +172,8 @@ def _yaml_steps(
             prologue: tuple[str, ...] = ()
             if hardware is None:
                 need = str(raw.get("agent_pool") or DEFAULT_POOL)
-                soft, grade = amd_soft_fail(raw.get("grade")), str(raw.get("grade") or "")
+                grade = str(raw.get("grade") or "")
+                soft = SoftFail(every=grade != "Blocking")  # the AMD template's rule
                 mirrors = raw.get("mirror_hardwares") or []
                 if AMD_MIRROR not in (mirrors if isinstance(mirrors, list) else [mirrors]):
                     dropped = f"not mirrored to {AMD_MIRROR}"
@@ -200,11 +201,6 @@ def _yaml_steps(
     return found
 
 
-def tier_keys(steps: Sequence[TierStep]) -> set[str]:
-    """The step and group keys the tier defines (other `depends_on` keys are its build steps)."""
-    return {s.key for s in steps if s.key} | {k for s in steps for k in s.group_keys}
-
-
 def load_tier(
     repo: Path, tier: Tier, platform: Platform, environ: Mapping[str, str] | None = None
 ) -> list[TierStep]:
@@ -218,18 +214,17 @@ def load_tier(
         raise UserError(f"no {tier} tier for {platform}")
     if platform is not Platform.XPU:
         return _yaml_steps(repo, tier, platform, rel, os.environ if environ is None else environ)
-    commands = COMMANDS  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
-    return [
+    return [  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
         TierStep(
             file=XPU_SOURCE,
             label="Intel: XPU Test",
-            commands=commands,
+            commands=COMMANDS,
             group="INTEL Tests",
             platform=platform,
             tier=tier,
             timeout_minutes=60,
             hardware="intel-gpu-omni",  # the queue
-            runs_on_cpu=cpu_runnable(commands),
+            runs_on_cpu=cpu_runnable(COMMANDS),
             yaml_escaped=False,
         )
     ]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
 COLUMNS = ("step", "shard", "result", "exit", "duration", "log")
+_ANNOTATION = ((JobOutcome.FAILED, "error"), (JobOutcome.SOFT, "warning"))  # else success
 _STYLE = {  # any other outcome is dim
     JobOutcome.PASSED: "green",
     JobOutcome.FAILED: "bold red",
@@ -141,18 +142,8 @@ def markdown(results: Sequence[JobResult], title: str) -> str:
 
 
 def annotation_style(results: Sequence[JobResult]) -> str:
-    if any(r.outcome is JobOutcome.FAILED for r in results):
-        return "error"
-    if any(r.outcome is JobOutcome.SOFT for r in results):
-        return "warning"
-    return "success"
-
-
-def _tail(path: Path | None, limit: int = 200) -> str:
-    if path is None or not path.is_file():
-        return ""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return "".join(fh.readlines()[-limit:])
+    outcomes = {r.outcome for r in results}
+    return next((s for o, s in _ANNOTATION if o in outcomes), "success")
 
 
 def write_junit(results: Sequence[JobResult], suite: str, path: Path) -> Path:
@@ -195,7 +186,9 @@ def write_junit(results: Sequence[JobResult], suite: str, path: Path) -> Path:
                     message = f"soft failure: {message} ({job.step.grade_text})"
                 kind = "soft_fail" if soft else "failure"
                 failure = ET.SubElement(case, "failure", type=kind, message=message)
-                failure.text = redact(_tail(job.log))
+                if job.log is not None and job.log.is_file():  # the log's last 200 lines
+                    with open(job.log, encoding="utf-8", errors="replace") as fh:
+                        failure.text = redact("".join(fh.readlines()[-200:]))
             elif result.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
                 ET.SubElement(case, "skipped", message=redact(result.note or result.outcome.value))
             if job.log is not None and job.runs:

@@ -75,11 +75,6 @@ def soft_fail_of(value: Any) -> SoftFail:
     return SoftFail()
 
 
-def amd_soft_fail(grade: Any) -> SoftFail:
-    """The AMD template: `soft_fail: false` only for grade Blocking (a missing grade is soft)."""
-    return SoftFail(every=grade != "Blocking")
-
-
 @dataclass(frozen=True)
 class Retry:
     """One `retry.automatic` rule on an exit status ("*" = any failure)."""

@@ -29,13 +29,13 @@ from ci.redact import Redactor
 from ci.target import in_buildkite, resolve_commit, resolve_repo
 from ci.tiers import execute, report
 from ci.tiers.execute import JobOutcome, JobResult
-from ci.tiers.model import Tier, TierStep, load_tier, source_of, tier_keys
-from ci.tiers.plan import Host, Job, Options, plan_tier, select
+from ci.tiers.model import Tier, TierStep, load_tier, source_of
+from ci.tiers.plan import Options, plan_tier, select
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import RenderableType
 
 
 RESULTS = Path("build") / "tiers"
@@ -110,7 +110,8 @@ def build_command(platform: Platform, repo: Path) -> str:
 
 def listing(steps: Sequence[TierStep], step_filter: str) -> str:
     lines: list[str] = []
-    keys = tier_keys(steps)
+    # The step and group keys the tier defines (other `depends_on` keys are its build steps).
+    keys = {s.key for s in steps if s.key} | {k for s in steps for k in s.group_keys}
     for position, step in select(steps, step_filter):
         runs = step.skip_reason or ("runs here (CPU)" if step.runs_on_cpu else step.need)
         lines.append(f"{position:>3}. [{step.platform}] {step.label}")
@@ -194,23 +195,24 @@ def run(name: str, **given: Any) -> int:
         return 0
 
     live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
-    args = dataclasses.replace(args, stream=not live)
     # Each run writes a folder of its own (cwd-relative) and points `latest` at it, unless
     # --results DIR is given. The run id also names the run's containers.
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     kind = "-".join([tier.value, *(p.value for p in platforms)])
     base = None if args.results else (RESULTS / kind).resolve()
     folder = base / run_id if base else Path(args.results).resolve()
-    host = Host(
-        repo=repo,
+    args = dataclasses.replace(
+        args,
+        repo=str(repo),
+        results=str(folder),
+        stream=not live,
         commit=resolve_commit(repo),
-        results=folder,
         devices={p: devices(p) for p in platforms},
         environ=environ,
         docker=docker,
         run_id=run_id,
     )
-    jobs = plan_tier(steps, host, args)
+    jobs = plan_tier(steps, args)
     if not jobs:
         raise UserError(f"--step: no {tier} step label contains {args.step!r}")
     if not args.native:
@@ -233,10 +235,13 @@ def run(name: str, **given: Any) -> int:
     except OSError:
         scratch = None  # the log writers' verdicts go off the results disk, or nowhere
     if scratch is not None:
-        host = dataclasses.replace(host, scratch=scratch)
-        jobs = plan_tier(steps, host, args)
+        jobs = plan_tier(steps, dataclasses.replace(args, scratch=scratch))
     title = f"{tier} tier ({', '.join(p.value for p in platforms)}) — {repo}"
-    console = _console() if live else None
+    console = None
+    if live:
+        from rich.console import Console
+
+        console = Console(stderr=True)
 
     def say(text: str) -> None:
         for line in wrap(text, console.width) if console else [text]:
@@ -246,9 +251,17 @@ def run(name: str, **given: Any) -> int:
     say(f"results: {report.shown_path(folder)}")
     try:
         if console:
-            results = _run_live(console, jobs, docker, args.keep_going, title, folder)
+            from rich.live import Live
+
+            width = console.width
+
+            def view(results: Sequence[JobResult]) -> RenderableType:
+                return report.table(results, title, width=width, folder=folder)
+
+            with Live(view(execute.initial_results(jobs)), console=console) as live:
+                results = execute.run_jobs(jobs, args, lambda done: live.update(view(done)))
         else:
-            results = execute.run_jobs(jobs, docker=docker, stream=True, keep_going=args.keep_going)
+            results = execute.run_jobs(jobs, args)
             with door.buildkite_group(f"{tier} tier summary"):
                 for line in report.plain_lines(results):
                     door.note(line)
@@ -266,8 +279,8 @@ def run(name: str, **given: Any) -> int:
     say(f"{report.verdict(results)}; {written}")
     for warning in warnings:
         say(f"warning: {warning}")
-    style = report.annotation_style(results)
     if in_buildkite():
+        style = report.annotation_style(results)
         markdown = Redactor.for_env(*(j.env for j in jobs))(report.markdown(results, title))
         context = f"vllm-omni-ci-{tier}"
         argv = ("buildkite-agent", "annotate", "--style", style, "--context", context)
@@ -275,12 +288,6 @@ def run(name: str, **given: Any) -> int:
         if not done.ok:
             door.note(f"warning: buildkite-agent annotate failed (exit {done.code})")
     return 1 if any(r.outcome is JobOutcome.FAILED for r in results) else 0
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None) -> list[str]:
@@ -309,21 +316,3 @@ def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None)
             temporary.unlink()
         return [f"{base / 'latest'} not pointed at this run: {exc.strerror or exc}"]
     return []
-
-
-def _run_live(
-    console: Console, jobs: Sequence[Job], docker: str, keep_going: bool, title: str, folder: Path
-) -> list[JobResult]:
-    from rich.live import Live
-
-    def view(results: Sequence[JobResult]) -> RenderableType:
-        return report.table(results, title, width=console.width, folder=folder)
-
-    with Live(view(execute.initial_results(jobs)), console=console, refresh_per_second=4) as live:
-        return execute.run_jobs(
-            jobs,
-            docker=docker,
-            stream=False,
-            keep_going=keep_going,
-            progress=lambda results: live.update(view(results)),
-        )
