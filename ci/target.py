@@ -108,11 +108,6 @@ class Build:
     local: str = ""
 
 
-def is_pr_value(value: str) -> bool:
-    """BUILDKITE_PULL_REQUEST names a PR: set, and not `false`."""
-    return value not in ("", "false")
-
-
 _ANNOUNCED: set[tuple[str, str]] = set()
 
 
@@ -124,6 +119,7 @@ def resolve_build(
     source = os.environ if env is None else env
     inside = in_buildkite(source)
     pull_request = source.get("BUILDKITE_PULL_REQUEST", "")
+    is_pr = pull_request not in ("", "false")  # a PR number; `false` on other builds
     branch = source.get("BUILDKITE_BRANCH", "")
     base_branch = source.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or MAIN
     commit = source.get("BUILDKITE_COMMIT", "")
@@ -134,10 +130,8 @@ def resolve_build(
                 " commit)"
             )
         commit = "HEAD"
-    if inside or is_pr_value(pull_request) or branch:
-        kind: BuildKind = (
-            "pr" if is_pr_value(pull_request) else "main" if branch == MAIN else "branch"
-        )
+    if inside or is_pr or branch:
+        kind: BuildKind = "pr" if is_pr else "main" if branch == MAIN else "branch"
         return Build(kind, commit, branch, base_branch, pull_request)
     # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.
