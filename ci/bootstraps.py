@@ -243,19 +243,12 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
     return rewrite_intel(document, str(path)), None
 
 
-def run(
-    platform: Platform,
-    repo: Path,
-    *,
-    dry_run: bool = False,
-    labels: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> None:
+def run(platform: Platform, repo: Path, *, dry_run: bool, labels: str | None) -> None:
     """Decide, render, validate, then upload (or print with `--dry-run`); rocm is
     `ci.amd.bootstrap`'s, the only one that reads `labels`."""
     if platform is Platform.ROCM:
-        return amd.run(repo, dry_run=dry_run, env=env, labels=labels)
-    source = dict(os.environ if env is None else env)
+        return amd.run(repo, dry_run=dry_run, labels=labels)
+    source = dict(os.environ)
     # The build first: inside Buildkite a missing BUILDKITE_COMMIT stops here (exit 2),
     # outside it the `local build: …` line says what the rule chose.
     resolve_build(repo, source)

@@ -264,11 +264,9 @@ def main_build_base(repo: Path, commit: str) -> str | None:
     return parent if _verify(repo, parent) else None
 
 
-def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:
+def default_base(repo: Path, env: Mapping[str, str]) -> str:
     """`origin/<PR base or main>`, else the local branch: what `plan` compares with."""
-    branch = (os.environ if env is None else env).get(
-        "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
-    ) or "main"
+    branch = env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or "main"
     ref = _pr_base_ref(repo, branch, fetch=False)
     if ref is None:
         raise UserError(

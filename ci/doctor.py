@@ -67,10 +67,10 @@ class Report:
         return next((c.path for c in self.clients if c.buildkit_without_buildx), None)
 
 
-def docker_clients(path_env: str | None = None) -> list[str]:
+def docker_clients() -> list[str]:
     """Every `docker` on PATH, in PATH order, plus the Debian one; no duplicates."""
     found: dict[Path, str] = {}  # the real file -> its first name
-    entries = (path_env if path_env is not None else os.environ.get("PATH", "")).split(os.pathsep)
+    entries = os.environ.get("PATH", "").split(os.pathsep)
     for candidate in (Path(entry or ".") / "docker" for entry in entries):
         if candidate.is_file() and os.access(candidate, os.X_OK):
             found.setdefault(candidate.resolve(), str(candidate))

@@ -111,12 +111,9 @@ class Build:
 _ANNOUNCED: set[tuple[str, str]] = set()
 
 
-def resolve_build(
-    repo: Path, env: Mapping[str, str] | None = None, *, need_commit: bool = True
-) -> Build:
+def resolve_build(repo: Path, source: Mapping[str, str], *, need_commit: bool = True) -> Build:
     """The one rule for the build a task acts for (module docstring); says `local build: …`.
     `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check."""
-    source = os.environ if env is None else env
     inside = in_buildkite(source)
     pull_request = source.get("BUILDKITE_PULL_REQUEST", "")
     is_pr = pull_request not in ("", "false")  # a PR number; `false` on other builds
