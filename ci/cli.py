@@ -35,43 +35,40 @@ class CiProgram(Program):
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:
         """Run the command line; every way out is an exit code (stdout flushed first)."""
-        guard_stdout()
-        code: str | int | None
+        # A failed stdout write is a `StdoutFailed`: any other OSError may be a task's own file.
+        if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+            sys.stdout = _GuardedStdout(sys.stdout)
+        code: str | int | None = 0
         try:
             try:
-                code = self.run_tasks(argv)
+                self.parse(argv)
+                self.refuse_run_options()
+                refuse_empty_values(self.tasks)
+                self.parse_cleanup()
+                self.update_config()
+                self.execute()
+            except UserError as exc:
+                code = report(exc)
+            except Exit as exc:
+                if exc.message:
+                    print(exc.message, file=sys.stderr)
+                code = exc.code
+            except UnexpectedExit as exc:
+                code = int(exc.result.exited)
+            except KeyboardInterrupt:
+                code = 130
             except SystemExit as done:
                 code = done.code  # a task's own sys.exit
             sys.stdout.flush()  # here, not at interpreter exit, where a failure is unreported
-        except StdoutFailed as exc:
-            code = stdout_failed(exc)
-        except BrokenPipeError:
-            stdout_closed()
+        except StdoutFailed as exc:  # `vllm-omni-ci plan > /dev/full`: sysexits' EX_IOERR (74)
+            print(f"error: cannot write to stdout: {exc.strerror or exc}", file=sys.stderr)
+            _stdout_to_devnull()
+            code = STDOUT_FAILED
+        except BrokenPipeError:  # `… | head`: the reader left; end quietly, as SIGPIPE would
+            _stdout_to_devnull()
+            sys.exit(128 + 13)
         if code not in (None, 0):
             sys.exit(code)
-
-    def run_tasks(self, argv: list[str] | None) -> int:
-        try:
-            self.create_config()
-            self.parse_core(argv)
-            self.parse_collection()
-            self.parse_tasks()
-            self.refuse_run_options()
-            refuse_empty_values(self.tasks)
-            self.parse_cleanup()
-            self.update_config()
-            self.execute()
-        except UserError as exc:
-            return report(exc)
-        except Exit as exc:
-            if exc.message:
-                print(exc.message, file=sys.stderr)
-            return exc.code
-        except UnexpectedExit as exc:
-            return int(exc.result.exited)
-        except KeyboardInterrupt:
-            return 130
-        return 0
 
     def parse_core_args(self) -> None:
         """The whole command line, core options and tasks alike, in one pass of our grammar."""
@@ -87,23 +84,19 @@ class CiProgram(Program):
             raise UserError(unexpected(parsed[0], self.parser.contexts, wanted, "", binary))
         self.core = ParseResult(parsed[:1])
         self.core.remainder = parsed.remainder
-        self.parsed_tasks = ParseResult(parsed[1:])
-
-    def parse_tasks(self) -> None:
-        """The tasks `parse_core_args` found, with `option_defaults` where an option is left out."""
-        self.tasks = self.parsed_tasks
+        # The tasks too (no `parse_tasks` pass), with `option_defaults` where an option is left out.
+        self.tasks = ParseResult(parsed[1:])
         for context in self.tasks:
             for name, value in self.option_defaults.items():
                 argument = context.args.get(name)
                 if argument is not None and not argument.got_value:
                     argument.set_value(value)
 
-    def parse(self, argv: list[str]) -> ParseResult:
+    def parse(self, argv: list[str] | None) -> ParseResult:
         """The task contexts of `argv` (program name first), parsed and nothing run."""
         self.create_config()
         self.parse_core(argv)
         self.parse_collection()
-        self.parse_tasks()
         return self.tasks
 
     def refuse_run_options(self) -> None:
@@ -138,10 +131,8 @@ class CiProgram(Program):
             for row in self.initial_context.help_tuples()
             if not {part.split("=")[0].split(" ")[0] for part in row[0].split(", ")} & REFUSED
         ]
-        print(f"Usage: {self.binary} [--core-opts] <subcommand> [--subcommand-opts] ...")
-        print("")
-        print("Core options:")
-        print("")
+        print(f"Usage: {self.binary} [--core-opts] <subcommand> [--subcommand-opts] ...\n")
+        print("Core options:\n")
         self.print_columns(shown)
         self.list_tasks()
 
@@ -178,25 +169,6 @@ def _guarded(call: Callable[..., Any], *args: Any) -> Any:
         raise
     except OSError as exc:
         raise StdoutFailed(exc.errno, exc.strerror) from None
-
-
-def guard_stdout() -> None:
-    """Make a failed stdout write a `StdoutFailed`: any other OSError may be a task's own file."""
-    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
-        sys.stdout = _GuardedStdout(sys.stdout)
-
-
-def stdout_failed(exc: OSError) -> int:
-    """`vllm-omni-ci plan > /dev/full`: one line, and sysexits' EX_IOERR (74)."""
-    print(f"error: cannot write to stdout: {exc.strerror or exc}", file=sys.stderr)
-    _stdout_to_devnull()
-    return STDOUT_FAILED
-
-
-def stdout_closed() -> None:
-    """`vllm-omni-ci … | head`: the reader left; end quietly, as a shell tool killed by SIGPIPE."""
-    _stdout_to_devnull()
-    sys.exit(128 + 13)
 
 
 def _stdout_to_devnull() -> None:

@@ -8,7 +8,7 @@ pytest with its exact status. The two shapes' exit rules differ (`execute`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci import door
@@ -34,17 +34,6 @@ class Request:
         return self.offline if mode == "offline" else self.online
 
 
-def validate(model_id: str, offline: Sequence[str], online: Sequence[str]) -> None:
-    """The script's two checks, in its order and words (exit 2), and the id's form (it names
-    files written and removed in the working directory: `../../x;y` would reach out)."""
-    if not model_id:
-        raise UserError(f"{SCRIPT}: missing --model-id")
-    if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
-        raise UserError(f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}")
-    if not offline and not online:
-        raise UserError(f"{SCRIPT}: need at least one of --offline / --online")
-
-
 def coverage_gate(env: Mapping[str, str]) -> bool:
     """Only the weekly sweep on main measures coverage (the bootstrap's --e2e gate)."""
     return env.get("WEEKLY", "") == "1" and env.get("BUILDKITE_BRANCH", "") == "main"
@@ -58,9 +47,6 @@ class CovPlan:
     request: Request
     commands: tuple[door.Command, ...]
     coverage: bool
-
-    def modes(self) -> list[str]:
-        return [mode for mode in MODES if self.request.paths(mode)]
 
     def plan(self) -> door.Plan:
         exit_rule = ("exit", "1 if any half, gzip or the upload fails, else 0")
@@ -118,7 +104,8 @@ def execute(plan: CovPlan) -> int:
     clean, *halves, upload = plan.commands
     run_reporting(clean)
     status = 0
-    for mode, pytest, gzip in zip(plan.modes(), halves[::2], halves[1::2], strict=True):
+    modes = [mode for mode in MODES if plan.request.paths(mode)]
+    for mode, pytest, gzip in zip(modes, halves[::2], halves[1::2], strict=True):
         tested = run_reporting(pytest)
         # The script gzips even after a failing run (pytest-cov still writes the report).
         packed = run_reporting(gzip)
@@ -133,8 +120,16 @@ def execute(plan: CovPlan) -> int:
 
 
 def run(request: Request, env: Mapping[str, str], *, dry_run: bool = False) -> None:
-    """The script's checks, then its plan: printed (`dry_run`) or run; exit with its code."""
-    validate(request.model_id, request.offline, request.online)
+    """The script's two checks, in its order and words (exit 2), and the id's form (it names
+    files written and removed in the working directory: `../../x;y` would reach out); then
+    its plan: printed (`dry_run`) or run; exit with its code."""
+    model_id = request.model_id
+    if not model_id:
+        raise UserError(f"{SCRIPT}: missing --model-id")
+    if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
+        raise UserError(f"--model-id: {model_id!r} is not a model name: use {MODEL_ID_FORM}")
+    if not request.offline and not request.online:
+        raise UserError(f"{SCRIPT}: need at least one of --offline / --online")
     plan = make_plan(request, env)
     if dry_run:
         door.execute(plan.plan(), dry_run=True)

@@ -264,11 +264,9 @@ def main_build_base(repo: Path, commit: str) -> str | None:
     return parent if _verify(repo, parent) else None
 
 
-def default_base(repo: Path, env: Mapping[str, str] | None = None) -> str:
+def default_base(repo: Path, env: Mapping[str, str]) -> str:
     """`origin/<PR base or main>`, else the local branch: what `plan` compares with."""
-    branch = (os.environ if env is None else env).get(
-        "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
-    ) or "main"
+    branch = env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or "main"
     ref = _pr_base_ref(repo, branch, fetch=False)
     if ref is None:
         raise UserError(
@@ -293,25 +291,18 @@ def _explicit(
             raise UserError(f"base revision {base_ref!r} shares no history with HEAD in {repo}")
         reason = f"worktree against merge-base with {base_ref}"
         point = (merge_base.stdout.strip(),)
-        return _with_untracked(
-            _finish(repo, "worktree", point, f"{base_ref}...(worktree)", reason, base=base_ref)
-        )
+        diff = _finish(repo, "worktree", point, f"{base_ref}...(worktree)", reason, base=base_ref)
+        if diff.paths is None:
+            return diff
+        listed = _git(repo, "ls-files", "-z", "--others", "--exclude-standard")
+        extra = [p for p in listed.stdout.split("\0") if p.strip() and p not in diff.paths]
+        if not listed.ok or not extra:
+            return diff
+        _log(f"{len(extra)} untracked file(s) added")
+        paths = tuple(sorted((*diff.paths, *extra)))
+        return dataclasses.replace(diff, paths=paths, untracked=tuple(extra))
     head_ref = head or "HEAD"
     shown = f"{base_ref}...{head_ref}"
     return _finish(
         repo, "explicit", (shown,), shown, f"explicit range {shown}", base=base_ref, head=head_ref
     )
-
-
-def _with_untracked(diff: Diff) -> Diff:
-    if diff.paths is None:
-        return diff
-    result = _git(diff.repo, "ls-files", "-z", "--others", "--exclude-standard")
-    if not result.ok:
-        return diff
-    extra = [p for p in result.stdout.split("\0") if p.strip() and p not in diff.paths]
-    if not extra:
-        return diff
-    _log(f"{len(extra)} untracked file(s) added")
-    paths = tuple(sorted((*diff.paths, *extra)))
-    return dataclasses.replace(diff, paths=paths, untracked=tuple(extra))

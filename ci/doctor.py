@@ -67,10 +67,10 @@ class Report:
         return next((c.path for c in self.clients if c.buildkit_without_buildx), None)
 
 
-def docker_clients(path_env: str | None = None) -> list[str]:
+def docker_clients() -> list[str]:
     """Every `docker` on PATH, in PATH order, plus the Debian one; no duplicates."""
     found: dict[Path, str] = {}  # the real file -> its first name
-    entries = (path_env if path_env is not None else os.environ.get("PATH", "")).split(os.pathsep)
+    entries = os.environ.get("PATH", "").split(os.pathsep)
     for candidate in (Path(entry or ".") / "docker" for entry in entries):
         if candidate.is_file() and os.access(candidate, os.X_OK):
             found.setdefault(candidate.resolve(), str(candidate))
@@ -189,34 +189,22 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Docto
     `builder="buildx"` needs a working `docker buildx`; `auto` and `engine` need a
     client that can build with BuildKit at all (buildx, or `DOCKER_BUILDKIT=1`)."""
     up = f"run `{UP}`"
-    build = (
-        (
-            "buildx",
-            report.buildx,
-            f"`docker buildx` does not work with {report.chosen or 'any client'}",
-            f"{up} (links the pinned buildx plugin), or use --builder engine",
-        )
-        if builder == "buildx"
-        else (
-            "buildkit",
-            report.buildx or report.buildkit_client() is not None,
-            "no docker client can build with BuildKit (neither buildx nor"
-            " DOCKER_BUILDKIT=1 docker build)",
-            up,
-        )
-    )
-    checks = (
-        (
-            "engine",
-            report.engine,
-            f"no engine answers ({report.engine_error})",
-            f"{up}, or start dockerd",
-        ),
-        ("registry", report.registry, f"nothing answers at http://{REGISTRY}/v2/", up),
-        ("base image", base_image, f"{BASE_IMAGE} is not in the registry", up),
+    if builder == "buildx":
+        why = f"`docker buildx` does not work with {report.chosen or 'any client'}"
+        fix = f"{up} (links the pinned buildx plugin), or use --builder engine"
+        build = DoctorFinding("buildx", report.buildx, why, fix)
+    else:
+        able = report.buildx or report.buildkit_client() is not None
+        how = "neither buildx nor DOCKER_BUILDKIT=1 docker build"
+        why = f"no docker client can build with BuildKit ({how})"
+        build = DoctorFinding("buildkit", able, why, up)
+    no_engine = f"no engine answers ({report.engine_error})"
+    return [
+        DoctorFinding("engine", report.engine, no_engine, f"{up}, or start dockerd"),
+        DoctorFinding("registry", report.registry, f"nothing answers at http://{REGISTRY}/v2/", up),
+        DoctorFinding("base image", base_image, f"{BASE_IMAGE} is not in the registry", up),
         build,
-    )
-    return [DoctorFinding(*check) for check in checks]
+    ]
 
 
 def doctor(docker: str | None, *, as_json: bool, builder: str) -> None:

@@ -68,8 +68,16 @@ def parse(
                 arg.set_value(True, cast=False)
             elif value is None:
                 raise UserError(_needs_value(context, arg, script, binary))
+            elif arg.kind is not list and arg.got_value and not script:
+                raise UserError(f"{context.name}: {option(arg)} is given twice; give it once")
             else:
-                _set(context, arg, value, script)
+                try:
+                    arg.value = value  # cast to its kind: an `int` option takes a whole number
+                except ValueError:
+                    where = f"{context.name}: " if context.name else ""
+                    raise UserError(
+                        f"{where}{option(arg)}: {value!r} is not a whole number"
+                    ) from None
         elif context is not initial and context.missing_positional_args:
             context.missing_positional_args[0].set_value(word)
         elif word in contexts:
@@ -100,17 +108,6 @@ def _is_flag(context: ParserContext, word: str) -> bool:
 def option(arg: Argument) -> str:
     """The option as users type it: `--summary-tail`, whichever flag they gave."""
     return "--" + (arg.name or "").replace("_", "-")
-
-
-def _set(context: ParserContext, arg: Argument, value: str, script: str) -> None:
-    task = context.name
-    if arg.kind is not list and arg.got_value and not script:
-        raise UserError(f"{task}: {option(arg)} is given twice; give it once")
-    try:
-        arg.value = value  # cast to the option's kind: an `int` option takes a whole number
-    except ValueError:
-        where = f"{task}: " if task else ""
-        raise UserError(f"{where}{option(arg)}: {value!r} is not a whole number") from None
 
 
 def _complete(context: ParserContext, initial: ParserContext, binary: str) -> None:
@@ -188,9 +185,6 @@ RUN_ONLY_CORE = (
     "prompt-for-sudo-password",
 )
 REFUSED = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
-
-
-# --------------------------------------------------------------------------- empty values
 
 
 # Task options naming a file or directory: an explicit empty value is an error.

@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Final, Literal
 
 from ci import door, topology
 from ci.diff import Diff, _Worktree, is_test_py, resolve_diff
@@ -46,15 +46,6 @@ MSG_YAML_MIXED: Final = "CI config YAML + docs/skip-mark changed — follow CI Y
 Word = Literal["skip-all", "skip-l23"]
 
 
-class Changes(Protocol):
-    """Per-file details of a diff with a known range (`ci.diff.Diff` is one): the file's
-    unified diff, and its content on the head side; None when git or reading failed."""
-
-    def patch(self, path: str) -> str | None: ...
-
-    def new_text(self, path: str) -> str | None: ...
-
-
 def spec_platform(value: str | Platform) -> str:
     """The skip-ci name (cuda, amd, intel, npu) of any platform spelling; an unknown
     one is a `UserError` (the original silently skipped CI on a typo)."""
@@ -72,14 +63,8 @@ class Buckets:
     l3: tuple[str, ...] = ()
     l45: tuple[str, ...] = ()
 
-    @property
-    def yaml(self) -> bool:
-        return bool(self.l2 or self.l3 or self.l45)
 
-
-def classify(
-    paths: Iterable[str], changes: Changes | None = None
-) -> tuple[Buckets, tuple[str, ...]]:
+def classify(paths: Iterable[str], changes: Diff | None = None) -> tuple[Buckets, tuple[str, ...]]:
     """Bucket every path; also return the skip-mark check's log lines."""
     found: dict[str, list[str]] = {name: [] for name in vars(Buckets())}
     notes: list[str] = []
@@ -151,7 +136,7 @@ def module_is_skipped(source: str) -> bool:
     return False
 
 
-def skip_mark_only(path: str, changes: Changes, log: list[str]) -> bool:
+def skip_mark_only(path: str, changes: Diff, log: list[str]) -> bool:
     """Is this test file's change only pytest skip marks (or, if new, is it skipped whole)?"""
     patch = changes.patch(path)
     if not patch or not patch.strip():
@@ -215,23 +200,7 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
     return ", ".join(ordered) or "none"
 
 
-def yaml_matrix(buckets: Buckets) -> frozenset[tuple[str, str]]:
-    """Which platform/levels stay on for a CI-YAML diff: exactly those whose L2 or L3 YAML
-    changed (the original's three override rules, L4/L5 then L2 then L3, come to this;
-    an L4/L5 YAML change alone runs no L2/L3)."""
-    return frozenset(_YAML[path] for path in (*buckets.l2, *buckets.l3))
-
-
-def _changed_summary(buckets: Buckets) -> str:
-    parts = [
-        f"{name}=[{', '.join(sorted(set(files)))}]"
-        for name, files in (("L2", buckets.l2), ("L3", buckets.l3), ("L4/L5", buckets.l45))
-        if files
-    ]
-    return "; ".join(parts) or "none"
-
-
-def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decision:
+def decide(paths: Sequence[str] | None, changes: Diff | None = None) -> Decision:
     """The skip-ci decision for changed paths (None: unknown, normal CI). Pure; without
     `changes` (no diff range) a test edit cannot be skip-mark-only."""
     if paths is None:
@@ -242,15 +211,17 @@ def decide(paths: Sequence[str] | None, changes: Changes | None = None) -> Decis
         return Decision(False, False, MSG_EMPTY, buckets=buckets, notes=notes)
     if buckets.other:
         return Decision(False, False, MSG_NORMAL, buckets=buckets, notes=notes)
-    if not buckets.yaml:
+    yamls = (("L2", buckets.l2), ("L3", buckets.l3), ("L4/L5", buckets.l45))
+    if not any(files for _, files in yamls):
         return Decision(True, False, MSG_SKIP_ALL, buckets=buckets, notes=notes)
-    runs = yaml_matrix(buckets)
+    # Exactly the platform/levels whose L2 or L3 YAML changed stay on (the original's three
+    # override rules, L4/L5 then L2 then L3, come to this; an L4/L5 change alone runs none).
+    runs = frozenset(_YAML[path] for path in (*buckets.l2, *buckets.l3))
     off = {(p, lvl) for p in PLATFORMS for lvl in LEVELS} - runs
     head = MSG_YAML_MIXED if (buckets.docs or buckets.skip_tests) else MSG_YAML_ONLY
     sep = "; " if head == MSG_YAML_MIXED else " — "
-    message = (
-        f"{head}{sep}changed: {_changed_summary(buckets)}; run: {_pairs(runs)}; skip: {_pairs(off)}"
-    )
+    changed = "; ".join(f"{n}=[{', '.join(sorted(set(f)))}]" for n, f in yamls if f)
+    message = f"{head}{sep}changed: {changed}; run: {_pairs(runs)}; skip: {_pairs(off)}"
     return Decision(False, True, message, runs, buckets, notes)
 
 
@@ -258,8 +229,7 @@ _LOGGED: set[Diff] = set()
 
 
 def _log(message: str) -> None:
-    sys.stderr.write(LOG_PREFIX + message + "\n")
-    sys.stderr.flush()
+    door.note(LOG_PREFIX + message)
 
 
 @functools.cache

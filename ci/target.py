@@ -108,22 +108,15 @@ class Build:
     local: str = ""
 
 
-def is_pr_value(value: str) -> bool:
-    """BUILDKITE_PULL_REQUEST names a PR: set, and not `false`."""
-    return value not in ("", "false")
-
-
 _ANNOUNCED: set[tuple[str, str]] = set()
 
 
-def resolve_build(
-    repo: Path, env: Mapping[str, str] | None = None, *, need_commit: bool = True
-) -> Build:
+def resolve_build(repo: Path, source: Mapping[str, str], *, need_commit: bool = True) -> Build:
     """The one rule for the build a task acts for (module docstring); says `local build: …`.
     `need_commit=False` (plan diffs `--head`) skips the BUILDKITE_COMMIT check."""
-    source = os.environ if env is None else env
     inside = in_buildkite(source)
     pull_request = source.get("BUILDKITE_PULL_REQUEST", "")
+    is_pr = pull_request not in ("", "false")  # a PR number; `false` on other builds
     branch = source.get("BUILDKITE_BRANCH", "")
     base_branch = source.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH", "") or MAIN
     commit = source.get("BUILDKITE_COMMIT", "")
@@ -134,10 +127,8 @@ def resolve_build(
                 " commit)"
             )
         commit = "HEAD"
-    if inside or is_pr_value(pull_request) or branch:
-        kind: BuildKind = (
-            "pr" if is_pr_value(pull_request) else "main" if branch == MAIN else "branch"
-        )
+    if inside or is_pr or branch:
+        kind: BuildKind = "pr" if is_pr else "main" if branch == MAIN else "branch"
         return Build(kind, commit, branch, base_branch, pull_request)
     # Outside Buildkite, BUILDKITE_BRANCH unset: the checkout's branch; and with
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.

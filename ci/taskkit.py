@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from invoke.exceptions import Exit
@@ -22,6 +22,13 @@ from ci.errors import Stop, UserError
 from ci.redact import Redactor
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def after_dashdash(argv: Sequence[str] | None = None) -> list[str]:
+    """Everything after the first `--`, with its quoting intact: Invoke joins it into one
+    string (`Context.remainder`), so `-m 'a and b'` would come back as three words."""
+    args = list(sys.argv if argv is None else argv)
+    return args[args.index("--") + 1 :] if "--" in args else []
 
 
 def report(exc: UserError | Stop) -> int:

@@ -313,10 +313,8 @@ def load(path: str | Path) -> Any:
     return loads(files.read_text(p, str(p)), source=str(p))
 
 
-def load_all(path: str | Path, source: str | None = None) -> list[Any]:
-    p = Path(path)
-    shown = str(p) if source is None else source
-    return loads_all(files.read_text(p, shown), source=shown)
+def load_all(path: str | Path, source: str) -> list[Any]:
+    return loads_all(files.read_text(Path(path), source), source=source)
 
 
 @_without_cycle_collection()

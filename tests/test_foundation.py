@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.argv import after_dashdash
 from ci.durations import parse_duration
 from ci.errors import UserError
 from ci.platforms import Platform, parse_platform
 from ci.target import resolve_branch, resolve_commit
+from ci.taskkit import after_dashdash
 from tests.conftest import ROOT, cli_path, run_cli
 
 
@@ -124,7 +124,7 @@ def test_dashdash_arrives_as_one_argument_under_inv(tmp_path: Path) -> None:
             """
             import json
             from invoke import task
-            from ci.argv import after_dashdash
+            from ci.taskkit import after_dashdash
 
             @task
             def show(c):

@@ -50,15 +50,9 @@ def bootstrap(
             f"--labels: only for --platform rocm; the {chosen.value} bootstrap uploads `if`"
             " conditions that Buildkite evaluates against the PR's labels itself"
         )
-    target = resolve_repo(repo or None)
-    if chosen is Platform.ROCM:
-        from ci.amd import bootstrap as amd
-
-        amd.run(target, dry_run=dry_run, labels=labels)
-        return
     from ci.bootstraps import run
 
-    run(chosen, target, dry_run=dry_run)
+    run(chosen, resolve_repo(repo or None), dry_run=dry_run, labels=labels)
 
 
 @task(

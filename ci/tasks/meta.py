@@ -92,11 +92,5 @@ def wheelhouse(
         raise UserError("--dest: an empty path; give a directory (or leave --dest out)")
     root = wh.project_root()
     dests = tuple(Path(d).resolve() for d in dest or ()) or wh.default_dests(root)
-    wh.build(
-        wh.WheelhouseOptions(
-            root=root,
-            dests=dests,
-            python_version=python_version or wh.DEFAULT_PYTHON_VERSION,
-        ),
-        dry_run=dry_run,
-    )
+    version = python_version or wh.DEFAULT_PYTHON_VERSION
+    wh.build(wh.WheelhouseOptions(root, dests, version), dry_run=dry_run)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from invoke.context import Context
 
-from ci.taskkit import task
+from ci.taskkit import after_dashdash, task
 
 
 @task(
@@ -44,20 +44,12 @@ def upload_pipeline(
     bootstrap-upload-steps.yml gets the skip-ci `if` gates. Problems exit 1 and
     upload nothing; a failed upload gives buildkite-agent's code; bad options exit 2.
     """
+    options = {k: v for k, v in locals().items() if k not in ("c", "scope", "all", "e2e")}
     from ci.pipeline import scope as scopes
     from ci.pipeline.upload import UploadOptions
     from ci.pipeline.upload import upload_pipeline as run
 
-    run(
-        UploadOptions(
-            pipeline=pipeline,
-            scope=scopes.choose(scope, all, e2e),
-            upload=upload,
-            dry_run=dry_run,
-            repo=repo,
-            platform=platform,
-        )
-    )
+    run(UploadOptions(**options, scope=scopes.choose(scope, all, e2e)))
 
 
 @task()
@@ -85,7 +77,6 @@ def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = ""
     A static scan of the files after `--` (default: every .py under tests/).
     Problems go to stdout, grouped per file; exit 1 on problems, 2 on bad input.
     """
-    from ci.argv import after_dashdash
     from ci.gates.marks import check_marks as run
 
     run(repo, after_dashdash(), from_ref=from_ref, to_ref=to_ref)
@@ -115,15 +106,7 @@ def shellcheck_steps(
     .buildkite/); `$$` is the job shell's `$`. Exit 1 on findings or a pipeline its
     consumer refuses; 2 on bad input or when shellcheck is missing.
     """
-    from ci.argv import after_dashdash
+    options = {name: value for name, value in locals().items() if name not in ("c", "repo")}
     from ci.gates.shellsteps import shellcheck_steps as run
 
-    run(
-        repo,
-        after_dashdash(),
-        severity=severity,
-        exclude=exclude,
-        dry_run=dry_run,
-        from_ref=from_ref,
-        to_ref=to_ref,
-    )
+    run(repo, after_dashdash(), **options)

@@ -63,12 +63,8 @@ def cleanup_nightly(
     from ci.durations import parse_duration
     from ci.release.cleanup import cleanup, parse_keep
 
-    cleanup(
-        hub_url=hub_url,
-        keep=parse_keep(keep),
-        delete_interval=parse_duration(delete_interval, name="--delete-interval"),
-        dry_run=dry_run,
-    )
+    count, interval = parse_keep(keep), parse_duration(delete_interval, name="--delete-interval")
+    cleanup(hub_url=hub_url, keep=count, delete_interval=interval, dry_run=dry_run)
 
 
 collection = Collection("release", publish_images, cleanup_nightly)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from invoke.context import Context
 
-from ci.taskkit import task
+from ci.taskkit import after_dashdash, task
 
 
 @task(
@@ -46,7 +46,6 @@ def run_tests(
     143, 130 or 129; --timeout 124. rocm/npu: what the job leaves running when it
     ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
     """
-    from ci.argv import after_dashdash
     from ci.runner.native import run_tests as dispatch
 
     dispatch(platform, after_dashdash(), timeout=timeout, prune=prune, dry_run=dry_run)
@@ -97,7 +96,6 @@ def step(
     leaves running is ended afterwards and listed on stderr.
     """
     options = {name: value for name, value in locals().items() if name not in ("c", "dry_run")}
-    from ci.argv import after_dashdash
     from ci.runner.step import StepOptions, run_step
 
     run_step(StepOptions(**options), after_dashdash(), dry_run=dry_run)
@@ -135,18 +133,10 @@ def cov_split(
     import os
 
     from ci import covsplit
-    from ci.argv import after_dashdash
 
-    covsplit.run(
-        covsplit.Request(
-            model_id=model_id,
-            offline=tuple(offline or ()),
-            online=tuple(online or ()),
-            pytest_args=tuple(after_dashdash()),
-        ),
-        os.environ,
-        dry_run=dry_run,
-    )
+    paths = tuple(offline or ()), tuple(online or ())
+    request = covsplit.Request(model_id, *paths, pytest_args=tuple(after_dashdash()))
+    covsplit.run(request, os.environ, dry_run=dry_run)
 
 
 @task(
