@@ -91,22 +91,20 @@ def download_arch(machine: str) -> str:
 
 
 def install_commands(arch: str, install_dir: str) -> tuple[door.Command, ...]:
-    """The script's download of buildctl, step by step."""
-    return (
-        door.Command(("mkdir", "-p", EXTRACT_TO), description=f"create {EXTRACT_TO}"),
-        door.Command(
+    """The script's download of buildctl, step by step: (argv, description) rows."""
+    steps = (
+        (("mkdir", "-p", EXTRACT_TO), f"create {EXTRACT_TO}"),
+        (
             ("wget", "-q", BUILDKIT_URL.format(arch=arch), "-O", DOWNLOAD_TO),
-            description=f"download BuildKit {BUILDKIT_VERSION} ({arch}) to {DOWNLOAD_TO}",
+            f"download BuildKit {BUILDKIT_VERSION} ({arch}) to {DOWNLOAD_TO}",
         ),
-        door.Command(
-            ("tar", "-xzf", DOWNLOAD_TO, "-C", EXTRACT_TO),
-            description=f"extract it into {EXTRACT_TO}",
-        ),
-        door.Command(
+        (("tar", "-xzf", DOWNLOAD_TO, "-C", EXTRACT_TO), f"extract it into {EXTRACT_TO}"),
+        (
             ("cp", f"{EXTRACT_TO}/bin/buildctl", f"{install_dir.rstrip('/')}/"),
-            description=f"install buildctl into {install_dir}",
+            f"install buildctl into {install_dir}",
         ),
     )
+    return tuple(door.Command(argv, description=why) for argv, why in steps)
 
 
 def plan(
@@ -193,15 +191,13 @@ def build(options: BuildOptions) -> None:
         door.execute(the_plan, dry_run=True)
         return
     # The TLS and docker-config files are checked by name only, never read.
+    needed = [(job.tls_file(name), "--tls-dir", "buildkitd mTLS file") for name, _ in TLS_FILES]
+    needed.append((job.docker_config, "--docker-config", "push credentials"))
     problems_found = [
-        f"--tls-dir: {path} does not exist (buildkitd mTLS file)"
-        for path in (job.tls_file(name) for name, _flag in TLS_FILES)
+        f"{flag}: {path} does not exist ({why})"
+        for path, flag, why in needed
         if not os.path.isfile(path)
     ]
-    if not os.path.isfile(job.docker_config):
-        problems_found.append(
-            f"--docker-config: {job.docker_config} does not exist (push credentials)"
-        )
     if missing and not wanted:
         problems_found.insert(
             0,
