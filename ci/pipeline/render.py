@@ -18,7 +18,18 @@ from ci.pipeline.registries import Registries
 Scope = Literal["diff", "all", "e2e"]
 E2E_GROUP = "E2E Test"
 
-DropReason = Literal["source-filter", "mirror-hw", "no-chip", "empty-group", "e2e-scope", "error"]
+# Why a step (or group, or child pipeline) does not run; `plan` adds skip-ci, if-false, duplicate.
+DropReason = Literal[
+    "skip-ci",  # the skip-ci decision turned it off
+    "source-filter",  # no changed path under its source_file_dependencies
+    "mirror-hw",  # MIRROR_HW (CUDA) or the AMD mirror list leaves it out
+    "no-chip",  # its pytest -m names no chip with a preset
+    "empty-group",  # every child of the group was dropped
+    "if-false",  # a Buildkite `if` (of the step or a group) is false for this build
+    "e2e-scope",  # `--scope e2e` keeps only the E2E groups
+    "duplicate",  # AMD: identical to a step of an earlier suite
+    "error",  # the step could not be rendered (see the platform's errors)
+]
 
 
 @dataclass(frozen=True)
@@ -33,8 +44,10 @@ class Kept:
 
 @dataclass(frozen=True)
 class Dropped:
+    """One step (or group, or child pipeline) left out, and why."""
+
     label: str
-    path: tuple[str, ...]
+    groups: tuple[str, ...]  # labels of the enclosing groups
     reason: DropReason
     detail: str = ""
 

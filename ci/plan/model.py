@@ -11,21 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal, TypeAlias
 
+from ci.pipeline.render import Dropped
+
 SCHEMA_ID = "vllm-omni-ci/plan"
 SCHEMA_VERSION = 1
 
-# Why a step (or a whole child pipeline) does not run.
-Reason = Literal[
-    "skip-ci",  # the skip-ci decision turned it off
-    "source-filter",  # no changed path under its source_file_dependencies
-    "mirror-hw",  # MIRROR_HW (CUDA) or the AMD mirror list leaves it out
-    "no-chip",  # its pytest -m names no chip with a preset
-    "empty-group",  # every child of the group was dropped
-    "if-false",  # a Buildkite `if` (of the step or a group) is false for this build
-    "e2e-scope",  # `--scope e2e` keeps only the E2E groups
-    "duplicate",  # AMD: identical to a step of an earlier suite
-    "error",  # the step could not be rendered (see the platform's errors)
-]
 # `yes`: runs; `conditional`: an `if` outside the expression subset decides at build time.
 Runs = Literal["yes", "conditional"]
 PipelineStatus = Literal["uploaded", "conditional", "not-uploaded"]
@@ -56,16 +46,6 @@ class PlannedStep:
         object.__setattr__(self, "blocking", not self.soft_fail)
 
 
-@dataclass(frozen=True)
-class PlannedDrop:
-    """One step (or group, or child pipeline) left out, and why."""
-
-    label: str
-    groups: tuple[str, ...]
-    reason: Reason
-    detail: str = ""
-
-
 @dataclass
 class PlannedPipeline:
     """One uploaded (or not uploaded) pipeline of a platform."""
@@ -76,7 +56,7 @@ class PlannedPipeline:
     reason: str = ""
     scope: str | None = None
     steps: list[PlannedStep] = field(default_factory=list)
-    dropped: list[PlannedDrop] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
 
 
 @dataclass

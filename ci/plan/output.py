@@ -11,7 +11,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, TypeVar
 
-from ci.plan.model import BuildPlan, PlannedDrop, PlannedPipeline, PlannedStep, PlatformPlan
+from ci.pipeline.render import Dropped
+from ci.plan.model import BuildPlan, PlannedPipeline, PlannedStep, PlatformPlan
 from ci.tiers.terminal import Columns, informative, strip_emoji, widths, wrap
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _title(platform: PlatformPlan) -> str:
     return f"{platform.platform}: {platform.status.upper()} — {platform.reason}"
 
 
-Item = TypeVar("Item", PlannedStep, PlannedDrop)
+Item = TypeVar("Item", PlannedStep, Dropped)
 
 
 def _by_pipeline(

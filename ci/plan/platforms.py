@@ -9,7 +9,7 @@ Every pipeline that would be uploaded must pass the schema check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,9 +20,10 @@ from ci.errors import FAILURE, UserError
 from ci.pipeline import bootstrap_mode, ifexpr, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.registries import Registries
+from ci.pipeline.render import Dropped
 from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
 from ci.plan.inputs import MAIN
-from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedPipeline, PlatformPlan
+from ci.plan.model import NOT_EVALUATED, PlannedPipeline, PlatformPlan
 from ci.plan.steps import labels_in, verdict, walk
 from ci.schema import require_valid
 from ci.skipci import Decision
@@ -95,7 +96,7 @@ def plan_rocm(situation: Situation, plan: PlatformPlan) -> None:
     files = ", ".join(f".buildkite/amd/{s.file}" for s in chosen)
     pipeline = PlannedPipeline(name, files or None)
     pipeline.dropped += [
-        PlannedDrop(s.spec, (), "skip-ci", f"{word}: {situation.decision.message}")
+        Dropped(s.spec, (), "skip-ci", f"{word}: {situation.decision.message}")
         for s, word in outcome.skipped
     ]
     if outcome.pipeline is None:
@@ -106,13 +107,13 @@ def plan_rocm(situation: Situation, plan: PlatformPlan) -> None:
         pipeline.dropped += dropped
         mirror = f"not in mirror_hardwares of {outcome.mirror_hw}"
         pipeline.dropped += [
-            *(PlannedDrop(label, (), "mirror-hw", mirror) for label in outcome.not_mirrored),
+            *(Dropped(label, (), "mirror-hw", mirror) for label in outcome.not_mirrored),
             *(
-                PlannedDrop(g, (), "empty-group", f"every step is {mirror}")
+                Dropped(g, (), "empty-group", f"every step is {mirror}")
                 for g in outcome.empty_groups
             ),
             *(
-                PlannedDrop(label, (group,), "duplicate", "identical to a step of an earlier suite")
+                Dropped(label, (group,), "duplicate", "identical to a step of an earlier suite")
                 for group, label in outcome.duplicates
             ),
         ]
@@ -138,12 +139,9 @@ def plan_upload(situation: Situation, plan: PlatformPlan) -> None:
     boot = PlannedPipeline(f"{platform} bootstrap", made.file)
     boot.steps, dropped = walk(rendered.tree.steps, ctx)
     # Under skip-all the gates admit only scheduled builds: a false gate is skip-ci's doing.
-    boot.dropped = [
-        PlannedDrop(d.label, d.groups, "skip-ci", d.detail) if decision.skip_all else d
-        for d in dropped
-    ]
+    boot.dropped = [replace(d, reason="skip-ci") if decision.skip_all else d for d in dropped]
     boot.dropped += [
-        PlannedDrop(u.label, (), "skip-ci", f"omitted: {decision.message}")
+        Dropped(u.label, (), "skip-ci", f"omitted: {decision.message}")
         for u in made.uploads
         if u.key in rendered.omitted
     ]
@@ -221,8 +219,7 @@ def _render_child(situation: Situation, child: PlannedPipeline) -> None:
     child.steps, dropped = walk(rendered.tree.steps, inputs.context(), presets=presets)
     under = {"source-filter": "no change under "}
     child.dropped = [
-        PlannedDrop(d.label, d.path, d.reason, under.get(d.reason, "") + d.detail)
-        for d in rendered.dropped
+        replace(d, detail=under.get(d.reason, "") + d.detail) for d in rendered.dropped
     ] + dropped
     if rendered.bypassed_by:
         child.reason = f"source filter bypassed by {rendered.bypassed_by}"

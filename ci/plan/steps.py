@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ci.pipeline import ifexpr, model
-from ci.plan.model import NOT_EVALUATED, PlannedDrop, PlannedStep
+from ci.pipeline.render import Dropped
+from ci.plan.model import NOT_EVALUATED, PlannedStep
 
 
 def _int(value: Any) -> int | None:
@@ -54,12 +55,12 @@ def walk(
     ctx: ifexpr.Context,
     *,
     presets: Mapping[int, str | None] | None = None,
-) -> tuple[list[PlannedStep], list[PlannedDrop]]:
+) -> tuple[list[PlannedStep], list[Dropped]]:
     """Rows of every leaf of a rendered pipeline; group `if`s apply to their children, and a
     false `if` drops the group or step. `presets`: `id()` of a rendered leaf -> the hardware
     preset it was expanded from."""
     kept: list[PlannedStep] = []
-    dropped: list[PlannedDrop] = []
+    dropped: list[Dropped] = []
 
     def visit(
         entries: Iterable[model.Node], names: tuple[str, ...], outer: tuple[str, ...]
@@ -72,9 +73,7 @@ def walk(
             label = model.name_of(entry.fields)
             value, text = verdict(here, ctx)
             if value is False:
-                dropped.append(
-                    PlannedDrop(label, names, "if-false", f"if {' '.join(text.split())}")
-                )
+                dropped.append(Dropped(label, names, "if-false", f"if {' '.join(text.split())}"))
             elif isinstance(entry, model.Group):
                 visit(entry.steps, (*names, label), here)
             else:
