@@ -74,24 +74,16 @@ def _own_cgroup_dir() -> str | None:
     """The directory of our cgroup in a mounted cgroup v2 hierarchy, or None."""
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as fh:
-            path = next((line[3:].strip() for line in fh if line.startswith("0::")), None)
+            path = next((line[3:].strip() for line in fh if line.startswith("0::")), "")
         with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            mounts = fh.read().splitlines()
+            mounts = [line.split() for line in fh if " - cgroup2 " in line]
     except OSError:
         return None
-    if not path or path.endswith(" (deleted)"):
-        return None
-    for line in mounts:
-        left, sep, right = line.partition(" - ")
-        fields = left.split()
-        if not sep or len(fields) < 5 or not right.startswith("cgroup2 "):
-            continue
+    for fields in mounts if path else ():
         # A mount of a sub-tree (a container without a cgroup namespace) shows it at its root.
-        root, mountpoint = fields[3].rstrip("/"), fields[4]
-        if path != root and not path.startswith(root + "/"):
-            continue
-        candidate = os.path.join(mountpoint, path[len(root) :].lstrip("/"))
-        if os.path.isfile(os.path.join(candidate, "cgroup.procs")):
+        root = fields[3].rstrip("/")
+        candidate = os.path.join(fields[4], path[len(root) :].lstrip("/"))
+        if (path + "/").startswith(root + "/") and os.path.isfile(f"{candidate}/cgroup.procs"):
             return candidate
     return None
 

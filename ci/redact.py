@@ -108,23 +108,16 @@ class StreamRedactor:
         return self._redact(rest)
 
     def _safe_cut(self, buffer: str) -> int:
-        values = self._redact.values
-        cut = len(buffer)
-        # A tail that is the start of a secret waits for the next piece.
-        for value in values:
-            start = max(0, len(buffer) - len(value) + 1)
-            at = buffer.find(value[0], start)
-            while at != -1:
-                if value.startswith(buffer[at:]):
-                    cut = min(cut, at)
-                    break
-                at = buffer.find(value[0], at + 1)
-        # No secret may straddle the cut: the part before it is masked on its own.
-        moved = True
+        """Where what is printable now ends. A secret that the cut would split (one that
+        straddles it, or a tail that could still grow into one) moves it back to its
+        start, until none does: what is before the cut is masked on its own."""
+        cut, moved = len(buffer), True
         while moved:
             moved = False
-            for value in values:
-                at = buffer.find(value, max(0, cut - len(value) + 1))
-                if at != -1 and at < cut < at + len(value):
+            for value in self._redact.values:
+                at = buffer.find(value[0], max(0, cut - len(value) + 1), cut)
+                while at != -1 and not value.startswith(buffer[at : at + len(value)]):
+                    at = buffer.find(value[0], at + 1, cut)
+                if at != -1:
                     cut, moved = at, True
         return cut
