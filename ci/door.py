@@ -293,9 +293,6 @@ class _Relay:
         self._drained.wait(bound)
 
     def _copy(self) -> None:
-        import codecs
-
-        decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
         try:
             while True:
                 ready, _, _ = select.select([self.read_fd], [], [], POLL)
@@ -310,15 +307,14 @@ class _Relay:
                     data = b""
                 if not data:
                     break
-                self._write(self._stream.feed(decode(data)))
+                self._write(self._stream.feed(data))
         finally:
-            self._write(self._stream.feed(decode(b"", final=True)) + self._stream.flush())
+            self._write(self._stream.flush())
             self._drained.set()
             with contextlib.suppress(OSError):
                 os.close(self.read_fd)
 
-    def _write(self, text: str) -> None:
-        data = text.encode("utf-8", errors="surrogateescape")
+    def _write(self, data: bytes) -> None:
         if self.target_fd is None:
             self.kept.append(data)
             return
@@ -397,7 +393,7 @@ def run(
         # must re-parent to us, not to init, or no sweep can ever find it.
         proctree.become_subreaper()
         cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
-        preexec = proctree.preexec(cgroup)
+        preexec = cgroup.joiner() if cgroup else None
     with _signals_recorded() as received:
         proc = _popen(
             cmd, redact, stdout=out, stderr=err, preexec_fn=preexec,

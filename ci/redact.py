@@ -13,6 +13,7 @@ Python-repr, JSON-escaped and, for a multi-line value, each long line.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import shlex
@@ -89,23 +90,25 @@ class Redactor:
 
 
 class StreamRedactor:
-    """Masks secrets in text that arrives in pieces (a child's output, read as it comes).
-    `feed` returns what can be printed now: everything except a tail that could
-    still grow into a secret, or that cuts one in two. `flush` returns the rest."""
+    """Masks secrets in output that arrives in pieces (a child's, read as it comes), read
+    as UTF-8 with every other byte passed as it is. `feed` returns what can be printed
+    now: everything except a tail that could still grow into a secret, or that cuts one
+    in two. `flush` returns the rest (at the end, or while nothing more comes)."""
 
     def __init__(self, redact: Redactor) -> None:
         self._redact = redact
         self._held = ""
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
 
-    def feed(self, text: str) -> str:
-        buffer = self._held + text
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._held + self._decode(data)
         cut = self._safe_cut(buffer)
         self._held = buffer[cut:]
-        return self._redact(buffer[:cut])
+        return self._redact(buffer[:cut]).encode("utf-8", errors="surrogateescape")
 
-    def flush(self) -> str:
-        rest, self._held = self._held, ""
-        return self._redact(rest)
+    def flush(self) -> bytes:
+        rest, self._held = self._held + self._decode(b"", True), ""
+        return self._redact(rest).encode("utf-8", errors="surrogateescape")
 
     def _safe_cut(self, buffer: str) -> int:
         """Where what is printable now ends. A secret that the cut would split (one that
