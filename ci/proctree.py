@@ -104,8 +104,13 @@ class Cgroup:
         base = _own_cgroup_dir()  # None off Linux: there is no /proc
         if base is None:
             return None
-        if cls._count == 0:
-            _remove_stale(base)
+        # First, the empty cgroups a killed vllm-omni-ci left here (rmdir fails on one in use).
+        with contextlib.suppress(OSError):
+            for name in os.listdir(base) if cls._count == 0 else ():
+                parts = name.split("-")
+                ours = len(parts) == 5 and parts[:3] == ["vllm", "omni", "ci"]
+                if ours and parts[3].isdigit() and not psutil.pid_exists(int(parts[3])):
+                    cls(os.path.join(base, name)).remove()
         cls._count += 1
         path = os.path.join(base, f"vllm-omni-ci-{os.getpid()}-{cls._count}")
         try:
@@ -174,19 +179,6 @@ class Cgroup:
             time.sleep(POLL)  # the last process is still exiting
 
 
-def _remove_stale(base: str) -> None:
-    """Remove the empty cgroups a killed vllm-omni-ci left here (rmdir fails on one in use)."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return
-    for name in names:
-        parts = name.split("-")
-        ours = len(parts) == 5 and parts[:3] == ["vllm", "omni", "ci"] and parts[3].isdigit()
-        if ours and not psutil.pid_exists(int(parts[3])):
-            Cgroup(os.path.join(base, name)).remove()
-
-
 def _write(path: str | bytes, data: bytes) -> bool:
     """Write a cgroup control file; False when the kernel refuses."""
     try:
@@ -236,8 +228,7 @@ class Tree:
         """Remember every current descendant, so it can be found after re-parenting."""
         with contextlib.suppress(psutil.Error):
             self._know(psutil.Process(self.root).children(recursive=True))
-        if self.cgroup is not None:
-            self.known |= {i for i in map(_identity, self.cgroup.pids()) if i}
+        self._know(self.cgroup.pids() if self.cgroup is not None else ())
         # Orphans re-parented to us (we are a subreaper) that appeared after our
         # root started and belong to no other running command.
         with contextlib.suppress(psutil.Error):
@@ -248,7 +239,7 @@ class Tree:
                 if ident and ident[1] >= self._started and self._is_ours(child):
                     self._know([child, *child.children(recursive=True)])
 
-    def _know(self, procs: Iterable[psutil.Process]) -> None:
+    def _know(self, procs: Iterable[psutil.Process | int]) -> None:
         self.known |= {i for i in map(_identity, procs) if i}
 
     def _is_ours(self, proc: psutil.Process) -> bool:
@@ -277,8 +268,7 @@ class Tree:
 
     def terminate(self, grace: float) -> bool:
         """End the tree (`end`), its group and cgroup too. True if KILL was needed."""
-        cgroups = [self.cgroup] if self.cgroup is not None else []
-        return end(self.alive, cgroups, grace, group=self.root)
+        return end(self.alive, [c for c in [self.cgroup] if c], grace, group=self.root)
 
     def close(self) -> None:
         _active_roots.discard(self.root)
