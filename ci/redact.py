@@ -41,9 +41,8 @@ def is_secret_name(name: str) -> bool:
     return not buildkite_id and upper.endswith(SECRET_SUFFIXES)
 
 
-def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
-    source = os.environ if env is None else env
-    return {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_LENGTH}
+def secrets_from_env(env: Mapping[str, str]) -> set[str]:
+    return {v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_LENGTH}
 
 
 def remember(*values: str) -> None:
@@ -77,7 +76,7 @@ class Redactor:
     @classmethod
     def for_env(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
         """Secrets of os.environ and of `envs`, the `remember`ed ones, and `extra`."""
-        found = secrets_from_env().union(_remembered, *map(secrets_from_env, envs))
+        found = _remembered.union(*map(secrets_from_env, [os.environ, *envs]))
         return cls([*found, *extra])
 
     def __bool__(self) -> bool:

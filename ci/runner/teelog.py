@@ -69,23 +69,16 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         log.fail(exc, "open")
     masker = StreamRedactor(Redactor.for_env())
-
-    def emit(data: bytes) -> None:
-        log.write(data)
-        if not tier:
-            stream.write(data)
-
     while True:
         try:
             data = os.read(0, 65536)  # a signal (all ignored) never interrupts it
         except OSError:
             data = b""
-        if tier:
-            stream.write(data)
+        masked = masker.feed(data) if data else masker.flush()
+        log.write(masked)
+        stream.write(data if tier else masked)
         if not data:
             break
-        emit(masker.feed(data))
-    emit(masker.flush())
     log.close()
     if tier and argv[2]:
         with contextlib.suppress(OSError), open(argv[2], "w", encoding="utf-8") as fh:
