@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from ci.errors import Stop
 from ci.redact import MASK, Redactor, StreamRedactor, remember
@@ -234,10 +234,9 @@ def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
     return (found, 0, "") if found else (None, 127, f"error: command not found: {argv0}")
 
 
-def _popen(
-    cmd: Command, env: Mapping[str, str], redact: Redactor, **how: object
-) -> subprocess.Popen[bytes] | Result:
+def _popen(cmd: Command, redact: Redactor, **how: object) -> subprocess.Popen[bytes] | Result:
     """Start the command in its own session; bash's 127/126 when it cannot start."""
+    env = {**os.environ, **cmd.env}
     exe, code, message = _resolve(cmd.argv[0], env)
     if exe is None:
         return Result(code, "", redact(message))
@@ -250,12 +249,14 @@ def _popen(
 
 
 def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, list[_Relay]]:
-    """The child's stdout and stderr, and the masking copies they go through (only when
-    there is a secret to mask). "stderr": the child's stdout joins our stderr too, so
-    that our stdout carries the task's result only."""
-    if output in ("capture", "null"):
-        pipe = subprocess.PIPE if output == "capture" else subprocess.DEVNULL
-        return pipe, pipe, []
+    """The child's stdout and stderr, and the copies they go through: kept ("capture",
+    unmasked), or masked (only when there is a secret to mask). "stderr": the child's
+    stdout joins our stderr too, so that our stdout carries the task's result only."""
+    if output == "null":
+        return subprocess.DEVNULL, subprocess.DEVNULL, []
+    if output == "capture":
+        relays = [_Relay(None, Redactor()), _Relay(None, Redactor())]
+        return relays[0].child_fd, relays[1].child_fd, relays
     targets = [sys.stderr] if output == "stderr" else [sys.stdout, sys.stderr]
     if redact:  # both streams of an "stderr" child share one copy: the order written stays
         relays = [_Relay(target.fileno(), redact) for target in targets]
@@ -265,19 +266,20 @@ def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, 
 
 
 class _Relay:
-    """Copies a child's output stream to one of ours, every secret masked. The child
-    writes to a pseudo-terminal when our stream is a terminal, so it still sees one
-    (colours, line buffering); `finish` waits until what it wrote is copied, and a
-    process it left running is still copied while we live."""
+    """Copies a child's output stream to one of ours, every secret masked, or keeps it in
+    `kept` (`target_fd` None). The child writes to a pseudo-terminal when our stream is a
+    terminal, so it still sees one (colours, line buffering); `finish` waits until what
+    it wrote is copied, and a process it left running is still copied while we live."""
 
-    def __init__(self, target_fd: int, redact: Redactor) -> None:
+    def __init__(self, target_fd: int | None, redact: Redactor) -> None:
         self.target_fd = target_fd
+        self.kept: list[bytes] = []
         self._stream = StreamRedactor(redact)
         self._exited = threading.Event()
         self._drained = threading.Event()
         self._broken = False
         self._thread = threading.Thread(target=self._copy, daemon=True)
-        if os.isatty(target_fd):
+        if target_fd is not None and os.isatty(target_fd):
             self.read_fd, self.child_fd = _pty_pair(target_fd)
         else:
             self.read_fd, self.child_fd = os.pipe()
@@ -286,19 +288,11 @@ class _Relay:
         os.close(self.child_fd)  # the child holds its own copy: EOF once its tree is done
         self._thread.start()
 
-    def abort(self) -> None:
-        for fd in (self.read_fd, self.child_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
     def finish(self, bound: float = 5.0) -> None:
         self._exited.set()
         self._drained.wait(bound)
 
     def _copy(self) -> None:
-        import codecs
-
-        decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
         try:
             while True:
                 ready, _, _ = select.select([self.read_fd], [], [], POLL)
@@ -313,15 +307,17 @@ class _Relay:
                     data = b""
                 if not data:
                     break
-                self._write(self._stream.feed(decode(data)))
+                self._write(self._stream.feed(data))
         finally:
-            self._write(self._stream.feed(decode(b"", final=True)) + self._stream.flush())
+            self._write(self._stream.flush())
             self._drained.set()
             with contextlib.suppress(OSError):
                 os.close(self.read_fd)
 
-    def _write(self, text: str) -> None:
-        data = text.encode("utf-8", errors="surrogateescape")
+    def _write(self, data: bytes) -> None:
+        if self.target_fd is None:
+            self.kept.append(data)
+            return
         while data and not self._broken:
             try:
                 data = data[os.write(self.target_fd, data) :]
@@ -385,7 +381,6 @@ def run(
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
     task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
     `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`)."""
-    env = {**os.environ, **cmd.env}
     redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
@@ -398,32 +393,32 @@ def run(
         # must re-parent to us, not to init, or no sweep can ever find it.
         proctree.become_subreaper()
         cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
-        preexec = proctree.preexec(cgroup)
+        preexec = cgroup.joiner() if cgroup else None
     with _signals_recorded() as received:
         proc = _popen(
-            cmd, env, redact, stdout=out, stderr=err, preexec_fn=preexec,
+            cmd, redact, stdout=out, stderr=err, preexec_fn=preexec,
             stdin=subprocess.DEVNULL if cmd.stdin is None else subprocess.PIPE,
         )  # fmt: skip
-        if isinstance(proc, Result):
-            for relay in relays:
-                relay.abort()
-            if cgroup is not None:
-                cgroup.retire()
-            if check:
-                raise CommandFailed(proc.code, proc.stderr)
-            return proc
         for relay in relays:
-            relay.start()
-        tree = None if leaves_nothing else proctree.Tree(proc.pid, cgroup)
+            relay.start()  # where no child started, its copy ends at once
         try:
-            code, captured, timed_out = _wait(proc, cmd, tree, received, output)
+            if isinstance(proc, Result):
+                if cgroup is not None:
+                    cgroup.retire()
+                if check:
+                    raise CommandFailed(proc.code, proc.stderr)
+                return proc
+            tree = None if leaves_nothing else proctree.Tree(proc.pid, cgroup)
+            code, timed_out = _wait(proc, cmd, tree, received)
         finally:
             for relay in relays:
                 relay.finish()
 
     if received:
-        raise Interrupted(128 + received[-1], f"interrupted by signal {received[-1]}")
-    result = Result(code, *captured, timed_out)
+        _raise_interrupted(received[-1], None)
+    kept = (b"".join(r.kept).decode(errors="replace") for r in relays)
+    stdout, stderr = kept if output == "capture" else ("", "")
+    result = Result(code, stdout, stderr, timed_out)
     if timed_out and not quiet:
         note(f"timeout: {cmd.line(redact)} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
     if check and code != 0:
@@ -445,15 +440,8 @@ def _wait(
     cmd: Command,
     tree: Tree | None,
     received: list[int],
-    output: Output,
-) -> tuple[int, tuple[str, str], bool]:
+) -> tuple[int, bool]:
     """Wait for the child, enforcing the timeout and forwarding signals."""
-    chunks: dict[str, list[bytes]] = {"out": [], "err": []}
-    readers = (
-        [_drain(proc.stdout, chunks["out"]), _drain(proc.stderr, chunks["err"])]
-        if output == "capture"
-        else []
-    )
     if cmd.stdin is not None and proc.stdin is not None:
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(cmd.stdin.encode())
@@ -484,20 +472,7 @@ def _wait(
         os.close(fd)
     if tree:
         tree.close()
-    for reader in readers:
-        reader.join(timeout=5)
-    out, err = (b"".join(chunks[k]).decode(errors="replace") for k in ("out", "err"))
-    return code, (out, err), timed_out
-
-
-def _drain(stream: IO[bytes] | None, sink: list[bytes]) -> threading.Thread:
-    def pump() -> None:
-        if stream is not None:
-            sink.extend(iter(lambda: stream.read(65536), b""))
-
-    thread = threading.Thread(target=pump, daemon=True)
-    thread.start()
-    return thread
+    return code, timed_out
 
 
 Runner = Callable[[Command, Output, bool], Result]  # `run`, or `run` under a deadline
@@ -574,13 +549,10 @@ def spawn(cmd: Command, log: str) -> Service:
     session and return at once: output to `log`, stdin /dev/null, echoed like any."""
     from ci import proctree
 
-    env = {**os.environ, **cmd.env}
     redact = cmd.redactor()
     echo(cmd, redact)
     with open(log, "ab") as sink:
-        proc = _popen(
-            cmd, env, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
-        )
+        proc = _popen(cmd, redact, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
     if isinstance(proc, Result):
         raise CommandFailed(proc.code, proc.stderr)
     proctree.exempt(proc.pid)  # an orphan sweep of a later command must never claim it
@@ -596,24 +568,12 @@ def alive(service: Service) -> bool:
 
 
 def stop(service: Service, *, grace: float = 30.0) -> bool:
-    """SIGTERM the service, wait up to `grace` seconds, then SIGKILL. True if KILL was needed."""
-    import psutil
-
+    """SIGTERM the service, wait up to `grace` seconds, then SIGKILL (`proctree.end`; a
+    zombie, exited but not reaped by its parent, is stopped). True if KILL was needed."""
     from ci import proctree
 
-    if (proc := proctree.running((service.pid, service.started))) is None:
-        return False
-    with contextlib.suppress(psutil.Error):
-        proc.terminate()
-    # Poll rather than wait: a zombie (exited, not yet reaped by its parent) is stopped.
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not alive(service):
-            return False
-        time.sleep(POLL)
-    with contextlib.suppress(psutil.Error):
-        proc.kill()
-    return True
+    ident = (service.pid, service.started)
+    return proctree.end(lambda: [p for p in [proctree.running(ident)] if p], [], grace)
 
 
 def capture(argv: Sequence[str], *, cwd: str | None = None, **kw: object) -> Result:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import sys
@@ -23,7 +24,6 @@ from collections.abc import Callable, Collection, Iterable
 import psutil
 
 _PR_SET_CHILD_SUBREAPER = 36
-_subreaper_done = False
 _active_roots: set[int] = set()  # the roots of running commands, and services
 _exempt: set[int] = set()
 
@@ -35,13 +35,11 @@ POLL = 0.05
 CGROUP_ENV = "VLLM_OMNI_CI_CGROUP"
 
 
+@functools.cache
 def become_subreaper() -> None:
-    global _subreaper_done
-    if _subreaper_done or not sys.platform.startswith("linux"):
-        return
-    _subreaper_done = True
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        if sys.platform.startswith("linux"):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 Identity = tuple[int, float]
@@ -74,24 +72,16 @@ def _own_cgroup_dir() -> str | None:
     """The directory of our cgroup in a mounted cgroup v2 hierarchy, or None."""
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as fh:
-            path = next((line[3:].strip() for line in fh if line.startswith("0::")), None)
+            path = next((line[3:].strip() for line in fh if line.startswith("0::")), "")
         with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            mounts = fh.read().splitlines()
+            mounts = [line.split() for line in fh if " - cgroup2 " in line]
     except OSError:
         return None
-    if not path or path.endswith(" (deleted)"):
-        return None
-    for line in mounts:
-        left, sep, right = line.partition(" - ")
-        fields = left.split()
-        if not sep or len(fields) < 5 or not right.startswith("cgroup2 "):
-            continue
+    for fields in mounts if path else ():
         # A mount of a sub-tree (a container without a cgroup namespace) shows it at its root.
-        root, mountpoint = fields[3].rstrip("/"), fields[4]
-        if path != root and not path.startswith(root + "/"):
-            continue
-        candidate = os.path.join(mountpoint, path[len(root) :].lstrip("/"))
-        if os.path.isfile(os.path.join(candidate, "cgroup.procs")):
+        root = fields[3].rstrip("/")
+        candidate = os.path.join(fields[4], path[len(root) :].lstrip("/"))
+        if (path + "/").startswith(root + "/") and os.path.isfile(f"{candidate}/cgroup.procs"):
             return candidate
     return None
 
@@ -111,11 +101,16 @@ class Cgroup:
         """A new, empty child cgroup, or None where cgroup v2 is missing or not writable."""
         if os.environ.get(CGROUP_ENV, "").strip().lower() in ("0", "off", "no", "false"):
             return None
-        base = _own_cgroup_dir() if sys.platform.startswith("linux") else None
+        base = _own_cgroup_dir()  # None off Linux: there is no /proc
         if base is None:
             return None
-        if cls._count == 0:
-            _remove_stale(base)
+        # First, the empty cgroups a killed vllm-omni-ci left here (rmdir fails on one in use).
+        with contextlib.suppress(OSError):
+            for name in os.listdir(base) if cls._count == 0 else ():
+                parts = name.split("-")
+                ours = len(parts) == 5 and parts[:3] == ["vllm", "omni", "ci"]
+                if ours and parts[3].isdigit() and not psutil.pid_exists(int(parts[3])):
+                    cls(os.path.join(base, name)).remove()
         cls._count += 1
         path = os.path.join(base, f"vllm-omni-ci-{os.getpid()}-{cls._count}")
         try:
@@ -167,6 +162,13 @@ class Cgroup:
             _cgroups.remove(self)
         return True
 
+    def joiner(self) -> Callable[[], object]:
+        """For Popen's `preexec_fn`: the child joins this cgroup before it runs the program,
+        so the command never forks outside it. Only `os` calls; a refusal is silent (the
+        child runs anyway, and the sweep still finds its tree)."""
+        target = os.fsencode(os.path.join(self.path, "cgroup.procs"))
+        return lambda: _write(target, b"0")
+
     def retire(self) -> None:
         """Its command ended: remove it, or keep it (`ended`) while processes are inside."""
         self.ended = True
@@ -175,29 +177,6 @@ class Cgroup:
             if self.pids() or time.monotonic() >= deadline:
                 return
             time.sleep(POLL)  # the last process is still exiting
-
-
-def _remove_stale(base: str) -> None:
-    """Remove the empty cgroups a killed vllm-omni-ci left here (rmdir fails on one in use)."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return
-    for name in names:
-        parts = name.split("-")
-        ours = len(parts) == 5 and parts[:3] == ["vllm", "omni", "ci"] and parts[3].isdigit()
-        if ours and not psutil.pid_exists(int(parts[3])):
-            Cgroup(os.path.join(base, name)).remove()
-
-
-def preexec(cgroup: Cgroup | None) -> Callable[[], object] | None:
-    """For Popen's `preexec_fn`: the child joins `cgroup` before it runs the program, so
-    the command never forks outside it. Only `os` calls; a refusal is silent (the child
-    runs anyway, and the sweep still finds its tree)."""
-    if cgroup is None:
-        return None
-    target = os.fsencode(os.path.join(cgroup.path, "cgroup.procs"))
-    return lambda: _write(target, b"0")
 
 
 def _write(path: str | bytes, data: bytes) -> bool:
@@ -233,15 +212,11 @@ def _release_cgroups() -> None:
             cgroup.remove()
 
 
-def _ended_cgroups() -> list[Cgroup]:
-    return [c for c in _cgroups if c.ended]
-
-
 class Tree:
     """The processes started by one command: its group plus every descendant seen."""
 
     def __init__(self, root_pid: int, cgroup: Cgroup | None) -> None:
-        """`cgroup`: the one the child joined before exec (`preexec`), if any."""
+        """`cgroup`: the one the child joined before exec (`Cgroup.joiner`), if any."""
         self.root = root_pid
         self.cgroup = cgroup
         _active_roots.add(root_pid)
@@ -253,8 +228,7 @@ class Tree:
         """Remember every current descendant, so it can be found after re-parenting."""
         with contextlib.suppress(psutil.Error):
             self._know(psutil.Process(self.root).children(recursive=True))
-        if self.cgroup is not None:
-            self.known |= {i for i in map(_identity, self.cgroup.pids()) if i}
+        self._know(self.cgroup.pids() if self.cgroup is not None else ())
         # Orphans re-parented to us (we are a subreaper) that appeared after our
         # root started and belong to no other running command.
         with contextlib.suppress(psutil.Error):
@@ -265,7 +239,7 @@ class Tree:
                 if ident and ident[1] >= self._started and self._is_ours(child):
                     self._know([child, *child.children(recursive=True)])
 
-    def _know(self, procs: Iterable[psutil.Process]) -> None:
+    def _know(self, procs: Iterable[psutil.Process | int]) -> None:
         self.known |= {i for i in map(_identity, procs) if i}
 
     def _is_ours(self, proc: psutil.Process) -> bool:
@@ -294,8 +268,7 @@ class Tree:
 
     def terminate(self, grace: float) -> bool:
         """End the tree (`end`), its group and cgroup too. True if KILL was needed."""
-        cgroups = [self.cgroup] if self.cgroup is not None else []
-        return end(self.alive, cgroups, grace, group=self.root)
+        return end(self.alive, [c for c in [self.cgroup] if c], grace, group=self.root)
 
     def close(self) -> None:
         _active_roots.discard(self.root)
@@ -310,18 +283,6 @@ def _pgid(pid: int) -> int:
         return -1
 
 
-def _descendants() -> list[psutil.Process]:
-    """Our live descendants, except services `door.spawn` started (and theirs)."""
-    found: list[psutil.Process] = []
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children(recursive=False):
-            if child.pid not in _exempt:
-                found.append(child)
-                with contextlib.suppress(psutil.Error):
-                    found += child.children(recursive=True)
-    return found
-
-
 def reap_orphans() -> None:
     """Collect exited orphans re-parented to us: they ended, they did not leak. Not the
     roots of running commands or services: their owner waits for them."""
@@ -333,12 +294,18 @@ def reap_orphans() -> None:
 
 
 def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
-    """Live processes commands left behind: our descendants not in `keep`, and the
-    contents of ended commands' cgroups."""
+    """Live processes commands left behind: our descendants not in `keep`, except services
+    `door.spawn` started (and theirs), and the contents of ended commands' cgroups."""
     reap_orphans()
+    candidates: list[psutil.Process | int] = []
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children(recursive=False):
+            if child.pid not in _exempt:
+                candidates.append(child)
+                with contextlib.suppress(psutil.Error):
+                    candidates += child.children(recursive=True)
+    candidates += (pid for cgroup in _cgroups if cgroup.ended for pid in cgroup.pids())
     found: dict[Identity, psutil.Process] = {}
-    inside = (pid for cgroup in _ended_cgroups() for pid in cgroup.pids())
-    candidates: list[psutil.Process | int] = [*_descendants(), *inside]
     for each in candidates:
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(each) if isinstance(each, int) else each
@@ -411,7 +378,7 @@ def end_leftovers(
 ) -> None:
     """End what `leftovers(keep)` finds and what ended commands' cgroups hold (`end`),
     then remove those cgroups."""
-    ended = _ended_cgroups()
+    ended = [c for c in _cgroups if c.ended]
     end(lambda: leftovers(keep), ended, grace, seen=seen)
     reap_orphans()
     for cgroup in ended:

@@ -13,6 +13,7 @@ Python-repr, JSON-escaped and, for a multi-line value, each long line.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import shlex
@@ -40,9 +41,8 @@ def is_secret_name(name: str) -> bool:
     return not buildkite_id and upper.endswith(SECRET_SUFFIXES)
 
 
-def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
-    source = os.environ if env is None else env
-    return {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_LENGTH}
+def secrets_from_env(env: Mapping[str, str]) -> set[str]:
+    return {v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_LENGTH}
 
 
 def remember(*values: str) -> None:
@@ -76,7 +76,7 @@ class Redactor:
     @classmethod
     def for_env(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
         """Secrets of os.environ and of `envs`, the `remember`ed ones, and `extra`."""
-        found = secrets_from_env().union(_remembered, *map(secrets_from_env, envs))
+        found = _remembered.union(*map(secrets_from_env, [os.environ, *envs]))
         return cls([*found, *extra])
 
     def __bool__(self) -> bool:
@@ -89,42 +89,37 @@ class Redactor:
 
 
 class StreamRedactor:
-    """Masks secrets in text that arrives in pieces (a child's output, read as it comes).
-    `feed` returns what can be printed now: everything except a tail that could
-    still grow into a secret, or that cuts one in two. `flush` returns the rest."""
+    """Masks secrets in output that arrives in pieces (a child's, read as it comes), read
+    as UTF-8 with every other byte passed as it is. `feed` returns what can be printed
+    now: everything except a tail that could still grow into a secret, or that cuts one
+    in two. `flush` returns the rest (at the end, or while nothing more comes)."""
 
     def __init__(self, redact: Redactor) -> None:
         self._redact = redact
         self._held = ""
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
 
-    def feed(self, text: str) -> str:
-        buffer = self._held + text
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._held + self._decode(data)
         cut = self._safe_cut(buffer)
         self._held = buffer[cut:]
-        return self._redact(buffer[:cut])
+        return self._redact(buffer[:cut]).encode("utf-8", errors="surrogateescape")
 
-    def flush(self) -> str:
-        rest, self._held = self._held, ""
-        return self._redact(rest)
+    def flush(self) -> bytes:
+        rest, self._held = self._held + self._decode(b"", True), ""
+        return self._redact(rest).encode("utf-8", errors="surrogateescape")
 
     def _safe_cut(self, buffer: str) -> int:
-        values = self._redact.values
-        cut = len(buffer)
-        # A tail that is the start of a secret waits for the next piece.
-        for value in values:
-            start = max(0, len(buffer) - len(value) + 1)
-            at = buffer.find(value[0], start)
-            while at != -1:
-                if value.startswith(buffer[at:]):
-                    cut = min(cut, at)
-                    break
-                at = buffer.find(value[0], at + 1)
-        # No secret may straddle the cut: the part before it is masked on its own.
-        moved = True
+        """Where what is printable now ends. A secret that the cut would split (one that
+        straddles it, or a tail that could still grow into one) moves it back to its
+        start, until none does: what is before the cut is masked on its own."""
+        cut, moved = len(buffer), True
         while moved:
             moved = False
-            for value in values:
-                at = buffer.find(value, max(0, cut - len(value) + 1))
-                if at != -1 and at < cut < at + len(value):
+            for value in self._redact.values:
+                at = buffer.find(value[0], max(0, cut - len(value) + 1), cut)
+                while at != -1 and not value.startswith(buffer[at : at + len(value)]):
+                    at = buffer.find(value[0], at + 1, cut)
+                if at != -1:
                     cut, moved = at, True
         return cut

@@ -12,7 +12,6 @@ input, so output written while the tree is ended still reaches the log.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import signal
@@ -70,27 +69,16 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         log.fail(exc, "open")
     masker = StreamRedactor(Redactor.for_env())
-    decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
-
-    def emit(masked: str) -> None:
-        data = masked.encode("utf-8", errors="surrogateescape")
-        log.write(data)
-        if not tier:
-            stream.write(data)
-
     while True:
         try:
-            data = os.read(0, 65536)
-        except InterruptedError:
-            continue
+            data = os.read(0, 65536)  # a signal (all ignored) never interrupts it
         except OSError:
             data = b""
-        if tier:
-            stream.write(data)
+        masked = masker.feed(data) if data else masker.flush()
+        log.write(masked)
+        stream.write(data if tier else masked)
         if not data:
             break
-        emit(masker.feed(decode(data)))
-    emit(masker.feed(decode(b"", final=True)) + masker.flush())
     log.close()
     if tier and argv[2]:
         with contextlib.suppress(OSError), open(argv[2], "w", encoding="utf-8") as fh:
