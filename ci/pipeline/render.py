@@ -35,6 +35,7 @@ DropReason = Literal[
 @dataclass(frozen=True)
 class Kept:
     label: str
+    path: tuple[str, ...]  # labels of the enclosing groups
     preset: str | None
     step: model.Step
     # `if` strings of the enclosing groups, then of the step (parse with ci.pipeline.ifexpr)
@@ -149,7 +150,9 @@ class _Walk:
             return None
         kept = entry if done.step is entry.fields else model.Step(done.step)
         ifs = tuple(c for e in (*outer, entry) if isinstance(c := e.get("if"), str))
-        self.out.kept.append(Kept(model.name_of(entry.fields), done.preset, kept, ifs))
+        self.out.kept.append(
+            Kept(model.name_of(entry.fields), _path(outer), done.preset, kept, ifs)
+        )
         return kept
 
     def steps(self, entries: Sequence[model.Node]) -> tuple[model.Node, ...]:
