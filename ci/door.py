@@ -576,10 +576,17 @@ def stop(service: Service, *, grace: float = 30.0) -> bool:
     return proctree.end(lambda: [p for p in [proctree.running(ident)] if p], [], grace)
 
 
-def capture(argv: Sequence[str], *, cwd: str | None = None, **kw: object) -> Result:
+def capture(
+    argv: Sequence[str],
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    grace: float = DEFAULT_GRACE,
+) -> Result:
     """A short read-only probe (git rev-parse, docker version): quiet, captured, and
     `leaves_nothing`, so that it costs little more than the program itself."""
-    cmd = Command(tuple(argv), cwd=cwd, **kw)  # type: ignore[arg-type]
+    cmd = Command(tuple(argv), env=env or {}, cwd=cwd, timeout=timeout, grace=grace)
     return run(cmd, "capture", quiet=True, leaves_nothing=True)
 
 

@@ -19,5 +19,6 @@ for found in pkgutil.iter_modules(__path__):
         ns.add_collection(module["collection"])
         continue
     for value in module.values():
-        if isinstance(value, Task):
+        # Only the tasks a module defines: one it imports from another is added there.
+        if isinstance(value, Task) and value.body.__module__ == module["__name__"]:
             ns.add_task(value)
