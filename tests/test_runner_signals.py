@@ -197,7 +197,10 @@ def test_signal_to_run_tests_ends_the_whole_tree(signum: int) -> None:
 def test_run_tests_ends_what_the_job_leaves_running(platform: str) -> None:
     """Issue 23 item 27c: a normal end of the job used to leave its background children."""
     marker = new_marker()
-    commands = f"sleep {marker} &\n(setsid sleep {marker} &)\nexit 0\n"
+    # The job exits only once both children run `sleep` itself: a child still between fork
+    # and exec would be listed under its parent's command line (a race on a busy machine).
+    started = f'until [ "$(pgrep -xfc "sleep {marker}")" -ge 2 ]; do sleep 0.05; done'
+    commands = f"sleep {marker} &\n(setsid sleep {marker} &)\n{started}\nexit 0\n"
     env = {**job_env(), "TEST_COMMANDS": commands}
     try:
         code, stderr = run_to_file(["run-tests", "--platform", platform], env)
