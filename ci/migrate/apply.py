@@ -1,0 +1,67 @@
+"""`migrate`: the changes as a unified diff (exit 1 while any is pending), or written.
+
+Like `ruff format --check`: without `--apply` nothing is written, stdout is the
+diff and the exit code says whether anything is left to do. Every call of a
+replaced script that no row rewrites is a `manual:` line on stderr and keeps
+the exit code at 1, also after `--apply`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from pathlib import Path
+
+from ci import door
+from ci.errors import FAILURE, Stop, UserError
+from ci.migrate import edits
+from ci.migrate.edits import FileChange
+
+
+def _lines(text: str) -> list[str]:
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
+
+
+def unified(change: FileChange) -> str:
+    """The change as a unified diff; a deleted file goes to /dev/null."""
+    target = "/dev/null" if change.new is None else f"b/{change.path}"
+    diff = difflib.unified_diff(
+        _lines(change.old), _lines(change.new or ""), f"a/{change.path}", target
+    )
+    return "".join(
+        line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in diff
+    )
+
+
+def _write(repo: Path, change: FileChange) -> None:
+    path = repo / change.path
+    try:
+        if change.new is None:
+            os.unlink(path)
+        else:
+            path.write_text(change.new, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise UserError(
+            f"{change.path}: cannot write: {exc.strerror or exc}", code=FAILURE
+        ) from None
+
+
+def run(repo: Path, *, apply: bool, pin: str, delete_replaced: bool) -> None:
+    """Show (or with `apply`, write) the migration of `repo`; stop with the exit code."""
+    if pin:
+        edits.check_pin(pin)
+    work = edits.plan(repo, pin=pin or None, delete_replaced=delete_replaced)
+    for line in work.notes:
+        door.note(f"note: {line}")
+    for line in work.manual:
+        door.note(f"manual: {line}")
+    if apply:
+        for change in work.changes:
+            _write(repo, change)
+        door.note(f"migrate: {len(work.changes)} files changed")
+        raise Stop(FAILURE if work.manual else 0)
+    sys.stdout.write("".join(unified(change) for change in work.changes))
+    sys.stdout.flush()
+    raise Stop(FAILURE if work.changes or work.manual else 0)

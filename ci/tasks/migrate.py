@@ -1,0 +1,51 @@
+"""`migrate`: switch a vLLM-Omni checkout from the old CI scripts to vllm-omni-ci."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+
+from ci.taskkit import task
+
+
+@task(
+    help={
+        "apply": "write the changes (default: print them as a unified diff, exit 1 if any)",
+        "pin": "vllm-omni-ci version to pin in the CI Dockerfiles and the entry steps'"
+        " tools image (vllm-omni-ci/tools:VERSION)",
+        "delete_replaced": "also delete the replaced scripts and their tests (a script a"
+        " step still calls is listed instead)",
+        "check": "report what is left to migrate instead (no edits)",
+        "format": "--check only: table (default), json or markdown",
+    }
+)
+def migrate(
+    c: Context,
+    repo: str = "",
+    apply: bool = False,
+    pin: str = "",
+    delete_replaced: bool = False,
+    check: bool = False,
+    format: str = "",
+) -> None:
+    """Apply docs/migration.md's done rows to a vLLM-Omni checkout: a diff, or --apply.
+
+    Job commands in .buildkite/ that call a replaced script get the new command,
+    the check-mark and check-buildkite pre-commit hooks run vllm-omni-ci, and
+    --pin adds the pinned install to the CI Dockerfiles. Only the lines that
+    change are touched. Exit 1 while changes are pending or a call is left for a
+    person (`manual:` lines on stderr), 0 when there is nothing to do.
+    """
+    from ci.errors import Stop, UserError
+    from ci.target import resolve_repo
+
+    if check:
+        given = [("--apply", apply), ("--pin", pin), ("--delete-replaced", delete_replaced)]
+        UserError.collect(f"{name}: cannot be combined with --check" for name, on in given if on)
+        from ci.migrate.check import run as report
+
+        raise Stop(report(resolve_repo(repo or None), format or "table"))
+    if format:
+        raise UserError("--format: applies to `migrate --check` only")
+    from ci.migrate.apply import run
+
+    run(resolve_repo(repo or None), apply=apply, pin=pin, delete_replaced=delete_replaced)
