@@ -22,7 +22,7 @@ from ci import door
 from ci.errors import FAILURE, UserError
 from ci.migrate import edits, known, report, rewrites
 from ci.migrate.compare import Cell, compare
-from ci.migrate.matrix import SITUATIONS, Change, Situation, changes
+from ci.migrate.matrix import SITUATIONS, BuildCase, Change, changes
 from ci.migrate.simulate import Outcome, Tools, run_build
 from ci.platforms import Platform
 from ci.target import resolve_repo
@@ -141,5 +141,5 @@ def _run_all(
     return outcomes
 
 
-def situation_named(name: str) -> Situation:
+def situation_named(name: str) -> BuildCase:
     return next(s for s in SITUATIONS if s.name == name)

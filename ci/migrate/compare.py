@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ci import yamlio
 from ci.migrate import rewrites
-from ci.migrate.matrix import Situation
+from ci.migrate.matrix import BuildCase
 from ci.migrate.simulate import Outcome, holds
 from ci.pipeline import model
 from ci.platforms import Platform
@@ -41,7 +41,7 @@ JOB: Final = "(job)"  # the field name of a job only one side has
 
 
 @dataclass(frozen=True)
-class Job:
+class UploadedJob:
     name: str
     fields: dict[str, Any]
     runs: bool  # its `if`s (and its groups') hold for the build
@@ -75,9 +75,9 @@ class Known:
     applies: Callable[[Difference], bool]
 
 
-def jobs(outcome: Outcome, situation: Situation) -> dict[str, Job]:
+def jobs(outcome: Outcome, situation: BuildCase) -> dict[str, UploadedJob]:
     """Every job the build uploaded, by name (a repeated name gets ` #2`, ...)."""
-    found: dict[str, Job] = {}
+    found: dict[str, UploadedJob] = {}
     for upload in outcome.uploads:
         tree = model.parse(yamlio.loads(upload.text, source=upload.by))
         for step, groups in model.leaves(tree.steps or ()):
@@ -87,7 +87,7 @@ def jobs(outcome: Outcome, situation: Situation) -> dict[str, Job]:
             if name in found:
                 name += f" #{sum(1 for n in found if n.startswith(name)) + 1}"
             runs = all(holds(g.get("if"), situation) for g in (*groups, step))
-            found[name] = Job(name, dict(step.fields), runs)
+            found[name] = UploadedJob(name, dict(step.fields), runs)
     return found
 
 
@@ -101,7 +101,7 @@ def commands(fields: dict[str, Any], *, migrate: bool) -> str:
 
 
 def compare(
-    before: Outcome, after: Outcome, situation: Situation, known: tuple[Known, ...], platform: str
+    before: Outcome, after: Outcome, situation: BuildCase, known: tuple[Known, ...], platform: str
 ) -> tuple[str, tuple[Difference, ...]]:
     """The cell's verdict (`same`, `differs`, `skipped by both`) and its differences."""
     old, new = jobs(before, situation), jobs(after, situation)
@@ -115,7 +115,7 @@ def compare(
 
 
 def _differences(
-    before: Outcome, after: Outcome, old: dict[str, Job], new: dict[str, Job]
+    before: Outcome, after: Outcome, old: dict[str, UploadedJob], new: dict[str, UploadedJob]
 ) -> Iterator[Difference]:
     for side, outcome in (("before", before), ("after", after)):
         for failure in outcome.failures:

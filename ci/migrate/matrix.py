@@ -21,7 +21,7 @@ TEST_YAML: Final = ".buildkite/cuda/test-ready.yml"
 
 
 @dataclass(frozen=True)
-class Situation:
+class BuildCase:
     name: str
     branch: str
     labels: tuple[str, ...] = ()
@@ -52,13 +52,13 @@ class Situation:
 
 
 SITUATIONS: Final = (
-    Situation("pr", "feature"),
-    Situation("pr ready", "feature", ("ready",)),
-    Situation("pr ready,merge-test", "feature", ("ready", "merge-test")),
-    Situation("pr nightly-test", "feature", ("nightly-test",)),
-    Situation("main", "main"),
-    Situation("nightly", "main", schedule={"NIGHTLY": "1"}),
-    Situation("weekly", "main", schedule={"WEEKLY": "1"}),
+    BuildCase("pr", "feature"),
+    BuildCase("pr ready", "feature", ("ready",)),
+    BuildCase("pr ready,merge-test", "feature", ("ready", "merge-test")),
+    BuildCase("pr nightly-test", "feature", ("nightly-test",)),
+    BuildCase("main", "main"),
+    BuildCase("nightly", "main", schedule={"NIGHTLY": "1"}),
+    BuildCase("weekly", "main", schedule={"WEEKLY": "1"}),
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from ci import door, yamlio
 from ci.migrate import standins
-from ci.migrate.matrix import Situation
+from ci.migrate.matrix import BuildCase
 from ci.pipeline import ifexpr, model
 from ci.pipeline.commands import command_text
 
@@ -80,7 +80,7 @@ def interpolate(text: str, env: Mapping[str, str]) -> str:
 
 
 def run_build(
-    checkout: Path, entry: str | Path, situation: Situation, tools: Tools, record: Path
+    checkout: Path, entry: str | Path, situation: BuildCase, tools: Tools, record: Path
 ) -> Outcome:
     """Everything the build uploads, starting from `entry`: a pipeline file of the
     checkout (a Path), or the command of the settings' one step (a str)."""
@@ -122,7 +122,7 @@ def run_build(
 
 
 def _runnable(
-    document: Any, situation: Situation
+    document: Any, situation: BuildCase
 ) -> list[tuple[str, tuple[str, ...], dict[str, str]]]:
     """The steps Buildkite would run whose commands upload a pipeline: name, commands, env."""
     tree = model.parse(document)
@@ -140,7 +140,7 @@ def _runnable(
     return found
 
 
-def holds(condition: Any, situation: Situation) -> bool:
+def holds(condition: Any, situation: BuildCase) -> bool:
     """An `if` Buildkite would run the step under (absent: always; not evaluable: never)."""
     if condition is None:
         return True
@@ -153,7 +153,7 @@ def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-def _job_env(checkout: Path, situation: Situation, tools: Tools, record: Path) -> dict[str, str]:
+def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -> dict[str, str]:
     head = door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).stdout.strip()
     return {
         "PATH": f"{tools.folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
