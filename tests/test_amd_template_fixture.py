@@ -15,15 +15,17 @@ from __future__ import annotations
 import copy
 import re
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import minijinja
 import pytest
 import yaml
 
+from ci.migrate import standins
 from ci.schema import schema_problems
 from tests.conftest import ROOT, SHARED, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
@@ -56,41 +58,21 @@ DEFINES = {
 
 # --------------------------------------------------------------------------- the old render
 
-# minijinja-cli's `--autoescape auto`: by the template name's extension, after `.j2`.
-_CLI_ESCAPES = dict.fromkeys(("htm", "html", "xml", "xhtml"), "html") | dict.fromkeys(
-    ("json", "json5", "yml", "yaml"), "json"
-)
-
-
-def sorted_maps(value: Any) -> Any:
-    """`value` with every mapping's keys in sorted order.
-
-    minijinja-cli before 2.5.0 read the data file into sorted maps (preserving the
-    file's order came in 2.5.0, minijinja#611; #610 shows 2.4.0 sorting), so under 2.3.1
-    `{% for name in env %}` walked the names alphabetically. The Python package keeps a
-    dict's order, so the data is sorted first.
-    """
-    if isinstance(value, dict):
-        return {key: sorted_maps(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [sorted_maps(item) for item in value]
-    return value
+_STAND_INS: list[Path] = []
 
 
 def minijinja_cli(template: Path, data: Path, defines: Mapping[str, str]) -> str:
-    """The stdout of minijinja-cli 2.3.1 `TEMPLATE DATA -D k=v …`, run in TEMPLATE's folder.
-
-    The context is the YAML data file's top-level keys plus each `-D` as a string (no
-    name is both here); undefined values are lenient, blocks keep their newlines
-    (no trim_blocks, no lstrip_blocks), and the CLI ends the output with one newline.
-    """
-    name = str(template)  # the CLI names the template by its path (cwd joined)
-    escape = _CLI_ESCAPES.get(name.removesuffix(".j2").rsplit(".", 1)[-1])
-    env = minijinja.Environment(
-        undefined_behavior="lenient", auto_escape_callback=lambda _name: escape
-    )
-    context = {**sorted_maps(yaml.safe_load(data.read_text())), **defines}
-    return str(env.render_str(template.read_text(), name, **context)) + "\n"
+    """The stdout of `minijinja-cli TEMPLATE DATA -D k=v …` run in TEMPLATE's folder: the
+    stand-in `migrate --check` puts on PATH (ci/migrate/standins.py says how it follows
+    minijinja-cli 2.3.1: sorted maps, lenient undefined values, one trailing newline)."""
+    if not _STAND_INS:
+        _STAND_INS.append(Path(tempfile.mkdtemp(prefix="stand-ins-")))
+        standins.install(_STAND_INS[0])
+    argv = [str(_STAND_INS[0] / "minijinja-cli"), template.name, str(data)]
+    for key, value in defines.items():
+        argv += ["-D", f"{key}={value}"]
+    done = subprocess.run(argv, cwd=template.parent, capture_output=True, text=True, check=True)
+    return done.stdout
 
 
 def without_blank_lines(text: str) -> str:
@@ -188,7 +170,7 @@ T_ROWS: dict[str, T] = {
         },
         suite_env={"VLLM_WORKER_MULTIPROC_METHOD": "spawn"},
     ),
-    # minijinja-cli 2.3.1 walks maps in sorted order (`sorted_maps`): the suite's exports,
+    # minijinja-cli 2.3.1 walks maps in sorted order (the stand-in sorts maps): the suite's exports,
     # then the step's, each sorted by name; the job env is a mapping, so its order is moot.
     "T6-order": T(
         step(env={"Y": "1", "B": "2"}),
@@ -389,7 +371,7 @@ def as_old(new: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
       `vllm-omni-ci build-image --platform rocm`, each test step `vllm-omni-ci run-tests
       --platform rocm`, instead of the two scripts;
     - NOT in docs/differences.md: minijinja-cli 2.3.1 walked the suite's and each step's
-      `env` in sorted order (see `sorted_maps`), so its `export` lines in TEST_COMMANDS
+      `env` in sorted order (the stand-in sorts maps), so its `export` lines in TEST_COMMANDS
       came sorted; we keep the YAML's order. Same names and values, other order.
     """
     doc = copy.deepcopy(new)

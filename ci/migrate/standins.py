@@ -53,20 +53,31 @@ if any("api.github.com" in a and "/pulls/" in a for a in sys.argv[1:]):
     print(json.dumps({{"labels": [{{"name": x}} for x in labels]}}))
 '''
 
+# minijinja-cli 2.3.1 `TEMPLATE DATA -D k=v ...`, as the `minijinja` package renders it:
+# that CLI read the data file into sorted maps (file order came in 2.5.0), so every
+# mapping is sorted first; undefined values print as nothing; escaping follows the
+# name after `.j2` (html/xml, json/yaml), none for `test-template.j2`; one newline
+# ends the output.
 _MINIJINJA = """
 import sys, yaml, minijinja
-args = sys.argv[1:]
-template, data, defines = args[0], args[1], {}
+def ordered(value):
+    if isinstance(value, dict):
+        return {key: ordered(value[key]) for key in sorted(value)}
+    return [ordered(v) for v in value] if isinstance(value, list) else value
+args, defines = sys.argv[1:], {}
 for i, word in enumerate(args):
     if word == "-D":
         key, _, value = args[i + 1].partition("=")
         defines[key] = value
+template, data = args[0], args[1]
 with open(data) as stream:
-    context = yaml.safe_load(stream) or {}
+    context = {**ordered(yaml.safe_load(stream) or {}), **defines}
+kind = template.removesuffix(".j2").rsplit(".", 1)[-1]
+escape = {"htm": "html", "html": "html", "xml": "html", "xhtml": "html",
+          "json": "json", "json5": "json", "yml": "json", "yaml": "json"}.get(kind)
+env = minijinja.Environment(undefined_behavior="lenient", auto_escape_callback=lambda _: escape)
 with open(template) as stream:
-    source = stream.read()
-env = minijinja.Environment(keep_trailing_newline=True)
-sys.stdout.write(env.render_str(source, **{**context, **defines}))
+    sys.stdout.write(str(env.render_str(stream.read(), template, **context)) + "\\n")
 """
 
 # This installation's `ci` package, first on the path: a checkout or worktree too.
