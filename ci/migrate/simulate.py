@@ -115,7 +115,7 @@ def run_build(
                 uploads.append(Upload(name, path.read_text()))
                 if depth < MAX_DEPTH:
                     pending.append((uploads[-1].text, depth + 1))
-        _clean(checkout)
+    _clean(checkout)
     notes = record / "annotations.txt"
     annotations = tuple(notes.read_text().splitlines()) if notes.exists() else ()
     return Outcome(tuple(uploads), annotations, tuple(failures))
