@@ -18,11 +18,12 @@ from invoke.exceptions import Exit, UnexpectedExit
 from invoke.parser import Parser, ParseResult
 from invoke.program import Program
 
-from ci import __version__
 from ci.errors import STDOUT_FAILED, UserError
 from ci.grammar import REFUSED, RUN_ONLY_CORE, parse, refuse_empty_values, unexpected
 from ci.taskkit import report
 from ci.tasks import ns
+
+DISTRIBUTION = "vllm-omni-ci"
 
 
 class CiProgram(Program):
@@ -124,6 +125,17 @@ class CiProgram(Program):
             if saved is not None:
                 os.environ["INVOKE_RUNTIME_CONFIG"] = saved
 
+    def print_version(self) -> None:
+        """`--version`: the installed distribution's version (setuptools-scm wrote it from the
+        git tags at install time), looked up only when asked, so that startup stays cheap."""
+        from importlib import metadata
+
+        try:
+            version = metadata.version(DISTRIBUTION)
+        except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+            version = "unknown"
+        print(f"{DISTRIBUTION} {version}")
+
     def print_help(self) -> None:
         """`--help` without the `c.run()` core options: they are refused, so not offered."""
         shown = [
@@ -179,7 +191,6 @@ def _stdout_to_devnull() -> None:
 def program(binary: str = "vllm-omni-ci", **option_defaults: str) -> CiProgram:
     return CiProgram(
         namespace=ns,
-        version=__version__,
         name="vllm-omni-ci",
         binary=binary,
         option_defaults=option_defaults,

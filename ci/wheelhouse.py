@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.door import Command, Plan, execute, note, run
-from ci.errors import Stop, UserError
+from ci.errors import FAILURE, Stop, UserError
 
 # Debian bookworm's python3, the interpreter of every image built offline here.
 DEFAULT_PYTHON_VERSION = "3.11"
 # Installed next to vllm-omni-ci in the images: the sample's test runner.
 EXTRA_REQUIREMENTS = ("pytest",)
-_VERSION = re.compile(r'^version\s*=\s*"([^"]+)"\s*$', re.MULTILINE)
+# Our own wheels; each build leaves exactly one, so an image's `pip install vllm-omni-ci`
+# from the wheelhouse cannot pick an older commit's wheel.
+OUR_WHEELS = "vllm_omni_ci-*.whl"
+# The download step's pin before step 1 has built the wheel (a dry run shows it so).
+BUILT = "<the built wheel's version>"
 _PY_VERSION = re.compile(r"^3\.\d{1,2}$")
 _MANYLINUX = ("manylinux_2_28", "manylinux_2_17", "manylinux2014")
 # Fixed zip timestamps (1980-01-01, the zip epoch): an unchanged source gives a
@@ -51,24 +55,22 @@ class WheelhouseOptions:
     python: str = sys.executable
 
 
-def project_version(root: Path) -> str:
-    pyproject = root / "pyproject.toml"
-    try:
-        text = pyproject.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+def built_version(dest: Path) -> str:
+    """The version in the name of the one vllm-omni-ci wheel in `dest`: setuptools-scm derives
+    it from the git tags while the wheel builds, so only the built wheel knows it."""
+    wheels = sorted(dest.glob(OUR_WHEELS))
+    if len(wheels) != 1:
+        names = ", ".join(w.name for w in wheels) or "none"
         raise UserError(
-            f"wheelhouse: no pyproject.toml at {root} ({getattr(exc, 'strerror', None) or exc}); "
-            "run it from a source checkout of vllm-omni-ci"
-        ) from None
-    found = _VERSION.search(text)
-    if found is None:
-        raise UserError(f'wheelhouse: no `version = "..."` line in {pyproject}')
-    return found.group(1)
+            f"wheelhouse: expected one vllm-omni-ci wheel in {dest}, found {names}", code=FAILURE
+        )
+    return wheels[0].name.split("-")[1]
 
 
-def plan(options: WheelhouseOptions) -> Plan:
+def plan(options: WheelhouseOptions, version: str = BUILT) -> Plan:
     """Build our wheel, then download the dependency wheels for the images' Python, into the
-    first destination (`sync` copies it to the others: the index is asked once)."""
+    first destination (`sync` copies it to the others: the index is asked once). The download
+    pins `version`, the built wheel's."""
     problems: list[str] = []
     if not _PY_VERSION.match(options.python_version):
         problems.append(f"--python-version must look like 3.11, got {options.python_version!r}")
@@ -76,7 +78,6 @@ def plan(options: WheelhouseOptions) -> Plan:
         problems.append("--dest: at least one directory is needed")
     problems += [f"--dest: {d} is a file, not a directory" for d in options.dests if d.is_file()]
     UserError.collect(problems)
-    version = project_version(options.root)
     dest = str(options.dests[0])
     machine = options.machine or host_platform.machine() or "x86_64"
     pip = (options.python, "-m", "pip")
@@ -151,10 +152,13 @@ def build(options: WheelhouseOptions, *, dry_run: bool = False) -> None:
             raise UserError(f"--dest: cannot create {dest}: {exc.strerror}") from None
         if not os.access(dest, os.W_OK | os.X_OK):
             raise UserError(f"--dest: {dest} is not writable")
-    wheel, download = the_plan.commands
-    code = run(wheel).code
-    if code == 0 and not run(offline(download), output="capture", quiet=True).ok:
-        code = run(download).code
+    for stale in options.dests[0].glob(OUR_WHEELS):
+        stale.unlink()
+    code = run(the_plan.commands[0]).code
+    if code == 0:
+        download = plan(options, built_version(options.dests[0])).commands[1]
+        if not run(offline(download), output="capture", quiet=True).ok:
+            code = run(download).code
     if code != 0:
         raise Stop(code, f"error: wheelhouse: a pip command failed (exit {code})")
     sync(options.dests[0], options.dests[1:])

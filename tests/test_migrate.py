@@ -22,6 +22,7 @@ from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
 from tests.conftest import SHARED, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.migrate_fixture import make_checkout as make_seed_checkout
 
 CORPUS = SHARED / "vllm-omni" / ".buildkite"
 SCRIPTS = SHARED / "vllm-omni-scripts"
@@ -612,7 +613,17 @@ def test_bad_usage_exits_2_before_anything_is_read(
     assert done.stdout == "" and snapshot(checkout) == before
 
 
-def test_check_reports_and_edits_nothing(checkout: Path) -> None:
-    before = snapshot(checkout)
-    done = migrate(checkout, "--check", "--format", "json")
-    assert "--- a/" not in done.stdout and snapshot(checkout) == before
+def test_the_seed_level_checkout_migrates_whole_in_one_apply(tmp_path: Path) -> None:
+    """tests/migrate_fixture.py: the old scripts present, the one-step entry pipelines."""
+    repo = make_seed_checkout(tmp_path / "vllm-omni").path
+    args = ("--pin", "0.1.0", "--delete-replaced")
+    shown = migrate(repo, *args)
+    assert shown.returncode == 1 and "manual:" not in shown.stderr, shown.stderr
+    assert "second document removed" not in shown.stderr
+    assert migrate(repo, *args, "--apply").returncode == 0
+    again = migrate(repo, *args)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    assert not [rel for rel in REPLACED_SCRIPTS if (repo / rel).exists()]
+    for rel in ENTRY_PIPELINES:
+        step = yaml.safe_load((repo / rel).read_text())["steps"][0]
+        assert step["commands"][0].startswith("vllm-omni-ci bootstrap --platform ")

@@ -23,7 +23,7 @@ def options(tmp_path: Path, **kw: object) -> wh.WheelhouseOptions:
 
 
 def test_plan_builds_our_wheel_then_downloads_for_the_images_python(tmp_path: Path) -> None:
-    plan = wh.plan(options(tmp_path))
+    plan = wh.plan(options(tmp_path), "1.2.3.dev4+gabc")
     build, download = plan.commands
     dest = str(tmp_path / "a")
     assert build.argv == ("/py", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", dest, str(ROOT))
@@ -54,7 +54,7 @@ def test_plan_builds_our_wheel_then_downloads_for_the_images_python(tmp_path: Pa
         "manylinux_2_17_x86_64",
         "--platform",
         "manylinux2014_x86_64",
-        f"vllm-omni-ci=={wh.project_version(ROOT)}",
+        "vllm-omni-ci==1.2.3.dev4+gabc",
         "pytest",
     )
     assert dict(plan.facts)["copied to"] == str(tmp_path / "b")
@@ -75,11 +75,15 @@ def test_offline_variant_only_adds_no_index(tmp_path: Path) -> None:
     assert tuple(a for a in offline.argv if a != "--no-index") == download.argv
 
 
-def test_version_comes_from_pyproject(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "9.8.7"\n')
-    assert wh.project_version(tmp_path) == "9.8.7"
-    with pytest.raises(UserError, match=r"no pyproject\.toml"):
-        wh.project_version(tmp_path / "missing")
+def test_version_is_the_built_wheels(tmp_path: Path) -> None:
+    """setuptools-scm names the version while the wheel builds; the pin reads it from there."""
+    assert wh.plan(options(tmp_path)).commands[1].argv[-2] == f"vllm-omni-ci=={wh.BUILT}"
+    (tmp_path / "vllm_omni_ci-0.1.1.dev2+g1a2b3c4-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "vllm_omni-0.9-py3-none-any.whl").write_bytes(b"")  # another project's
+    assert wh.built_version(tmp_path) == "0.1.1.dev2+g1a2b3c4"
+    (tmp_path / "vllm_omni_ci-0.1.0-py3-none-any.whl").write_bytes(b"")
+    with pytest.raises(UserError, match=r"expected one vllm-omni-ci wheel in .*, found .*0\.1\.0"):
+        wh.built_version(tmp_path)
 
 
 @pytest.mark.parametrize("version", ["3", "3.11.7", "py3.11", ""])

@@ -9,13 +9,12 @@ the exit code at 1, also after `--apply`.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import sys
 from pathlib import Path
 
 from ci import door
-from ci.errors import FAILURE, Stop, UserError
+from ci.errors import FAILURE, Stop
 from ci.migrate import edits
 from ci.migrate.edits import FileChange
 
@@ -35,19 +34,6 @@ def unified(change: FileChange) -> str:
     )
 
 
-def _write(repo: Path, change: FileChange) -> None:
-    path = repo / change.path
-    try:
-        if change.new is None:
-            os.unlink(path)
-        else:
-            path.write_text(change.new, encoding="utf-8", newline="")
-    except OSError as exc:
-        raise UserError(
-            f"{change.path}: cannot write: {exc.strerror or exc}", code=FAILURE
-        ) from None
-
-
 def run(repo: Path, *, apply: bool, pin: str, delete_replaced: bool) -> None:
     """Show (or with `apply`, write) the migration of `repo`; stop with the exit code."""
     if pin:
@@ -59,7 +45,7 @@ def run(repo: Path, *, apply: bool, pin: str, delete_replaced: bool) -> None:
         door.note(f"manual: {line}")
     if apply:
         for change in work.changes:
-            _write(repo, change)
+            edits.write(repo, change)
         door.note(f"migrate: {len(work.changes)} files changed")
         raise Stop(FAILURE if work.manual else 0)
     sys.stdout.write("".join(unified(change) for change in work.changes))

@@ -18,6 +18,7 @@ a person instead. So is every call of a replaced script left after rewriting.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 from ci import yamlio
 from ci.bootstraps import BOOTSTRAP_FILES, CLI
-from ci.errors import UserError
+from ci.errors import FAILURE, UserError
 from ci.migrate import rewrites, spans
 from ci.migrate.spans import Splice
 from ci.pipeline import files
@@ -373,6 +374,25 @@ def _deletions(repo: Path, work: Migration) -> None:
     for rel, script in rewrites.REPLACED_TESTS.items():
         if files.exists(repo / rel) and script not in kept:
             work.change(rel, files.read_text(repo / rel, rel), None)
+
+
+def write(repo: Path, change: FileChange) -> None:
+    path = repo / change.path
+    try:
+        if change.new is None:
+            os.unlink(path)
+        else:
+            path.write_text(change.new, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise UserError(
+            f"{change.path}: cannot write: {exc.strerror or exc}", code=FAILURE
+        ) from None
+
+
+def apply(checkout: Path) -> None:
+    """`migrate --apply` without a pin or deletions, in `checkout` (what `--check` compares)."""
+    for change in plan(checkout, pin=None, delete_replaced=False).changes:
+        write(checkout, change)
 
 
 def plan(repo: Path, *, pin: str | None, delete_replaced: bool) -> Migration:

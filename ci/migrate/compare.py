@@ -1,0 +1,153 @@
+"""Compare what the old CI and the new CI upload for one build, job by job.
+
+A job is a command, block or trigger step of any uploaded pipeline, named by the
+step that uploaded it, its groups and its key (else its label). For each job
+present on both sides, the fields below must be equal; commands are compared
+after the old ones went through the migration's rewrite table, so a command is
+the same when migrate's own rewrite explains the difference. A difference that
+docs/differences.md describes is kept in the report with that heading's name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ci import yamlio
+from ci.migrate import rewrites
+from ci.migrate.matrix import BuildCase
+from ci.migrate.simulate import Outcome, holds
+from ci.pipeline import model
+from ci.platforms import Platform
+
+# What each job is compared on, beyond its name and its commands.
+FIELDS: Final = (
+    "label",
+    "agents",
+    "env",
+    "timeout_in_minutes",
+    "retry",
+    "parallelism",
+    "soft_fail",
+    "depends_on",
+    "plugins",
+    "artifact_paths",
+    "if",
+)
+BUILD: Final = "(build)"  # the job name of a whole-build difference
+JOB: Final = "(job)"  # the field name of a job only one side has
+
+
+@dataclass(frozen=True)
+class UploadedJob:
+    name: str
+    fields: dict[str, Any]
+    runs: bool  # its `if`s (and its groups') hold for the build
+
+
+@dataclass(frozen=True)
+class Difference:
+    job: str
+    field: str
+    before: str
+    after: str
+    documented: str | None = None  # the docs/differences.md heading that explains it
+
+
+@dataclass(frozen=True)
+class Cell:
+    change: str
+    situation: str
+    platform: Platform
+    verdict: str
+    differences: tuple[Difference, ...]
+
+
+@dataclass(frozen=True)
+class Known:
+    """A difference docs/differences.md describes: where it shows, and the heading."""
+
+    heading: str
+    platforms: tuple[str, ...]
+    field: str
+    applies: Callable[[Difference], bool]
+
+
+def jobs(outcome: Outcome, situation: BuildCase) -> dict[str, UploadedJob]:
+    """Every job the build uploaded, by name (a repeated name gets ` #2`, ...)."""
+    found: dict[str, UploadedJob] = {}
+    for upload in outcome.uploads:
+        tree = model.parse(yamlio.loads(upload.text, source=upload.by))
+        for step, groups in model.leaves(tree.steps or ()):
+            path = [upload.by, *(model.name_of(g.fields) for g in groups)]
+            path.append(str(step.get("key") or model.name_of(step.fields)))
+            name = " > ".join(path)
+            if name in found:
+                name += f" #{sum(1 for n in found if n.startswith(name)) + 1}"
+            runs = all(holds(g.get("if"), situation) for g in (*groups, step))
+            found[name] = UploadedJob(name, dict(step.fields), runs)
+    return found
+
+
+def commands(fields: dict[str, Any], *, migrate: bool) -> str:
+    value = fields.get("commands", fields.get("command"))
+    listed = value if isinstance(value, list) else [] if value is None else [value]
+    texts = [str(c).strip() for c in listed]
+    if migrate:
+        texts = [rewrites.rewrite(t)[0] for t in texts]
+    return "\n".join(texts)
+
+
+def compare(
+    before: Outcome, after: Outcome, situation: BuildCase, known: tuple[Known, ...], platform: str
+) -> tuple[str, tuple[Difference, ...]]:
+    """The cell's verdict (`same`, `differs`, `skipped by both`) and its differences."""
+    old, new = jobs(before, situation), jobs(after, situation)
+    found = list(_differences(before, after, old, new))
+    explained = tuple(_explain(d, known, platform) for d in found)
+    if any(d.documented is None for d in explained):
+        return "differs", explained
+    if not any(j.runs for j in old.values()) and not any(j.runs for j in new.values()):
+        return "skipped by both", explained
+    return "same", explained
+
+
+def _differences(
+    before: Outcome, after: Outcome, old: dict[str, UploadedJob], new: dict[str, UploadedJob]
+) -> Iterator[Difference]:
+    for side, outcome in (("before", before), ("after", after)):
+        for failure in outcome.failures:
+            yield Difference(BUILD, f"failed ({side})", failure if side == "before" else "",
+                             failure if side == "after" else "")  # fmt: skip
+    if bool(before.annotations) != bool(after.annotations):
+        yield Difference(BUILD, "skip-ci annotation", _show(before.annotations),
+                         _show(after.annotations))  # fmt: skip
+    for name in [*old, *(n for n in new if n not in old)]:
+        if name not in new or name not in old:
+            yield Difference(name, JOB, "present" if name in old else "absent",
+                             "present" if name in new else "absent")  # fmt: skip
+            continue
+        a, b = old[name].fields, new[name].fields
+        for field in FIELDS:
+            if a.get(field) != b.get(field):
+                yield Difference(name, field, _show(a.get(field)), _show(b.get(field)))
+        was, now = commands(a, migrate=True), commands(b, migrate=False)
+        if was != now:
+            yield Difference(name, "commands", was, now)
+
+
+def _explain(found: Difference, known: tuple[Known, ...], platform: str) -> Difference:
+    for row in known:
+        if platform in row.platforms and row.field in (found.field, "*") and row.applies(found):
+            return Difference(found.job, found.field, found.before, found.after, row.heading)
+    return found
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,179 @@
+"""Run one build's bootstrap as Buildkite would, and record every pipeline it uploads.
+
+The first pipeline is the entry: the file Buildkite's hook uploads (CUDA, NPU) or
+the one step of the pipeline's settings (AMD, Intel). Every step of an uploaded
+pipeline whose `if` holds for the build and whose command uploads a pipeline is
+then run too, so the test pipelines that the bootstrap's upload steps make are
+recorded as well. Commands run as Buildkite runs them: `bash -e -c` of the
+`commands` joined by newlines, after upload-time interpolation, in a clean
+environment of the build's variables with the stand-ins first on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ci import door, yamlio
+from ci.migrate import standins
+from ci.migrate.matrix import BuildCase
+from ci.pipeline import ifexpr, model
+from ci.pipeline.commands import command_text
+
+# A command that hands a pipeline to Buildkite: the agent itself, the old uploader
+# and bootstraps, or ours.
+UPLOADS: Final = re.compile(
+    r"pipeline\s+upload|upload_pipeline\.py|bootstrap-\w+-omni\.sh|resolve_skip_ci\.sh"
+    r"|vllm-omni-ci\s+(?:upload-pipeline|bootstrap)\b"
+)
+TIMEOUT: Final = 120.0
+MAX_DEPTH: Final = 4
+_VARIABLE = re.compile(
+    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+@dataclass(frozen=True)
+class Upload:
+    by: str  # the step whose command uploaded it
+    text: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    uploads: tuple[Upload, ...]
+    annotations: tuple[str, ...]
+    failures: tuple[str, ...]  # "<step>: exit N: <last line>", one per failed command
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The stand-ins' folder and the bash startup file that goes with them."""
+
+    folder: Path
+    bash_env: Path
+
+    @classmethod
+    def make(cls, folder: Path) -> Tools:
+        return cls(folder, standins.install(folder))
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    """Buildkite's upload-time interpolation: `$$` is a literal `$`; `$X`, `${X}` and
+    `${X:-default}` take the build's value (an unset variable is empty)."""
+
+    def value(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1) or match.group(3)
+        found = env.get(name, "")
+        if not found and match.group(2) is not None:
+            return match.group(2)
+        return found
+
+    return _VARIABLE.sub(value, text)
+
+
+def run_build(
+    checkout: Path, entry: str | Path, situation: BuildCase, tools: Tools, record: Path
+) -> Outcome:
+    """Everything the build uploads, starting from `entry`: a pipeline file of the
+    checkout (a Path), or the command of the settings' one step (a str)."""
+    if record.exists():
+        shutil.rmtree(record)
+    record.mkdir(parents=True)
+    env = _job_env(checkout, situation, tools, record)
+    if isinstance(entry, Path):
+        first = (checkout / entry).read_text()
+        first = yamlio.dumps(yamlio.loads_all(first, source=str(entry))[0])
+    else:
+        first = yamlio.dumps({"steps": [{"label": "bootstrap", "command": entry}]})
+    uploads: list[Upload] = []
+    failures: list[str] = []
+    pending = [(first, 0)]
+    while pending:
+        text, depth = pending.pop(0)
+        document = yamlio.loads(text, source="upload")
+        for name, commands, step_env in _runnable(document, situation):
+            seen = len(list(record.glob("upload-*.yml")))
+            script = "\n".join(interpolate(c, {**env, **step_env}) for c in commands)
+            result = door.capture(
+                ["env", "-i", *_pairs({**env, **step_env}), "bash", "-e", "-c", script],
+                cwd=str(checkout),
+                timeout=TIMEOUT,
+            )
+            if not result.ok:
+                last = (result.stderr.strip().splitlines() or [""])[-1]
+                failures.append(f"{name}: exit {result.code}: {last}")
+            made = sorted(record.glob("upload-*.yml"), key=lambda p: int(p.stem.split("-")[1]))
+            for path in made[seen:]:
+                uploads.append(Upload(name, path.read_text()))
+                if depth < MAX_DEPTH:
+                    pending.append((uploads[-1].text, depth + 1))
+    _clean(checkout)
+    notes = record / "annotations.txt"
+    annotations = tuple(notes.read_text().splitlines()) if notes.exists() else ()
+    return Outcome(tuple(uploads), annotations, tuple(failures))
+
+
+def _runnable(
+    document: Any, situation: BuildCase
+) -> list[tuple[str, tuple[str, ...], dict[str, str]]]:
+    """The steps Buildkite would run whose commands upload a pipeline: name, commands, env."""
+    tree = model.parse(document)
+    pipeline_env = _strings(tree.fields.get("env"))
+    found = []
+    for step, groups in model.leaves(tree.steps or ()):
+        if not all(holds(g.get("if"), situation) for g in (*groups, step)):
+            continue
+        if not UPLOADS.search(command_text(step.fields)):
+            continue
+        commands = step.get("commands", step.get("command"))
+        listed = tuple(commands) if isinstance(commands, list) else (str(commands),)
+        env = {**pipeline_env, **_strings(step.get("env"))}
+        found.append((model.name_of(step.fields), tuple(str(c) for c in listed), env))
+    return found
+
+
+def holds(condition: Any, situation: BuildCase) -> bool:
+    """An `if` Buildkite would run the step under (absent: always; not evaluable: never)."""
+    if condition is None:
+        return True
+    if isinstance(condition, bool):
+        return condition
+    return ifexpr.check(str(condition), situation.context()) is True
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -> dict[str, str]:
+    head = door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).stdout.strip()
+    return {
+        "PATH": f"{tools.folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(record),
+        "BASH_ENV": str(tools.bash_env),
+        standins.RECORD_ENV: str(record),
+        standins.LABELS_ENV: ",".join(situation.labels),
+        "BUILDKITE_COMMIT": head,
+        "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout),
+        **situation.env(),
+    }
+
+
+def _pairs(env: Mapping[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def _clean(checkout: Path) -> None:
+    """What a script left in the checkout (the AMD render's files) goes before the next one."""
+    door.capture(["git", "checkout", "-q", "--", "."], cwd=str(checkout))
+    door.capture(["git", "clean", "-fdq"], cwd=str(checkout))
