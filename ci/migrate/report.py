@@ -43,7 +43,7 @@ def _text(cells: Sequence[Cell], seconds: float, *, markdown: bool) -> str:
         rows.setdefault((cell.change, cell.situation), {})[cell.platform.value] = verdict(cell)
     header = ["change", "situation", *platforms]
     body = [
-        [change, situation, *(row[p] for p in platforms)]
+        [change, situation, *(row.get(p, "") for p in platforms)]
         for (change, situation), row in rows.items()
     ]
     lines = [

@@ -25,8 +25,9 @@ import sys
 from pathlib import Path
 from typing import Final
 
-RECORD_ENV: Final = "VLLM_OMNI_CI_CHECK_RECORD"
-LABELS_ENV: Final = "VLLM_OMNI_CI_CHECK_LABELS"
+# Private to the stand-ins and the check that starts them (not knobs for users).
+RECORD_ENV: Final = "MIGRATE_CHECK_RECORD"
+LABELS_ENV: Final = "MIGRATE_CHECK_LABELS"
 CARGO_ENV: Final = "/var/lib/buildkite-agent/.cargo/env"
 
 _AGENT = f'''
