@@ -22,7 +22,7 @@ from ci import door
 from ci.errors import FAILURE, UserError
 from ci.migrate import edits, known, report, rewrites
 from ci.migrate.compare import Cell, compare
-from ci.migrate.matrix import SITUATIONS, BuildCase, Change, changes
+from ci.migrate.matrix import SITUATIONS, Change, changes
 from ci.migrate.simulate import Outcome, Tools, run_build
 from ci.platforms import Platform
 from ci.target import resolve_repo
@@ -51,7 +51,7 @@ def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) 
         tools = Tools.make(root / "bin")
         kinds = changes(checkout)
         clones = _prepare(checkout, root, kinds, migrate or edits.apply)
-        outcomes = _run_all(clones, kinds, tools, root)
+        outcomes = _run_all(clones, tools, root)
     cells = [
         Cell(change.name, situation.name, platform, *compare(
             outcomes["before", change.name, situation.name, platform],
@@ -81,9 +81,10 @@ _IDENTITY: Final = {
 
 def _prepare(
     checkout: Path, root: Path, kinds: tuple[Change, ...], migrate: Callable[[Path], None]
-) -> dict[tuple[str, str], Path]:
-    """One clone per side and change, at that change's commit, with `origin/main` at the
-    side's main (the checkout's HEAD, or HEAD with migrate applied)."""
+) -> dict[tuple[str, str, Platform], Path]:
+    """One clone per side, change and platform (so builds can run side by side: an old
+    script may write into its checkout), at that change's commit, with `origin/main` at
+    the side's main (the checkout's HEAD, or HEAD with migrate applied)."""
     base = root / "base"
     _git(root, "clone", "-q", "--shared", str(checkout), str(base))
     head = _git(base, "rev-parse", "HEAD")
@@ -91,7 +92,7 @@ def _prepare(
     _git(base, "add", "-A")
     _git(base, "commit", "-q", "--allow-empty", "-m", "migrate")
     mains = {"before": head, "after": _git(base, "rev-parse", "HEAD")}
-    clones: dict[tuple[str, str], Path] = {}
+    clones: dict[tuple[str, str, Platform], Path] = {}
     for side in SIDES:
         for number, change in enumerate(kinds):
             _git(base, "checkout", "-q", "--detach", mains[side])
@@ -103,43 +104,41 @@ def _prepare(
             _git(base, "add", "-A")
             _git(base, "commit", "-q", "-m", f"migrate --check: {change.name}")
             commit = _git(base, "rev-parse", "HEAD")
-            clone = root / f"{side}-{number}"
-            _git(root, "clone", "-q", "--shared", "--no-checkout", str(base), str(clone))
-            _git(clone, "update-ref", "refs/remotes/origin/main", mains[side])
-            _git(clone, "checkout", "-q", "--detach", commit)
-            clones[side, change.name] = clone
+            for platform in ENTRIES:
+                clone = root / f"{side}-{number}-{platform.value}"
+                _git(root, "clone", "-q", "--shared", "--no-checkout", str(base), str(clone))
+                _git(clone, "update-ref", "refs/remotes/origin/main", mains[side])
+                _git(clone, "checkout", "-q", "--detach", commit)
+                clones[side, change.name, platform] = clone
     return clones
 
 
 def _run_all(
-    clones: dict[tuple[str, str], Path], kinds: tuple[Change, ...], tools: Tools, root: Path
+    clones: dict[tuple[str, str, Platform], Path], tools: Tools, root: Path
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
-    """Every cell on both sides: one worker per clone at a time, as many as there are CPUs."""
+    """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
+    (plus one for the time builds wait on files); the longest clones start first."""
 
-    def one_clone(key: tuple[str, str]) -> dict[tuple[str, str, str, Platform], Outcome]:
-        side, change = key
-        clone = clones[key]
-        record = root / f"record-{clone.name}"
-        done = {}
-        for situation in SITUATIONS:
-            for platform, entry in ENTRIES.items():
-                start = (
-                    entry
-                    if side == "before" or isinstance(entry, Path)
-                    else rewrites.rewrite(entry)[0]
-                )
-                done[side, change, situation.name, platform] = run_build(
-                    clone, start, situation, tools, record
-                )
-        door.note(f"migrate --check: {side}, {change}: {len(done)} builds")
-        return done
+    def one_clone(key: tuple[str, str, Platform]) -> dict[tuple[str, str, str, Platform], Outcome]:
+        side, change, platform = key
+        entry = ENTRIES[platform]
+        if side == "after" and not isinstance(entry, Path):
+            entry = rewrites.rewrite(entry)[0]
+        record = root / f"record-{clones[key].name}"
+        return {
+            (side, change, situation.name, platform): run_build(
+                clones[key], entry, situation, tools, record
+            )
+            for situation in SITUATIONS
+        }
 
+    # Ours run more processes per build than the old scripts; CUDA uploads the most.
+    order = sorted(clones, key=lambda k: (k[0] != "after", list(_COST).index(k[2])))
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        for done in pool.map(one_clone, list(clones)):
+    with ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1) as pool:
+        for done in pool.map(one_clone, order):
             outcomes.update(done)
     return outcomes
 
 
-def situation_named(name: str) -> BuildCase:
-    return next(s for s in SITUATIONS if s.name == name)
+_COST: Final = (Platform.CUDA, Platform.NPU, Platform.ROCM, Platform.XPU)

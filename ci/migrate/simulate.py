@@ -154,13 +154,16 @@ def _strings(value: Any) -> dict[str, str]:
 
 
 def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -> dict[str, str]:
-    head = door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).stdout.strip()
+    head = _HEADS.get(checkout) or door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout))
+    head = _HEADS.setdefault(checkout, head if isinstance(head, str) else head.stdout.strip())
     return {
         "PATH": f"{tools.folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "TMPDIR": str(record),
         "BASH_ENV": str(tools.bash_env),
+        # Byte code outside the checkout: kept from build to build, never in `git status`.
+        "PYTHONPYCACHEPREFIX": str(tools.folder.parent / "pycache"),
         standins.RECORD_ENV: str(record),
         standins.LABELS_ENV: ",".join(situation.labels),
         "BUILDKITE_COMMIT": head,
@@ -169,11 +172,15 @@ def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -
     }
 
 
+_HEADS: dict[Path, str] = {}  # a checkout's commit: each clone stays at one
+
+
 def _pairs(env: Mapping[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
 def _clean(checkout: Path) -> None:
     """What a script left in the checkout (the AMD render's files) goes before the next one."""
-    door.capture(["git", "checkout", "-q", "--", "."], cwd=str(checkout))
-    door.capture(["git", "clean", "-fdq"], cwd=str(checkout))
+    if door.capture(["git", "status", "--porcelain"], cwd=str(checkout)).stdout.strip():
+        door.capture(["git", "checkout", "-q", "--", "."], cwd=str(checkout))
+        door.capture(["git", "clean", "-fdq"], cwd=str(checkout))

@@ -21,6 +21,7 @@ would have written (an absolute path on the agents) is a no-op.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -81,9 +82,7 @@ with open(template) as stream:
     sys.stdout.write(str(env.render_str(stream.read(), template, **context)) + "\\n")
 """
 
-# This installation's `ci` package, first on the path: a checkout or worktree too.
-_HOME = str(Path(__file__).resolve().parents[2])
-_CLI = f"import sys\nsys.path.insert(0, {_HOME!r})\nfrom ci.cli import main\nsys.exit(main())\n"
+_CLI = "from ci.cli import main\nsys.exit(main())\n"
 
 _BASH_ENV = f"""source() {{
   if [[ "${{1:-}}" == "{CARGO_ENV}" ]]; then return 0; fi
@@ -103,12 +102,18 @@ def install(folder: Path) -> Path:
         "docker": "",
         "aws": "",
     }
+    # Every interpreter starts without `site` (whose .pth files cost more than the
+    # stand-in itself) and with this process's import path instead: this
+    # installation's `ci` package first, then the packages it runs with.
+    home = str(Path(__file__).resolve().parents[2])
+    paths = [home, *(p for p in sys.path if p and p != home and Path(p).is_dir())]
+    preamble = f"import sys\nsys.path[:0] = {paths!r}\n"
     for name, body in programs.items():
-        _write(folder / name, f"#!{sys.executable}\n{body}")
-    for name in ("python3", "python"):
-        link = folder / name
-        if not link.exists():
-            link.symlink_to(sys.executable)
+        _write(folder / name, f"#!{sys.executable} -S\n{preamble}{body}")
+    for name in ("python3", "python"):  # for the old scripts, with PyYAML found
+        joined = os.pathsep.join(paths[1:])  # the checkout's own `tests` must win
+        _write(folder / name, f'#!/bin/sh\nPYTHONPATH="{joined}${{PYTHONPATH:+:$PYTHONPATH}}"'
+                              f' exec {sys.executable} -S "$@"\n')  # fmt: skip
     bash_env = folder / "bash_env.sh"
     bash_env.write_text(_BASH_ENV)
     return bash_env
