@@ -47,13 +47,22 @@ echo "--- :hammer_and_wrench: Preparing Intel pipeline"
 buildkite-agent pipeline upload .buildkite/intel/pipeline-intel.yml
 """
 
-PRE_COMMIT = """# vLLM-Omni's hooks (shortened)
-default_stages: [pre-commit]
+PRE_COMMIT = """\
+# vLLM-Omni's pre-commit hooks (a comment that must stay)
+default_install_hook_types: [pre-commit, commit-msg]
+
 repos:
+  - repo: https://github.com/astral-sh/ruff-pre-commit
+    rev: v0.6.5
+    hooks:
+      - id: ruff
+        args: &ruff-args [--fix, --exit-non-zero-on-fix]
+
   - repo: local
     hooks:
+      # Every test file needs a level and a hardware marker.
       - id: check-mark
-        name: Check test marks
+        name: Check test markers
         entry: python tools/pre_commit/check_test_marks.py
         language: python
         files: ^tests/
@@ -63,13 +72,13 @@ repos:
         entry: python tools/pre_commit/check_buildkite.py
         language: python
         additional_dependencies: [check-jsonschema]
-        files: ^\\.buildkite/.*\\.ya?ml$
+        files: ^\\.buildkite/  # every pipeline YAML
 
       - id: check-spdx-header
         name: Check SPDX headers
         entry: python tools/pre_commit/check_spdx_header.py
         language: python
-        types: [python]
+        args: *ruff-args
 """
 
 DOCKERFILES = {

@@ -22,6 +22,7 @@ from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
 from tests.conftest import SHARED, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.migrate_fixture import PRE_COMMIT
 from tests.migrate_fixture import make_checkout as make_seed_checkout
 
 CORPUS = SHARED / "vllm-omni" / ".buildkite"
@@ -31,39 +32,6 @@ OLD_NAMES = tuple(sorted({Path(p).name for p in REPLACED_SCRIPTS}))
 # The CUDA upload steps' inline shell around the old uploader: part of the old command.
 EXTRA_SHELL = re.compile(r'^\s*(EXTRA="[^"]*"|if \[.*; then|fi)\s*$')
 
-PRE_COMMIT = """\
-# vLLM-Omni's pre-commit hooks (a comment that must stay)
-default_install_hook_types: [pre-commit, commit-msg]
-
-repos:
-  - repo: https://github.com/astral-sh/ruff-pre-commit
-    rev: v0.6.5
-    hooks:
-      - id: ruff
-        args: &ruff-args [--fix, --exit-non-zero-on-fix]
-
-  - repo: local
-    hooks:
-      # Every test file needs a level and a hardware marker.
-      - id: check-mark
-        name: Check test markers
-        entry: python tools/pre_commit/check_test_marks.py
-        language: python
-        files: ^tests/
-
-      - id: check-buildkite
-        name: Check Buildkite pipelines
-        entry: python tools/pre_commit/check_buildkite.py
-        language: python
-        additional_dependencies: [check-jsonschema]
-        files: ^\\.buildkite/  # every pipeline YAML
-
-      - id: check-spdx-header
-        name: Check SPDX headers
-        entry: python tools/pre_commit/check_spdx_header.py
-        language: python
-        args: *ruff-args
-"""
 DOCKERFILES = {
     "docker/Dockerfile.rocm": """\
         ARG BASE_IMAGE=rocm/vllm:latest
