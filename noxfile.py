@@ -113,7 +113,10 @@ def shellcheck_steps(session: nox.Session) -> None:
 #  [--image IMG] [--native] [--force] [--list] [--step TEXT] [--keep-going]`: the
 # `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar), the sample the default
 # --repo. Each runs one tier of a target repo on this machine the way Buildkite would;
-# steps come only from the repo's tier YAMLs (xpu: the XPU runner's table).
+# steps come only from the repo's tier YAMLs (xpu: the XPU runner's table). A problem
+# is the session's, never nox's exit, so `--report`, `-t tiers` and later sessions go
+# on: a tier the platform lacks is skipped with its reason; bad input or a failed
+# blocking step is `session.error` (nox: "aborted") with the line `tier` prints.
 SAMPLE = str(ROOT / "examples" / "omni-sample")
 
 
@@ -125,11 +128,11 @@ def ready(session: nox.Session) -> None:
     term (and it has at least one); those run in the platform's CI image (or
     --native) with the no-GPU pre-flight. Every other step is reported as
     "needs <hardware>" (rocm: agent_pool; cuda/npu: the upload preset) and runs
-    only with --force. Exit 1 only when a blocking step fails.
+    only with --force. A failed blocking step aborts the session.
     """
     from ci.cli import nox_tier
 
-    nox_tier("ready", session.posargs, default_repo=SAMPLE)
+    nox_tier(session, "ready", default_repo=SAMPLE)
 
 
 @nox.session(venv_backend="none", tags=["merge", "tiers"])
@@ -139,11 +142,11 @@ def merge(session: nox.Session) -> None:
     A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
     term (and it has at least one); those run with the no-GPU pre-flight. Every
     other step is reported as "needs <hardware>" (rocm: agent_pool; cuda: the
-    upload preset) and runs only with --force. Exit 1 only when a blocking step fails.
+    upload preset) and runs only with --force. A failed blocking step aborts the session.
     """
     from ci.cli import nox_tier
 
-    nox_tier("merge", session.posargs, default_repo=SAMPLE)
+    nox_tier(session, "merge", default_repo=SAMPLE)
 
 
 @nox.session(venv_backend="none", tags=["nightly", "tiers"])
@@ -153,11 +156,11 @@ def nightly(session: nox.Session) -> None:
     A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
     term (and it has at least one); those run with the no-GPU pre-flight. Every
     other step is reported as "needs <hardware>" (rocm: agent_pool; cuda/npu: the
-    upload preset) and runs only with --force. Exit 1 only when a blocking step fails.
+    upload preset) and runs only with --force. A failed blocking step aborts the session.
     """
     from ci.cli import nox_tier
 
-    nox_tier("nightly", session.posargs, default_repo=SAMPLE)
+    nox_tier(session, "nightly", default_repo=SAMPLE)
 
 
 @nox.session(venv_backend="none", tags=["weekly", "tiers"])
@@ -167,8 +170,8 @@ def weekly(session: nox.Session) -> None:
     A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
     term (and it has at least one); those run with the no-GPU pre-flight. Every
     other step is reported as "needs <hardware>" (the upload preset) and runs
-    only with --force. Exit 1 only when a blocking step fails.
+    only with --force. A failed blocking step aborts the session.
     """
     from ci.cli import nox_tier
 
-    nox_tier("weekly", session.posargs, default_repo=SAMPLE)
+    nox_tier(session, "weekly", default_repo=SAMPLE)

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NoReturn, Protocol
 
 from invoke.exceptions import Exit, UnexpectedExit
 from invoke.parser import Parser, ParseResult
 from invoke.program import Program
 
-from ci.errors import STDOUT_FAILED, UserError
+from ci.errors import STDOUT_FAILED, Stop, Unavailable, UserError
 from ci.grammar import REFUSED, RUN_ONLY_CORE, parse, refuse_empty_values, unexpected
-from ci.taskkit import report
+from ci.taskkit import PASS_ERRORS, message_lines, report
 from ci.tasks import ns
 
 DISTRIBUTION = "vllm-omni-ci"
@@ -49,6 +49,8 @@ class CiProgram(Program):
                 self.update_config()
                 self.execute()
             except UserError as exc:
+                if PASS_ERRORS.get():
+                    raise
                 code = report(exc)
             except Exit as exc:
                 if exc.message:
@@ -210,10 +212,46 @@ def adopt_inv() -> None:
     sys.exit(0)
 
 
-def nox_tier(tier: str, posargs: Sequence[str], *, default_repo: str) -> None:
-    """`nox -s TIER -- OPTIONS` is `vllm-omni-ci tier TIER OPTIONS`, default --repo the sample."""
+class NoxSession(Protocol):
+    """What the tier sessions use of `nox.Session` (nox is not a dependency of `ci/`)."""
+
+    posargs: list[str]
+
+    def error(self, *args: Any) -> NoReturn: ...
+
+    def skip(self, *args: Any) -> NoReturn: ...
+
+
+def nox_tier(session: NoxSession, tier: str, *, default_repo: str) -> None:
+    """`nox -s TIER -- OPTIONS` is `vllm-omni-ci tier TIER OPTIONS`, default --repo the sample.
+
+    A problem ends the session, never nox, which then reports it and goes on to the next
+    session: a tier the repo lacks is `session.skip` with its reason; bad input or a failed
+    tier `session.error` with the line `tier` prints. A signal is nox's KeyboardInterrupt.
+    """
     import logging
+    import signal
+
+    from ci.door import FORWARDED_SIGNALS, Interrupted
 
     # nox logs everything on the root logger, where Invoke would echo its parser's steps.
     logging.getLogger("invoke").setLevel(logging.WARNING)
-    program(repo=default_repo).run(["vllm-omni-ci", "tier", tier, *posargs])
+    handlers = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}  # the task sets ours
+    passing = PASS_ERRORS.set(True)
+    try:
+        program(repo=default_repo).run(["vllm-omni-ci", "tier", tier, *session.posargs])
+    except Unavailable as exc:
+        session.skip(exc.reason)
+    except Interrupted:
+        raise KeyboardInterrupt from None
+    except (UserError, Stop) as exc:
+        said = "; ".join(line.removeprefix("error: ").rstrip(":") for line in message_lines(exc))
+        session.error(said or f"a blocking step failed (exit {exc.code}); see the summary")
+    except SystemExit as exc:  # the program's own ways out (74: stdout not written)
+        if exc.code:
+            session.error(f"exit {exc.code}")
+    finally:
+        PASS_ERRORS.reset(passing)
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)

@@ -34,6 +34,15 @@ class UserError(Exception):
             raise cls(*found, code=code)
 
 
+class Unavailable(UserError):
+    """Input naming what this repo or host does not have (a tier for a platform): exit 2 like
+    any input error; a caller that can skip instead (a nox session) skips with `reason`."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
 class Stop(Exception):
     """End the task with `code` after printing `lines` to stderr (skip-ci's 0/1, a runner's
     mapped exit status: outcomes that are not input errors)."""

@@ -11,6 +11,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from invoke.exceptions import Exit
@@ -31,14 +32,22 @@ def after_dashdash(argv: Sequence[str] | None = None) -> list[str]:
     return args[args.index("--") + 1 :] if "--" in args else []
 
 
-def report(exc: UserError | Stop) -> int:
+# Set by a caller that reports UserError and Stop its own way (the nox tier sessions): the
+# task wrapper and `CiProgram.run` then let them through unprinted.
+PASS_ERRORS: ContextVar[bool] = ContextVar("PASS_ERRORS", default=False)
+
+
+def message_lines(exc: UserError | Stop) -> list[str]:
+    """What `report` prints for `exc`, redacted: one `error: ...` line per problem."""
     redact = Redactor.for_env()
     if isinstance(exc, UserError):
-        lines = [p if p.startswith("error:") else f"error: {p}" for p in exc.problems]
-    else:
-        lines = list(exc.lines)
-    for line in lines:
-        sys.stderr.write(redact(line) + "\n")
+        return [redact(p if p.startswith("error:") else f"error: {p}") for p in exc.problems]
+    return [redact(line) for line in exc.lines]
+
+
+def report(exc: UserError | Stop) -> int:
+    for line in message_lines(exc):
+        sys.stderr.write(line + "\n")
     sys.stderr.flush()
     return exc.code
 
@@ -86,6 +95,8 @@ def task(**kwargs: Any) -> Callable[[F], Task[Any]]:
                 install_interrupt_handlers()
                 return fn(*a, **kw)
             except (UserError, Stop) as exc:
+                if PASS_ERRORS.get():
+                    raise
                 raise Exit(code=report(exc)) from None
 
         params = inspect.signature(fn).parameters

@@ -20,6 +20,7 @@ PACKAGE = ROOT / "ci"
 # (importer, imported) stay inside functions, each for its reason. ci/tasks/ is
 # exempt as a whole: task modules load the library lazily, for a fast `--list`.
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
+    ("ci.cli", "ci.door"): "every command loads cli; only the nox tier sessions need the door",
     ("ci.door", "ci.proctree"): "proctree imports psutil; every task loads the door",
     ("ci.grammar", "ci.images.variants"): "`--list` loads grammar; images pulls in much of ci",
     ("ci.grammar", "ci.pipeline.scope"): "`--list` loads grammar; scope pulls in the renderer",

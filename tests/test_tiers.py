@@ -444,20 +444,6 @@ def test_nox_lists_the_tier_sessions_with_tags() -> None:
     assert "* nightly [nightly,tiers] ->" in tagged and "- ready [ready,tiers] ->" in tagged
 
 
-def test_nox_missing_pair_exits_2() -> None:
-    if shutil.which("nox") is None:
-        pytest.skip("nox is not installed")
-    done = subprocess.run(
-        ["nox", "-s", "weekly", "--", "--platform", "rocm", "--repo", str(SAMPLE)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert "error: no weekly tier for rocm" in done.stderr
-
-
 def test_native_fixture_tier_real_bash_and_pytest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,10 +4,10 @@
   agent_pool; cuda/npu: the hardware is the upload-pipeline preset);
 - xpu: the XPU runner's command table (`ci.runner.xpu.COMMANDS`), ready only.
 
-A pair without a source is `no <tier> tier for <platform>` (exit 2). Each step is
-the YAML's `ShellStep` plus what a local run carries over from CI: shards, timeout,
-soft-fail, retries, hardware, the CPU rule, and the `if`s evaluated as for a PR
-carrying the tier's label.
+A pair without a source is `Unavailable`, `no <tier> tier for <platform>` (exit 2; under nox
+a skip). Each step is the YAML's `ShellStep` plus what a local run carries over from CI:
+shards, timeout, soft-fail, retries, hardware, the CPU rule, and the `if`s evaluated as
+for a PR carrying the tier's label.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from ci import topology
 from ci.amd.render import DEFAULT_POOL
-from ci.errors import UserError
+from ci.errors import Unavailable, UserError
 from ci.pipeline import files
 from ci.pipeline.ifexpr import Context, check
 from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
@@ -204,14 +204,17 @@ def _yaml_steps(
 def load_tier(
     repo: Path, tier: Tier, platform: Platform, environ: Mapping[str, str] | None = None
 ) -> list[TierStep]:
-    """Every step of the tier, in file order; `no <tier> tier for <platform>` when none.
+    """Every step of the tier, in file order; `Unavailable` when the repo has none.
 
     `environ` (default: this process's) is what the upload would see: `MIRROR_HW`
     for the presets, the build env of the `if`s.
     """
     rel = source_of(repo, tier, platform)
     if rel is None:
-        raise UserError(f"no {tier} tier for {platform}")
+        have = [p.value for p in Platform if source_of(repo, tier, p)]
+        message = f"no {tier} tier for {platform}"
+        said = f"{', '.join(have)} only" if have else "no platform has one"
+        raise Unavailable(message, f"{message} ({said})")
     if platform is not Platform.XPU:
         return _yaml_steps(repo, tier, platform, rel, os.environ if environ is None else environ)
     return [  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`

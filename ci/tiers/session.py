@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci import door
 from ci.doctor import named_docker
-from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Stop, Unavailable, UserError
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
@@ -151,7 +151,7 @@ def _platforms(
         return [parse_platform(args.platform)]
     found = [p for p in Platform if source_of(repo, tier, p)]
     if not found:
-        raise UserError(f"no {tier} tier for any platform in {repo}")
+        raise Unavailable(f"no {tier} tier for any platform in {repo}")
     if args.list or args.native or args.image:
         if args.native and len(found) > 1:
             raise UserError("--native: give --platform (" + ", ".join(p.value for p in found) + ")")
