@@ -7,6 +7,7 @@ cannot hide behind a matching count.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -260,7 +261,7 @@ def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
     assert "cd /app/vllm-omni" in shard.program
     assert "Native in-pod ROCm CI" in shard.program
     gpu = next(j for j in jobs if j.name == "Engine · Two-GPU Test")
-    assert not gpu.runs and gpu.reason == "needs mi300_2"
+    assert not gpu.runs and gpu.reason == "needs mi300_2: no rocm devices here"
     soft = next(j for j in jobs if "quarantined" in j.name)
     assert soft.runs and not soft.step.blocking
     assert soft.command is not None and soft.command.timeout == 20 * 60
@@ -287,8 +288,9 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     assert "/dev/kfd" in docker  # devices only when the host has them
     assert docker[-3:] == [ci_image(Platform.ROCM, "abc123", {}), "-c", job.program]
     passed = [docker[i + 1] for i, a in enumerate(docker) if a == "-e"]
-    assert set(passed) == set(job.env)
-    assert all("=" not in name for name in passed)  # values never in argv
+    assert set(passed) == {*job.env, "HOME=/tmp"}  # HOME: writable by the invoking user
+    assert all("=" not in name for name in passed if name != "HOME=/tmp")  # values never in argv
+    assert docker[docker.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}"
     assert job.log == tmp_path / "results" / "rocm" / "02-simple-omni-processor-test.log"
 
 
@@ -327,7 +329,7 @@ def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     docker = list(job.command.argv)
     assert docker[docker.index("-w") + 1] == "/workspace"
     skipped = plan_tier(steps, sample_options(tmp_path, step="Engine"))
-    assert [j.reason for j in skipped] == ["needs l4_1"]
+    assert [j.reason for j in skipped] == ["needs l4_1: no cuda devices here"]
 
 
 def test_shard_label_placeholders() -> None:
@@ -352,8 +354,11 @@ def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
     text = " ".join(run_cli("tier", "--help").stdout.split())
     assert text.startswith("Usage: vllm-omni-ci [--core-opts] tier ")
     assert "every -m in it has a positive `cpu` term" in text
-    assert "reported as `needs <hardware>` and does not run unless --force" in text
+    assert "reported as `needs <hardware>: <why>` and does not run unless --force" in text
     assert "agent_pool (rocm) or the preset the upload resolves (cuda, npu)" in text
+    assert "at least that many devices of its platform" in text
+    assert "--exact-sku run a GPU step only on devices whose name has its SKU" in text
+    assert "--cpu-only run no GPU step without --force" in text
     assert "evaluated as for a PR carrying the tier's label" in text
     assert "--step=STRING only steps whose label contains this text" in text
 
@@ -385,7 +390,8 @@ def test_outcomes_and_junit(tmp_path: Path) -> None:
     names = [c.get("name") for c in cases]
     assert "Simple · Model Executor Test · Shard 2/2" in names
     gpu = cases[names.index("Engine · Two-GPU Test")]
-    assert gpu.find("skipped").get("message") == "needs mi300_2"  # type: ignore[union-attr]
+    skipped = gpu.find("skipped").get("message")  # type: ignore[union-attr]
+    assert skipped == "needs mi300_2: no rocm devices here"
     soft = next(c for c in cases if "quarantined" in (c.get("name") or ""))
     assert soft.find("failure").get("type") == "soft_fail"  # type: ignore[union-attr]
     assert cases[0].get("classname") == "ready.rocm.Simple Test"
@@ -424,7 +430,7 @@ def test_list_prints_steps_and_runs_nothing(capsys: pytest.CaptureFixture[str]) 
     assert run("ready", ["--platform", "amd", "--repo", str(SAMPLE), "--list"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
-    assert "hardware: mi300_2 — needs mi300_2" in out
+    assert "hardware: mi300_2 — needs mi300_2: no rocm devices here" in out
     assert "grade: NonBlocking (soft_fail)" in out
     assert "parallelism 2, timeout 20m" in out
     assert "$ pytest -sv tests/e2e -m 'advanced_model and cpu' --run-level advanced_model" in out
@@ -558,7 +564,6 @@ def test_tier_task_lists_and_fails_closed() -> None:
         "error: tier: --repo: an empty path; give one, or leave --repo out\n"
         "error: tier: --results: an empty path; give one, or leave --results out\n",
     )
-    import os
 
     bad_docker = run_cli(
         "tier", "ready", "--repo", str(SAMPLE),
@@ -570,7 +575,9 @@ def test_tier_task_lists_and_fails_closed() -> None:
     )  # was "no CI image for the ready tier is present locally"
     unknown = run_cli("tier", "ready", "--bogus")
     assert unknown.returncode == 2
-    assert unknown.stderr.startswith("error: tier: unknown option '--bogus'; options: --force,")
+    assert unknown.stderr.startswith(
+        "error: tier: unknown option '--bogus'; options: --cpu-only, --exact-sku, --force,"
+    )
     assert unknown.stderr.endswith(" (see `vllm-omni-ci tier --help`)\n")
     old_form = run_cli("tier", "ready", "--", "--platform", "rocm")
     assert (old_form.returncode, old_form.stderr) == (
@@ -782,9 +789,10 @@ def test_depends_on_inside_the_tier_is_honoured(
         "Fails": "failed",
         "Waits for the failure": "not run: depends on fails (Fails failed)",
         "Allows the failure": "passed",
-        "Needs GPUs": "needs mi300_4",
+        "Needs GPUs": "needs mi300_4: no rocm devices here",
         "Waits for the GPU group": (
-            "not run: depends on gpu-group (Needs GPUs did not run here: needs mi300_4)"
+            "not run: depends on gpu-group"
+            " (Needs GPUs did not run here: needs mi300_4: no rocm devices here)"
         ),
         "Waits for the image build only": "passed",
         "Gated off": 'if false here: build.env("NIGHTLY") == "1"',
