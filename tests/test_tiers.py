@@ -886,3 +886,114 @@ def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     assert ref in built.stdout, (ref, built.stdout[-2000:])
+
+
+# --------------------------------------------------------------------------- devices here
+
+
+def gpus(platform: Platform, *names: str) -> Any:
+    from ci.devices import Device, Inventory
+
+    return Inventory(tuple(Device(platform, i, name, 81559) for i, name in enumerate(names)))
+
+
+def cuda_gpu_jobs(tmp_path: Path, **kw: Any) -> dict[str, Any]:
+    """The sample's two CUDA GPU steps (l4_1, h100_1), planned with `kw`: label -> job."""
+    steps = [s for s in load_tier(SAMPLE, Tier.READY, Platform.CUDA) if not s.runs_on_cpu]
+    return {j.name: j for j in plan_tier(steps, sample_options(tmp_path, **kw))}
+
+
+def test_gpu_steps_run_where_the_host_has_their_platform_and_cards(tmp_path: Path) -> None:
+    jobs = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.CUDA, "NVIDIA H200"), stream=False)
+    engine, e2e = jobs["Engine · Single-GPU Test"], jobs["E2E · Sample Model Test"]
+    assert engine.runs and e2e.runs
+    assert (engine.where, e2e.where) == ("l4_1 on NVIDIA H200", "h100_1 on NVIDIA H200")
+    assert (e2e.cards, e2e.devices, e2e.env["VLLM_CI_EXPECTED_GPU_COUNT"]) == (1, (0,), "1")
+    assert e2e.command is not None
+    docker = list(e2e.command.argv)
+    assert docker[docker.index("--gpus") + 1] == '"device=0"'  # that device, not `all`
+    assert "CUDA_VISIBLE_DEVICES" not in e2e.env  # in the container it is device 0 anyway
+
+    native = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.CUDA, "NVIDIA H200"), native=True)
+    env = native["E2E · Sample Model Test"].env
+    assert (env["CUDA_VISIBLE_DEVICES"], env["VLLM_CI_EXPECTED_GPU_COUNT"]) == ("0", "1")
+
+    exact = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.CUDA, "NVIDIA H100 80GB HBM3"))
+    assert exact["E2E · Sample Model Test"].where == "h100_1 on NVIDIA H100 80GB HBM3"
+
+
+def test_exact_sku_too_few_cards_no_devices_and_cpu_only_say_why(tmp_path: Path) -> None:
+    h200 = gpus(Platform.CUDA, "NVIDIA H200")
+    reasons = {n: j.reason for n, j in cuda_gpu_jobs(tmp_path, inventory=h200).items()}
+    assert reasons == {"Engine · Single-GPU Test": "", "E2E · Sample Model Test": ""}
+    exact = cuda_gpu_jobs(tmp_path, inventory=h200, exact_sku=True)
+    assert exact["E2E · Sample Model Test"].reason == (
+        "needs h100_1: this host has 1 x NVIDIA H200 (--exact-sku)"
+    )
+    mixed = gpus(Platform.CUDA, "NVIDIA L4", "NVIDIA H100 80GB HBM3")
+    picked = cuda_gpu_jobs(tmp_path, inventory=mixed, exact_sku=True)["E2E · Sample Model Test"]
+    assert (picked.devices, picked.where) == ((1,), "h100_1 on NVIDIA H100 80GB HBM3")
+    nothing = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.ROCM, "AMD Instinct MI300X"))
+    assert nothing["Engine · Single-GPU Test"].reason == "needs l4_1: no cuda devices here"
+    cpu_only = cuda_gpu_jobs(tmp_path, inventory=h200, cpu_only=True)
+    assert [j.reason for j in cpu_only.values()] == ["needs l4_1", "needs h100_1"]
+    forced = cuda_gpu_jobs(tmp_path, inventory=h200, cpu_only=True, force=True)
+    assert all(j.runs and not j.devices for j in forced.values())  # today's --force
+
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    two = next(s for s in steps if s.hardware == "mi300_2")
+    assert (two.cards, two.sku) == (2, "MI300")
+    (few,) = plan_step(
+        two, 7, sample_options(tmp_path, inventory=gpus(Platform.ROCM, "AMD MI300X"))
+    )
+    assert few.reason == "needs mi300_2: this host has 1 x AMD MI300X"
+    (forced_few,) = plan_step(
+        two, 7, sample_options(tmp_path, inventory=gpus(Platform.ROCM, "AMD MI300X"), force=True)
+    )
+    assert forced_few.runs and forced_few.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
+
+
+def test_rocm_job_gets_its_cards_natively_and_in_a_container(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    two = next(s for s in steps if s.hardware == "mi300_2")
+    mi300 = gpus(Platform.ROCM, *["AMD Instinct MI300X"] * 4)
+    (native,) = plan_step(two, 7, sample_options(tmp_path, inventory=mi300, native=True))
+    assert native.env["HIP_VISIBLE_DEVICES"] == "0,1"
+    assert native.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
+    (boxed,) = plan_step(two, 7, sample_options(tmp_path, inventory=mi300))
+    assert boxed.command is not None and "HIP_VISIBLE_DEVICES" not in boxed.env
+    docker = list(boxed.command.argv)
+    assert "HIP_VISIBLE_DEVICES=0,1" in docker and "/dev/kfd" in docker
+    assert boxed.env["HF_HOME"] == "/tmp/.cache/huggingface"  # the container user's to create
+    assert (boxed.where, boxed.cards) == ("mi300_2 on AMD Instinct MI300X", 2)
+
+
+def test_tier_list_and_native_run_with_a_gpu_here(
+    tmp_path: Path,
+    standins: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A fake nvidia-smi: the sample's CUDA GPU steps run natively without --force."""
+    standins.add("nvidia-smi", "echo '0, NVIDIA H200, 143771'")
+    repo = tmp_path / "sample"
+    ignore = shutil.ignore_patterns("wheelhouse", "__pycache__", ".pytest_cache")
+    shutil.copytree(SAMPLE, repo, ignore=ignore)
+    monkeypatch.setenv("PATH", standins.env()["PATH"])
+    monkeypatch.setenv("BUILDKITE_COMMIT", "gpu-host")
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    args = ["--platform", "cuda", "--repo", str(repo), "--native"]
+    assert run("ready", [*args, "--list"]) == 0
+    out = capfd.readouterr().out
+    assert "hardware: l4_1 — runs here (l4_1 on NVIDIA H200)" in out
+    assert "hardware: h100_1 — runs here (h100_1 on NVIDIA H200)" in out
+    assert run("ready", [*args, "--results", str(tmp_path / "r")]) == 0
+    err = capfd.readouterr().err
+    assert "5 of 5 jobs run here" in err
+    assert "passed (l4_1 on NVIDIA H200)  [cuda] Engine · Single-GPU Test  exit 0" in err
+    assert "passed (h100_1 on NVIDIA H200)  [cuda] E2E · Sample Model Test  exit 0" in err
+    assert ["--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"] in (
+        standins.argvs("nvidia-smi")
+    )
+    assert run("ready", [*args, "--cpu-only", "--list"]) == 0
+    assert "hardware: h100_1 — needs h100_1\n" in capfd.readouterr().out
