@@ -192,7 +192,7 @@ def test_rocminfo_is_asked_when_rocm_smi_fails(standins: StandIns) -> None:
 def test_a_failing_or_garbled_tool_is_no_devices_not_an_error(standins: StandIns) -> None:
     standins.add(
         "nvidia-smi",
-        "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\n"
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\n'
         "exit 9",
     )
     standins.add("xpu-smi", "echo 'Level Zero init failed'")  # exit 0, no table

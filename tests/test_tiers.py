@@ -356,7 +356,7 @@ def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
     assert "every -m in it has a positive `cpu` term" in text
     assert "reported as `needs <hardware>: <why>` and does not run unless --force" in text
     assert "agent_pool (rocm) or the preset the upload resolves (cuda, npu)" in text
-    assert "at least that many devices of its platform" in text
+    assert "its `_<n>` is the card count" in text
     assert "--exact-sku run a GPU step only on devices whose name has its SKU" in text
     assert "--cpu-only run no GPU step without --force" in text
     assert "evaluated as for a PR carrying the tier's label" in text

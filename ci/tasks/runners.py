@@ -182,12 +182,13 @@ def tier(
     A step is CPU-runnable only if it has a pytest -m expression and every -m in
     it has a positive `cpu` term (not negated); those run here with the no-GPU
     pre-flight (VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step needs hardware:
-    the step's agent_pool (rocm) or the preset the upload resolves (cuda, npu),
-    whose `_<n>` is its card count (mi300_4: 4 MI300). It runs when this host
-    has at least that many devices of its platform (nvidia-smi, rocm-smi, npu-smi,
-    xpu-smi; another SKU too, which the summary names), on devices 0..n-1 with
-    VLLM_CI_EXPECTED_GPU_COUNT=n; else it is reported as `needs <hardware>: <why>`
-    and does not run unless --force is given. Containers run as you (HOME=/tmp).
+    it runs when this host has at least the devices its hardware asks for, else
+    it is reported as `needs <hardware>: <why>` and does not run unless --force
+    is given. The hardware is the step's agent_pool (rocm) or the preset the
+    upload resolves (cuda, npu); its `_<n>` is the card count (mi300_4: 4). The
+    devices are what nvidia-smi, rocm-smi, npu-smi or xpu-smi list, of the step's
+    platform, another SKU too (the summary names it); the job gets devices
+    0..n-1 and VLLM_CI_EXPECTED_GPU_COUNT=n. Containers run as you (HOME=/tmp).
     Group and step `if`s are evaluated as for a PR carrying the tier's label,
     with build.env() reading this environment (e.g. WEEKLY=1); a false one
     skips the step. A step whose depends_on names a step of the tier that
