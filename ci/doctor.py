@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ci import door
+from ci.devices import Device, Inventory
+from ci.devices import probe as probe_devices
 from ci.errors import FAILURE, Stop, UserError
 from ci.sandbox.layout import BASE_IMAGE
 from ci.sandbox.registryapi import in_registry, registry_answers
@@ -45,6 +47,7 @@ class Report:
     registry: bool = False
     shellcheck: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    devices: tuple[Device, ...] = ()  # the accelerators (`ci.devices`), probed by `doctor` only
 
     @property
     def engine(self) -> bool:
@@ -210,7 +213,7 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Docto
 def doctor(docker: str | None, *, as_json: bool, builder: str) -> None:
     """Print the report (with the judged checks under `checks` as JSON); then one
     `error:` line with its fix per failed check, and exit 1."""
-    report = probe(docker)
+    report = replace(probe(docker), devices=probe_devices().devices)
     findings = judge(report, report.registry and in_registry(), builder)
     if as_json:
         data = asdict(report)
@@ -250,4 +253,8 @@ def render(report: Report) -> str:
         f"registry {REGISTRY}: {'answers' if report.registry else 'no answer'}",
         f"shellcheck: {report.shellcheck or 'not found'}",
     ]
+    inventory = Inventory(report.devices)
+    platforms = dict.fromkeys(d.platform for d in report.devices)
+    lines += [f"devices: {p}: {inventory.summary(p, memory=True)}" for p in platforms]
+    lines += [] if platforms else ["devices: none found (nvidia-smi, rocm-smi, npu-smi, xpu-smi)"]
     return "\n".join(lines) + "\n"

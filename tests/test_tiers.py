@@ -7,6 +7,7 @@ cannot hide behind a matching count.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -260,7 +261,7 @@ def test_sample_ready_plan_shards_skips_and_soft_fail(tmp_path: Path) -> None:
     assert "cd /app/vllm-omni" in shard.program
     assert "Native in-pod ROCm CI" in shard.program
     gpu = next(j for j in jobs if j.name == "Engine · Two-GPU Test")
-    assert not gpu.runs and gpu.reason == "needs mi300_2"
+    assert not gpu.runs and gpu.reason == "needs mi300_2: no rocm devices here"
     soft = next(j for j in jobs if "quarantined" in j.name)
     assert soft.runs and not soft.step.blocking
     assert soft.command is not None and soft.command.timeout == 20 * 60
@@ -287,8 +288,9 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     assert "/dev/kfd" in docker  # devices only when the host has them
     assert docker[-3:] == [ci_image(Platform.ROCM, "abc123", {}), "-c", job.program]
     passed = [docker[i + 1] for i, a in enumerate(docker) if a == "-e"]
-    assert set(passed) == set(job.env)
-    assert all("=" not in name for name in passed)  # values never in argv
+    assert set(passed) == {*job.env, "HOME=/tmp"}  # HOME: writable by the invoking user
+    assert all("=" not in name for name in passed if name != "HOME=/tmp")  # values never in argv
+    assert docker[docker.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}"
     assert job.log == tmp_path / "results" / "rocm" / "02-simple-omni-processor-test.log"
 
 
@@ -327,7 +329,7 @@ def test_cuda_step_runs_fail_fast_in_the_checkout(tmp_path: Path) -> None:
     docker = list(job.command.argv)
     assert docker[docker.index("-w") + 1] == "/workspace"
     skipped = plan_tier(steps, sample_options(tmp_path, step="Engine"))
-    assert [j.reason for j in skipped] == ["needs l4_1"]
+    assert [j.reason for j in skipped] == ["needs l4_1: no cuda devices here"]
 
 
 def test_shard_label_placeholders() -> None:
@@ -352,8 +354,11 @@ def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
     text = " ".join(run_cli("tier", "--help").stdout.split())
     assert text.startswith("Usage: vllm-omni-ci [--core-opts] tier ")
     assert "every -m in it has a positive `cpu` term" in text
-    assert "reported as `needs <hardware>` and does not run unless --force" in text
+    assert "reported as `needs <hardware>: <why>` and does not run unless --force" in text
     assert "agent_pool (rocm) or the preset the upload resolves (cuda, npu)" in text
+    assert "its `_<n>` is the card count" in text
+    assert "--exact-sku run a GPU step only on devices whose name has its SKU" in text
+    assert "--cpu-only run no GPU step without --force" in text
     assert "evaluated as for a PR carrying the tier's label" in text
     assert "--step=STRING only steps whose label contains this text" in text
 
@@ -385,7 +390,8 @@ def test_outcomes_and_junit(tmp_path: Path) -> None:
     names = [c.get("name") for c in cases]
     assert "Simple · Model Executor Test · Shard 2/2" in names
     gpu = cases[names.index("Engine · Two-GPU Test")]
-    assert gpu.find("skipped").get("message") == "needs mi300_2"  # type: ignore[union-attr]
+    skipped = gpu.find("skipped").get("message")  # type: ignore[union-attr]
+    assert skipped == "needs mi300_2: no rocm devices here"
     soft = next(c for c in cases if "quarantined" in (c.get("name") or ""))
     assert soft.find("failure").get("type") == "soft_fail"  # type: ignore[union-attr]
     assert cases[0].get("classname") == "ready.rocm.Simple Test"
@@ -424,7 +430,7 @@ def test_list_prints_steps_and_runs_nothing(capsys: pytest.CaptureFixture[str]) 
     assert run("ready", ["--platform", "amd", "--repo", str(SAMPLE), "--list"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
-    assert "hardware: mi300_2 — needs mi300_2" in out
+    assert "hardware: mi300_2 — needs mi300_2: no rocm devices here" in out
     assert "grade: NonBlocking (soft_fail)" in out
     assert "parallelism 2, timeout 20m" in out
     assert "$ pytest -sv tests/e2e -m 'advanced_model and cpu' --run-level advanced_model" in out
@@ -544,7 +550,6 @@ def test_tier_task_lists_and_fails_closed() -> None:
         "error: tier: --repo: an empty path; give one, or leave --repo out\n"
         "error: tier: --results: an empty path; give one, or leave --results out\n",
     )
-    import os
 
     bad_docker = run_cli(
         "tier", "ready", "--repo", str(SAMPLE),
@@ -556,7 +561,9 @@ def test_tier_task_lists_and_fails_closed() -> None:
     )  # was "no CI image for the ready tier is present locally"
     unknown = run_cli("tier", "ready", "--bogus")
     assert unknown.returncode == 2
-    assert unknown.stderr.startswith("error: tier: unknown option '--bogus'; options: --force,")
+    assert unknown.stderr.startswith(
+        "error: tier: unknown option '--bogus'; options: --cpu-only, --exact-sku, --force,"
+    )
     assert unknown.stderr.endswith(" (see `vllm-omni-ci tier --help`)\n")
     old_form = run_cli("tier", "ready", "--", "--platform", "rocm")
     assert (old_form.returncode, old_form.stderr) == (
@@ -768,9 +775,10 @@ def test_depends_on_inside_the_tier_is_honoured(
         "Fails": "failed",
         "Waits for the failure": "not run: depends on fails (Fails failed)",
         "Allows the failure": "passed",
-        "Needs GPUs": "needs mi300_4",
+        "Needs GPUs": "needs mi300_4: no rocm devices here",
         "Waits for the GPU group": (
-            "not run: depends on gpu-group (Needs GPUs did not run here: needs mi300_4)"
+            "not run: depends on gpu-group"
+            " (Needs GPUs did not run here: needs mi300_4: no rocm devices here)"
         ),
         "Waits for the image build only": "passed",
         "Gated off": 'if false here: build.env("NIGHTLY") == "1"',
@@ -864,3 +872,114 @@ def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     assert ref in built.stdout, (ref, built.stdout[-2000:])
+
+
+# --------------------------------------------------------------------------- devices here
+
+
+def gpus(platform: Platform, *names: str) -> Any:
+    from ci.devices import Device, Inventory
+
+    return Inventory(tuple(Device(platform, i, name, 81559) for i, name in enumerate(names)))
+
+
+def cuda_gpu_jobs(tmp_path: Path, **kw: Any) -> dict[str, Any]:
+    """The sample's two CUDA GPU steps (l4_1, h100_1), planned with `kw`: label -> job."""
+    steps = [s for s in load_tier(SAMPLE, Tier.READY, Platform.CUDA) if not s.runs_on_cpu]
+    return {j.name: j for j in plan_tier(steps, sample_options(tmp_path, **kw))}
+
+
+def test_gpu_steps_run_where_the_host_has_their_platform_and_cards(tmp_path: Path) -> None:
+    jobs = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.CUDA, "NVIDIA H200"), stream=False)
+    engine, e2e = jobs["Engine · Single-GPU Test"], jobs["E2E · Sample Model Test"]
+    assert engine.runs and e2e.runs
+    assert (engine.where, e2e.where) == ("l4_1 on NVIDIA H200", "h100_1 on NVIDIA H200")
+    assert (e2e.cards, e2e.devices, e2e.env["VLLM_CI_EXPECTED_GPU_COUNT"]) == (1, (0,), "1")
+    assert e2e.command is not None
+    docker = list(e2e.command.argv)
+    assert docker[docker.index("--gpus") + 1] == '"device=0"'  # that device, not `all`
+    assert "CUDA_VISIBLE_DEVICES" not in e2e.env  # in the container it is device 0 anyway
+
+    native = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.CUDA, "NVIDIA H200"), native=True)
+    env = native["E2E · Sample Model Test"].env
+    assert (env["CUDA_VISIBLE_DEVICES"], env["VLLM_CI_EXPECTED_GPU_COUNT"]) == ("0", "1")
+
+    exact = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.CUDA, "NVIDIA H100 80GB HBM3"))
+    assert exact["E2E · Sample Model Test"].where == "h100_1 on NVIDIA H100 80GB HBM3"
+
+
+def test_exact_sku_too_few_cards_no_devices_and_cpu_only_say_why(tmp_path: Path) -> None:
+    h200 = gpus(Platform.CUDA, "NVIDIA H200")
+    reasons = {n: j.reason for n, j in cuda_gpu_jobs(tmp_path, inventory=h200).items()}
+    assert reasons == {"Engine · Single-GPU Test": "", "E2E · Sample Model Test": ""}
+    exact = cuda_gpu_jobs(tmp_path, inventory=h200, exact_sku=True)
+    assert exact["E2E · Sample Model Test"].reason == (
+        "needs h100_1: this host has 1 x NVIDIA H200 (--exact-sku)"
+    )
+    mixed = gpus(Platform.CUDA, "NVIDIA L4", "NVIDIA H100 80GB HBM3")
+    picked = cuda_gpu_jobs(tmp_path, inventory=mixed, exact_sku=True)["E2E · Sample Model Test"]
+    assert (picked.devices, picked.where) == ((1,), "h100_1 on NVIDIA H100 80GB HBM3")
+    nothing = cuda_gpu_jobs(tmp_path, inventory=gpus(Platform.ROCM, "AMD Instinct MI300X"))
+    assert nothing["Engine · Single-GPU Test"].reason == "needs l4_1: no cuda devices here"
+    cpu_only = cuda_gpu_jobs(tmp_path, inventory=h200, cpu_only=True)
+    assert [j.reason for j in cpu_only.values()] == ["needs l4_1", "needs h100_1"]
+    forced = cuda_gpu_jobs(tmp_path, inventory=h200, cpu_only=True, force=True)
+    assert all(j.runs and not j.devices for j in forced.values())  # today's --force
+
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    two = next(s for s in steps if s.hardware == "mi300_2")
+    assert (two.cards, two.sku) == (2, "MI300")
+    (few,) = plan_step(
+        two, 7, sample_options(tmp_path, inventory=gpus(Platform.ROCM, "AMD MI300X"))
+    )
+    assert few.reason == "needs mi300_2: this host has 1 x AMD MI300X"
+    (forced_few,) = plan_step(
+        two, 7, sample_options(tmp_path, inventory=gpus(Platform.ROCM, "AMD MI300X"), force=True)
+    )
+    assert forced_few.runs and forced_few.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
+
+
+def test_rocm_job_gets_its_cards_natively_and_in_a_container(tmp_path: Path) -> None:
+    steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
+    two = next(s for s in steps if s.hardware == "mi300_2")
+    mi300 = gpus(Platform.ROCM, *["AMD Instinct MI300X"] * 4)
+    (native,) = plan_step(two, 7, sample_options(tmp_path, inventory=mi300, native=True))
+    assert native.env["HIP_VISIBLE_DEVICES"] == "0,1"
+    assert native.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
+    (boxed,) = plan_step(two, 7, sample_options(tmp_path, inventory=mi300))
+    assert boxed.command is not None and "HIP_VISIBLE_DEVICES" not in boxed.env
+    docker = list(boxed.command.argv)
+    assert "HIP_VISIBLE_DEVICES=0,1" in docker and "/dev/kfd" in docker
+    assert boxed.env["HF_HOME"] == "/tmp/.cache/huggingface"  # the container user's to create
+    assert (boxed.where, boxed.cards) == ("mi300_2 on AMD Instinct MI300X", 2)
+
+
+def test_tier_list_and_native_run_with_a_gpu_here(
+    tmp_path: Path,
+    standins: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A fake nvidia-smi: the sample's CUDA GPU steps run natively without --force."""
+    standins.add("nvidia-smi", "echo '0, NVIDIA H200, 143771'")
+    repo = tmp_path / "sample"
+    ignore = shutil.ignore_patterns("wheelhouse", "__pycache__", ".pytest_cache")
+    shutil.copytree(SAMPLE, repo, ignore=ignore)
+    monkeypatch.setenv("PATH", standins.env()["PATH"])
+    monkeypatch.setenv("BUILDKITE_COMMIT", "gpu-host")
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    args = ["--platform", "cuda", "--repo", str(repo), "--native"]
+    assert run("ready", [*args, "--list"]) == 0
+    out = capfd.readouterr().out
+    assert "hardware: l4_1 — runs here (l4_1 on NVIDIA H200)" in out
+    assert "hardware: h100_1 — runs here (h100_1 on NVIDIA H200)" in out
+    assert run("ready", [*args, "--results", str(tmp_path / "r")]) == 0
+    err = capfd.readouterr().err
+    assert "5 of 5 jobs run here" in err
+    assert "passed (l4_1 on NVIDIA H200)  [cuda] Engine · Single-GPU Test  exit 0" in err
+    assert "passed (h100_1 on NVIDIA H200)  [cuda] E2E · Sample Model Test  exit 0" in err
+    assert ["--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"] in (
+        standins.argvs("nvidia-smi")
+    )
+    assert run("ready", [*args, "--cpu-only", "--list"]) == 0
+    assert "hardware: h100_1 — needs h100_1\n" in capfd.readouterr().out

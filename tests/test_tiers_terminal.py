@@ -281,6 +281,7 @@ def test_tier_in_a_100_column_terminal(tmp_path: Path) -> None:
         "--repo",
         str(repo),
         "--native",
+        "--cpu-only",  # `needs mi300_4`, whatever devices this host has
     ]
     screen = run_in_terminal(argv, env=env, cwd=tmp_path)
     assert screen.code == 0, screen.text

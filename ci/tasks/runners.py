@@ -148,8 +148,10 @@ def cov_split(
         "repo": "the target checkout (default: the sample under nox, else the git checkout here)",
         "image": "run every step in this image",
         "native": "run here, not in containers",
-        "force": "also run steps that need hardware (with the no-GPU pre-flight when its"
-        " devices are absent); a false `if` still skips",
+        "force": "also run steps that need hardware this host lacks (with the no-GPU"
+        " pre-flight when its devices are absent); a false `if` still skips",
+        "exact_sku": "run a GPU step only on devices whose name has its SKU (H100, MI300)",
+        "cpu_only": "run no GPU step without --force, whatever devices this host has",
         "list": "print the steps; run nothing",
         "step": "only steps whose label contains this text",
         "keep_going": "go on after a blocking failure",
@@ -167,6 +169,8 @@ def tier(
     image: str = "",
     native: bool = False,
     force: bool = False,
+    exact_sku: bool = False,
+    cpu_only: bool = False,
     list: bool = False,
     step: str = "",
     keep_going: bool = False,
@@ -177,12 +181,17 @@ def tier(
 
     A step is CPU-runnable only if it has a pytest -m expression and every -m in
     it has a positive `cpu` term (not negated); those run here with the no-GPU
-    pre-flight (VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step is reported as
-    `needs <hardware>` and does not run unless --force is given. The hardware
-    is the step's agent_pool (rocm) or the preset the upload resolves (cuda,
-    npu). Group and step `if`s are evaluated as for a PR carrying the tier's
-    label, with build.env() reading this environment (e.g. WEEKLY=1); a false
-    one skips the step. A step whose depends_on names a step of the tier that
+    pre-flight (VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step needs hardware:
+    it runs when this host has at least the devices its hardware asks for, else
+    it is reported as `needs <hardware>: <why>` and does not run unless --force
+    is given. The hardware is the step's agent_pool (rocm) or the preset the
+    upload resolves (cuda, npu); its `_<n>` is the card count (mi300_4: 4). The
+    devices are what nvidia-smi, rocm-smi, npu-smi or xpu-smi list, of the step's
+    platform, another SKU too (the summary names it); the job gets devices
+    0..n-1 and VLLM_CI_EXPECTED_GPU_COUNT=n. Containers run as you (HOME=/tmp).
+    Group and step `if`s are evaluated as for a PR carrying the tier's label,
+    with build.env() reading this environment (e.g. WEEKLY=1); a false one
+    skips the step. A step whose depends_on names a step of the tier that
     did not pass is not run. Exit 1 only when a blocking step fails.
     """
     options = {key: value for key, value in locals().items() if key not in ("c", "label")}

@@ -13,6 +13,7 @@ for a PR carrying the tier's label.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -34,6 +35,7 @@ from ci.topology import Tier as Tier
 
 AMD_MIRROR = "amdproduction"  # an AMD step is uploaded only when it names this mirror
 XPU_SOURCE = "ci/runner/xpu.py (the XPU runner's command table)"
+SIZED = re.compile(r"([A-Za-z0-9]+)(?:_[A-Za-z]+)*_(\d+)")  # mi300_4, h100_1, a2b3_npu_1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +86,20 @@ class TierStep(ShellStep):
     @property
     def need(self) -> str:
         return f"needs {self.hardware or self.platform.value}"
+
+    @property
+    def cards(self) -> int:
+        """The devices it asks for: its pool's or preset's `_<n>` (`mi300_4`, `a2b3_npu_1`);
+        xpu's queue 1; 0 when nothing says (a bare queue, an unresolved preset)."""
+        if match := SIZED.fullmatch(self.hardware):
+            return int(match[2])
+        return 1 if self.platform is Platform.XPU else 0
+
+    @property
+    def sku(self) -> str:
+        """The chip its pool or preset names, upper-cased (`MI300`, `H100`); "" for none."""
+        match = SIZED.fullmatch(self.hardware)
+        return match[1].upper() if match else ""
 
 
 def source_of(repo: Path, tier: Tier, platform: Platform) -> str | None:

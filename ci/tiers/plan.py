@@ -3,16 +3,20 @@
 Every job runs the rendered program in its platform's job shell (`ci.runner.program.SHELLS`):
 rocm the MI300 one on the AMD template's TEST_COMMANDS, cuda/npu/xpu `bash -e`; in the
 platform's CI image with the repo mounted, or here with `--native`; through `ci.runner.teed`.
+A container runs as the invoking user (its groups too, for the device nodes), with
+HOME=/tmp, so what it writes into the checkout is the user's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.amd.render import WORKING_DIR, gpu_count, render_step
+from ci.devices import Device, Inventory, assigned
 from ci.door import Command
 from ci.images.refs import ci_image
 from ci.pipeline.stepsource import unescape, upload_interpolate
@@ -32,6 +36,7 @@ WORKDIRS = {
     Platform.NPU: "/workspace",
     Platform.XPU: xpu.WORKDIR,
 }
+CONTAINER_HOME = "/tmp"  # writable whoever runs the container: pip's and pytest's caches
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ class Options:
     docker: str = "docker"
     run_id: str = "local"
     scratch: Path | None = None  # the tees' STATUS files, off the results disk (maybe full)
+    inventory: Inventory = field(default_factory=Inventory)  # this host's devices
+    exact_sku: bool = False  # GPU steps run only on devices whose name has their SKU
+    cpu_only: bool = False  # GPU steps run only with --force, whatever the host has
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,9 @@ class Job:
     log: Path | None = None
     command: Command | None = None
     status: Path | None = None  # the log writer's verdict on `log` (see `ci.runner.teelog`)
+    cards: int = 0  # how many devices it holds (0: none assigned: a CPU or a forced job)
+    where: str = ""  # what it runs on, when it holds devices: `h100_1 on NVIDIA H200`
+    devices: tuple[int, ...] = ()  # their indices (`ci.devices.VISIBLE_ENV` numbering)
 
     @property
     def runs(self) -> bool:
@@ -103,19 +114,57 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "step"
 
 
+def placement(step: TierStep, options: Options) -> tuple[str, tuple[Device, ...]]:
+    """(why the step does not run here, "" when it does; the devices it runs on).
+
+    A GPU step runs on the first `cards` devices of its platform in the inventory,
+    those whose name has its SKU first; with --exact-sku only on those. Else it runs
+    only with --force (no devices: the no-GPU pre-flight), and the reason says what
+    the host has. So a job gets other devices by planning it against an inventory
+    of only those.
+    """
+    if step.skip_reason or step.runs_on_cpu:
+        return step.skip_reason, ()
+    have = options.inventory.of(step.platform)
+    sku = step.sku.lower()
+    fits = sorted(
+        (d for d in have if not options.exact_sku or sku in d.name.lower()),
+        key=lambda d: sku not in d.name.lower(),
+    )
+    if step.cards and not options.cpu_only and len(fits) >= step.cards:
+        return "", tuple(fits[: step.cards])
+    if options.force or options.cpu_only or not step.cards:
+        return "" if options.force else step.need, ()
+    if not have:
+        return f"{step.need}: no {step.platform} devices here", ()
+    why = f"{step.need}: this host has {options.inventory.summary(step.platform)}"
+    return why + (" (--exact-sku)" if len(have) >= step.cards else ""), ()
+
+
+def where(step: TierStep, devices: Sequence[Device]) -> str:
+    """`h100_1 on NVIDIA H200`: the hardware CI names, and the device it gets here."""
+    return f"{step.hardware} on {devices[0].name}" if devices else ""
+
+
 def plan_step(step: TierStep, position: int, options: Options) -> list[Job]:
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
-    reason = step.skip_reason or ("" if step.runs_on_cpu or options.force else step.need)
+    reason, devices = placement(step, options)
     if reason:
         return [
             Job(step, position, shard_label(step.label, s, step.parallelism), s, reason=reason)
             for s in shards
         ]
-    return [_job(step, position, shard, options) for shard in shards]
+    return [_job(step, position, shard, options, devices) for shard in shards]
 
 
-def _job(step: TierStep, position: int, shard: int | None, options: Options) -> Job:
+def _job(
+    step: TierStep,
+    position: int,
+    shard: int | None,
+    options: Options,
+    devices: tuple[Device, ...] = (),
+) -> Job:
     name = shard_label(step.label, shard, step.parallelism)
     workdir = options.repo if options.native else WORKDIRS[step.platform]
     checkout = {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": options.commit}
@@ -124,6 +173,8 @@ def _job(step: TierStep, position: int, shard: int | None, options: Options) -> 
     forced = not step.runs_on_cpu and bool(options.devices.get(step.platform))
     rocm = step.platform is Platform.ROCM
     gpus = (gpu_count(step.hardware, step.label) if rocm else 1) if forced else 0
+    indices = tuple(d.index for d in devices)
+    device_env, device_args = assigned(step.platform, indices) if indices else ({}, ())
     # rocm: the AMD template's job env and TEST_COMMANDS; else the step's env and commands.
     if rocm:
         raw = {**step.raw, "working_dir": step.raw.get("working_dir") or workdir}
@@ -135,11 +186,13 @@ def _job(step: TierStep, position: int, shard: int | None, options: Options) -> 
     program = render_program(SHELLS[step.platform], commands)
     context = {**options.environ, **checkout}  # env values interpolated as the upload does
     env = {k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()}
-    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(gpus)  # 0: the no-GPU pre-flight
-    if options.native and "HF_HOME" in env and rocm:
-        env["HF_HOME"] = options.environ.get("HF_HOME") or str(
-            Path(options.environ.get("HOME", "/tmp")) / ".cache" / "huggingface"
-        )
+    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(len(indices) or gpus)  # 0: the no-GPU pre-flight
+    if options.native:
+        env |= device_env
+    if "HF_HOME" in env and rocm:  # the pods' HF_HOME is not this user's to create
+        home = options.environ.get("HOME", "/tmp") if options.native else CONTAINER_HOME
+        native = options.native and options.environ.get("HF_HOME")
+        env["HF_HOME"] = native or str(Path(home) / ".cache" / "huggingface")
     env |= {**checkout, "BUILDKITE_LABEL": name}
     if step.key:
         env["BUILDKITE_STEP_KEY"] = step.key
@@ -163,7 +216,9 @@ def _job(step: TierStep, position: int, shard: int | None, options: Options) -> 
             *(options.docker, "run", "--rm", "--name", container),
             *(word for label in (*labels, *options.label) for word in ("--label", label)),
             *("--entrypoint", "bash", "-v", f"{options.repo}:{workdir}", "-w", workdir),
-            *options.devices.get(step.platform, ()),
+            *("--user", f"{os.getuid()}:{os.getgid()}", "-e", f"HOME={CONTAINER_HOME}"),
+            *(w for g in os.getgroups() if g != os.getgid() for w in ("--group-add", str(g))),
+            *(device_args or options.devices.get(step.platform, ())),
             # The values travel in the client's environment, never in argv.
             *(word for name in env for word in ("-e", name)),
             *(image, "-c", program),
@@ -177,8 +232,9 @@ def _job(step: TierStep, position: int, shard: int | None, options: Options) -> 
         timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
     )
     return Job(
-        step, position, name, shard, "", env, program, image, container, log, command, status
-    )
+        step, position, name, shard, "", env, program, image, container, log, command, status,
+        len(indices), where(step, devices), indices,
+    )  # fmt: skip
 
 
 def select(steps: Sequence[TierStep], text: str) -> list[tuple[int, TierStep]]:

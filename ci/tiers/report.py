@@ -42,6 +42,8 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
     shown = result.outcome.value
     if result.note:
         shown = f"{shown} ({result.note})" if ran else result.note
+    if ran and job.where:
+        shown += f" ({job.where})"
     if result.timed_out:
         shown += f" (timed out after {job.step.timeout_minutes}m)"
     if result.log_problem:

@@ -19,8 +19,9 @@ _PYTHON_MODULE = re.compile(r"\bpython[0-9.]*\s+-m\s+\S+")
 RULE = (
     "A step is CPU-runnable only if it has a pytest -m expression and every -m in it "
     "has a positive `cpu` term (not negated); those run here with the no-GPU pre-flight "
-    "(VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step is reported as `needs <hardware>` "
-    "and does not run unless --force is given."
+    "(VLLM_CI_EXPECTED_GPU_COUNT=0). Every other step needs hardware: it runs when this "
+    "host has at least the devices its hardware asks for, else it is reported as "
+    "`needs <hardware>: <why>` and does not run unless --force is given."
 )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci import door
+from ci.devices import probe
 from ci.doctor import named_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, Unavailable, UserError
 from ci.images.refs import ci_image
@@ -30,7 +31,7 @@ from ci.target import in_buildkite, resolve_commit, resolve_repo
 from ci.tiers import execute, report
 from ci.tiers.execute import JobOutcome, JobResult
 from ci.tiers.model import Tier, TierStep, load_tier, source_of
-from ci.tiers.plan import Options, plan_tier, select
+from ci.tiers.plan import Options, placement, plan_tier, select, where
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
 
@@ -52,6 +53,8 @@ def parse_args(**given: Any) -> Options:
         problems.extend(f"--platform: {p}" for p in exc.problems)
     if args.native and args.image:
         problems.append("--image: applies to container mode; drop it or --native")
+    if args.cpu_only and args.exact_sku:
+        problems.append("--exact-sku: --cpu-only matches no step to devices; drop one")
     for pair in args.label:
         if "=" not in pair or not pair.split("=", 1)[0]:
             problems.append(f"--label: {pair!r} is not KEY=VALUE")
@@ -108,12 +111,14 @@ def build_command(platform: Platform, repo: Path) -> str:
 # --------------------------------------------------------------------------- listing
 
 
-def listing(steps: Sequence[TierStep], step_filter: str) -> str:
+def listing(steps: Sequence[TierStep], options: Options) -> str:
     lines: list[str] = []
     # The step and group keys the tier defines (other `depends_on` keys are its build steps).
     keys = {s.key for s in steps if s.key} | {k for s in steps for k in s.group_keys}
-    for position, step in select(steps, step_filter):
-        runs = step.skip_reason or ("runs here (CPU)" if step.runs_on_cpu else step.need)
+    for position, step in select(steps, options.step):
+        reason, devices = placement(step, options)
+        on = "CPU" if step.runs_on_cpu else where(step, devices) or "--force"
+        runs = reason or f"runs here ({on})"
         lines.append(f"{position:>3}. [{step.platform}] {step.label}")
         if step.group:
             lines.append(f"     group: {step.group}")
@@ -184,12 +189,14 @@ def run(name: str, **given: Any) -> int:
     environ = dict(os.environ)
     platforms = _platforms(args, tier, repo, docker, environ)
     steps = [s for platform in platforms for s in load_tier(repo, tier, platform)]
+    # What this host has for the GPU steps (--cpu-only: they need --force, so nothing).
+    args = dataclasses.replace(args, inventory=probe(environ, () if args.cpu_only else platforms))
     if args.list:
         width = min(shutil.get_terminal_size().columns, 100)
         sys.stdout.write(
             "".join(f"# {tier} tier for {p}: {source_of(repo, tier, p)}\n" for p in platforms)
             + "".join(f"{line}\n" for line in wrap(RULE, width, "# ", hang=""))
-            + listing(steps, args.step)
+            + listing(steps, args)
         )
         sys.stdout.flush()
         return 0

@@ -24,6 +24,21 @@ def test_cuda_engine(run_level: str) -> None:
 
 
 @pytest.mark.core_model
+@hardware_test(res={"cuda": ["L4", "H100"]}, num_cards=1)
+def test_cuda_matmul_matches_the_cpu() -> None:
+    """Real work on the GPU: a matmul and softmax on `cuda` equal the CPU's result."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    generator = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(256, 256, generator=generator) for _ in range(2))
+    expected = torch.softmax(a @ b, dim=-1)
+    on_gpu = torch.softmax(a.to("cuda") @ b.to("cuda"), dim=-1)
+    assert on_gpu.device.type == "cuda"
+    assert torch.allclose(on_gpu.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.core_model
 @hardware_test(res={"npu": "A2"}, num_cards=1)
 def test_npu_a2_engine() -> None:
     assert detect_accelerator() == "npu"
