@@ -110,26 +110,22 @@ def shellcheck_steps(session: nox.Session) -> None:
 
 # --------------------------------------------------------------------------- tiers
 # `nox -s ready|merge|nightly|weekly -- [--platform rocm|cuda|npu|xpu] [--repo PATH]
-#  [--image IMG] [--native] [--force] [--list] [--step TEXT] [--keep-going]`: the
-# `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar), the sample the default
+#  [--image IMG] [--native] [--force] [--exact-sku] [--cpu-only] [--list] [--step TEXT]
+#  [--keep-going]`: the `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar), the sample the default
 # --repo. Each runs one tier of a target repo on this machine the way Buildkite would;
 # steps come only from the repo's tier YAMLs (xpu: the XPU runner's table). A problem
 # is the session's, never nox's exit, so `--report`, `-t tiers` and later sessions go
 # on: a tier the platform lacks is skipped with its reason; bad input or a failed
 # blocking step is `session.error` (nox: "aborted") with the line `tier` prints.
+# CPU-runnable steps (every pytest `-m` has a positive `cpu` term) run with the no-GPU
+# pre-flight; a GPU step runs where this host has enough of its platform's devices
+# (`vllm-omni-ci doctor` lists them), else it is reported as "needs <hardware>: why".
 SAMPLE = str(ROOT / "examples" / "omni-sample")
 
 
 @nox.session(venv_backend="none", tags=["ready", "tiers"])
 def ready(session: nox.Session) -> None:
-    """Run the ready tier (L1 CPU + L2) here: `nox -s ready -- --platform rocm --repo PATH`.
-
-    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
-    term (and it has at least one); those run in the platform's CI image (or
-    --native) with the no-GPU pre-flight. Every other step is reported as
-    "needs <hardware>" (rocm: agent_pool; cuda/npu: the upload preset) and runs
-    only with --force. A failed blocking step aborts the session.
-    """
+    """Run the ready tier (L1 CPU + L2) here: `nox -s ready -- --platform rocm --repo PATH`."""
     from ci.cli import nox_tier
 
     nox_tier(session, "ready", default_repo=SAMPLE)
@@ -137,13 +133,7 @@ def ready(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", tags=["merge", "tiers"])
 def merge(session: nox.Session) -> None:
-    """Run the merge tier (L3) here: `nox -s merge -- --platform rocm|cuda --repo PATH`.
-
-    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
-    term (and it has at least one); those run with the no-GPU pre-flight. Every
-    other step is reported as "needs <hardware>" (rocm: agent_pool; cuda: the
-    upload preset) and runs only with --force. A failed blocking step aborts the session.
-    """
+    """Run the merge tier (L3) here: `nox -s merge -- --platform rocm|cuda --repo PATH`."""
     from ci.cli import nox_tier
 
     nox_tier(session, "merge", default_repo=SAMPLE)
@@ -151,13 +141,7 @@ def merge(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", tags=["nightly", "tiers"])
 def nightly(session: nox.Session) -> None:
-    """Run the nightly tier (L4) here: `nox -s nightly -- --platform rocm|cuda|npu --repo PATH`.
-
-    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
-    term (and it has at least one); those run with the no-GPU pre-flight. Every
-    other step is reported as "needs <hardware>" (rocm: agent_pool; cuda/npu: the
-    upload preset) and runs only with --force. A failed blocking step aborts the session.
-    """
+    """Run the nightly tier (L4) here: `nox -s nightly -- --platform rocm|cuda|npu --repo PATH`."""
     from ci.cli import nox_tier
 
     nox_tier(session, "nightly", default_repo=SAMPLE)
@@ -165,13 +149,7 @@ def nightly(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", tags=["weekly", "tiers"])
 def weekly(session: nox.Session) -> None:
-    """Run the weekly tier (L5, cuda) here: `nox -s weekly -- --platform cuda --repo PATH`.
-
-    A step is CPU-runnable only if every pytest `-m` in it has a positive `cpu`
-    term (and it has at least one); those run with the no-GPU pre-flight. Every
-    other step is reported as "needs <hardware>" (the upload preset) and runs
-    only with --force. A failed blocking step aborts the session.
-    """
+    """Run the weekly tier (L5, cuda) here: `nox -s weekly -- --platform cuda --repo PATH`."""
     from ci.cli import nox_tier
 
     nox_tier(session, "weekly", default_repo=SAMPLE)
