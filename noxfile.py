@@ -111,8 +111,8 @@ def shellcheck_steps(session: nox.Session) -> None:
 # --------------------------------------------------------------------------- tiers
 # `nox -s ready|merge|nightly|weekly -- [--platform rocm|cuda|npu|xpu] [--repo PATH]
 #  [--image IMG] [--native] [--force] [--exact-sku] [--cpu-only] [--list] [--step TEXT]
-#  [--keep-going]`: the `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar), the sample the default
-# --repo. Each runs one tier of a target repo on this machine the way Buildkite would;
+#  [--keep-going]`: the `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar),
+# the sample the default --repo. Each runs one tier of a target repo on this machine the way Buildkite would;
 # steps come only from the repo's tier YAMLs (xpu: the XPU runner's table). A problem
 # is the session's, never nox's exit, so `--report`, `-t tiers` and later sessions go
 # on: a tier the platform lacks is skipped with its reason; bad input or a failed
