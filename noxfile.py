@@ -112,14 +112,15 @@ def shellcheck_steps(session: nox.Session) -> None:
 # `nox -s ready|merge|nightly|weekly -- [--platform rocm|cuda|npu|xpu] [--repo PATH]
 #  [--image IMG] [--native] [--force] [--exact-sku] [--cpu-only] [--list] [--step TEXT]
 #  [--keep-going]`: the `tier` task (`vllm-omni-ci tier NAME OPTIONS`, same grammar),
-# the sample the default --repo. Each runs one tier of a target repo on this machine the way Buildkite would;
-# steps come only from the repo's tier YAMLs (xpu: the XPU runner's table). A problem
-# is the session's, never nox's exit, so `--report`, `-t tiers` and later sessions go
-# on: a tier the platform lacks is skipped with its reason; bad input or a failed
-# blocking step is `session.error` (nox: "aborted") with the line `tier` prints.
-# CPU-runnable steps (every pytest `-m` has a positive `cpu` term) run with the no-GPU
-# pre-flight; a GPU step runs where this host has enough of its platform's devices
-# (`vllm-omni-ci doctor` lists them), else it is reported as "needs <hardware>: why".
+# the sample the default --repo. Each runs one tier of a target repo on this machine
+# the way Buildkite would; steps come only from the repo's tier YAMLs (xpu: the XPU
+# runner's table). A problem is the session's, never nox's exit, so `--report`,
+# `-t tiers` and later sessions go on: a tier the platform lacks is skipped with its
+# reason; bad input or a failed blocking step is `session.error` (nox: "aborted")
+# with the line `tier` prints. CPU-runnable steps (every pytest `-m` has a positive
+# `cpu` term) run with the no-GPU pre-flight; a GPU step runs where this host has
+# enough of its platform's devices (`vllm-omni-ci doctor` lists them), else it is
+# reported as "needs <hardware>: why".
 SAMPLE = str(ROOT / "examples" / "omni-sample")
 
 
