@@ -152,7 +152,10 @@ def cov_split(
         " devices are absent); a false `if` still skips",
         "list": "print the steps; run nothing",
         "step": "only steps whose label contains this text",
-        "keep_going": "go on after a blocking failure",
+        "keep_going": "go on after a blocking failure (without it, a blocking failure starts no"
+        " new job; the jobs running then finish)",
+        "jobs": "-j N: run up to N jobs at a time (default 0: one per CPU of this host); a GPU"
+        " job also waits for free devices, a job for the steps it depends_on",
         "results": "write the logs and the JUnit into this folder itself (default: a folder of"
         " its own per run, build/tiers/<tier>-<platform>/<time>-<pid>/, and a `latest` link"
         " beside it)",
@@ -170,6 +173,7 @@ def tier(
     list: bool = False,
     step: str = "",
     keep_going: bool = False,
+    jobs: int = 0,
     results: str = "",
     label: list[str] | None = None,
 ) -> None:
@@ -182,8 +186,9 @@ def tier(
     is the step's agent_pool (rocm) or the preset the upload resolves (cuda,
     npu). Group and step `if`s are evaluated as for a PR carrying the tier's
     label, with build.env() reading this environment (e.g. WEEKLY=1); a false
-    one skips the step. A step whose depends_on names a step of the tier that
-    did not pass is not run. Exit 1 only when a blocking step fails.
+    one skips the step. Jobs run up to -j at a time; a step whose depends_on
+    names a step of the tier waits for it, and does not run if it did not pass.
+    Exit 1 only when a blocking step fails.
     """
     options = {key: value for key, value in locals().items() if key not in ("c", "label")}
     from ci.errors import Stop, UserError
