@@ -326,3 +326,56 @@ def test_cuda_ready_tier_runs_fail_fast_in_a_container(
     assert log.startswith('--- CUDA tests\nCommands:if [ -n "${VLLM_CI_HF_TOKEN:-}" ]')
     assert "rootdir: /workspace" in log
     assert leftovers(docker_cli) == []
+
+
+def test_parallel_jobs_timed_out_or_signalled_leave_no_container(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    """-j 2: two containers time out side by side, and both are removed; a SIGTERM while
+    two run ends both and removes both (exit 143)."""
+    import dataclasses
+    import signal
+    import time
+
+    from ci.platforms import Platform
+    from ci.tiers.execute import JobOutcome, run_jobs
+    from ci.tiers.model import Tier, TierStep
+    from ci.tiers.plan import Options, plan_step
+
+    options = Options(
+        repo=str(SAMPLE), commit=COMMIT, results=str(tmp_path), docker=docker_cli,
+        run_id="timeouts", image=sample_image, label=(TEST_LABEL,), jobs=2, stream=False,
+    )  # fmt: skip
+    jobs = []
+    for position in (1, 2):
+        step = TierStep(
+            file="", label=f"Sleeper {position}", platform=Platform.ROCM, tier=Tier.READY,
+            commands=("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
+            hardware="mi300_1", runs_on_cpu=True,
+            raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
+        )  # fmt: skip
+        (job,) = plan_step(step, position, options)
+        assert job.command is not None
+        command = dataclasses.replace(job.command, timeout=8, grace=2)
+        jobs.append(dataclasses.replace(job, command=command))
+    results = run_jobs(jobs, options)
+    assert [(r.outcome, r.timed_out) for r in results] == [(JobOutcome.FAILED, True)] * 2
+    assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeouts") == []
+
+    repo = fixture_repo(tmp_path / "target")
+    path = repo / ".buildkite/amd/test-amd-ready.yml"
+    path.write_text(path.read_text().replace('- "pytest -q', '- "sleep 300; pytest -q'))
+    argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo), "-j", "2"]
+    argv += ["--image", sample_image, "--label", TEST_LABEL]
+    argv += ["--results", str(tmp_path / "results")]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while len(_container_ids(docker_cli, "vllm-omni-ci.tier=ready", "status=running")) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []
