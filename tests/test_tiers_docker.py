@@ -121,14 +121,16 @@ def test_ready_tier_of_the_sample_in_containers(
         assert re.search(r"\b[34] passed, [45] deselected", log), log[-500:]
 
     root = ET.parse(results / "junit-ready.xml").getroot()
-    cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert len(cases) == 7
-    assert cases["Engine · Two-GPU Test"].find("skipped") is not None
-    soft = cases["Simple · Advanced CPU Test (quarantined)"].find("failure")
-    assert soft is not None and soft.get("type") == "soft_fail"
-    assert "deliberate failure" in (soft.text or "")
-    passed = cases["Simple · Model Executor Test · Shard 2/2"]
-    assert passed.find("failure") is None and float(passed.get("time") or 0) > 0
+    suites = {s.get("name", "").removeprefix("ready tier (rocm)"): s for s in root}
+    assert len(suites) == 7  # a suite per job that ran pytest, one for the GPU step
+    (gpu,) = suites[""]
+    assert gpu.get("name") == "Engine · Two-GPU Test" and gpu.find("skipped") is not None
+    (soft,) = suites[": Simple · Advanced CPU Test (quarantined)"].iter("failure")
+    assert soft.get("type") == "soft_fail" and "deliberate failure" in (soft.text or "")
+    shard = suites[": Simple · Model Executor Test · Shard 2/2"]
+    assert shard.get("failures") == "0" and float(shard.get("time") or 0) > 0
+    cases = [c.get("classname") for s in suites.values() for c in s.iter("testcase")]
+    assert cases.count("tests.model_executor.test_embedding") == 8  # each test once, by shard
     assert leftovers(docker_cli) == []
 
 
@@ -148,6 +150,8 @@ def test_failing_blocking_step_exits_non_zero(
         TEST_LABEL,
         "--results",
         str(results),
+        "-j",
+        "1",  # the failure ends before the next job would start
     )
     assert done.returncode == 1, done.stderr[-4000:]
     lines = done.stderr.splitlines()
@@ -161,8 +165,11 @@ def test_failing_blocking_step_exits_non_zero(
             f"pwd=/app/vllm-omni tmpdir=/tmp/vllm-omni-native-{shard}/tmp"
         ) in log
     junit = ET.parse(results / "junit-ready.xml").getroot()
-    failure = next(c for c in junit.iter("testcase") if c.get("name") == "Blocking failure")
-    assert failure.find("failure") is not None and failure.find("failure").get("type") == "failure"  # type: ignore[union-attr]
+    suite = next(s for s in junit if s.get("name") == "ready tier (rocm): Blocking failure")
+    (failure,) = suite.iter("failure")  # the sample's deliberately failing test, from pytest
+    assert "deliberate failure" in (failure.get("message") or "")
+    # The same suite from inside a container: the JUnit folder is mounted at its own path.
+    assert [c.get("classname") for c in suite] == ["tests.e2e.test_advanced"]
     assert leftovers(docker_cli) == []
 
 

@@ -76,13 +76,14 @@ def run_job(job: Job, options: Options, cancel: list[int] | None = None) -> JobR
         if job.status is not None:
             with contextlib.suppress(OSError):
                 job.status.unlink(missing_ok=True)  # an earlier attempt's word is not this one's
+        ended = False  # the client exited by itself, and its container with it
         try:
             output: door.Output = "stderr" if stream else "null"
             result = door.run(job.command, output=output, quiet=True, cancel=cancel)
+            ended = not result.timed_out
         finally:
-            if job.container:  # the timeout ends only the client
-                remove = door.Command((options.docker, "rm", "-f", job.container))
-                door.run(remove, output="null", quiet=True)
+            if job.container:
+                remove_container(options.docker, job.container, ended)
         rules = enumerate(job.step.retries)
         rule = next((i for i, r in rules if r.matches(result.code) and used[i] < r.limit), None)
         if rule is None:
@@ -98,6 +99,21 @@ def run_job(job: Job, options: Options, cancel: list[int] | None = None) -> JobR
     return JobResult(
         job, outcome_of(job, result.code), result.code, seconds, result.timed_out, note, problem
     )
+
+
+def remove_container(docker: str, name: str, ended: bool) -> None:
+    """`docker rm -f NAME` (a timeout or a signal ends only the client). A client ended
+    while the engine was creating the container can leave it to appear after a first
+    removal: then it is removed again until the engine lists it no more (a few seconds)."""
+    remove = door.Command((docker, "rm", "-f", name), timeout=60)
+    listed = door.Command((docker, "ps", "-aq", "--filter", f"name=^{name}$"), timeout=60)
+    for _ in range(1 if ended else 10):
+        door.run(remove, output="null", quiet=True)
+        if ended:
+            return
+        time.sleep(0.5)
+        if not door.run(listed, output="capture", quiet=True).stdout.strip():
+            return
 
 
 def log_problem(job: Job, timed_out: bool = False) -> str:

@@ -186,7 +186,7 @@ def pytest_cases(job: Job) -> list[ET.Element]:
     """The testcases the job's pytest commands wrote (`Job.junit`), in the order they ran;
     a file left unfinished (a pytest cut short) is passed over."""
     cases: list[ET.Element] = []
-    found = sorted(job.junit.glob("junit-*.xml")) if job.junit and job.junit.is_dir() else []
+    found = list(job.junit.glob("junit-*.xml")) if job.junit and job.junit.is_dir() else []
     for path in sorted(found, key=lambda path: path.stat().st_mtime_ns):
         try:
             cases += ET.parse(path).getroot().iter("testcase")
