@@ -194,10 +194,11 @@ FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def _signals_recorded() -> Iterator[list[int]]:
+def _signals_recorded(received: list[int] | None = None) -> Iterator[list[int]]:
     """While a command runs, SIGTERM/SIGINT/SIGHUP are recorded in the yielded list, which
-    the wait loop checks (main thread only: elsewhere they cannot be caught)."""
-    received: list[int] = []
+    the wait loop checks (main thread only: elsewhere they cannot be caught). `received`,
+    when given, is the caller's: off the main thread it passes a signal on by appending it."""
+    received = [] if received is None else received
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
@@ -376,11 +377,14 @@ def run(
     *,
     quiet: bool = False,
     leaves_nothing: bool = False,
+    cancel: list[int] | None = None,
 ) -> Result:
     """Run one command; its exit status (and output when captured).
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
     task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
-    `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`)."""
+    `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`).
+    `cancel`: a signal number appended to it ends the command as that signal would (for
+    commands run off the main thread, which receives every signal): `Interrupted`."""
     redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
@@ -394,7 +398,7 @@ def run(
         proctree.become_subreaper()
         cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
         preexec = cgroup.joiner() if cgroup else None
-    with _signals_recorded() as received:
+    with _signals_recorded(cancel) as received:
         proc = _popen(
             cmd, redact, stdout=out, stderr=err, preexec_fn=preexec,
             stdin=subprocess.DEVNULL if cmd.stdin is None else subprocess.PIPE,

@@ -55,7 +55,7 @@ def report(exc: UserError | Stop) -> int:
 # The only short flags, each with one meaning in every task. Invoke's automatic
 # ones gave `-r` to --repo, --root and --dry-run, and `-p` four meanings; the
 # core options' own (`-h`, `-l`, `-V`, ...) are Invoke's and mean the same everywhere.
-SHORT_FLAGS = {"repo": "r", "dry_run": "n"}
+SHORT_FLAGS = {"repo": "r", "dry_run": "n", "jobs": "j"}
 # The help of an option every task means the same by, unless a task words its own.
 COMMON_HELP = {
     "repo": "target checkout (default: git top-level of the current directory)",

@@ -85,7 +85,7 @@ def test_a_short_flag_means_one_thing_in_every_task() -> None:
                 assert context.flags[f"-{short}"] is arg, (context.name, short)
                 used.setdefault(short, set()).add(arg.name)
                 assert meaning.setdefault(short, arg.name) == arg.name, (context.name, short)
-    assert used == {"r": {"repo"}, "n": {"dry_run"}}
+    assert used == {"r": {"repo"}, "n": {"dry_run"}, "j": {"jobs"}}
 
 
 def test_vllm_omni_ci_works_from_any_directory(tmp_path: Path) -> None:

@@ -462,6 +462,7 @@ def test_native_fixture_tier_real_bash_and_pytest(
     monkeypatch.delenv("BUILDKITE", raising=False)
     results = tmp_path / "results"
     base = ["--platform", "rocm", "--repo", str(repo), "--native", "--results", str(results)]
+    base += ["-j", "1"]  # one at a time: the failure comes before the next job starts
     assert run("ready", base) == 1
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith(("passed", "failed", "not run"))]
@@ -480,55 +481,80 @@ def test_native_fixture_tier_real_bash_and_pytest(
         line.startswith("passed") and "After the failure" in line for line in err.splitlines()
     )
     root = ET.parse(results / "junit-ready.xml").getroot()
-    assert [c.get("name") for c in root.iter("testcase")] == [
-        "Env · Shard 1/2",
-        "Env · Shard 2/2",
-        "Blocking failure",
-        "After the failure",
-        "Needs GPUs",
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert list(suites) == [
+        "ready tier (rocm): Env · Shard 1/2",  # a suite per job with pytest's tests
+        "ready tier (rocm): Env · Shard 2/2",
+        "ready tier (rocm): Blocking failure",
+        "ready tier (rocm): After the failure",
+        "ready tier (rocm)",  # the jobs without: one testcase each
     ]
+    assert [c.get("name") for c in suites["ready tier (rocm)"]] == ["Needs GPUs"]
+    shards = [suites[f"ready tier (rocm): Env · Shard {n}/2"] for n in (1, 2)]
+    assert [s.get("tests") for s in shards] == ["4", "4"]  # the sample's 8, split
+    (failed,) = suites["ready tier (rocm): Blocking failure"]
+    assert failed.get("name") == "test_advanced_cpu_caption_is_deliberately_wrong"
+    assert "deliberate failure" in (failed.find("failure").get("message") or "")  # type: ignore[union-attr]
 
 
-def test_buildkite_annotation_through_the_agent(
+def test_buildkite_groups_artifacts_and_annotation_through_the_agent(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     standins: Any,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """Under Buildkite: `--- ` groups, plain summary lines, and the table as an annotation."""
+    """Under Buildkite: one `--- ` group per job, printed whole when it ends (the job
+    shell's own header demoted), `^^^ +++` after a failure, the logs and JUnit uploaded
+    from the results folder, and the table as an annotation linking them."""
     from tests.tiers_fixture import fixture_repo
 
     repo = fixture_repo(tmp_path / "target")
     note = tmp_path / "annotation.md"
-    standins.add("buildkite-agent", f"cat > {note}")
+    standins.add("buildkite-agent", f'if [ "$1" = annotate ]; then cat > {note}; fi')
     monkeypatch.setenv("PATH", standins.env()["PATH"])
     monkeypatch.setenv("BUILDKITE", "true")
     monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    code = run(
-        "ready",
-        [
-            "--platform",
-            "rocm",
-            "--repo",
-            str(repo),
-            "--native",
-            "--step",
-            "Blocking failure",
-            "--results",
-            str(tmp_path / "results"),
-        ],
-    )
-    assert code == 1
+    results = tmp_path / "results"
+    args = ["--platform", "rocm", "--repo", str(repo), "--native", "--results", str(results)]
+    assert run("ready", [*args, "--step", "Env", "-j", "2"]) == 0
+    err = capfd.readouterr().err.splitlines()
+    groups = [line for line in err if line.startswith("--- ")]
+    assert sorted(groups[:2]) == [
+        "--- Env · Shard 1/2 — natively",
+        "--- Env · Shard 2/2 — natively",
+    ]
+    assert err.count(" --- Native in-pod ROCm CI") == 2  # inside each job's group, demoted
+    for shard in (1, 2):  # each group whole: its header, its log, its line, in that order
+        start = err.index(f"--- Env · Shard {shard}/2 — natively")
+        passed = f"[ready/rocm] Env · Shard {shard}/2: passed in "
+        end = next(i for i, line in enumerate(err) if line.startswith(passed))
+        assert f"tier-env job={shard - 1} count=2" in "\n".join(err[start:end])
+        assert not any(line.startswith("--- ") for line in err[start + 1 : end])
+    assert "^^^ +++" not in err
+
+    assert run("ready", [*args, "--step", "Blocking failure"]) == 1
+    err = capfd.readouterr().err.splitlines()
+    assert "--- Blocking failure — natively" in err
+    failed = "[ready/rocm] Blocking failure: failed (exit 1) in "
+    ended = next(i for i, line in enumerate(err) if line.startswith(failed))
+    assert err[ended + 1] == "^^^ +++"
+    assert "--- ready tier summary" in err
+    upload = ["artifact", "upload", "rocm/*.log;junit-*.xml"]
+    uploads = [c for c in standins.calls("buildkite-agent") if c["argv"] == upload]
+    assert [c["cwd"] for c in uploads] == [str(results)] * 2  # the links' paths are these
     assert standins.argvs("buildkite-agent") == [
-        ["annotate", "--style", "error", "--context", "vllm-omni-ci-ready"]
+        upload,
+        ["annotate", "--style", "success", "--context", "vllm-omni-ci-ready"],
+        upload,
+        ["annotate", "--style", "error", "--context", "vllm-omni-ci-ready"],
     ]
     text = note.read_text()
+    log = "rocm/02-blocking-failure.log"
     assert "| [rocm] Blocking failure |  | failed | 1 |" in text
+    assert f"| [{log}](artifact://{log}) |" in text
+    assert "JUnit: [junit-ready.xml](artifact://junit-ready.xml)" in text
     assert "0 passed, 1 failed, 0 soft failures, 0 not runnable here" in text
-    err = capfd.readouterr().err
-    assert "--- Blocking failure — natively" in err
-    assert "--- ready tier summary" in err
 
 
 def test_tier_task_lists_and_fails_closed() -> None:
@@ -559,10 +585,10 @@ def test_tier_task_lists_and_fails_closed() -> None:
         2,
         f"error: VLLM_OMNI_CI_DOCKER: {SAMPLE} is not an executable docker client\n",
     )  # was "no CI image for the ready tier is present locally"
-    unknown = run_cli("tier", "ready", "--bogus")
+    unknown = run_cli("tier", "ready", "--nonsense")
     assert unknown.returncode == 2
     assert unknown.stderr.startswith(
-        "error: tier: unknown option '--bogus'; options: --cpu-only, --exact-sku, --force,"
+        "error: tier: unknown option '--nonsense'; options: --cpu-only, --exact-sku, --force,"
     )
     assert unknown.stderr.endswith(" (see `vllm-omni-ci tier --help`)\n")
     old_form = run_cli("tier", "ready", "--", "--platform", "rocm")

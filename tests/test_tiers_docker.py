@@ -121,14 +121,16 @@ def test_ready_tier_of_the_sample_in_containers(
         assert re.search(r"\b[34] passed, [45] deselected", log), log[-500:]
 
     root = ET.parse(results / "junit-ready.xml").getroot()
-    cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert len(cases) == 7
-    assert cases["Engine · Two-GPU Test"].find("skipped") is not None
-    soft = cases["Simple · Advanced CPU Test (quarantined)"].find("failure")
-    assert soft is not None and soft.get("type") == "soft_fail"
-    assert "deliberate failure" in (soft.text or "")
-    passed = cases["Simple · Model Executor Test · Shard 2/2"]
-    assert passed.find("failure") is None and float(passed.get("time") or 0) > 0
+    suites = {s.get("name", "").removeprefix("ready tier (rocm)"): s for s in root}
+    assert len(suites) == 7  # a suite per job that ran pytest, one for the GPU step
+    (gpu,) = suites[""]
+    assert gpu.get("name") == "Engine · Two-GPU Test" and gpu.find("skipped") is not None
+    (soft,) = suites[": Simple · Advanced CPU Test (quarantined)"].iter("failure")
+    assert soft.get("type") == "soft_fail" and "deliberate failure" in (soft.text or "")
+    shard = suites[": Simple · Model Executor Test · Shard 2/2"]
+    assert shard.get("failures") == "0" and float(shard.get("time") or 0) > 0
+    cases = [c.get("classname") for s in suites.values() for c in s.iter("testcase")]
+    assert cases.count("tests.model_executor.test_embedding") == 8  # each test once, by shard
     assert leftovers(docker_cli) == []
 
 
@@ -148,6 +150,8 @@ def test_failing_blocking_step_exits_non_zero(
         TEST_LABEL,
         "--results",
         str(results),
+        "-j",
+        "1",  # the failure ends before the next job would start
     )
     assert done.returncode == 1, done.stderr[-4000:]
     lines = done.stderr.splitlines()
@@ -161,8 +165,11 @@ def test_failing_blocking_step_exits_non_zero(
             f"pwd=/app/vllm-omni tmpdir=/tmp/vllm-omni-native-{shard}/tmp"
         ) in log
     junit = ET.parse(results / "junit-ready.xml").getroot()
-    failure = next(c for c in junit.iter("testcase") if c.get("name") == "Blocking failure")
-    assert failure.find("failure") is not None and failure.find("failure").get("type") == "failure"  # type: ignore[union-attr]
+    suite = next(s for s in junit if s.get("name") == "ready tier (rocm): Blocking failure")
+    (failure,) = suite.iter("failure")  # the sample's deliberately failing test, from pytest
+    assert "deliberate failure" in (failure.get("message") or "")
+    # The same suite from inside a container: the JUnit folder is mounted at its own path.
+    assert [c.get("classname") for c in suite] == ["tests.e2e.test_advanced"]
     assert leftovers(docker_cli) == []
 
 
@@ -328,3 +335,56 @@ def test_cuda_ready_tier_runs_fail_fast_in_a_container(
     assert log.startswith('--- CUDA tests\nCommands:if [ -n "${VLLM_CI_HF_TOKEN:-}" ]')
     assert "rootdir: /workspace" in log
     assert leftovers(docker_cli) == []
+
+
+def test_parallel_jobs_timed_out_or_signalled_leave_no_container(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    """-j 2: two containers time out side by side, and both are removed; a SIGTERM while
+    two run ends both and removes both (exit 143)."""
+    import dataclasses
+    import signal
+    import time
+
+    from ci.platforms import Platform
+    from ci.tiers.execute import JobOutcome, run_jobs
+    from ci.tiers.model import Tier, TierStep
+    from ci.tiers.plan import Options, plan_step
+
+    options = Options(
+        repo=str(SAMPLE), commit=COMMIT, results=str(tmp_path), docker=docker_cli,
+        run_id="timeouts", image=sample_image, label=(TEST_LABEL,), jobs=2, stream=False,
+    )  # fmt: skip
+    jobs = []
+    for position in (1, 2):
+        step = TierStep(
+            file="", label=f"Sleeper {position}", platform=Platform.ROCM, tier=Tier.READY,
+            commands=("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
+            hardware="mi300_1", runs_on_cpu=True,
+            raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
+        )  # fmt: skip
+        (job,) = plan_step(step, position, options)
+        assert job.command is not None
+        command = dataclasses.replace(job.command, timeout=8, grace=2)
+        jobs.append(dataclasses.replace(job, command=command))
+    results = run_jobs(jobs, options)
+    assert [(r.outcome, r.timed_out) for r in results] == [(JobOutcome.FAILED, True)] * 2
+    assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeouts") == []
+
+    repo = fixture_repo(tmp_path / "target")
+    path = repo / ".buildkite/amd/test-amd-ready.yml"
+    path.write_text(path.read_text().replace('- "pytest -q', '- "sleep 300; pytest -q'))
+    argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo), "-j", "2"]
+    argv += ["--image", sample_image, "--label", TEST_LABEL]
+    argv += ["--results", str(tmp_path / "results")]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while len(_container_ids(docker_cli, "vllm-omni-ci.tier=ready", "status=running")) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []

@@ -154,7 +154,10 @@ def cov_split(
         "cpu_only": "run no GPU step without --force, whatever devices this host has",
         "list": "print the steps; run nothing",
         "step": "only steps whose label contains this text",
-        "keep_going": "go on after a blocking failure",
+        "keep_going": "go on after a blocking failure (without it, a blocking failure starts no"
+        " new job; the jobs running then finish)",
+        "jobs": "-j N: run up to N jobs at a time (default 0: one per CPU of this host); a GPU"
+        " job also waits for free devices, a job for the steps it depends_on",
         "results": "write the logs and the JUnit into this folder itself (default: a folder of"
         " its own per run, build/tiers/<tier>-<platform>/<time>-<pid>/, and a `latest` link"
         " beside it)",
@@ -174,6 +177,7 @@ def tier(
     list: bool = False,
     step: str = "",
     keep_going: bool = False,
+    jobs: int = 0,
     results: str = "",
     label: list[str] | None = None,
 ) -> None:
@@ -187,12 +191,14 @@ def tier(
     is given. The hardware is the step's agent_pool (rocm) or the preset the
     upload resolves (cuda, npu); its `_<n>` is the card count (mi300_4: 4). The
     devices are what nvidia-smi, rocm-smi, npu-smi or xpu-smi list, of the step's
-    platform, another SKU too (the summary names it); the job gets devices
-    0..n-1 and VLLM_CI_EXPECTED_GPU_COUNT=n. Containers run as you (HOME=/tmp).
+    platform, another SKU too (the summary names it); the job gets n free
+    devices and VLLM_CI_EXPECTED_GPU_COUNT=n. Containers run as you (HOME=/tmp).
     Group and step `if`s are evaluated as for a PR carrying the tier's label,
     with build.env() reading this environment (e.g. WEEKLY=1); a false one
     skips the step. A step whose depends_on names a step of the tier that
-    did not pass is not run. Exit 1 only when a blocking step fails.
+    did not pass is not run. Jobs run up to -j at a time; a step whose
+    depends_on names a step of the tier waits for it. Exit 1 only when a
+    blocking step fails.
     """
     options = {key: value for key, value in locals().items() if key not in ("c", "label")}
     from ci.errors import Stop, UserError

@@ -1,21 +1,34 @@
-"""Run a tier's jobs one after another and record what happened to each.
+"""Run a tier's jobs, up to `--jobs` at a time, and record what happened to each.
 
 Each job's output goes through the tee (`ci.runner.teelog`) to its log (and stderr
 when streaming); its exit status alone decides its outcome, a log not written in
 full is a warning. Its container is removed whatever happened (the timeout ends
-only the client). Without `--keep-going` a failing blocking job stops the run.
+only the client).
+
+The order: a job starts, in file order as slots allow, once every job of the steps
+it `depends_on` inside the tier has ended; a GPU job (`cards` > 0) also takes that
+many free devices of its platform (all of them when it wants more than there are;
+one GPU job at a time where they cannot be counted) and gives them back when it
+ends. Without `--keep-going` a failing blocking job stops new jobs from starting;
+jobs already running finish, so that every result shown is a real one. A signal
+(it reaches only the main thread) is passed on to the running jobs: each one's
+process tree is ended and its container removed, then the run ends with 128+N.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ci import door
-from ci.tiers.plan import Job, Options
+from ci.platforms import Platform
+from ci.tiers.plan import JUNIT_COUNTER, Job, Options
 
 
 class JobOutcome(str, enum.Enum):
@@ -37,6 +50,8 @@ class JobResult:
     timed_out: bool = False
     note: str = ""
     log_problem: str = ""  # why the job's log is not complete ("" = it is)
+    started: float = 0.0  # time.monotonic() when it started (for a running job's elapsed time)
+    devices: tuple[int, ...] = ()  # the device indices it ran on
 
 
 def outcome_of(job: Job, code: int) -> JobOutcome:
@@ -45,34 +60,37 @@ def outcome_of(job: Job, code: int) -> JobOutcome:
     return JobOutcome.SOFT if job.step.soft_fail.covers(code) else JobOutcome.FAILED
 
 
-def run_job(job: Job, options: Options) -> JobResult:
-    """Run the job, again as its `retry.automatic` rules allow; its container is removed."""
+def run_job(job: Job, options: Options, cancel: list[int] | None = None) -> JobResult:
+    """Run the job, again as its `retry.automatic` rules allow; its container is removed.
+    A signal number appended to `cancel` ends it (`door.Interrupted`), as a signal would."""
     assert job.command is not None and job.log is not None
     stream = options.stream
     with contextlib.suppress(OSError):  # the log writer says what it could not write
         job.log.parent.mkdir(parents=True, exist_ok=True)
-    if stream:
-        where = f"container {job.image}" if job.container else "natively"
-        with door.buildkite_group(f"{job.title} — {where}"):
-            door.note(f"log: {job.log}")
+        if job.junit is not None:
+            job.junit.mkdir(exist_ok=True)
+            (job.junit / "count.sh").write_text(JUNIT_COUNTER, encoding="utf-8")
     started = time.monotonic()
     used = [0] * len(job.step.retries)  # attempts taken per retry rule
     while True:
         if job.status is not None:
             with contextlib.suppress(OSError):
                 job.status.unlink(missing_ok=True)  # an earlier attempt's word is not this one's
+        ended = False  # the client exited by itself, and its container with it
         try:
-            result = door.run(job.command, output="stderr" if stream else "null", quiet=True)
+            output: door.Output = "stderr" if stream else "null"
+            result = door.run(job.command, output=output, quiet=True, cancel=cancel)
+            ended = not result.timed_out
         finally:
-            if job.container:  # the timeout ends only the client
-                remove = door.Command((options.docker, "rm", "-f", job.container))
-                door.run(remove, output="null", quiet=True)
+            if job.container:
+                remove_container(options.docker, job.container, ended)
         rules = enumerate(job.step.retries)
         rule = next((i for i, r in rules if r.matches(result.code) and used[i] < r.limit), None)
         if rule is None:
             break
         used[rule] += 1
-        door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {sum(used) + 1}")
+        if stream:
+            door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {sum(used) + 1}")
     seconds = time.monotonic() - started
     note = f"retried {sum(used)}x" if any(used) else ""
     problem = log_problem(job, result.timed_out)
@@ -81,6 +99,21 @@ def run_job(job: Job, options: Options) -> JobResult:
     return JobResult(
         job, outcome_of(job, result.code), result.code, seconds, result.timed_out, note, problem
     )
+
+
+def remove_container(docker: str, name: str, ended: bool) -> None:
+    """`docker rm -f NAME` (a timeout or a signal ends only the client). A client ended
+    while the engine was creating the container can leave it to appear after a first
+    removal: then it is removed again until the engine lists it no more (a few seconds)."""
+    remove = door.Command((docker, "rm", "-f", name), timeout=60)
+    listed = door.Command((docker, "ps", "-aq", "--filter", f"name=^{name}$"), timeout=60)
+    for _ in range(1 if ended else 10):
+        door.run(remove, output="null", quiet=True)
+        if ended:
+            return
+        time.sleep(0.5)
+        if not door.run(listed, output="capture", quiet=True).stdout.strip():
+            return
 
 
 def log_problem(job: Job, timed_out: bool = False) -> str:
@@ -102,30 +135,132 @@ def log_problem(job: Job, timed_out: bool = False) -> str:
     return f"log may be incomplete: its writer left no status in {job.status}"
 
 
+# `ci.devices.assigned`: (env natively, docker arguments in a container) for device indices.
+Assign = Callable[[Platform, tuple[int, ...]], tuple[Mapping[str, str], tuple[str, ...]]]
+UNCOUNTED = -1  # the one "device" of a platform whose devices this run cannot count
+
+
+def device_pools(options: Options) -> dict[Platform, list[int]]:
+    """Each platform's device indices that jobs take turns on (the plan's host inventory)."""
+    return {p: [d.index for d in options.inventory.of(p)] for p in Platform}
+
+
+def on_devices(job: Job, indices: tuple[int, ...], assign: Assign | None) -> Job:
+    """The job put on `indices`: natively their visibility variable in its env; in a
+    container their docker arguments in place of those it was planned with (or before
+    the image). A job planned on the same indices is unchanged."""
+    planned = job.devices
+    if assign is None or job.command is None or indices == planned or UNCOUNTED in indices:
+        return job
+    env, args = assign(job.step.platform, indices)
+    if not job.container:
+        command = dataclasses.replace(job.command, env={**job.command.env, **env})
+        return dataclasses.replace(job, command=command, env={**job.env, **env})
+    argv = list(job.command.argv)
+    old = list(assign(job.step.platform, planned)[1]) if planned else []
+    found = [i for i in range(len(argv)) if old and argv[i : i + len(old)] == old]
+    at, old = (found[0], old) if found else (len(argv) - 3, [])  # image, -c, program: last
+    argv[at : at + len(old)] = args
+    return dataclasses.replace(job, command=dataclasses.replace(job.command, argv=tuple(argv)))
+
+
 def run_jobs(
     jobs: Sequence[Job],
     options: Options,
-    progress: Callable[[Sequence[JobResult]], None] | None = None,
+    progress: Callable[[Sequence[JobResult], int], None] | None = None,
+    assign: Assign | None = None,
 ) -> list[JobResult]:
-    """Run every runnable job in order; the results keep the jobs' order."""
+    """Run every runnable job (the order and limits above); the results keep the jobs'
+    order. `progress(results, i)` follows each change of job i's state, one call at a time."""
     results = initial_results(jobs)
+    changed = threading.Condition()
+    pools = device_pools(options)
+    sizes = {platform: len(pool) for platform, pool in pools.items()}
+    waiting = [i for i, job in enumerate(jobs) if job.runs]
+    running: dict[int, tuple[threading.Thread, list[int]]] = {}
     stopped = ""
-    for i, job in enumerate(jobs):
-        if not job.runs:
-            continue
-        why_not = stopped or unmet_dependency(job, results)
-        if why_not:
-            results[i] = JobResult(job, JobOutcome.NOT_RUN, note=why_not)
-            continue
-        results[i] = JobResult(job, JobOutcome.RUNNING)
+
+    def tell(i: int, result: JobResult) -> None:
+        results[i] = result
         if progress:
-            progress(results)
-        results[i] = run_job(job, options)
-        if results[i].outcome is JobOutcome.FAILED and not options.keep_going:
-            stopped = f"not run: {job.name} failed (use --keep-going to run the rest)"
-        if progress:
-            progress(results)
+            progress(list(results), i)
+
+    def take(job: Job) -> tuple[int, ...] | None:
+        cards = job.cards
+        if cards <= 0:
+            return ()
+        pool = pools.setdefault(job.step.platform, [UNCOUNTED])
+        want = min(cards, sizes.setdefault(job.step.platform, 1))
+        if len(pool) < want:
+            return None
+        taken = tuple(pool[:want])
+        del pool[:want]
+        return taken
+
+    def work(i: int, job: Job, devices: tuple[int, ...], cancel: list[int]) -> None:
+        nonlocal stopped
+        try:
+            result = run_job(on_devices(job, devices, assign), options, cancel)
+        except Exception as exc:  # door.Interrupted: a signal passed on; its tree is ended
+            result = JobResult(job, JobOutcome.FAILED, getattr(exc, "code", 1), note=str(exc))
+        with changed:
+            if devices:
+                pool = pools[job.step.platform]
+                pool[:] = sorted([*pool, *devices])
+            del running[i]
+            if result.outcome is JobOutcome.FAILED and not options.keep_going and not stopped:
+                stopped = f"not run: {job.name} failed (use --keep-going to run the rest)"
+            tell(i, dataclasses.replace(result, started=results[i].started, devices=devices))
+            changed.notify()
+
+    def start(i: int, job: Job, devices: tuple[int, ...]) -> None:
+        tell(i, JobResult(job, JobOutcome.RUNNING, started=time.monotonic(), devices=devices))
+        cancel: list[int] = []
+        running[i] = (threading.Thread(target=work, args=(i, job, devices, cancel)), cancel)
+        running[i][0].start()
+
+    try:
+        with changed:
+            while waiting or running:
+                # Nothing runs and every waiting job waits for another: a depends_on cycle.
+                stuck = not running and all(waits_for(jobs[i], results) for i in waiting)
+                for i in list(waiting):
+                    job = jobs[i]
+                    if not (stopped or stuck) and waits_for(job, results):
+                        continue
+                    why_not = stopped or unmet_dependency(job, results)
+                    if not why_not and len(running) >= max(options.jobs, 1):
+                        break
+                    devices = None if why_not else take(job)
+                    if devices is not None or why_not:
+                        waiting.remove(i)
+                    if why_not:
+                        tell(i, JobResult(job, JobOutcome.NOT_RUN, note=why_not))
+                    elif devices is not None:
+                        start(i, job, devices)
+                if running:
+                    changed.wait()
+    except BaseException as exc:
+        # A signal reaches only this thread: the running jobs end as on it, then the run.
+        number = exc.code - 128 if isinstance(exc, door.Interrupted) else signal.SIGINT
+        with changed:
+            ended = list(running.values())
+            for _thread, cancel in ended:
+                cancel.append(number)
+        for thread, _cancel in ended:
+            thread.join()
+        raise
     return results
+
+
+def waits_for(job: Job, results: Sequence[JobResult]) -> bool:
+    """Whether a job of a step `job` depends on (inside the tier) has yet to end."""
+    keys = {dependency.key for dependency in job.step.depends_on}
+    return any(
+        r.outcome in (JobOutcome.PENDING, JobOutcome.RUNNING)
+        and keys & {r.job.step.key, *r.job.step.group_keys}
+        for r in results
+    )
 
 
 def initial_results(jobs: Sequence[Job]) -> list[JobResult]:
@@ -142,7 +277,7 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
     As on Buildkite: met when every job of that step (or group) passed or
     soft-failed, or failed with `allow_failure`. Keys the tier does not define
     (`amd-build`, `upload-*-pipeline`) are build steps the local image stands
-    for. A dependency that did not run here, or comes later in the file, is unmet.
+    for. A dependency that did not run here is unmet.
     """
     for dependency in job.step.depends_on:
         keys = ((r, (r.job.step.key, *r.job.step.group_keys)) for r in results)
@@ -155,6 +290,6 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
                 JobOutcome.FAILED: "failed",
                 JobOutcome.SKIPPED: f"did not run here: {member.note}",
                 JobOutcome.NOT_RUN: "did not run",
-            }.get(outcome, "has not run yet (it comes later in the file)")
+            }.get(outcome, "waits for it, and it for this: a depends_on cycle")
             return f"not run: depends on {dependency.key} ({member.job.name} {why})"
     return ""

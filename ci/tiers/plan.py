@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,14 @@ WORKDIRS = {
     Platform.XPU: xpu.WORKDIR,
 }
 CONTAINER_HOME = "/tmp"  # writable whoever runs the container: pip's and pytest's caches
+# Each pytest of a job writes its own JUnit file into the job's `.junit` folder: the job's
+# PYTEST_ADDOPTS names `junit-${VLLM_OMNI_CI_PYTEST}.xml` (pytest expands variables in it),
+# and this file, the job's BASH_ENV, has every bash of the job count its commands into that
+# variable (`<shell pid>-<n>`), so no two pytest commands of a job write the same file.
+JUNIT_COUNTER = (
+    "trap '__omni_ci_n=$((${__omni_ci_n:-0} + 1)); "
+    'export VLLM_OMNI_CI_PYTEST="$$-${__omni_ci_n}"\' DEBUG\n'
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ class Options:
     list: bool = False
     step: str = ""
     keep_going: bool = False
+    jobs: int = 0  # at most this many at a time (0: this host's CPU count)
     results: str = ""
     label: Sequence[str] = ()  # extra container labels, KEY=VALUE
     stream: bool = True  # tee job output to stderr (CI) or only to the log (live table)
@@ -100,6 +110,12 @@ class Job:
         if self.shard is None or self.name != self.step.label:
             return self.name
         return f"{self.name} [shard {self.shard_text}]"
+
+    @property
+    def junit(self) -> Path | None:
+        """The folder of the JUnit files the job's pytest commands write (`JUNIT_COUNTER`),
+        beside `status`: off the results disk, whose filling must not fail a pytest."""
+        return None if self.status is None else self.status.with_suffix(".junit")
 
 
 def shard_label(label: str, shard: int | None, count: int) -> str:
@@ -202,6 +218,12 @@ def _job(
     suffix = "" if shard is None else f"-shard{shard + 1}"
     log = Path(options.results, step.platform, f"{position:02d}-{_slug(step.label)}{suffix}.log")
     status = options.scratch and options.scratch / f"{step.platform}-{position:02d}{suffix}.status"
+    junit = status and status.with_suffix(".junit")  # the same path in a container
+    if junit:
+        native = options.environ.get("PYTEST_ADDOPTS", "") * options.native
+        xml = shlex.quote(f"--junitxml={junit}/junit-${{VLLM_OMNI_CI_PYTEST}}.xml")
+        env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', native)} {xml}".strip()
+        env["BASH_ENV"] = str(junit / "count.sh")
     image = container = ""
     inner: tuple[str, ...] = ("bash", "-c", program)
     if not options.native:
@@ -219,6 +241,7 @@ def _job(
             *("--user", f"{os.getuid()}:{os.getgid()}", "-e", f"HOME={CONTAINER_HOME}"),
             *(w for g in os.getgroups() if g != os.getgid() for w in ("--group-add", str(g))),
             *(device_args or options.devices.get(step.platform, ())),
+            *(("-v", f"{junit}:{junit}") if junit else ()),
             # The values travel in the client's environment, never in argv.
             *(word for name in env for word in ("-e", name)),
             *(image, "-c", program),

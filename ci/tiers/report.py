@@ -1,23 +1,34 @@
-"""What a tier run reports: the summary table, one JUnit XML file, the Buildkite annotation.
+"""What a tier run reports: its progress, the summary table, one JUnit XML file, the
+Buildkite annotation.
 
-The table is live in a terminal and plain lines in CI. JUnit has a testcase per
-step and shard: a `<failure>`, a `<failure type="soft_fail">` (shown, not failing
-the build, as Buildkite does), or `<skipped>` with its reason ("needs mi300_2").
+Progress (`watch`): in a terminal a live board (each job's state and elapsed time),
+then the failing jobs' last lines; without one, a line per change of state; in
+Buildkite a `--- ` group per job, printed whole with its log when the job ends (no
+interleaving; `^^^ +++` opens a failed one). JUnit has a testsuite per job whose pytest
+commands wrote JUnit (their testcases, one per test), and per platform one testcase per
+other job: a `<failure>`, a `<failure type="soft_fail">` (shown, not failing the build,
+as Buildkite does), or `<skipped>` with its reason ("needs mi300_2").
 """
 
 from __future__ import annotations
 
 import re
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci import door
 from ci.redact import Redactor
+from ci.target import in_buildkite
+from ci.tiers import execute
 from ci.tiers.execute import JobOutcome, JobResult
+from ci.tiers.plan import Job, Options
 from ci.tiers.terminal import informative, strip_emoji, widths, wrap
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, RenderableType
 
 COLUMNS = ("step", "shard", "result", "exit", "duration", "log")
 _ANNOTATION = ((JobOutcome.FAILED, "error"), (JobOutcome.SOFT, "warning"))  # else success
@@ -50,6 +61,8 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
         shown += " (log incomplete)"
     code = "" if result.code is None else str(result.code)
     duration = f"{result.seconds:.1f}s" if ran else ""
+    if result.outcome is JobOutcome.RUNNING:
+        duration = f"{time.monotonic() - result.started:.0f}s"
     log = shown_path(job.log) if ran and job.log else ""
     return label, job.shard_text, shown, code, duration, log
 
@@ -129,18 +142,41 @@ def verdict(results: Sequence[JobResult]) -> str:
     return ", ".join(parts)
 
 
-def markdown(results: Sequence[JobResult], title: str) -> str:
-    """The summary as a Buildkite annotation (markdown table)."""
+def markdown(results: Sequence[JobResult], title: str, folder: Path | None = None) -> str:
+    """The summary as a Buildkite annotation (markdown table); with `folder`, the logs and
+    the JUnit link to the artifacts `upload_artifacts` made of them."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
+    def link(path: Path) -> str:
+        name = str(path.relative_to(folder)) if folder else ""
+        return f"[{cell(name)}](artifact://{name})"
+
     lines = [f"### {cell(title)}", "", f"{verdict(results)}", ""]
+    if folder is not None:
+        junit = sorted(folder.glob("junit-*.xml"))
+        lines[-1:-1] = ["", f"JUnit: {link(junit[0])}"] if junit else []
     lines.append("| " + " | ".join(COLUMNS) + " |")
     lines.append("|" + "---|" * len(COLUMNS))
     for result in results:
-        lines.append("| " + " | ".join(cell(c) for c in row(result)) + " |")
+        cells = [cell(c) for c in row(result)]
+        log = result.job.log
+        if folder is not None and cells[-1] and log is not None and log.is_relative_to(folder):
+            cells[-1] = link(log)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def upload_artifacts(results: Sequence[JobResult], folder: Path) -> None:
+    """`buildkite-agent artifact upload` of the logs and the JUnit, from `folder` (so that
+    the artifacts' paths are the annotation's links); a failure is a warning."""
+    platforms = dict.fromkeys(r.job.step.platform.value for r in results if r.job.log)
+    paths = ";".join([*(f"{p}/*.log" for p in platforms), "junit-*.xml"])
+    argv = ("buildkite-agent", "artifact", "upload", paths)
+    done = door.run(door.Command(argv, description="upload the logs and JUnit", cwd=str(folder)))
+    if not done.ok:
+        door.note(f"warning: buildkite-agent artifact upload failed (exit {done.code})")
 
 
 def annotation_style(results: Sequence[JobResult]) -> str:
@@ -148,54 +184,183 @@ def annotation_style(results: Sequence[JobResult]) -> str:
     return next((s for o, s in _ANNOTATION if o in outcomes), "success")
 
 
+def pytest_cases(job: Job) -> list[ET.Element]:
+    """The testcases the job's pytest commands wrote (`Job.junit`), in the order they ran;
+    a file left unfinished (a pytest cut short) is passed over."""
+    cases: list[ET.Element] = []
+    found = list(job.junit.glob("junit-*.xml")) if job.junit and job.junit.is_dir() else []
+    for path in sorted(found, key=lambda path: path.stat().st_mtime_ns):
+        try:
+            cases += ET.parse(path).getroot().iter("testcase")
+        except (OSError, ET.ParseError):
+            continue
+    return cases
+
+
+def job_case(result: JobResult, platform: str, redact: Redactor) -> ET.Element:
+    """The job as one testcase: its failure with the log's last 200 lines, or its skip."""
+    job = result.job
+    group = re.sub(r":[a-z0-9_+-]+:", "", job.step.group).strip()
+    case = ET.Element(
+        "testcase",
+        classname=f"{job.step.tier}.{platform}.{group or job.step.file}",
+        name=job.title,
+        time=f"{result.seconds:.3f}",
+        file=job.step.file,
+    )
+    if result.outcome in (JobOutcome.FAILED, JobOutcome.SOFT):
+        soft = result.outcome is JobOutcome.SOFT
+        message = f"exit {result.code}"
+        if soft:
+            message = f"soft failure: {message} ({job.step.grade_text})"
+        kind = "soft_fail" if soft else "failure"
+        failure = ET.SubElement(case, "failure", type=kind, message=message)
+        if job.log is not None and job.log.is_file():
+            with open(job.log, encoding="utf-8", errors="replace") as fh:
+                failure.text = redact("".join(fh.readlines()[-200:]))
+    elif result.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
+        ET.SubElement(case, "skipped", message=redact(result.note or result.outcome.value))
+    if job.log is not None and job.runs:
+        ET.SubElement(case, "system-out").text = f"log: {job.log}"
+    return case
+
+
+def _suite(root: ET.Element, name: str, cases: Sequence[ET.Element], seconds: float) -> None:
+    def count(tag: str) -> str:
+        return str(sum(case.find(tag) is not None for case in cases))
+
+    node = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)))
+    node.attrib |= {"failures": count("failure"), "errors": count("error")}
+    node.attrib |= {"skipped": count("skipped"), "time": f"{seconds:.3f}"}
+    node.extend(cases)
+
+
 def write_junit(results: Sequence[JobResult], suite: str, path: Path) -> Path:
-    """`path`: one <testsuites> with a <testsuite> per platform.
+    """`path`: one <testsuites>; per platform a <testsuite> per job whose pytest commands
+    wrote JUnit (its tests; in a soft failure their failures typed `soft_fail`; a failed
+    job none of whose tests failed adds itself), then one of the jobs without.
 
-    The text taken from a job (its log's tail, its messages) passes the job's
-    redactor (`ci.redact`: secrets of our env and of the job's), as the log did.
+    The text taken from a job (its log's tail, its messages, its tests' output) passes
+    the job's redactor (`ci.redact`: secrets of our env and of the job's), as the log did.
     """
-    import xml.etree.ElementTree as ET
-
     root = ET.Element("testsuites", name=suite)
     for platform in dict.fromkeys(r.job.step.platform for r in results):
         mine = [r for r in results if r.job.step.platform is platform]
-        node = ET.SubElement(
-            root,
-            "testsuite",
-            name=f"{suite} ({platform})",
-            tests=str(len(mine)),
-            failures=str(sum(r.outcome in (JobOutcome.FAILED, JobOutcome.SOFT) for r in mine)),
-            errors="0",
-            skipped=str(sum(r.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN) for r in mine)),
-            time=f"{sum(r.seconds for r in mine):.3f}",
-        )
-        for result in mine:
-            job = result.job
-            redact = Redactor.for_env(job.env)
-            group = re.sub(r":[a-z0-9_+-]+:", "", job.step.group).strip()
-            case = ET.SubElement(
-                node,
-                "testcase",
-                classname=f"{job.step.tier}.{platform}.{group or job.step.file}",
-                name=job.title,
-                time=f"{result.seconds:.3f}",
-                file=job.step.file,
+        tested = {id(r): pytest_cases(r.job) for r in mine}
+        for result in (r for r in mine if tested[id(r)]):
+            redact = Redactor.for_env(result.job.env)
+            cases = tested[id(result)]
+            for element in (e for case in cases for e in case.iter()):
+                element.text = element.text and redact(element.text)
+                element.attrib = {k: redact(v) for k, v in element.attrib.items()}
+                if result.outcome is JobOutcome.SOFT and element.tag in ("failure", "error"):
+                    element.set("type", "soft_fail")
+            failed = any(
+                c.find("failure") is not None or c.find("error") is not None for c in cases
             )
-            if result.outcome in (JobOutcome.FAILED, JobOutcome.SOFT):
-                soft = result.outcome is JobOutcome.SOFT
-                message = f"exit {result.code}"
-                if soft:
-                    message = f"soft failure: {message} ({job.step.grade_text})"
-                kind = "soft_fail" if soft else "failure"
-                failure = ET.SubElement(case, "failure", type=kind, message=message)
-                if job.log is not None and job.log.is_file():  # the log's last 200 lines
-                    with open(job.log, encoding="utf-8", errors="replace") as fh:
-                        failure.text = redact("".join(fh.readlines()[-200:]))
-            elif result.outcome in (JobOutcome.SKIPPED, JobOutcome.NOT_RUN):
-                ET.SubElement(case, "skipped", message=redact(result.note or result.outcome.value))
-            if job.log is not None and job.runs:
-                ET.SubElement(case, "system-out").text = f"log: {job.log}"
+            if result.outcome in (JobOutcome.FAILED, JobOutcome.SOFT) and not failed:
+                cases.append(job_case(result, platform, redact))
+            name = f"{suite} ({platform}): {result.job.title}"
+            _suite(root, name, cases, result.seconds)
+        plain = [r for r in mine if not tested[id(r)]]
+        if plain:
+            cases = [job_case(r, platform, Redactor.for_env(r.job.env)) for r in plain]
+            _suite(root, f"{suite} ({platform})", cases, sum(r.seconds for r in plain))
     ET.indent(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     return path
+
+
+# --------------------------------------------------------------------------- progress
+
+TAIL = 30  # lines of each failing job's log shown at the end of a run
+_ENDED = (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
+_HEADERS = ("--- ", "+++ ", "~~~ ", "^^^ +++")  # Buildkite's group lines
+
+
+def where(result: JobResult) -> str:
+    """`natively` or `in container IMAGE`, and `on devices 0,1` when it was given some."""
+    job = result.job
+    text = f"in container {job.image}" if job.container else "natively"
+    if result.devices and execute.UNCOUNTED not in result.devices:
+        text += f" on devices {','.join(map(str, result.devices))}"
+    return text
+
+
+def state_line(result: JobResult) -> str:
+    """`[ready/rocm] Job: running natively`, `…: passed in 3.2 s`, `…: failed (exit 1) in
+    2.0 s`, `…: not run: <why>`."""
+    job = result.job
+    head = f"[{job.step.tier}/{job.step.platform}] {job.title}: "
+    if result.outcome is JobOutcome.RUNNING:
+        return f"{head}running {where(result)}"
+    _label, _shard, shown, code, _duration, _log = row(result)
+    if result.outcome not in _ENDED:
+        return head + shown
+    return f"{head}{shown}{f' (exit {code})' * (code != '0')} in {result.seconds:.1f} s"
+
+
+def log_lines(job: Job, last: int | None = None) -> list[str]:
+    try:
+        with open(job.log or "", encoding="utf-8", errors="replace") as fh:
+            return fh.read().splitlines()[-last if last else 0 :]
+    except OSError as exc:
+        return [f"(no log: {exc.strerror or exc})"]
+
+
+def show_change(result: JobResult, options: Options) -> None:
+    """Without a terminal, a job changed state: its line (streaming, its log's path too);
+    in Buildkite, when it ended, its group: header, log (its own group lines demoted, so
+    that it stays one group), its line, and `^^^ +++` after a failure."""
+    job = result.job
+    if not in_buildkite():
+        door.note(state_line(result))
+        if result.outcome is JobOutcome.RUNNING and options.stream and job.log:
+            door.note(f"log: {shown_path(job.log)}")
+        return
+    if result.outcome not in _ENDED or job.log is None:
+        return
+    lines = [f"--- {job.title} — {where(result)}", f"log: {shown_path(job.log)}"]
+    lines += (f" {line}" if line.startswith(_HEADERS) else line for line in log_lines(job))
+    lines.append(state_line(result))
+    if result.outcome is JobOutcome.FAILED:
+        lines.append("^^^ +++")
+    door.note("\n".join(lines))
+
+
+def watch(
+    jobs: Sequence[Job],
+    options: Options,
+    title: str,
+    folder: Path,
+    console: Console | None,
+    assign: execute.Assign | None = None,
+) -> list[JobResult]:
+    """Run the jobs (`execute.run_jobs`) and show their progress: on `console` a live
+    board, else `show_change`; then, unless the output was shown as it came, the last
+    `TAIL` lines of each failed or soft-failed job's log."""
+    if console is None:
+        results = execute.run_jobs(
+            jobs, options, lambda now, i: show_change(now[i], options), assign
+        )
+    else:
+        from rich.live import Live
+
+        latest = execute.initial_results(jobs)
+
+        def view() -> RenderableType:
+            return table(latest, title, width=console.width, folder=folder)
+
+        def keep(now: Sequence[JobResult], _i: int) -> None:
+            latest[:] = now
+
+        with Live(console=console, get_renderable=view, refresh_per_second=2):
+            results = execute.run_jobs(jobs, options, keep, assign)
+    if options.stream or in_buildkite():
+        return results
+    for result in (r for r in results if r.outcome in (JobOutcome.FAILED, JobOutcome.SOFT)):
+        log = shown_path(result.job.log) if result.job.log else ""
+        door.note(f"== {result.job.title}: {result.outcome.value}, the last {TAIL} lines of {log}")
+        door.note("\n".join(log_lines(result.job, TAIL)))
+    return results

@@ -18,26 +18,22 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ci import door
-from ci.devices import probe
+from ci.devices import assigned, probe
 from ci.doctor import named_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, Unavailable, UserError
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
 from ci.target import in_buildkite, resolve_commit, resolve_repo
-from ci.tiers import execute, report
-from ci.tiers.execute import JobOutcome, JobResult
+from ci.tiers import report
+from ci.tiers.execute import JobOutcome
 from ci.tiers.model import Tier, TierStep, load_tier, source_of
 from ci.tiers.plan import Options, placement, plan_tier, select, where
 from ci.tiers.rules import RULE
 from ci.tiers.terminal import wrap
-
-if TYPE_CHECKING:
-    from rich.console import RenderableType
-
 
 RESULTS = Path("build") / "tiers"
 
@@ -55,6 +51,8 @@ def parse_args(**given: Any) -> Options:
         problems.append("--image: applies to container mode; drop it or --native")
     if args.cpu_only and args.exact_sku:
         problems.append("--exact-sku: --cpu-only matches no step to devices; drop one")
+    if args.jobs < 0:
+        problems.append(f"--jobs: {args.jobs} is not a number of jobs (0 or more; 0: one per CPU)")
     for pair in args.label:
         if "=" not in pair or not pair.split("=", 1)[0]:
             problems.append(f"--label: {pair!r} is not KEY=VALUE")
@@ -208,11 +206,14 @@ def run(name: str, **given: Any) -> int:
     kind = "-".join([tier.value, *(p.value for p in platforms)])
     base = None if args.results else (RESULTS / kind).resolve()
     folder = base / run_id if base else Path(args.results).resolve()
+    at_once = args.jobs or os.cpu_count() or 1
     args = dataclasses.replace(
         args,
         repo=str(repo),
         results=str(folder),
-        stream=not live,
+        jobs=at_once,
+        # Streamed only one at a time and off Buildkite (there, each job's group comes whole).
+        stream=not live and not in_buildkite() and at_once == 1,
         commit=resolve_commit(repo),
         devices={p: devices(p) for p in platforms},
         environ=environ,
@@ -254,41 +255,36 @@ def run(name: str, **given: Any) -> int:
         for line in wrap(text, console.width) if console else [text]:
             door.note(line)
 
-    say(f"{title}: {sum(j.runs for j in jobs)} of {len(jobs)} jobs run here (--list says why)")
+    runs = sum(j.runs for j in jobs)
+    say(
+        f"{title}: {runs} of {len(jobs)} jobs run here (--list says why), up to {at_once} at a time"
+    )
     say(f"results: {report.shown_path(folder)}")
     try:
-        if console:
-            from rich.live import Live
-
-            width = console.width
-
-            def view(results: Sequence[JobResult]) -> RenderableType:
-                return report.table(results, title, width=width, folder=folder)
-
-            with Live(view(execute.initial_results(jobs)), console=console) as live:
-                results = execute.run_jobs(jobs, args, lambda done: live.update(view(done)))
-        else:
-            results = execute.run_jobs(jobs, args)
+        results = report.watch(jobs, args, title, folder, console, assign=assigned)
+        if not live:
             with door.buildkite_group(f"{tier} tier summary"):
                 for line in report.plain_lines(results):
                     door.note(line)
+        junit = folder / f"junit-{tier}.xml"  # merged from the jobs' own, in the scratch
+        try:
+            report.write_junit(results, f"{tier} tier", junit)
+            written = f"JUnit: {report.shown_path(junit)}"
+        except OSError as exc:
+            warnings.append(f"JUnit not written: {junit}: {exc.strerror or exc}")
+            written = "no JUnit (see the warning)"
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     warnings += [f"{r.job.title}: {r.log_problem}" for r in results if r.log_problem]
-    junit = folder / f"junit-{tier}.xml"
-    try:
-        report.write_junit(results, f"{tier} tier", junit)
-        written = f"JUnit: {report.shown_path(junit)}"
-    except OSError as exc:
-        warnings.append(f"JUnit not written: {junit}: {exc.strerror or exc}")
-        written = "no JUnit (see the warning)"
     say(f"{report.verdict(results)}; {written}")
     for warning in warnings:
         say(f"warning: {warning}")
     if in_buildkite():
+        report.upload_artifacts(results, folder)
         style = report.annotation_style(results)
-        markdown = Redactor.for_env(*(j.env for j in jobs))(report.markdown(results, title))
+        text = report.markdown(results, title, folder)
+        markdown = Redactor.for_env(*(j.env for j in jobs))(text)
         context = f"vllm-omni-ci-{tier}"
         argv = ("buildkite-agent", "annotate", "--style", style, "--context", context)
         done = door.run(door.Command(argv, description="annotate the build", stdin=markdown))

@@ -1,0 +1,286 @@
+"""`tier -j N`: jobs side by side, natively (no Docker; the container cases are in
+tests/test_tiers_docker.py).
+
+The jobs write what they do to an events file; a job that must overlap another
+waits (a bounded while) for that one's start, so the order is read from the file,
+never from the clock: `depends_on` is waited for (also for a step later in the
+file), `-j` bounds how many run at once, a blocking failure starts no new job while
+the running ones finish, a signal or a timeout leaves no process behind, the lines
+without a terminal, the JUnit per test, and GPU jobs taking turns on free devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ci.devices import Device, Inventory
+from ci.platforms import Platform
+from ci.tiers.execute import JobOutcome, on_devices, run_jobs
+from ci.tiers.model import Tier, TierStep
+from ci.tiers.plan import Job, Options, plan_step
+from tests.conftest import cli_path
+from tests.test_runner_signals import end_marked, marked
+from tests.tiers_fixture import fixture_repo
+
+PYTEST = "pytest -q tests/diffusion -m 'core_model and cpu'"  # makes a step CPU-runnable
+
+
+def step(label: str, *commands: str, **more: Any) -> dict[str, Any]:
+    return {
+        "label": label,
+        "agent_pool": "mi300_1",
+        "mirror_hardwares": ["amdproduction"],
+        "grade": "Blocking",
+        **more,
+        "commands": [*commands, PYTEST],
+    }
+
+
+def events_of(name: str, events: Path, partner: str = "", after: str = "") -> str:
+    """Job shell text: `start NAME`, then (bounded) wait for PARTNER's start or for AFTER,
+    then `end NAME`, each a line of `events`."""
+    wait = ""
+    if partner or after:
+        word = f"start {partner}" if partner else after
+        wait = f"for i in $$(seq 100); do grep -qx '{word}' {events} && break; sleep 0.1; done; "
+    return f"echo 'start {name}' >> {events}; {wait}echo 'end {name}' >> {events}"
+
+
+def repo_with(tmp_path: Path, *steps: dict[str, Any]) -> Path:
+    repo = fixture_repo(tmp_path / "target")
+    text = yaml.safe_dump({"steps": list(steps)}, sort_keys=False, allow_unicode=True)
+    (repo / ".buildkite/amd/test-amd-ready.yml").write_text(text)
+    return repo
+
+
+def tier(repo: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE") and k != "CI"}
+    env |= {"BUILDKITE_COMMIT": "fixture", "HF_HOME": str(tmp_path / "hf")}
+    argv = [cli_path(), "tier", "ready", "--platform", "rocm", "--repo", str(repo), "--native"]
+    argv += ["--results", str(tmp_path / "results"), *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+
+
+def summary(stderr: str) -> dict[str, str]:
+    """{step: result} from the summary lines (`RESULT  [rocm] STEP  exit N ...`)."""
+    return {
+        line.split("  [rocm] ", 1)[1].split("  ")[0]: line.split("  [rocm] ")[0].strip()
+        for line in stderr.splitlines()
+        if "  [rocm] " in line
+    }
+
+
+def test_depends_on_is_waited_for_and_jobs_bounds_how_many_run(tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    repo = repo_with(
+        tmp_path,
+        step("Waits for Second", events_of("waits", events), depends_on="second"),
+        step("First", events_of("first", events, partner="second"), key="first"),
+        step("Second", events_of("second", events, partner="first"), key="second"),
+    )
+    done = tier(repo, tmp_path, "-j", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = events.read_text().splitlines()
+    assert set(seen[:2]) == {"start first", "start second"}  # side by side
+    assert seen.index("start waits") > seen.index("end second")  # a later step, waited for
+    lines = done.stderr.splitlines()
+    assert "[ready/rocm] First: running natively" in lines
+    assert any(line.startswith("[ready/rocm] Waits for Second: passed in ") for line in lines)
+    assert set(summary(done.stderr).values()) == {"passed"}
+
+    events.unlink()
+    done = tier(repo, tmp_path, "-j", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert events.read_text().splitlines() == [
+        "start first", "end first", "start second", "end second", "start waits", "end waits",
+    ]  # fmt: skip
+
+
+def test_a_blocking_failure_starts_no_new_job_and_the_running_ones_finish(
+    tmp_path: Path,
+) -> None:
+    events = tmp_path / "events"
+    fail = "pytest -q tests/e2e -m 'advanced_model and cpu' --run-level advanced_model"
+    repo = repo_with(
+        tmp_path,
+        step("Fails", fail, f"echo 'failed' >> {events}"),
+        step("Long", f"{events_of('long', events, after='failed')}; sleep 2"),
+        step("Third", events_of("third", events)),
+    )
+    done = tier(repo, tmp_path, "-j", "2")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert summary(done.stderr) == {
+        "Fails": "failed",
+        "Long": "passed",  # it ran when Fails failed: it finished
+        "Third": "not run: Fails failed (use --keep-going to run the rest)",
+    }
+    assert "start third" not in events.read_text()
+    lines = done.stderr.splitlines()
+    assert any(line.startswith("[ready/rocm] Fails: failed (exit 1) in ") for line in lines)
+    assert "[ready/rocm] Third: not run: Fails failed (use --keep-going to run the rest)" in lines
+    head = f"== Fails: failed, the last 30 lines of {tmp_path}/results/rocm/01-fails.log"
+    tail = lines.index(head)
+    assert "FAILED tests/e2e/test_advanced.py" in "\n".join(lines[tail : tail + 31])
+
+    done = tier(repo, tmp_path, "-j", "2", "--keep-going")
+    assert summary(done.stderr)["Third"] == "passed"
+
+
+def test_sigterm_ends_every_running_job_tree(tmp_path: Path) -> None:
+    marker = f"{3000 + os.getpid() % 1000}"  # the sleeps' argument: found by it, and only them
+    events = tmp_path / "events"
+    sleeper = f"echo started >> {events}; sleep {marker}"
+    repo = repo_with(tmp_path, step("One", sleeper), step("Two", sleeper))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE") and k != "CI"}
+    env |= {"BUILDKITE_COMMIT": "fixture", "HF_HOME": str(tmp_path / "hf")}
+    argv = [cli_path(), "tier", "ready", "--platform", "rocm", "--repo", str(repo), "--native"]
+    argv += ["--results", str(tmp_path / "results"), "-j", "2"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(marked(f"sleep {marker}")) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+        assert marked(f"sleep {marker}") == []
+    finally:
+        proc.kill()
+        end_marked(f"sleep {marker}")
+
+
+def native_job(
+    tmp_path: Path, label: str, *commands: str, platform: Platform = Platform.ROCM
+) -> Job:
+    """One CPU-runnable job of `commands`, planned to run natively in the fixture repo."""
+    if not (tmp_path / "target").exists():
+        fixture_repo(tmp_path / "target")
+    raw = {"agent_pool": "mi300_1", "grade": "Blocking", "commands": list(commands)}
+    made = TierStep(
+        file="", label=label, commands=commands, platform=platform, tier=Tier.READY,
+        hardware="mi300_1", runs_on_cpu=True, raw=raw, yaml_escaped=False,
+    )  # fmt: skip
+    options = Options(native=True, repo=str(tmp_path / "target"), results=str(tmp_path / "r"))
+    options = dataclasses.replace(options, commit="fixture", environ=dict(os.environ))
+    (job,) = plan_step(made, 1, options)
+    return job
+
+
+def test_timed_out_parallel_jobs_leave_no_process(tmp_path: Path) -> None:
+    marker = f"{4000 + os.getpid() % 1000}"
+    jobs = []
+    for n in (1, 2):
+        job = native_job(tmp_path, f"Sleeper {n}", f"sleep {marker}", PYTEST)
+        assert job.command is not None and job.log is not None
+        command = dataclasses.replace(job.command, timeout=3, grace=2)
+        log = job.log.with_name(f"sleeper-{n}.log")
+        jobs.append(dataclasses.replace(job, command=command, log=log))
+    try:
+        results = run_jobs(jobs, Options(jobs=2, stream=False))
+        assert [(r.outcome, r.timed_out) for r in results] == [(JobOutcome.FAILED, True)] * 2
+        assert marked(f"sleep {marker}") == []
+    finally:
+        end_marked(f"sleep {marker}")
+
+
+def test_junit_has_a_testcase_per_test_and_a_suite_per_job(tmp_path: Path) -> None:
+    own = tmp_path / "own.xml"
+    advanced = "pytest -q tests/e2e -m 'advanced_model and cpu' --run-level advanced_model"
+    repo = repo_with(
+        tmp_path,
+        step("Two runs", "pytest -q tests/model_executor -m 'core_model and cpu'"),
+        {**step("Own JUnit"), "commands": [f"{PYTEST} --junitxml={own}"]},
+        {**step("Quarantined"), "grade": "NonBlocking", "commands": [advanced]},
+    )
+    done = tier(repo, tmp_path, "-j", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    root = ET.parse(tmp_path / "results" / "junit-ready.xml").getroot()
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert list(suites) == [
+        "ready tier (rocm): Two runs",
+        "ready tier (rocm): Quarantined",
+        "ready tier (rocm)",
+    ]
+    two = suites["ready tier (rocm): Two runs"]
+    classes = [c.get("classname") for c in two]
+    assert len(classes) == 10 and two.get("tests") == "10"  # 8 of model_executor, 2 of diffusion
+    assert classes[0] == "tests.model_executor.test_embedding"  # in the order they ran
+    assert classes[-1] == "tests.diffusion.test_caption"
+    (soft,) = suites["ready tier (rocm): Quarantined"]
+    assert soft.get("name") == "test_advanced_cpu_caption_is_deliberately_wrong"
+    assert soft.find("failure").get("type") == "soft_fail"  # type: ignore[union-attr]
+    (plain,) = suites["ready tier (rocm)"]  # its pytest wrote its own file, not ours
+    assert plain.get("name") == "Own JUnit" and plain.find("failure") is None
+    assert own.is_file()
+
+
+def test_gpu_jobs_take_turns_on_free_devices(tmp_path: Path) -> None:
+    """Three one-card jobs on two devices: two at a time, never two on one device."""
+
+    events = tmp_path / "events"
+    jobs = []
+    for n in (1, 2, 3):  # each waits (bounded) until two have started
+        text = (
+            f"echo start $CUDA_VISIBLE_DEVICES >> {events}; "
+            f"for i in $(seq 100); do [ $(grep -c start {events}) -ge 2 ] && break; sleep 0.1;"
+            f" done; echo end $CUDA_VISIBLE_DEVICES >> {events}"
+        )
+        job = native_job(tmp_path, f"Card {n}", text, platform=Platform.CUDA)
+        assert job.log is not None
+        jobs.append(dataclasses.replace(job, cards=1, log=job.log.with_name(f"card-{n}.log")))
+    host = Inventory(tuple(Device(Platform.CUDA, i, "NVIDIA H200") for i in (0, 1)))
+    given: list[tuple[int, ...]] = []
+
+    def assign(
+        platform: Platform, indices: tuple[int, ...]
+    ) -> tuple[dict[str, str], tuple[str, ...]]:
+        given.append(indices)
+        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, indices))}, ("--gpus", "device=…")
+
+    results = run_jobs(jobs, Options(jobs=3, stream=False, inventory=host), assign=assign)
+    assert [r.outcome for r in results] == [JobOutcome.PASSED] * 3
+    assert sorted(given) == [(0,), (0,), (1,)] or sorted(given) == [(0,), (1,), (1,)]
+    busy: set[str] = set()
+    most = 0
+    for line in events.read_text().splitlines():
+        word, device = line.split()
+        if word == "start":
+            assert device not in busy, events.read_text()
+            busy.add(device)
+        else:
+            busy.discard(device)
+        most = max(most, len(busy))
+    assert most == 2
+
+
+def test_a_container_job_gets_its_devices_docker_arguments_before_the_image() -> None:
+    made = TierStep(
+        file="", label="GPU", commands=("true",), platform=Platform.CUDA, tier=Tier.READY,
+        hardware="h100_1", runs_on_cpu=True,
+    )  # fmt: skip
+    options = Options(repo="/repo", results="/r", commit="c", image="img:1", run_id="x")
+    (job,) = plan_step(made, 1, options)
+    assert job.command is not None
+
+    def assign(
+        platform: Platform, indices: tuple[int, ...]
+    ) -> tuple[dict[str, str], tuple[str, ...]]:
+        return {"CUDA_VISIBLE_DEVICES": "1"}, ("--gpus", "device=1")
+
+    moved = on_devices(job, (1,), assign)
+    assert moved.command is not None
+    argv = list(moved.command.argv)
+    at = argv.index("img:1")
+    assert argv[at - 2 : at] == ["--gpus", "device=1"] and argv[at + 1] == "-c"
+    assert "CUDA_VISIBLE_DEVICES" not in moved.command.env  # inside, the device is the first
+    assert on_devices(job, (), assign) == job  # as planned
