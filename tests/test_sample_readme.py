@@ -106,7 +106,7 @@ def test_main_job_runs_as_written(docker_cli: str) -> None:
     summary = result.stdout + result.stderr
     assert "Shard 1/2" in summary and "Shard 2/2" in summary
     assert re.search(r"soft failure\s+\[rocm\] Simple · Advanced CPU Test", summary)
-    assert re.search(r"needs mi300_2\s+\[rocm\] Engine · Two-GPU Test", summary)
+    assert re.search(r"needs mi300_2(: [^\n]*?)?\s+\[rocm\] Engine · Two-GPU Test", summary)
 
 
 def test_table_lists_every_task_and_session() -> None:
@@ -157,7 +157,14 @@ def test_checkout_tier_line_runs_with_list(checkout: Path) -> None:
             ["bash", "-c", command], cwd=checkout, capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        assert "# ready tier for rocm: .buildkite/amd/test-amd-ready.yml" in done.stdout
+        platform = re.search(r"--platform (\w+)", command)
+        assert platform, command
+        files = {
+            "rocm": ".buildkite/amd/test-amd-ready.yml",
+            "cuda": ".buildkite/cuda/test-ready.yml",
+        }
+        name = platform.group(1)
+        assert f"# ready tier for {name}: {files[name]}" in done.stdout
 
 
 @pytest.fixture(scope="module")
