@@ -57,7 +57,11 @@ def _log_tail(path: str) -> str:
 def _program(layout: Layout, name: str, wanted: tuple[debs.Pin, ...]) -> tuple[str, str]:
     """(the system's `name`, else the prefix's, unpacked first; what `debs.ensure` unpacked)."""
     found = shutil.which(name)
-    return (found, "") if found else (str(layout.bin(name)), debs.ensure(layout, wanted))
+    if found:
+        return found, ""
+    # Unpack first: where the program lands (usr/bin or usr/sbin) is known only then.
+    installed = debs.ensure(layout, wanted)
+    return str(layout.bin(name)), installed
 
 
 def _start(
