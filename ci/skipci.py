@@ -16,12 +16,12 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from ci import door, topology
-from ci.diff import Diff, _Worktree, is_test_py, resolve_diff
+from ci.diff import Diff, is_test_py, resolve_diff
 from ci.diff import clear_cache as clear_diffs
 from ci.errors import Stop, UserError
 from ci.platforms import Platform, parse_platform
@@ -30,6 +30,8 @@ from ci.target import git, resolve_repo
 # The platforms in the one order every message and the matrix use.
 PLATFORMS: Final = tuple(topology.SKIP_CI_NAMES.values())
 LEVELS: Final = ("l2", "l3")
+# Every (platform, level) skip-ci can gate, in that order.
+PAIRS: Final = tuple((p, lvl) for p in PLATFORMS for lvl in LEVELS)
 LOG_PREFIX: Final = "[skip-ci]: "
 
 # Test YAML -> (skip-ci platform, level): a change to one gates that platform's level.
@@ -180,11 +182,10 @@ class Decision:
         """Plain data for JSON output (`plan --format json`): `run` lists the
         `platform/level` pairs that run, in the fixed order (all when not gated)."""
         mode = "skip-all" if self.skip_all else "yaml-gated" if self.yaml_gated else "normal"
-        pairs = self.runs if self.yaml_gated else {(p, lvl) for p in PLATFORMS for lvl in LEVELS}
         return {
             "mode": mode,
             "message": self.message,
-            "run": [] if self.skip_all or not pairs else _pairs(pairs).split(", "),
+            "run": [] if self.skip_all else _ordered(self.runs if self.yaml_gated else PAIRS),
             "buckets": {k: list(v) for k, v in vars(self.buckets).items() if v},
         }
 
@@ -195,9 +196,9 @@ class Decision:
         return "skip-all" if self.skip_all else "skip-l23"
 
 
-def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
-    ordered = [f"{p}/{lvl}" for p in PLATFORMS for lvl in LEVELS if (p, lvl) in set(pairs)]
-    return ", ".join(ordered) or "none"
+def _ordered(pairs: Collection[tuple[str, str]]) -> list[str]:
+    """`platform/level` of each pair, in the order of `PAIRS`."""
+    return [f"{p}/{lvl}" for p, lvl in PAIRS if (p, lvl) in pairs]
 
 
 def decide(paths: Sequence[str] | None, changes: Diff | None = None) -> Decision:
@@ -217,11 +218,12 @@ def decide(paths: Sequence[str] | None, changes: Diff | None = None) -> Decision
     # Exactly the platform/levels whose L2 or L3 YAML changed stay on (the original's three
     # override rules, L4/L5 then L2 then L3, come to this; an L4/L5 change alone runs none).
     runs = frozenset(_YAML[path] for path in (*buckets.l2, *buckets.l3))
-    off = {(p, lvl) for p in PLATFORMS for lvl in LEVELS} - runs
+    off = frozenset(PAIRS) - runs
     head = MSG_YAML_MIXED if (buckets.docs or buckets.skip_tests) else MSG_YAML_ONLY
     sep = "; " if head == MSG_YAML_MIXED else " — "
     changed = "; ".join(f"{n}=[{', '.join(sorted(set(f)))}]" for n, f in yamls if f)
-    message = f"{head}{sep}changed: {changed}; run: {_pairs(runs)}; skip: {_pairs(off)}"
+    run, skip = (", ".join(_ordered(pairs)) or "none" for pairs in (runs, off))
+    message = f"{head}{sep}changed: {changed}; run: {run}; skip: {skip}"
     return Decision(False, True, message, runs, buckets, notes)
 
 
@@ -251,15 +253,9 @@ def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
     return made
 
 
-def decision(
-    repo: str | os.PathLike[str],
-    base: str | None = None,
-    head: str | _Worktree | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-) -> Decision:
-    """Resolve the diff (the build's own, see `ci.diff`, or an explicit range) and decide."""
-    return decision_for(resolve_diff(repo, base, head, env=env))
+def decision(repo: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Decision:
+    """Resolve the build's own diff (`ci.diff`) and decide; an explicit range is `decision_for`."""
+    return decision_for(resolve_diff(repo, env=env))
 
 
 def clear_cache() -> None:

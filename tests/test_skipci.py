@@ -381,7 +381,7 @@ def test_worktree_skip_only_edit(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, {"tests/test_m.py": TEST_FILE, "docs/a.md": "a\n"})
     repo.write("tests/test_m.py", SKIPPED.format(r="local"))
     repo.write("docs/a.md", "b\n")
-    got = decision(repo.path, "main", WORKTREE, env=buildkite_env())
+    got = decision_for(resolve_diff(repo.path, "main", WORKTREE, env=buildkite_env()))
     assert got.skip_all
     assert got.buckets.skip_tests == ("tests/test_m.py",)
 
