@@ -26,10 +26,9 @@ from ci.errors import BAD_INPUT, UserError
 from ci.pipeline.ifexpr import Context
 from ci.pipeline.mirror import parse_mirror_hw
 from ci.platforms import Platform, platform_option
-from ci.target import git, resolve_build, resolve_repo
+from ci.target import MAIN, git, resolve_build, resolve_repo
 
 FORMATS: Final = ("table", "json", "markdown")
-MAIN: Final = "main"
 BASE_ENV: Final = "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
 
 
@@ -91,7 +90,7 @@ def parse_inputs(
     shown = format.strip().lower() or "table"
     if shown not in FORMATS:
         problems.append(
-            f"--format: unknown format {format!r}: allowed values are table, json, markdown"
+            f"--format: unknown format {format!r}: allowed values are {', '.join(FORMATS)}"
         )
     chosen: set[Platform] = set()
     for part in (p for value in platform or () for p in re.split(r"[,\s]+", value) if p):
@@ -110,7 +109,7 @@ def parse_inputs(
     branch = branch.strip() or _branch(target, source)
     chosen_base = base.strip() or None
     if chosen_base is None and source.get(BASE_ENV) and (branch != MAIN or worktree):
-        chosen_base = default_base(target, {BASE_ENV: source[BASE_ENV]})
+        chosen_base = default_base(target, source)
     return PlanInputs(
         repo=target,
         base=chosen_base,

@@ -22,11 +22,11 @@ from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import Dropped
 from ci.pipeline.upload import UploadInputs, pipeline_file, render_upload
-from ci.plan.inputs import MAIN
 from ci.plan.model import NOT_EVALUATED, PlannedPipeline, PlatformPlan
-from ci.plan.steps import labels_in, verdict, walk
+from ci.plan.steps import labels_in, one_line, verdict, walk
 from ci.schema import require_valid
 from ci.skipci import Decision
+from ci.target import MAIN
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -166,7 +166,7 @@ def plan_upload(situation: Situation, plan: PlatformPlan) -> None:
             continue
         if value is None:
             child.status = "conditional"
-            child.reason = f"upload step's if: {NOT_EVALUATED}: {' '.join(shown.split())}"
+            child.reason = f"upload step's if: {NOT_EVALUATED}: {one_line(shown)}"
         try:
             _render_child(situation, child)
         except UserError as exc:

@@ -20,21 +20,26 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def one_line(text: str) -> str:
+    """A multi-line `if` (or any text) as the one line the plan shows."""
+    return " ".join(text.split())
+
+
 # The build env a plan knows: what its options set (off means unset). Any other
 # `build.env(...)` (a schedule's own variable, a Buildkite one) is unknown here.
 KNOWN_ENV = frozenset({"NIGHTLY", "WEEKLY", "NON_CRITICAL", "MIRROR_HW"})
 
 
-def known_only(expr: ifexpr.Expr, names: frozenset[str] = KNOWN_ENV) -> ifexpr.Expr:
-    """`expr` with each test of an env var outside `names` made opaque (not evaluated)."""
+def known_only(expr: ifexpr.Expr) -> ifexpr.Expr:
+    """`expr` with each test of an env var outside `KNOWN_ENV` made opaque (not evaluated)."""
     if isinstance(expr, ifexpr.Compare) and isinstance(expr.subject, ifexpr.Env):
-        if expr.subject.name not in names:
+        if expr.subject.name not in KNOWN_ENV:
             return ifexpr.Opaque(ifexpr.render(expr), f"plan does not know {expr.subject.name}")
         return expr
     if isinstance(expr, ifexpr.Paren):
-        return ifexpr.Paren(known_only(expr.inner, names))
+        return ifexpr.Paren(known_only(expr.inner))
     if isinstance(expr, ifexpr.And | ifexpr.Or):
-        return type(expr)(tuple(known_only(p, names) for p in expr.parts))
+        return type(expr)(tuple(known_only(p) for p in expr.parts))
     return expr
 
 
@@ -73,7 +78,7 @@ def walk(
             label = model.name_of(entry.fields)
             value, text = verdict(here, ctx)
             if value is False:
-                dropped.append(Dropped(label, names, "if-false", f"if {' '.join(text.split())}"))
+                dropped.append(Dropped(label, names, "if-false", f"if {one_line(text)}"))
             elif isinstance(entry, model.Group):
                 visit(entry.steps, (*names, label), here)
             else:
@@ -89,8 +94,8 @@ def walk(
                         timeout_in_minutes=_int(entry.get("timeout_in_minutes")),
                         soft_fail=bool(soft) and soft != "false",
                         runs="conditional" if value is None else "yes",
-                        conditions=tuple(" ".join(c.split()) for c in here),
-                        note=f"{NOT_EVALUATED}: {' '.join(text.split())}" if value is None else "",
+                        conditions=tuple(map(one_line, here)),
+                        note=f"{NOT_EVALUATED}: {one_line(text)}" if value is None else "",
                     )
                 )
 
