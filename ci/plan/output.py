@@ -13,6 +13,7 @@ from typing import IO, TYPE_CHECKING, TypeVar
 
 from ci.pipeline.render import Dropped
 from ci.plan.model import BuildPlan, PlannedPipeline, PlannedStep, PlatformPlan
+from ci.plan.steps import one_line
 from ci.tiers.terminal import Columns, informative, strip_emoji, widths, wrap
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ WIDE = 200  # piped output (a file, a CI log) is not wrapped at 80 columns
 
 
 def _short(text: str, width: int = DETAIL_WIDTH) -> str:
-    text = " ".join(text.split())
+    text = one_line(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -59,22 +60,23 @@ Item = TypeVar("Item", PlannedStep, Dropped)
 
 def _by_pipeline(
     platform: PlatformPlan, items: Callable[[PlannedPipeline], list[Item]]
-) -> tuple[bool, list[tuple[str, Item]]]:
-    """(name the pipeline on each row?, (pipeline, item) of every pipeline); the pipeline is
+) -> list[tuple[tuple[str, ...], Item]]:
+    """(pipeline, item) of every pipeline, the pipeline `()` when all rows share one; it is
     `bootstrap`, not `cuda bootstrap`: the platform is the table's title already."""
     rows = [
         (p.name.removeprefix(f"{platform.platform} "), item)
         for p in platform.pipelines
         for item in items(p)
     ]
-    return len({name for name, _ in rows}) > 1, rows
+    named = len({name for name, _ in rows}) > 1
+    return [((name,) if named else (), item) for name, item in rows]
 
 
-def _cells(step: PlannedStep) -> tuple[str, ...]:
+def _cells(step: PlannedStep, strip: Callable[[str], str] = str) -> tuple[str, ...]:
     hardware = f"{step.preset} ({step.queue})" if step.preset and step.queue else None
     return (
-        SEP.join(step.groups),
-        step.label,
+        strip(SEP.join(step.groups)),
+        strip(step.label),
         hardware or step.preset or step.queue or "-",
         str(step.parallelism or ""),
         f"{step.timeout_in_minutes}m" if step.timeout_in_minutes else "",
@@ -121,26 +123,18 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
             reason = f" — {p.reason}" if p.reason else ""
             line = f"{p.name} ({p.file or '-'}){scope}: {p.status}{reason}"
             say(line, style="bold", indent="  ")
-        named, rows = _by_pipeline(platform, lambda p: p.steps)
+        rows = _by_pipeline(platform, lambda p: p.steps)
         if rows:
-            _table(
-                console,
-                (("pipeline",) if named else ()) + COLUMNS,
-                [
-                    ((name,) if named else ())
-                    + tuple(strip(c) if i < 2 else c for i, c in enumerate(_cells(step)))
-                    for name, step in rows
-                ],
-                say,
-                fit=terminal,
-            )
-        named, drops = _by_pipeline(platform, lambda p: p.dropped)
+            headers = ("pipeline",) * len(rows[0][0]) + COLUMNS
+            cells = [pipeline_cell + _cells(step, strip) for pipeline_cell, step in rows]
+            _table(console, headers, cells, say, fit=terminal)
+        drops = _by_pipeline(platform, lambda p: p.dropped)
         if drops:
             counts = Counter(d.reason for _, d in drops)
             summary = ", ".join(f"{reason} {n}" for reason, n in counts.items())
             say(f"dropped {len(drops)}: {summary}", style="dim", indent="  ")
-            for name, drop in drops:
-                where = f"[{name}] " if named else ""
+            for names, drop in drops:
+                where = "".join(f"[{name}] " for name in names)
                 detail = f" ({_short(drop.detail, 70)})" if drop.detail else ""
                 label = strip(_label(drop.groups, drop.label))
                 say(f"- {where}{label}: {drop.reason}{detail}", style="dim", indent="    ")
@@ -200,19 +194,18 @@ def to_markdown(plan: BuildPlan) -> str:
                 f"- **{pipeline.name}** (`{pipeline.file or '-'}`{scope}): "
                 f"{pipeline.status}{reason}"
             )
-        named, rows = _by_pipeline(platform, lambda p: p.steps)
+        rows = _by_pipeline(platform, lambda p: p.steps)
         if rows:
-            columns = (("pipeline",) if named else ()) + COLUMNS[1:]
+            columns = ("pipeline",) * len(rows[0][0]) + COLUMNS[1:]
             out += ["", f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"]
-            for name, step in rows:
-                cells = ((name,) if named else ()) + (_label(step.groups, step.label),)
-                cells += _cells(step)[2:]
+            for pipeline_cell, step in rows:
+                cells = (*pipeline_cell, _label(step.groups, step.label), *_cells(step)[2:])
                 out.append(f"| {' | '.join(_cell(c) for c in cells)} |")
-        named, drops = _by_pipeline(platform, lambda p: p.dropped)
+        drops = _by_pipeline(platform, lambda p: p.dropped)
         if drops:
             out += ["", f"<details><summary>{len(drops)} dropped</summary>", ""]
-            for name, drop in drops:
-                where = f"[{name}] " if named else ""
+            for names, drop in drops:
+                where = "".join(f"[{name}] " for name in names)
                 detail = f" — {_short(drop.detail)}" if drop.detail else ""
                 label = _cell(where + _label(drop.groups, drop.label))
                 out.append(f"- {label}: **{drop.reason}**{_cell(detail)}")
