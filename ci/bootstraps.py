@@ -11,7 +11,6 @@ instead of `run-xpu-test.sh`. Every pipeline passes Buildkite's schema first.
 from __future__ import annotations
 
 import copy
-import itertools
 import os
 import re
 import shlex
@@ -47,9 +46,6 @@ CUDA_IMAGE_COMMAND: Final = f"{CLI} build-image --platform cuda"
 _UPLOADER = re.compile(r"(?:upload_pipeline\.py|vllm-omni-ci\s+upload-pipeline)\b(?P<args>[^\n]*)")
 # Env the NPU image step no longer needs: build-image derives the tag from the variant.
 _DROPPED_NPU_ENV: Final = ("VLLM_IMAGE_TAG",)
-
-
-log = door.note
 
 
 def _with_commands(step: model.Step, commands: list[str]) -> model.Step:
@@ -114,11 +110,11 @@ def _image_depends(value: Any, templates: Mapping[str, model.Step], generated: l
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not any(isinstance(n, str) and n in templates for n in names):
         return value
-    expanded = (generated if isinstance(n, str) and n in templates else [n] for n in names)
     out: list[Any] = []
-    for new in itertools.chain.from_iterable(expanded):
-        if new not in out:
-            out.append(new)
+    for name in names:
+        for new in generated if isinstance(name, str) and name in templates else [name]:
+            if new not in out:
+                out.append(new)
     return out
 
 
@@ -203,10 +199,10 @@ def plan_pipeline(
     """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
     rendered = bootstrap_plan(platform, repo, skipci.decision(repo, env=env)).rendered
     for line in rendered.log:
-        log(line)
+        door.note(line)
     for key, gate in rendered.gates.items():
         shown = "always" if gate is True else "omitted" if gate is False else f"if {gate}"
-        log(f"{key}: {shown}")
+        door.note(f"{key}: {shown}")
     return rendered.pipeline
 
 
@@ -255,19 +251,19 @@ def run(platform: Platform, repo: Path, *, dry_run: bool, labels: str | None) ->
     # outside it the `local build: …` line says what the rule chose.
     resolve_build(repo, source)
     if platform is Platform.XPU:
-        log("--- 🛠 Preparing Intel pipeline")
+        door.note("--- 🛠 Preparing Intel pipeline")
         tree, word = intel_pipeline(repo, skipci.decision(repo, env=source))
         if tree is None:
-            log(f"intel/l2: {word}")
+            door.note(f"intel/l2: {word}")
             if word == "skip-all":
                 door.execute(
                     door.Plan((skipci.annotate_command(),)), dry_run=dry_run, log_dry_run=True
                 )
-            log("Intel pipeline not uploaded (skip-ci)")
+            door.note("Intel pipeline not uploaded (skip-ci)")
             return
         pipeline, source_name = model.emit(tree), INTEL_PIPELINE
     else:
         chosen: BootstrapPlatform = "cuda" if platform is Platform.CUDA else "npu"
         pipeline = plan_pipeline(chosen, repo, source)
         source_name = BOOTSTRAP_FILES[chosen]
-    emit(pipeline, source_name, upload=True, dry_run=dry_run, log=log)
+    emit(pipeline, source_name, upload=True, dry_run=dry_run, log=door.note)
