@@ -334,11 +334,9 @@ def _pty_pair(like_fd: int) -> tuple[int, int]:
 
 
 def _end_group(root: int, grace: float) -> bool:
-    """End a `leaves_nothing` program: TERM its group, KILL the group if the root outlives
-    `grace`; True if KILL was needed. A `proctree.Tree` sweeps /proc and holds a cgroup to
-    end what a long-running command (a test job) leaves behind; a short read-only probe
-    (git rev-parse, git diff) starts no daemon, so its own session and `killpg` reach all
-    of it. The root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
+    """End a `leaves_nothing` program (it starts no daemon: its session is all of it): TERM
+    its group, KILL the group if the root outlives `grace`; True if KILL was needed. The
+    root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
 
     def exited() -> bool:
         with contextlib.suppress(ChildProcessError):
