@@ -52,7 +52,7 @@ def bootstrap(
         )
     from ci.bootstraps import run
 
-    run(chosen, resolve_repo(repo or None), dry_run=dry_run, labels=labels)
+    run(chosen, resolve_repo(repo), dry_run=dry_run, labels=labels)
 
 
 @task(
