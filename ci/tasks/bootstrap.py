@@ -70,7 +70,7 @@ def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> 
     """
     from ci import skipci
 
-    skipci.run_gate(platform, level, repo or None)
+    skipci.run_gate(platform, level, repo)
 
 
 @task(
