@@ -222,31 +222,22 @@ def install_interrupt_handlers() -> None:
             signal.signal(sig, _raise_interrupted)
 
 
-def _resolve(argv0: str, env: Mapping[str, str]) -> tuple[str | None, int, str]:
-    """The program to start, or bash's verdict: 127 not found, 126 found but not runnable."""
-    if os.sep not in argv0:
-        found = shutil.which(argv0, path=env.get("PATH", os.defpath))
-    elif os.access(argv0, os.X_OK) and not os.path.isdir(argv0):
-        found = argv0
-    elif os.path.exists(argv0):
-        return None, 126, f"error: cannot execute {argv0}: permission denied"
-    else:
-        found = None
-    return (found, 0, "") if found else (None, 127, f"error: command not found: {argv0}")
-
-
 def _popen(cmd: Command, redact: Redactor, **how: object) -> subprocess.Popen[bytes] | Result:
-    """Start the command in its own session; bash's 127/126 when it cannot start."""
+    """Start the command in its own session; bash's 127 when it is not found, 126 when it
+    is there but not runnable."""
     env = {**os.environ, **cmd.env}
-    exe, code, message = _resolve(cmd.argv[0], env)
+    argv0 = cmd.argv[0]
+    exe = shutil.which(argv0, path=env.get("PATH", os.defpath))
+    if exe is None and os.sep in argv0 and os.path.exists(argv0):
+        return Result(126, "", redact(f"error: cannot execute {argv0}: permission denied"))
     if exe is None:
-        return Result(code, "", redact(message))
+        return Result(127, "", redact(f"error: command not found: {argv0}"))
     try:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             [exe, *cmd.argv[1:]], cwd=cmd.cwd, env=env, start_new_session=True, **how
         )
     except OSError as exc:
-        return Result(126, "", redact(f"error: cannot start {cmd.argv[0]}: {exc}"))
+        return Result(126, "", redact(f"error: cannot start {argv0}: {exc}"))
 
 
 def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, list[_Relay]]:
@@ -343,11 +334,9 @@ def _pty_pair(like_fd: int) -> tuple[int, int]:
 
 
 def _end_group(root: int, grace: float) -> bool:
-    """End a `leaves_nothing` program: TERM its group, KILL the group if the root outlives
-    `grace`; True if KILL was needed. A `proctree.Tree` sweeps /proc and holds a cgroup to
-    end what a long-running command (a test job) leaves behind; a short read-only probe
-    (git rev-parse, git diff) starts no daemon, so its own session and `killpg` reach all
-    of it. The root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
+    """End a `leaves_nothing` program (it starts no daemon: its session is all of it): TERM
+    its group, KILL the group if the root outlives `grace`; True if KILL was needed. The
+    root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
 
     def exited() -> bool:
         with contextlib.suppress(ChildProcessError):

@@ -187,22 +187,15 @@ RUN_ONLY_CORE = (
 REFUSED = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
 
 
-# Task options naming a file or directory: an explicit empty value is an error.
-PATH_OPTIONS = (
-    "repo",
-    "artifact_dir",
-    "junit",
-    "dockerfile",
-    "tls_dir",
-    "docker_config",
-    "docker",
-    "results",
-)
-# Task options with a fixed set of values: an explicit empty value is an error that
-# names them (`choices`). Not `--branch`, `--labels` or `--mirror-hw`: empty is a value there.
-CHOICE_OPTIONS = ("platform", "variant", "scope", "mode", "format")
-# Other options for which empty is not a value.
-NAME_OPTIONS = ("image",)
+# Task options for which an explicit empty value is an error, by what they take: a path, a
+# name, or one of a fixed set of values (the error names them: `choices`). Not `--branch`,
+# `--labels` or `--mirror-hw`: empty is a value there.
+NOT_EMPTY = {
+    **dict.fromkeys(("repo", "results", "artifact_dir", "junit"), "path"),
+    **dict.fromkeys(("docker", "dockerfile", "docker_config", "tls_dir"), "path"),
+    "image": "value",
+    **dict.fromkeys(("platform", "variant", "scope", "mode", "format"), "choice"),
+}
 
 
 def refuse_empty_values(tasks: Iterable[ParserContext]) -> None:
@@ -213,19 +206,15 @@ def refuse_empty_values(tasks: Iterable[ParserContext]) -> None:
         for arg in context.args.values():
             # A list option's value is empty when one of its items is.
             values = arg.value if isinstance(arg.value, list) else [arg.value]
-            if not arg.got_value or all(str(value).strip() for value in values):
+            kind = NOT_EMPTY.get(arg.name or "")
+            if not kind or not arg.got_value or all(str(value).strip() for value in values):
                 continue
-            name, flag = arg.name, option(arg)
-            if name in PATH_OPTIONS or name in NAME_OPTIONS:
-                kind = "path" if name in PATH_OPTIONS else "value"
-                problems.append(
-                    f"{context.name}: {flag}: an empty {kind}; give one, or leave {flag} out"
-                )
-            elif name in CHOICE_OPTIONS:
-                allowed = choices(context.name or "", name)
-                problems.append(
-                    f"{context.name}: {flag}: an empty value; allowed values are {allowed}"
-                )
+            task, flag = context.name, option(arg)
+            if kind == "choice":
+                allowed = choices(task or "", arg.name)
+                problems.append(f"{task}: {flag}: an empty value; allowed values are {allowed}")
+            else:
+                problems.append(f"{task}: {flag}: an empty {kind}; give one, or leave {flag} out")
     UserError.collect(problems)
 
 

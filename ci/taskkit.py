@@ -60,6 +60,7 @@ SHORT_FLAGS = {"repo": "r", "dry_run": "n", "jobs": "j"}
 COMMON_HELP = {
     "repo": "target checkout (default: git top-level of the current directory)",
     "dry_run": "print the plan and run nothing",
+    "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
 }
 
 

@@ -52,7 +52,7 @@ def bootstrap(
         )
     from ci.bootstraps import run
 
-    run(chosen, resolve_repo(repo or None), dry_run=dry_run, labels=labels)
+    run(chosen, resolve_repo(repo), dry_run=dry_run, labels=labels)
 
 
 @task(
@@ -70,7 +70,7 @@ def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> 
     """
     from ci import skipci
 
-    skipci.run_gate(platform, level, repo or None)
+    skipci.run_gate(platform, level, repo)
 
 
 @task(

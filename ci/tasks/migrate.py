@@ -43,9 +43,9 @@ def migrate(
         UserError.collect(f"{name}: cannot be combined with --check" for name, on in given if on)
         from ci.migrate.check import run as report
 
-        raise Stop(report(resolve_repo(repo or None), format or "table"))
+        raise Stop(report(resolve_repo(repo), format or "table"))
     if format:
         raise UserError("--format: applies to `migrate --check` only")
     from ci.migrate.apply import run
 
-    run(resolve_repo(repo or None), apply=apply, pin=pin, delete_replaced=delete_replaced)
+    run(resolve_repo(repo), apply=apply, pin=pin, delete_replaced=delete_replaced)

@@ -68,7 +68,6 @@ def lint_pipelines(c: Context, repo: str = "") -> None:
 @task(
     help={
         "from_ref": "check only the tests/ files changed since this git revision",
-        "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
     }
 )
 def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = "") -> None:
@@ -88,7 +87,6 @@ def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = ""
         "exclude": "codes to ignore, comma-separated (e.g. SC2086,SC2046,upload-expansion)",
         "dry_run": "print the shellcheck command and run nothing",
         "from_ref": "check only the pipeline YAMLs changed since this git revision",
-        "to_ref": "end of that range (default HEAD; WORKTREE = include uncommitted work)",
     }
 )
 def shellcheck_steps(

@@ -195,10 +195,9 @@ def tier(
     devices and VLLM_CI_EXPECTED_GPU_COUNT=n. Containers run as you (HOME=/tmp).
     Group and step `if`s are evaluated as for a PR carrying the tier's label,
     with build.env() reading this environment (e.g. WEEKLY=1); a false one
-    skips the step. A step whose depends_on names a step of the tier that
-    did not pass is not run. Jobs run up to -j at a time; a step whose
-    depends_on names a step of the tier waits for it. Exit 1 only when a
-    blocking step fails.
+    skips the step. Jobs run up to -j at a time; a step whose depends_on names
+    a step of the tier waits for it, and is not run when that step did not
+    pass. Exit 1 only when a blocking step fails.
     """
     options = {key: value for key, value in locals().items() if key not in ("c", "label")}
     from ci.errors import Stop, UserError
