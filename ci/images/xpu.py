@@ -24,6 +24,7 @@ from ci import doctor, door, door_docker
 from ci.errors import FAILURE, Stop, UserError
 from ci.images import backends, deadline, refs
 from ci.images.options import BuildOptions, gather
+from ci.sandbox.parts import containerd_store
 from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
@@ -317,8 +318,7 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
         build = dataclasses.replace(build, docker=chosen)
     # Read-only guess: only the containerd image store exports type=image.
     info = _query("info", "engine info (its image store)", client.info)
-    status = info.get("DriverStatus") or []
-    export = any("containerd.snapshotter" in str(value) for _key, value in status)
+    export = containerd_store(info)
     door.execute(tier_plan(build, tier, reason, export), dry_run=True)
 
 
