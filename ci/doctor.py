@@ -18,11 +18,11 @@ from ci import door
 from ci.devices import Device, Inventory
 from ci.devices import probe as probe_devices
 from ci.errors import FAILURE, Stop, UserError
-from ci.sandbox.layout import BASE_IMAGE
+from ci.sandbox.layout import BASE_IMAGE, REGISTRY
+from ci.sandbox.parts import UP, engine_info
 from ci.sandbox.registryapi import in_registry, registry_answers
 
 DEBIAN_DOCKER = "/usr/bin/docker"
-REGISTRY = "127.0.0.1:5000"
 PROBE_LABEL = "vllm-omni-ci.probe=1"
 DOCKER_ENV = "VLLM_OMNI_CI_DOCKER"
 
@@ -112,19 +112,6 @@ def pick_docker(clients: list[Client], explicit: str | None = None) -> str | Non
     return named_docker(explicit) or next(able, clients[0].path if clients else None)
 
 
-def _engine(docker: str) -> tuple[str | None, str | None, str | None]:
-    info = door.capture([docker, "info", "--format", "{{json .}}"])
-    if not info.ok:
-        return None, None, (info.stderr.strip() or "docker info failed").splitlines()[-1]
-    try:
-        data = json.loads(info.stdout)
-    except json.JSONDecodeError:
-        return None, None, "docker info printed no JSON"
-    if data.get("ServerErrors"):
-        return None, None, "; ".join(data["ServerErrors"])
-    return data.get("ServerVersion"), data.get("Driver"), None
-
-
 def _output_image(docker: str) -> bool:
     """Try a no-pull BuildKit build with `--output type=image`; remove what it made."""
     name = "vllm-omni-ci-probe:output-image"
@@ -159,22 +146,20 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     chosen = pick_docker(clients, docker)
     if chosen and chosen not in [c.path for c in clients]:
         clients.append(probe_client(chosen))
-    version, driver, error = _engine(chosen) if chosen and engine else (None, None, None)
+    info, error = engine_info(chosen) if chosen and engine else ({}, "")
+    version = info.get("ServerVersion")
     report = Report(
         clients=tuple(clients),
         chosen=chosen,
         engine_version=version,
-        storage_driver=driver,
-        engine_error=error if chosen else "no docker client on PATH",
+        storage_driver=info.get("Driver"),
+        engine_error=(error or None) if chosen else "no docker client on PATH",
         buildctl=shutil.which("buildctl"),
         registry=registry_answers(),
         shellcheck=_shellcheck(),
     )
     builder = report.buildkit_client()
     return replace(report, output_image=bool(version and builder and _output_image(builder)))
-
-
-UP = "vllm-omni-ci sandbox up"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci.errors import UserError
-from ci.images import npu, variants
+from ci.images import npu, refs, variants
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
 from tests.conftest import StandIns, cli_path, run_cli
@@ -103,10 +103,8 @@ def test_table_has_the_four_variants_in_order() -> None:
 def test_variant_rows_drive_steps(name: str, key: str, tag_suffix: str, device: str) -> None:
     row = variants.variant(name.upper())
     assert row.image_tag("c0ffee") == f"c0ffee{tag_suffix}"
-    assert (
-        row.image("${BUILDKITE_COMMIT}")
-        == f"{REG}/vllm-omni-ci-npu:${{BUILDKITE_COMMIT}}{tag_suffix}"
-    )
+    image = refs.ci_image(Platform.NPU, "${BUILDKITE_COMMIT}", {}, row.presets[0])
+    assert image == f"{REG}/vllm-omni-ci-npu:${{BUILDKITE_COMMIT}}{tag_suffix}"
     assert row.step_label.startswith(":buildkit: Build and Push NPU Test Image - ")
     assert row.build_command() == f"vllm-omni-ci build-image --platform npu --variant {name}"
     assert row.build_args() == ((("VLLM_ASCEND_DEVICE_SUFFIX", device),) if device else ())

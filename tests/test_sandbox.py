@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 
 from ci.sandbox import debs
 from ci.sandbox.debs import ENGINE, Pin
-from tests.conftest import run_cli
+from ci.sandbox.layout import Layout
+from ci.sandbox.parts import _program
+from tests.conftest import StandIns, run_cli
 
 PARTS = ["engine", "buildx", "registry", "base image", "builder"]
 
@@ -186,3 +189,34 @@ def test_a_pidfile_left_by_a_killed_dockerd_is_removed(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_missing_program_is_unpacked_before_its_path_is_chosen(
+    tmp_path: Path, standins: StandIns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """debootstrap lives in usr/sbin: the path is asked of the prefix only once it is unpacked
+    (asked before, it was usr/bin's, and a fresh machine's `sandbox up` got exit 127)."""
+    if shutil.which("dpkg-deb") is None or shutil.which("debootstrap") is not None:
+        pytest.skip("needs dpkg-deb, and no debootstrap on PATH")
+    (pin,) = debs.DEBOOTSTRAP
+    version = f"{pin.upstream}+nmu1"
+    package = tmp_path / "package"
+    (package / "DEBIAN").mkdir(parents=True)
+    (package / "DEBIAN" / "control").write_text(
+        f"Package: {pin.package}\nVersion: {version}\nArchitecture: all\n"
+        "Maintainer: test <test@example.invalid>\nDescription: a stand-in\n"
+    )
+    (package / "usr" / "sbin").mkdir(parents=True)
+    (package / "usr" / "sbin" / pin.package).write_text("#!/bin/sh\n")
+    deb = tmp_path / f"{pin.package}_{version}_all.deb"
+    subprocess.run(["dpkg-deb", "--build", str(package), str(deb)], check=True, capture_output=True)
+    # A private apt that offers the pin and "downloads" the .deb into the current folder.
+    standins.add("apt-get", f'[[ " $* " != *" download "* ]] || cp {deb} .')
+    standins.add("apt-cache", f"echo ' {pin.package} | {version} | http://m {pin.suite}/main'")
+    monkeypatch.setenv("PATH", standins.env()["PATH"])
+    layout = Layout(tmp_path / "sandbox")
+    program, installed = _program(layout, pin.package, debs.DEBOOTSTRAP)
+    assert program == str(layout.prefix / "usr" / "sbin" / pin.package)
+    assert Path(program).is_file()
+    assert installed == f"{pin.package} {version} into {layout.prefix}"
+    assert debs.installed(layout) == {pin.package: version}

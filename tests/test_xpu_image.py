@@ -68,7 +68,7 @@ def make(**kw: str) -> xpu.XpuBuild:
     ],
 )
 def test_output_args(compression: str, export: bool, expected: tuple[str, ...]) -> None:
-    assert xpu.output_args("img:1", compression, export) == expected
+    assert make(compression=compression).output_args("img:1", export) == expected
 
 
 def test_names_follow_the_script() -> None:
@@ -85,7 +85,7 @@ def test_names_follow_the_script() -> None:
 
 def test_image_and_source_build_argv() -> None:
     build = make()
-    image = xpu.image_build_command(build, "b:1", export=False)
+    image = build.image_build("b:1", export=False)
     assert image.argv == (
         *("docker", "build", "-t", "xpu/vllm-omni-ci:c0ffee"),
         *("--build-arg", "VLLM_BASE=b:1", "--build-arg", "VLLM_VERSION=v0.29.0"),
@@ -93,7 +93,7 @@ def test_image_and_source_build_argv() -> None:
     )
     assert image.cwd == "/repo"
     assert image.env == {"DOCKER_BUILDKIT": "1"}
-    source = xpu.source_build_command(build, "/t/src", export=True)
+    source = build.source_build("/t/src", export=True)
     assert source.argv == (
         "docker",
         "build",
@@ -102,7 +102,7 @@ def test_image_and_source_build_argv() -> None:
         "compression-level=3,force-compression=true",
         *("--target", "vllm-openai", "-f", "/t/src/docker/Dockerfile.xpu", "/t/src"),
     )
-    clone = xpu.clone_command(build, "/t/src")
+    clone = build.clone("/t/src")
     assert clone.argv == (
         *("git", "clone", "--depth", "1", "--branch", "v0.29.0"),
         *("https://github.com/vllm-project/vllm", "/t/src"),
@@ -110,7 +110,7 @@ def test_image_and_source_build_argv() -> None:
 
 
 def test_fallback_plan_lists_every_tier_in_order() -> None:
-    text = xpu.fallback_plan(make(), "no engine answers (x)").render()
+    text = make().fallback_plan("no engine answers (x)").render()
     positions = [text.index(f"# tier {n}:") for n in (1, 2, 3, 4)]
     assert positions == sorted(positions)
     lines = [line.strip() for line in text.splitlines() if not line.startswith(("#", "1", "2"))]
@@ -120,7 +120,7 @@ def test_fallback_plan_lists_every_tier_in_order() -> None:
 
 @pytest.mark.parametrize("tier", list(xpu.BaseTier))
 def test_tier_plan_runs_only_what_the_tier_needs(tier: xpu.BaseTier) -> None:
-    plan = xpu.tier_plan(make(), tier, "because", export=False)
+    plan = make().tier_plan(tier, "because", export=False)
     programs = [c.argv[:2] for c in plan.commands]
     expected = {
         xpu.BaseTier.PULLED: [("docker", "pull"), ("docker", "build")],
@@ -511,14 +511,14 @@ def test_tier4_source_build_when_nothing_exists(
     builds = docker_calls(standins, "build")
     builds = [b for b in builds if "--label" not in b]  # doctor's probe
     # The sandbox's engine has the containerd image store, so it exports with the
-    # script's own `--output type=image,...` (xpu.output_args), not the plain `-t` fallback.
+    # script's own `--output type=image,...` (XpuBuild.output_args), not the plain `-t` fallback.
     image = f"xpu/vllm-omni-ci:{names.commit('source')}"
     assert builds[0] == [
-        *("build", *xpu.output_args(base, xpu.DEFAULT_COMPRESSION, True), "--target"),
+        *("build", *make().output_args(base, True), "--target"),
         *("vllm-openai", "-f", f"{src}/docker/Dockerfile.xpu", src),
     ]
     assert builds[1] == [
-        *("build", *xpu.output_args(image, xpu.DEFAULT_COMPRESSION, True)),
+        *("build", *make().output_args(image, True)),
         *("--build-arg", f"VLLM_BASE={base}", "--build-arg", f"VLLM_VERSION={version}"),
         *("-f", "docker/Dockerfile.xpu", "."),
     ]

@@ -264,12 +264,11 @@ class KeyedBuild:
 def setting(
     flag: str, flag_name: str, env: Mapping[str, str], var: str, default: str
 ) -> tuple[str, str]:
-    """(value, source): the flag, then the env var (empty counts as unset), then the default."""
-    if flag:
-        return flag, flag_name
-    if env.get(var):
+    """(value, source): the flag, then the env var (empty counts as unset), then the default.
+    Messages name the flag as the default's source: the place to change it."""
+    if env.get(var) and not flag:
         return env[var], var
-    return default, "default"
+    return flag or default, flag_name
 
 
 def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> KeyedBuild:
@@ -299,9 +298,7 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Keye
     commit = key = None
     if repo is not None:
         commit = gather(problems, lambda: resolve_commit(repo, options.commit or None, env))
-        source = "--commit" if options.commit else "BUILDKITE_COMMIT"
-        if not options.commit and not env.get("BUILDKITE_COMMIT"):
-            source = "git HEAD"
+        source = setting(options.commit, "--commit", env, "BUILDKITE_COMMIT", "")[1]
         problems += filter(None, [commit and refs.tag_problem(commit, source)])
         key = gather(problems, lambda: recipe.key(repo, arch))
     # PYTORCH_ROCM_ARCH is used verbatim (hashed, passed as a build arg), `;` lists included;
@@ -328,7 +325,7 @@ def prepare(options: BuildOptions, env: Mapping[str, str] | None = None) -> Keye
         push=options.push,
         builder=builder_name or recipe.builder,
         choice_note=note,
-        registry_from="--registry" if registry_from == "default" else registry_from,
+        registry_from=registry_from,
     )
 
 

@@ -83,4 +83,4 @@ def ci_image(platform: Platform, commit: str, environ: Mapping[str, str], preset
     row = next((v for v in variants.VARIANTS if preset in v.presets), None) or variants.variant("")
     registry = environ.get("IMAGE_REGISTRY") or variants.IMAGE_REGISTRY
     name = environ.get("IMAGE_NAME") or variants.IMAGE_NAME
-    return row.image(commit, registry, name)
+    return image_ref(f"{registry}/{name}", row.image_tag(commit))

@@ -53,10 +53,6 @@ class NpuVariant:
     def image_tag(self, commit: str) -> str:
         return f"{commit}{self.suffix}"
 
-    def image(self, commit: str, registry: str = IMAGE_REGISTRY, name: str = IMAGE_NAME) -> str:
-        """The image the build pushes and the test presets pull (commit may be `${…}`)."""
-        return f"{registry}/{name}:{self.image_tag(commit)}"  # see ci.images.refs
-
     def build_args(self) -> tuple[tuple[str, str], ...]:
         return ((DEVICE_SUFFIX_ARG, self.suffix),) if self.suffix else ()  # a2: not passed
 

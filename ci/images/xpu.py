@@ -24,6 +24,7 @@ from ci import doctor, door, door_docker
 from ci.errors import FAILURE, Stop, UserError
 from ci.images import backends, deadline, refs
 from ci.images.options import BuildOptions, gather
+from ci.sandbox.parts import containerd_store
 from ci.target import resolve_commit, resolve_repo
 
 if TYPE_CHECKING:
@@ -85,6 +86,93 @@ class XpuBuild:
     def base_for(self, tier: BaseTier) -> str:
         return self.upstream if tier <= BaseTier.LOCAL_UPSTREAM else self.fallback_base
 
+    def output_args(self, name: str, export: bool) -> tuple[str, ...]:
+        """The script's `--output` (export=True), or a plain `-t` for engines that cannot export."""
+        if not export:
+            return ("-t", name)
+        options = f"compression={self.compression}"
+        if self.compression != "uncompressed":
+            options += ",compression-level=3,force-compression=true"
+        return ("--output", f"type=image,name={name},{options}")
+
+    def pull(self) -> door.Command:
+        return door.Command(
+            (self.docker, "pull", self.upstream), description=f"pull {self.upstream} (tier 1)"
+        )
+
+    def clone(self, dest: str) -> door.Command:
+        return door.Command(
+            ("git", "clone", "--depth", "1", "--branch", self.vllm_version, VLLM_GIT_URL, dest),
+            description=f"clone vLLM {self.vllm_version} (tier 4)",
+        )
+
+    def source_build(self, src: str, export: bool) -> door.Command:
+        return door.Command(
+            (
+                *(self.docker, "build", *self.output_args(self.fallback_base, export)),
+                *("--target", "vllm-openai", "-f", f"{src}/{DOCKERFILE}", src),
+            ),
+            description=f"build {self.fallback_base} from vLLM {self.vllm_version} source (tier 4)",
+            env={"DOCKER_BUILDKIT": "1"},
+        )
+
+    def image_build(self, base: str, export: bool) -> door.Command:
+        return door.Command(
+            (
+                *(self.docker, "build", *self.output_args(self.image, export)),
+                *("--build-arg", f"VLLM_BASE={base}"),
+                *("--build-arg", f"VLLM_VERSION={self.vllm_version}", "-f", DOCKERFILE, "."),
+            ),
+            description=f"build {self.image} on {base}",
+            env={"DOCKER_BUILDKIT": "1"},
+            cwd=self.repo,
+        )
+
+    def commands(self, tiers: set[BaseTier], base: str, export: bool) -> tuple[door.Command, ...]:
+        """Tier 1's pull and tier 4's source build when among `tiers`, then the image on `base`."""
+        found = [self.pull()] if BaseTier.PULLED in tiers else []
+        if BaseTier.SOURCE in tiers:
+            found += [self.clone(SOURCE_DIR), self.source_build(SOURCE_DIR, export)]
+        return (*found, self.image_build(base, export))
+
+    def tier_plan(self, tier: BaseTier, reason: str, export: bool) -> door.Plan:
+        """What runs once the tier is known (the dry-run with an engine)."""
+        how = (
+            "--output type=image (the engine can export)"
+            if export
+            else "plain docker build -t (the engine cannot do --output type=image)"
+        )
+        facts = (
+            ("tier", f"{int(tier)}: {tier.describe()} ({reason})"),
+            ("base", self.base_for(tier)),
+            ("image", self.image),
+            ("export", how),
+        )
+        return door.Plan(self.commands({tier}, self.base_for(tier), export), facts, "XPU CI image")
+
+    def fallback_plan(self, why: str) -> door.Plan:
+        """Without an engine to ask: every tier in order, each used only if the one before fails."""
+        up, base = self.upstream, self.fallback_base
+        facts = (
+            ("engine", why),
+            ("tier 1", f"pull {up}; on success the base is {up}"),
+            ("tier 2", f"else a local copy of {up}"),
+            ("tier 3", f"else {base} if it exists locally"),
+            ("tier 4", f"else clone vLLM {self.vllm_version} and build {base}"),
+            ("base", f"{up} (tiers 1-2) or {base} (tiers 3-4)"),
+            ("image", self.image),
+            (
+                "export",
+                "--output type=image as shown if the engine can export (containerd image store);"
+                f" else a plain docker build -t {self.image}",
+            ),
+        )
+        return door.Plan(
+            self.commands(set(BaseTier), up, export=True),
+            facts,
+            "XPU CI image (no engine answered: ordered fallbacks)",
+        )
+
 
 def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
     """Options, then the script's env vars; every input problem reported at once (exit 2)."""
@@ -123,106 +211,6 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> XpuBuild:
         )
     UserError.collect(problems)
     return build
-
-
-def output_args(name: str, compression: str, export: bool) -> tuple[str, ...]:
-    """The script's `--output` (export=True), or a plain `-t` for engines that cannot export."""
-    if not export:
-        return ("-t", name)
-    if compression == "uncompressed":
-        return ("--output", f"type=image,name={name},compression=uncompressed")
-    return (
-        "--output",
-        f"type=image,name={name},compression={compression},"
-        "compression-level=3,force-compression=true",
-    )
-
-
-def pull_command(build: XpuBuild) -> door.Command:
-    return door.Command(
-        (build.docker, "pull", build.upstream), description=f"pull {build.upstream} (tier 1)"
-    )
-
-
-def clone_command(build: XpuBuild, dest: str) -> door.Command:
-    return door.Command(
-        ("git", "clone", "--depth", "1", "--branch", build.vllm_version, VLLM_GIT_URL, dest),
-        description=f"clone vLLM {build.vllm_version} (tier 4)",
-    )
-
-
-def source_build_command(build: XpuBuild, src: str, export: bool) -> door.Command:
-    return door.Command(
-        (
-            *(build.docker, "build", *output_args(build.fallback_base, build.compression, export)),
-            *("--target", "vllm-openai", "-f", f"{src}/{DOCKERFILE}", src),
-        ),
-        description=f"build {build.fallback_base} from vLLM {build.vllm_version} source (tier 4)",
-        env={"DOCKER_BUILDKIT": "1"},
-    )
-
-
-def image_build_command(build: XpuBuild, base: str, export: bool) -> door.Command:
-    return door.Command(
-        (
-            *(build.docker, "build", *output_args(build.image, build.compression, export)),
-            *("--build-arg", f"VLLM_BASE={base}"),
-            *("--build-arg", f"VLLM_VERSION={build.vllm_version}", "-f", DOCKERFILE, "."),
-        ),
-        description=f"build {build.image} on {base}",
-        env={"DOCKER_BUILDKIT": "1"},
-        cwd=build.repo,
-    )
-
-
-def commands(
-    build: XpuBuild, tiers: set[BaseTier], base: str, export: bool
-) -> tuple[door.Command, ...]:
-    """Tier 1's pull and tier 4's source build when among `tiers`, then the image on `base`."""
-    found = [pull_command(build)] if BaseTier.PULLED in tiers else []
-    if BaseTier.SOURCE in tiers:
-        found += [clone_command(build, SOURCE_DIR), source_build_command(build, SOURCE_DIR, export)]
-    return (*found, image_build_command(build, base, export))
-
-
-def tier_plan(build: XpuBuild, tier: BaseTier, reason: str, export: bool) -> door.Plan:
-    """What runs once the tier is known (the dry-run with an engine)."""
-    how = (
-        "--output type=image (the engine can export)"
-        if export
-        else "plain docker build -t (the engine cannot do --output type=image)"
-    )
-    facts = (
-        ("tier", f"{int(tier)}: {tier.describe()} ({reason})"),
-        ("base", build.base_for(tier)),
-        ("image", build.image),
-        ("export", how),
-    )
-    return door.Plan(commands(build, {tier}, build.base_for(tier), export), facts, "XPU CI image")
-
-
-def fallback_plan(build: XpuBuild, why: str) -> door.Plan:
-    """Without an engine to ask: every tier in order, each used only if the one before fails."""
-    up, base = build.upstream, build.fallback_base
-    facts = (
-        ("engine", why),
-        ("tier 1", f"pull {up}; on success the base is {up}"),
-        ("tier 2", f"else a local copy of {up}"),
-        ("tier 3", f"else {base} if it exists locally"),
-        ("tier 4", f"else clone vLLM {build.vllm_version} and build {base}"),
-        ("base", f"{up} (tiers 1-2) or {base} (tiers 3-4)"),
-        ("image", build.image),
-        (
-            "export",
-            "--output type=image as shown if the engine can export (containerd image store);"
-            f" else a plain docker build -t {build.image}",
-        ),
-    )
-    return door.Plan(
-        commands(build, set(BaseTier), up, export=True),
-        facts,
-        "XPU CI image (no engine answered: ordered fallbacks)",
-    )
 
 
 def _last_line(exc: BaseException) -> str:
@@ -301,7 +289,7 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
         client = door_docker.ask("connect to the engine", lambda: docker.from_env(timeout=10))
         door_docker.ask("ping the engine", client.ping, quiet=True)
     except Exception as exc:
-        door.execute(fallback_plan(build, no_engine_reason(exc)), dry_run=True)
+        door.execute(build.fallback_plan(no_engine_reason(exc)), dry_run=True)
         return
     up = build.upstream
     try:
@@ -317,9 +305,8 @@ def dry_run(build: XpuBuild, client_path: str = "") -> None:
         build = dataclasses.replace(build, docker=chosen)
     # Read-only guess: only the containerd image store exports type=image.
     info = _query("info", "engine info (its image store)", client.info)
-    status = info.get("DriverStatus") or []
-    export = any("containerd.snapshotter" in str(value) for _key, value in status)
-    door.execute(tier_plan(build, tier, reason, export), dry_run=True)
+    export = containerd_store(info)
+    door.execute(build.tier_plan(tier, reason, export), dry_run=True)
 
 
 def build(options: BuildOptions) -> None:
@@ -333,7 +320,7 @@ def build(options: BuildOptions) -> None:
     with door.buildkite_group(f"XPU base image for vLLM {job.vllm_version}"):
         client = functools.cache(engine_client)  # connected on first use: tier 1 needs none
         # Streamed, not captured: the upstream image is ~37 GB and the log shows progress.
-        pulled = deadline.step(pull_command(job))
+        pulled = deadline.step(job.pull())
         upstream = pulled.ok, f"docker pull {job.upstream} succeeded"
         if not pulled.ok:
             why = f"docker pull exit {pulled.code}, its error is in the log above"
@@ -346,13 +333,13 @@ def build(options: BuildOptions) -> None:
             with tempfile.TemporaryDirectory(
                 prefix="vllm-omni-ci-vllm-src-", ignore_cleanup_errors=True
             ) as tmp:
-                deadline.step(clone_command(job, tmp), check=True)
-                deadline.step(source_build_command(job, tmp, export), check=True)
+                deadline.step(job.clone(tmp), check=True)
+                deadline.step(job.source_build(tmp, export), check=True)
     if not export:
         door.note(
             "the engine cannot build with --output type=image (doctor); "
             f"building with a plain `docker build -t {job.image}` instead"
         )
     with door.buildkite_group(f"XPU CI image {job.image}"):
-        deadline.step(image_build_command(job, job.base_for(tier), export), check=True)
+        deadline.step(job.image_build(job.base_for(tier), export), check=True)
     print(job.image, flush=True)

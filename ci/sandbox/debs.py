@@ -106,11 +106,11 @@ def checked(cmd: door.Command, what: str, log: Path | None = None) -> str:
 _UPDATED: set[Path] = set()  # package lists fetched by this process: once is enough
 
 
-def update(layout: Layout) -> str:
-    """Write the private sources list and fetch its package lists; return the mirror."""
-    uri = mirror()
+def update(layout: Layout) -> None:
+    """Write the private sources list and fetch its package lists."""
     if layout.apt in _UPDATED:
-        return uri
+        return
+    uri = mirror()
     for folder in (layout.apt / "lists" / "partial", layout.apt / "cache" / "archives" / "partial"):
         folder.mkdir(parents=True, exist_ok=True)
     (layout.apt / "sources.list").write_text(sources_list(uri))
@@ -122,7 +122,6 @@ def update(layout: Layout) -> str:
         "apt-get update",
     )
     _UPDATED.add(layout.apt)
-    return uri
 
 
 def candidate(layout: Layout, pin: Pin) -> str:

@@ -14,10 +14,10 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from ci import door
 from ci.errors import UserError
@@ -95,27 +95,35 @@ def _started(installed: str, started: str) -> Outcome:
     return STARTED, started
 
 
-def engine_facts(docker: str) -> tuple[str | None, bool, str]:
-    """(server version or None, whether it has the containerd image store, why no answer)."""
+def engine_info(docker: str) -> tuple[dict[str, Any], str]:
+    """`docker info` as JSON once an engine answers (it names a ServerVersion), else ({}, why).
+
+    `doctor` and the engine part read the engine this one way, so they agree.
+    """
     if not Path(docker).exists() and not shutil.which(docker):
-        return None, False, "no docker client"
+        return {}, "no docker client"
     info = door.capture([docker, "info", "--format", "{{json .}}"], timeout=30)
     try:
         data = json.loads(info.stdout) if info.stdout.strip() else {}
     except json.JSONDecodeError:
         data = {}
     data = data if isinstance(data, dict) else {}
-    if not data.get("ServerVersion"):
-        errors = data.get("ServerErrors")
-        lines = info.stderr.strip().splitlines() or ["no answer"]
-        return None, False, "; ".join(errors) if errors else lines[-1]
-    store = any(CONTAINERD_STORE in str(pair) for pair in data.get("DriverStatus") or [])
-    return str(data["ServerVersion"]), store, ""
+    if data.get("ServerVersion"):
+        return data, ""
+    errors = data.get("ServerErrors")
+    lines = info.stderr.strip().splitlines() or ["no answer"]
+    return {}, "; ".join(errors) if errors else lines[-1]
+
+
+def containerd_store(info: Mapping[str, Any]) -> bool:
+    """Whether the engine keeps its images in containerd (`docker info`'s DriverStatus)."""
+    return any(CONTAINERD_STORE in str(pair) for pair in info.get("DriverStatus") or [])
 
 
 def check_engine(layout: Layout) -> PartStatus:
-    version, store, error = engine_facts(layout.docker())
-    if version and store:
+    info, error = engine_info(layout.docker())
+    version = info.get("ServerVersion")
+    if version and containerd_store(info):
         return PartStatus("engine", True, f"Docker {version} with the containerd image store")
     if version:
         return PartStatus(
@@ -165,7 +173,7 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
 
 
 def up_engine(layout: Layout, check: PartStatus) -> Outcome:
-    if engine_facts(layout.docker())[0]:  # an engine we did not start, and cannot use
+    if engine_info(layout.docker())[0]:  # an engine we did not start, and cannot use
         raise UserError(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
         raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
