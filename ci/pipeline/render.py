@@ -68,9 +68,6 @@ class Rendered:
         """The pipeline as it is uploaded (plain data)."""
         return model.emit(self.tree)
 
-    def labels(self) -> list[str]:
-        return [k.label for k in self.kept]
-
 
 def _path(outer: tuple[model.Group, ...]) -> tuple[str, ...]:
     return tuple(model.name_of(g.fields) for g in outer)
