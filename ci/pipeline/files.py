@@ -100,9 +100,7 @@ def realpath(path: Path) -> Path:
 def given(name: str, repo: Path) -> Path | None:
     """A file named on the command line (relative: to the cwd, else `repo`), resolved;
     an unreadable entry is found too, so that reading it says why."""
-    path = Path(name)
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo / path]
-    for candidate in candidates:
+    for candidate in (Path.cwd() / name, repo / name):  # an absolute name is both
         if exists(candidate) and not candidate.is_dir():
             return realpath(candidate)
     return None

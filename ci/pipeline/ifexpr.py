@@ -87,12 +87,12 @@ def branch_ne(value: str) -> Compare:
 
 def all_of(*parts: Expr) -> Expr:
     """`a && b && ...` (a single part is returned as is)."""
-    return parts[0] if len(parts) == 1 else And(tuple(parts))
+    return parts[0] if len(parts) == 1 else And(parts)
 
 
 def any_of(*parts: Expr) -> Expr:
     """`a || b || ...` (a single part is returned as is)."""
-    return parts[0] if len(parts) == 1 else Or(tuple(parts))
+    return parts[0] if len(parts) == 1 else Or(parts)
 
 
 def _quote(value: str) -> str:

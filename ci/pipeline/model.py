@@ -107,10 +107,8 @@ def nodes(entries: Iterable[Any]) -> tuple[Node, ...]:
 
 
 def parse(document: Any) -> Pipeline:
-    """A parsed YAML document as a `Pipeline` (a mapping, or a bare list of steps).
-
-    A `Pipeline` is returned as it is, so a function can take either form.
-    """
+    """A parsed YAML document (a mapping, or a bare list of steps) as a `Pipeline`; a
+    `Pipeline` is returned as it is, so a function can take either form."""
     if isinstance(document, Pipeline):
         return document
     if isinstance(document, list):

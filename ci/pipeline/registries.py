@@ -15,7 +15,6 @@ from typing import Any, Generic, TypeVar
 from ci import yamlio
 from ci.errors import FAILURE, UserError
 from ci.pipeline import files
-from ci.pipeline.files import realpath
 from ci.pipeline.markers import MarkerRegistry, load_markers
 
 SOURCE_REGISTRY = ".buildkite/common/ci_source_file_dependencies.yml"
@@ -136,7 +135,7 @@ class Registries:
 
     @classmethod
     def for_repo(cls, repo: Path) -> Registries:
-        root = realpath(repo)
+        root = files.realpath(repo)
         src, pre = root / SOURCE_REGISTRY, root / PRESET_REGISTRY
         return cls(
             lambda: SourceRegistry.parse(_read_registry(src, "source_file_dependencies"), str(src)),

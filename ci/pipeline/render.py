@@ -68,25 +68,22 @@ class Rendered:
         """The pipeline as it is uploaded (plain data)."""
         return model.emit(self.tree)
 
-    def labels(self) -> list[str]:
-        return [k.label for k in self.kept]
-
 
 def _path(outer: tuple[model.Group, ...]) -> tuple[str, ...]:
     return tuple(model.name_of(g.fields) for g in outer)
 
 
+@dataclass
 class _Walk:
     """One pass of the source filter and the hardware expansion over the steps."""
 
-    def __init__(
-        self, registries: Registries, selector: str | None, changed: Sequence[str] | None,
-        out: Rendered, source: str = "",
-    ) -> None:  # fmt: skip
-        self.registries, self.selector, self.changed = registries, selector, changed
-        self.out, self.source = out, source
-        self.prefixes: dict[int, tuple[str, ...] | None] = {}
-        self.failed: set[int] = set()
+    registries: Registries
+    selector: str | None
+    changed: Sequence[str] | None
+    out: Rendered
+    source: str = ""
+    prefixes: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
 
     def resolve(self, entry: model.Step | model.Group) -> tuple[str, ...] | None:
         key = id(entry)

@@ -132,16 +132,15 @@ def env_of(value: Any) -> dict[str, str]:
 def steps_of(document: Any, rel_file: str) -> Iterator[ShellStep]:
     """The command steps of one parsed pipeline document (a mapping or a bare list)."""
     tree = model.parse(document)
-    if tree.steps is None:
-        return
+    steps = tree.steps or ()
     env = env_of(tree.fields.get("env"))
     shell = shell_of(rel_file)
-    for step, outer in model.leaves(tree.steps or ()):
+    for step, outer in model.leaves(steps):
         commands = tuple(c.strip() for c in step_commands(step.fields, rel_file) if c.strip())
         if not commands:
             continue
         chain: tuple[model.Group | model.Step, ...] = (*outer, step)
-        siblings = outer[-1].steps if outer else tree.steps
+        siblings = outer[-1].steps if outer else steps
         yield ShellStep(
             file=rel_file,
             label=model.name_of(step.fields, f"step {siblings.index(step) + 1}"),

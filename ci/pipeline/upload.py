@@ -172,7 +172,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     relative = repo_relative(repo, path) or str(path)
     if path.name == BOOTSTRAP_FILE:
         # Bootstrap mode is chosen by file name; `--all`/`--e2e` are ignored.
-        upload_bootstrap_file(repo, path, options, source)
+        upload_bootstrap_file(repo, path, relative, options, source)
         return
     if options.platform:  # the original loader's guard: a platform means a bootstrap file
         raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
@@ -199,11 +199,10 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
 
 
 def upload_bootstrap_file(
-    repo: Path, path: Path, options: UploadOptions, env: Mapping[str, str]
+    repo: Path, path: Path, relative: str, options: UploadOptions, env: Mapping[str, str]
 ) -> None:
     """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
     resolve_build(repo, env)  # inside Buildkite, no BUILDKITE_COMMIT: exit 2 before any work
-    relative = repo_relative(repo, path) or str(path)
     chosen = parse_bootstrap_platform(options.platform, relative)
     if options.scope != "diff":
         log(f"--scope {options.scope} is ignored for {path.name} (bootstrap mode)")
