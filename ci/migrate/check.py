@@ -36,6 +36,7 @@ ENTRIES: Final[dict[Platform, str | Path]] = {
     Platform.XPU: "bash .buildkite/intel/scripts/bootstrap-intel-omni.sh",
 }
 SIDES: Final = ("before", "after")
+Clones = dict[tuple[str, str, Platform], tuple[Path, str]]  # side, change, platform: clone, commit
 
 
 def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) -> int:
@@ -81,7 +82,7 @@ _IDENTITY: Final = {
 
 def _prepare(
     checkout: Path, root: Path, kinds: tuple[Change, ...], migrate: Callable[[Path], None]
-) -> dict[tuple[str, str, Platform], Path]:
+) -> Clones:
     """One clone per side, change and platform (so builds can run side by side: an old
     script may write into its checkout), at that change's commit, with `origin/main` at
     the side's main (the checkout's HEAD, or HEAD with migrate applied)."""
@@ -92,7 +93,7 @@ def _prepare(
     _git(base, "add", "-A")
     _git(base, "commit", "-q", "--allow-empty", "-m", "migrate")
     mains = {"before": head, "after": _git(base, "rev-parse", "HEAD")}
-    clones: dict[tuple[str, str, Platform], Path] = {}
+    clones: Clones = {}
     for side in SIDES:
         for number, change in enumerate(kinds):
             _git(base, "checkout", "-q", "--detach", mains[side])
@@ -109,12 +110,12 @@ def _prepare(
                 _git(root, "clone", "-q", "--shared", "--no-checkout", str(base), str(clone))
                 _git(clone, "update-ref", "refs/remotes/origin/main", mains[side])
                 _git(clone, "checkout", "-q", "--detach", commit)
-                clones[side, change.name, platform] = clone
+                clones[side, change.name, platform] = clone, commit
     return clones
 
 
 def _run_all(
-    clones: dict[tuple[str, str, Platform], Path], tools: Tools, root: Path
+    clones: Clones, tools: Tools, root: Path
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
     """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
     (plus one for the time builds wait on files); the longest clones start first."""
@@ -124,10 +125,11 @@ def _run_all(
         entry = ENTRIES[platform]
         if side == "after" and not isinstance(entry, Path):
             entry = rewrites.rewrite(entry)[0]
-        record = root / f"record-{clones[key].name}"
+        clone, commit = clones[key]
+        record = root / f"record-{clone.name}"
         return {
             (side, change, situation.name, platform): run_build(
-                clones[key], entry, situation, tools, record
+                clone, commit, entry, situation, tools, record
             )
             for situation in SITUATIONS
         }

@@ -80,14 +80,20 @@ def interpolate(text: str, env: Mapping[str, str]) -> str:
 
 
 def run_build(
-    checkout: Path, entry: str | Path, situation: BuildCase, tools: Tools, record: Path
+    checkout: Path,
+    commit: str,
+    entry: str | Path,
+    situation: BuildCase,
+    tools: Tools,
+    record: Path,
 ) -> Outcome:
-    """Everything the build uploads, starting from `entry`: a pipeline file of the
-    checkout (a Path), or the command of the settings' one step (a str)."""
+    """Everything the build of `commit` (the checkout's HEAD) uploads, starting from
+    `entry`: a pipeline file of the checkout (a Path), or the command of the settings'
+    one step (a str)."""
     if record.exists():
         shutil.rmtree(record)
     record.mkdir(parents=True)
-    env = _job_env(checkout, situation, tools, record)
+    env = _job_env(checkout, commit, situation, tools, record)
     if isinstance(entry, Path):
         first = (checkout / entry).read_text()
         first = yamlio.dumps(yamlio.loads_all(first, source=str(entry))[0])
@@ -153,9 +159,9 @@ def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -> dict[str, str]:
-    head = _HEADS.get(checkout) or door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout))
-    head = _HEADS.setdefault(checkout, head if isinstance(head, str) else head.stdout.strip())
+def _job_env(
+    checkout: Path, commit: str, situation: BuildCase, tools: Tools, record: Path
+) -> dict[str, str]:
     return {
         "PATH": f"{tools.folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "HOME": os.environ.get("HOME", "/tmp"),
@@ -166,13 +172,10 @@ def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -
         "PYTHONPYCACHEPREFIX": str(tools.folder.parent / "pycache"),
         standins.RECORD_ENV: str(record),
         standins.LABELS_ENV: ",".join(situation.labels),
-        "BUILDKITE_COMMIT": head,
+        "BUILDKITE_COMMIT": commit,
         "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout),
         **situation.env(),
     }
-
-
-_HEADS: dict[Path, str] = {}  # a checkout's commit: each clone stays at one
 
 
 def _pairs(env: Mapping[str, str]) -> list[str]:
