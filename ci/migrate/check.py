@@ -135,7 +135,7 @@ def _run_all(
         }
 
     # Ours run more processes per build than the old scripts; CUDA uploads the most.
-    order = sorted(clones, key=lambda k: (k[0] != "after", list(_COST).index(k[2])))
+    order = sorted(clones, key=lambda k: (k[0] != "after", _COST.index(k[2])))
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
     with ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1) as pool:
         for done in pool.map(one_clone, order):
