@@ -248,8 +248,7 @@ def _pipelines(repo: Path, pin: str | None, work: Migration) -> None:
 
 
 def _hook(hook_id: str, entry: str) -> tuple[str, str, bool] | None:
-    """The HOOKS row of a `check-mark` / `check-buildkite` hook that runs the old script (or
-    the new entry), else None."""
+    """The HOOKS row of a hook that runs the old script or already the new entry, else None."""
     row = HOOKS.get(hook_id)
     return row if row is not None and (row[0] in entry or entry == row[1]) else None
 
