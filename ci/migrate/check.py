@@ -20,10 +20,10 @@ from typing import Final
 
 from ci import door
 from ci.errors import FAILURE, UserError
-from ci.migrate import edits, known, report, rewrites
+from ci.migrate import edits, known, report, rewrites, standins
 from ci.migrate.compare import Cell, compare
 from ci.migrate.matrix import SITUATIONS, Change, changes
-from ci.migrate.simulate import Outcome, Tools, run_build
+from ci.migrate.simulate import Outcome, run_build
 from ci.platforms import Platform
 from ci.target import resolve_repo
 
@@ -49,7 +49,8 @@ def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-check-") as scratch:
         root = Path(scratch)
-        tools = Tools.make(root / "bin")
+        tools = root / "bin"
+        standins.install(tools)
         kinds = changes(checkout)
         clones = _prepare(checkout, root, kinds, migrate or edits.apply)
         outcomes = _run_all(clones, tools, root)
@@ -115,7 +116,7 @@ def _prepare(
 
 
 def _run_all(
-    clones: Clones, tools: Tools, root: Path
+    clones: Clones, tools: Path, root: Path
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
     """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
     (plus one for the time builds wait on files); the longest clones start first."""

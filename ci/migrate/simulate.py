@@ -49,18 +49,6 @@ class Outcome:
     failures: tuple[str, ...]  # "<step>: exit N: <last line>", one per failed command
 
 
-@dataclass(frozen=True)
-class Tools:
-    """The stand-ins' folder and the bash startup file that goes with them."""
-
-    folder: Path
-    bash_env: Path
-
-    @classmethod
-    def make(cls, folder: Path) -> Tools:
-        return cls(folder, standins.install(folder))
-
-
 def interpolate(text: str, env: Mapping[str, str]) -> str:
     """Buildkite's upload-time interpolation: `$$` is a literal `$`; `$X`, `${X}` and
     `${X:-default}` take the build's value (an unset variable is empty); other `${X...}`
@@ -81,12 +69,12 @@ def run_build(
     commit: str,
     entry: str | Path,
     situation: BuildCase,
-    tools: Tools,
+    tools: Path,
     record: Path,
 ) -> Outcome:
-    """Everything the build of `commit` (the checkout's HEAD) uploads, starting from
-    `entry`: a pipeline file of the checkout (a Path), or the command of the settings'
-    one step (a str)."""
+    """Everything the build of `commit` (the checkout's HEAD) uploads, with the stand-ins
+    of `tools` first on PATH, starting from `entry`: a pipeline file of the checkout (a
+    Path), or the command of the settings' one step (a str)."""
     if record.exists():
         shutil.rmtree(record)
     record.mkdir(parents=True)
@@ -150,16 +138,16 @@ def holds(condition: Any, situation: BuildCase) -> bool:
 
 
 def _job_env(
-    checkout: Path, commit: str, situation: BuildCase, tools: Tools, record: Path
+    checkout: Path, commit: str, situation: BuildCase, tools: Path, record: Path
 ) -> dict[str, str]:
     return {
-        "PATH": f"{tools.folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+        "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "TMPDIR": str(record),
-        "BASH_ENV": str(tools.bash_env),
+        "BASH_ENV": str(tools / standins.BASH_ENV),
         # Byte code outside the checkout: kept from build to build, never in `git status`.
-        "PYTHONPYCACHEPREFIX": str(tools.folder.parent / "pycache"),
+        "PYTHONPYCACHEPREFIX": str(tools.parent / "pycache"),
         standins.RECORD_ENV: str(record),
         standins.LABELS_ENV: ",".join(situation.labels),
         "BUILDKITE_COMMIT": commit,
