@@ -27,6 +27,7 @@ from ci.pipeline.stepsource import (
     AMD_RUNNER,
     JOB_SHELL,
     ShellStep,
+    env_of,
     is_pipeline,
     read_steps,
     unescape,
@@ -125,8 +126,7 @@ def upload_expansions(index: int, step: ShellStep) -> list[StepFinding]:
         for name in m.groups()
         if name
     }
-    own_env = step.raw.get("env")
-    step_env = set(own_env) if isinstance(own_env, dict) else set()
+    step_env = env_of(step.raw.get("env"))
     found = []
     for number, raw in enumerate(step.commands, 1):
         for offset, line in enumerate(raw.split("\n"), 1):

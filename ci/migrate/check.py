@@ -20,10 +20,10 @@ from typing import Final
 
 from ci import door
 from ci.errors import FAILURE, UserError
-from ci.migrate import edits, known, report, rewrites
+from ci.migrate import edits, known, report, rewrites, standins
 from ci.migrate.compare import Cell, compare
 from ci.migrate.matrix import SITUATIONS, Change, changes
-from ci.migrate.simulate import Outcome, Tools, run_build
+from ci.migrate.simulate import Outcome, run_build
 from ci.platforms import Platform
 from ci.target import resolve_repo
 
@@ -36,6 +36,7 @@ ENTRIES: Final[dict[Platform, str | Path]] = {
     Platform.XPU: "bash .buildkite/intel/scripts/bootstrap-intel-omni.sh",
 }
 SIDES: Final = ("before", "after")
+Clones = dict[tuple[str, str, Platform], tuple[Path, str]]  # side, change, platform: clone, commit
 
 
 def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) -> int:
@@ -48,7 +49,8 @@ def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-check-") as scratch:
         root = Path(scratch)
-        tools = Tools.make(root / "bin")
+        tools = root / "bin"
+        standins.install(tools)
         kinds = changes(checkout)
         clones = _prepare(checkout, root, kinds, migrate or edits.apply)
         outcomes = _run_all(clones, tools, root)
@@ -81,7 +83,7 @@ _IDENTITY: Final = {
 
 def _prepare(
     checkout: Path, root: Path, kinds: tuple[Change, ...], migrate: Callable[[Path], None]
-) -> dict[tuple[str, str, Platform], Path]:
+) -> Clones:
     """One clone per side, change and platform (so builds can run side by side: an old
     script may write into its checkout), at that change's commit, with `origin/main` at
     the side's main (the checkout's HEAD, or HEAD with migrate applied)."""
@@ -92,7 +94,7 @@ def _prepare(
     _git(base, "add", "-A")
     _git(base, "commit", "-q", "--allow-empty", "-m", "migrate")
     mains = {"before": head, "after": _git(base, "rev-parse", "HEAD")}
-    clones: dict[tuple[str, str, Platform], Path] = {}
+    clones: Clones = {}
     for side in SIDES:
         for number, change in enumerate(kinds):
             _git(base, "checkout", "-q", "--detach", mains[side])
@@ -109,12 +111,12 @@ def _prepare(
                 _git(root, "clone", "-q", "--shared", "--no-checkout", str(base), str(clone))
                 _git(clone, "update-ref", "refs/remotes/origin/main", mains[side])
                 _git(clone, "checkout", "-q", "--detach", commit)
-                clones[side, change.name, platform] = clone
+                clones[side, change.name, platform] = clone, commit
     return clones
 
 
 def _run_all(
-    clones: dict[tuple[str, str, Platform], Path], tools: Tools, root: Path
+    clones: Clones, tools: Path, root: Path
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
     """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
     (plus one for the time builds wait on files); the longest clones start first."""
@@ -124,16 +126,17 @@ def _run_all(
         entry = ENTRIES[platform]
         if side == "after" and not isinstance(entry, Path):
             entry = rewrites.rewrite(entry)[0]
-        record = root / f"record-{clones[key].name}"
+        clone, commit = clones[key]
+        record = root / f"record-{clone.name}"
         return {
             (side, change, situation.name, platform): run_build(
-                clones[key], entry, situation, tools, record
+                clone, commit, entry, situation, tools, record
             )
             for situation in SITUATIONS
         }
 
     # Ours run more processes per build than the old scripts; CUDA uploads the most.
-    order = sorted(clones, key=lambda k: (k[0] != "after", list(_COST).index(k[2])))
+    order = sorted(clones, key=lambda k: (k[0] != "after", _COST.index(k[2])))
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
     with ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1) as pool:
         for done in pool.map(one_clone, order):

@@ -117,10 +117,8 @@ def compare(
 def _differences(
     before: Outcome, after: Outcome, old: dict[str, UploadedJob], new: dict[str, UploadedJob]
 ) -> Iterator[Difference]:
-    for side, outcome in (("before", before), ("after", after)):
-        for failure in outcome.failures:
-            yield Difference(BUILD, f"failed ({side})", failure if side == "before" else "",
-                             failure if side == "after" else "")  # fmt: skip
+    yield from (Difference(BUILD, "failed (before)", failure, "") for failure in before.failures)
+    yield from (Difference(BUILD, "failed (after)", "", failure) for failure in after.failures)
     if bool(before.annotations) != bool(after.annotations):
         yield Difference(BUILD, "skip-ci annotation", _show(before.annotations),
                          _show(after.annotations))  # fmt: skip

@@ -247,12 +247,16 @@ def _pipelines(repo: Path, pin: str | None, work: Migration) -> None:
         work.change(rel, old, text)
 
 
+def _hook(hook_id: str, entry: str) -> tuple[str, str, bool] | None:
+    """The HOOKS row of a hook that runs the old script or already the new entry, else None."""
+    row = HOOKS.get(hook_id)
+    return row if row is not None and (row[0] in entry or entry == row[1]) else None
+
+
 def _hooks(roots: list[Any]) -> Iterator[tuple[Any, tuple[str, str, bool]]]:
-    """The `check-mark` / `check-buildkite` hooks that run the old script (or the new entry)."""
     for mapping in (m for root in roots for m in spans.mappings(root)):
-        hook = HOOKS.get(spans.scalar(spans.field(mapping, "id")) or "")
         entry = spans.scalar(spans.field(mapping, "entry")) or ""
-        if hook is not None and (hook[0] in entry or entry == hook[1]):
+        if hook := _hook(spans.scalar(spans.field(mapping, "id")) or "", entry):
             yield mapping, hook
 
 
@@ -289,8 +293,7 @@ def _migrated_hooks(documents: list[Any]) -> list[Any]:
     """The loaded config as the hook edits should leave it."""
     for repo in (documents[0] or {}).get("repos") or [] if documents else []:
         for hook in (repo or {}).get("hooks") or []:
-            target = HOOKS.get(str(hook.get("id")))
-            if target and (target[0] in str(hook.get("entry")) or hook.get("entry") == target[1]):
+            if target := _hook(str(hook.get("id")), str(hook.get("entry"))):
                 hook |= {"entry": target[1], "language": "system"}
                 hook |= {"pass_filenames": False} if target[2] else {}
                 hook.pop("additional_dependencies", None)

@@ -14,9 +14,9 @@ from typing import Final
 
 from ci import yamlio
 from ci.pipeline.ifexpr import Context
+from ci.pipeline.registries import SOURCE_REGISTRY as REGISTRY
 
 PULL_REQUEST: Final = "4242"
-REGISTRY: Final = ".buildkite/common/ci_source_file_dependencies.yml"
 TEST_YAML: Final = ".buildkite/cuda/test-ready.yml"
 
 

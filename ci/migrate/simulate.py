@@ -24,6 +24,7 @@ from ci.migrate import standins
 from ci.migrate.matrix import BuildCase
 from ci.pipeline import ifexpr, model
 from ci.pipeline.commands import command_text
+from ci.pipeline.stepsource import env_of, upload_interpolate
 
 # A command that hands a pipeline to Buildkite: the agent itself, the old uploader
 # and bootstraps, or ours.
@@ -33,9 +34,6 @@ UPLOADS: Final = re.compile(
 )
 TIMEOUT: Final = 120.0
 MAX_DEPTH: Final = 4
-_VARIABLE = re.compile(
-    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
-)
 
 
 @dataclass(frozen=True)
@@ -51,43 +49,36 @@ class Outcome:
     failures: tuple[str, ...]  # "<step>: exit N: <last line>", one per failed command
 
 
-@dataclass(frozen=True)
-class Tools:
-    """The stand-ins' folder and the bash startup file that goes with them."""
-
-    folder: Path
-    bash_env: Path
-
-    @classmethod
-    def make(cls, folder: Path) -> Tools:
-        return cls(folder, standins.install(folder))
-
-
 def interpolate(text: str, env: Mapping[str, str]) -> str:
     """Buildkite's upload-time interpolation: `$$` is a literal `$`; `$X`, `${X}` and
-    `${X:-default}` take the build's value (an unset variable is empty)."""
+    `${X:-default}` take the build's value (an unset variable is empty); other `${X...}`
+    forms are left to the job's shell."""
 
-    def value(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name = match.group(1) or match.group(3)
-        found = env.get(name, "")
-        if not found and match.group(2) is not None:
-            return match.group(2)
-        return found
+    def value(name: str, token: str) -> str:
+        rest = token[len(name) + 2 : -1] if token.startswith("${") else ""
+        default = re.fullmatch(r":?-(.*)", rest)
+        if rest and default is None:
+            return token
+        return env.get(name, "") or (default.group(1) if default else "")
 
-    return _VARIABLE.sub(value, text)
+    return upload_interpolate(text, value)
 
 
 def run_build(
-    checkout: Path, entry: str | Path, situation: BuildCase, tools: Tools, record: Path
+    checkout: Path,
+    commit: str,
+    entry: str | Path,
+    situation: BuildCase,
+    tools: Path,
+    record: Path,
 ) -> Outcome:
-    """Everything the build uploads, starting from `entry`: a pipeline file of the
-    checkout (a Path), or the command of the settings' one step (a str)."""
+    """Everything the build of `commit` (the checkout's HEAD) uploads, with the stand-ins
+    of `tools` first on PATH, starting from `entry`: a pipeline file of the checkout (a
+    Path), or the command of the settings' one step (a str)."""
     if record.exists():
         shutil.rmtree(record)
     record.mkdir(parents=True)
-    env = _job_env(checkout, situation, tools, record)
+    env = _job_env(checkout, commit, situation, tools, record)
     if isinstance(entry, Path):
         first = (checkout / entry).read_text()
         first = yamlio.dumps(yamlio.loads_all(first, source=str(entry))[0])
@@ -99,20 +90,19 @@ def run_build(
     while pending:
         text, depth = pending.pop(0)
         document = yamlio.loads(text, source="upload")
-        for name, commands, step_env in _runnable(document, situation):
-            seen = len(list(record.glob("upload-*.yml")))
-            script = "\n".join(interpolate(c, {**env, **step_env}) for c in commands)
+        for name, commands, job_env in _runnable(document, situation, env):
+            pairs = [f"{k}={v}" for k, v in job_env.items()]
             result = door.capture(
-                ["env", "-i", *_pairs({**env, **step_env}), "bash", "-e", "-c", script],
+                ["env", "-i", *pairs, "bash", "-e", "-c", interpolate(commands, job_env)],
                 cwd=str(checkout),
                 timeout=TIMEOUT,
             )
             if not result.ok:
                 last = (result.stderr.strip().splitlines() or [""])[-1]
                 failures.append(f"{name}: exit {result.code}: {last}")
-            made = sorted(record.glob("upload-*.yml"), key=lambda p: int(p.stem.split("-")[1]))
-            for path in made[seen:]:
-                uploads.append(Upload(name, path.read_text()))
+            # The stand-in numbers uploads from 0 in the record, which holds only this build's.
+            while (made := record / f"upload-{len(uploads)}.yml").exists():
+                uploads.append(Upload(name, made.read_text()))
                 if depth < MAX_DEPTH:
                     pending.append((uploads[-1].text, depth + 1))
     _clean(checkout)
@@ -122,21 +112,19 @@ def run_build(
 
 
 def _runnable(
-    document: Any, situation: BuildCase
-) -> list[tuple[str, tuple[str, ...], dict[str, str]]]:
-    """The steps Buildkite would run whose commands upload a pipeline: name, commands, env."""
+    document: Any, situation: BuildCase, env: Mapping[str, str]
+) -> list[tuple[str, str, dict[str, str]]]:
+    """The steps Buildkite would run whose commands upload a pipeline: name, the commands
+    one per line, and the job's env (`env`, the pipeline's, the step's)."""
     tree = model.parse(document)
-    pipeline_env = _strings(tree.fields.get("env"))
+    pipeline_env = {**env, **env_of(tree.fields.get("env"))}
     found = []
     for step, groups in model.leaves(tree.steps or ()):
         if not all(holds(g.get("if"), situation) for g in (*groups, step)):
             continue
-        if not UPLOADS.search(command_text(step.fields)):
-            continue
-        commands = step.get("commands", step.get("command"))
-        listed = tuple(commands) if isinstance(commands, list) else (str(commands),)
-        env = {**pipeline_env, **_strings(step.get("env"))}
-        found.append((model.name_of(step.fields), tuple(str(c) for c in listed), env))
+        if UPLOADS.search(commands := command_text(step.fields)):
+            job_env = {**pipeline_env, **env_of(step.get("env"))}
+            found.append((model.name_of(step.fields), commands, job_env))
     return found
 
 
@@ -149,34 +137,23 @@ def holds(condition: Any, situation: BuildCase) -> bool:
     return ifexpr.check(str(condition), situation.context()) is True
 
 
-def _strings(value: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
-def _job_env(checkout: Path, situation: BuildCase, tools: Tools, record: Path) -> dict[str, str]:
-    head = _HEADS.get(checkout) or door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout))
-    head = _HEADS.setdefault(checkout, head if isinstance(head, str) else head.stdout.strip())
+def _job_env(
+    checkout: Path, commit: str, situation: BuildCase, tools: Path, record: Path
+) -> dict[str, str]:
     return {
-        "PATH": f"{tools.folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+        "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "TMPDIR": str(record),
-        "BASH_ENV": str(tools.bash_env),
+        "BASH_ENV": str(tools / standins.BASH_ENV),
         # Byte code outside the checkout: kept from build to build, never in `git status`.
-        "PYTHONPYCACHEPREFIX": str(tools.folder.parent / "pycache"),
+        "PYTHONPYCACHEPREFIX": str(tools.parent / "pycache"),
         standins.RECORD_ENV: str(record),
         standins.LABELS_ENV: ",".join(situation.labels),
-        "BUILDKITE_COMMIT": head,
+        "BUILDKITE_COMMIT": commit,
         "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout),
         **situation.env(),
     }
-
-
-_HEADS: dict[Path, str] = {}  # a checkout's commit: each clone stays at one
-
-
-def _pairs(env: Mapping[str, str]) -> list[str]:
-    return [f"{k}={v}" for k, v in env.items()]
 
 
 def _clean(checkout: Path) -> None:

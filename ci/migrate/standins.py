@@ -15,7 +15,7 @@ what the job hands to Buildkite:
 * `python3`, `python`, `vllm-omni-ci`: this interpreter and this installation,
   so the old scripts find PyYAML and the new commands are the version checked.
 
-`bash_env` defines `source` so that the cargo env the minijinja installer
+`BASH_ENV` in the folder defines `source` so that the cargo env the minijinja installer
 would have written (an absolute path on the agents) is a no-op.
 """
 
@@ -30,6 +30,7 @@ from typing import Final
 RECORD_ENV: Final = "MIGRATE_CHECK_RECORD"
 LABELS_ENV: Final = "MIGRATE_CHECK_LABELS"
 CARGO_ENV: Final = "/var/lib/buildkite-agent/.cargo/env"
+BASH_ENV: Final = "bash_env.sh"  # the jobs' bash startup file, in the stand-ins' folder
 
 _AGENT = f'''
 import os, sys
@@ -91,8 +92,8 @@ _BASH_ENV = f"""source() {{
 """
 
 
-def install(folder: Path) -> Path:
-    """Write the stand-ins into `folder` (made if missing); return the `BASH_ENV` file."""
+def install(folder: Path) -> None:
+    """Write the stand-ins and `BASH_ENV` into `folder` (made if missing)."""
     folder.mkdir(parents=True, exist_ok=True)
     programs = {
         "buildkite-agent": _AGENT,
@@ -114,9 +115,7 @@ def install(folder: Path) -> Path:
         joined = os.pathsep.join(paths[1:])  # the checkout's own `tests` must win
         _write(folder / name, f'#!/bin/sh\nPYTHONPATH="{joined}${{PYTHONPATH:+:$PYTHONPATH}}"'
                               f' exec {sys.executable} -S "$@"\n')  # fmt: skip
-    bash_env = folder / "bash_env.sh"
-    bash_env.write_text(_BASH_ENV)
-    return bash_env
+    (folder / BASH_ENV).write_text(_BASH_ENV)
 
 
 def _write(path: Path, text: str) -> None:
