@@ -165,23 +165,16 @@ def where(step: TierStep, devices: Sequence[Device]) -> str:
 def plan_step(step: TierStep, position: int, options: Options) -> list[Job]:
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
+    return [plan_job(step, position, shard, options) for shard in shards]
+
+
+def plan_job(step: TierStep, position: int, shard: int | None, options: Options) -> Job:
+    """One shard of the step, on the devices `placement` gives it (or with why it does not
+    run). Planned again against an inventory of other devices, it runs on those."""
+    name = shard_label(step.label, shard, step.parallelism)
     reason, devices = placement(step, options)
     if reason:
-        return [
-            Job(step, position, shard_label(step.label, s, step.parallelism), s, reason=reason)
-            for s in shards
-        ]
-    return [_job(step, position, shard, options, devices) for shard in shards]
-
-
-def _job(
-    step: TierStep,
-    position: int,
-    shard: int | None,
-    options: Options,
-    devices: tuple[Device, ...] = (),
-) -> Job:
-    name = shard_label(step.label, shard, step.parallelism)
+        return Job(step, position, name, shard, reason=reason)
     workdir = options.repo if options.native else WORKDIRS[step.platform]
     checkout = {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": options.commit}
     # CPU-runnable steps, and forced steps on a machine without the devices,

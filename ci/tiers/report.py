@@ -283,8 +283,8 @@ def where(result: JobResult) -> str:
     """`natively` or `in container IMAGE`, and `on devices 0,1` when it was given some."""
     job = result.job
     text = f"in container {job.image}" if job.container else "natively"
-    if result.devices and execute.UNCOUNTED not in result.devices:
-        text += f" on devices {','.join(map(str, result.devices))}"
+    if job.devices:
+        text += f" on devices {','.join(map(str, job.devices))}"
     return text
 
 
@@ -335,15 +335,12 @@ def watch(
     title: str,
     folder: Path,
     console: Console | None,
-    assign: execute.Assign | None = None,
 ) -> list[JobResult]:
     """Run the jobs (`execute.run_jobs`) and show their progress: on `console` a live
     board, else `show_change`; then, unless the output was shown as it came, the last
     `TAIL` lines of each failed or soft-failed job's log."""
     if console is None:
-        results = execute.run_jobs(
-            jobs, options, lambda now, i: show_change(now[i], options), assign
-        )
+        results = execute.run_jobs(jobs, options, lambda now, i: show_change(now[i], options))
     else:
         from rich.live import Live
 
@@ -356,7 +353,7 @@ def watch(
             latest[:] = now
 
         with Live(console=console, get_renderable=view, refresh_per_second=2):
-            results = execute.run_jobs(jobs, options, keep, assign)
+            results = execute.run_jobs(jobs, options, keep)
     if options.stream or in_buildkite():
         return results
     for result in (r for r in results if r.outcome in (JobOutcome.FAILED, JobOutcome.SOFT)):
