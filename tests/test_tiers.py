@@ -1002,8 +1002,11 @@ def test_tier_list_and_native_run_with_a_gpu_here(
     assert run("ready", [*args, "--results", str(tmp_path / "r")]) == 0
     err = capfd.readouterr().err
     assert "5 of 5 jobs run here" in err
-    assert "passed (l4_1 on NVIDIA H200)  [cuda] Engine · Single-GPU Test  exit 0" in err
-    assert "passed (h100_1 on NVIDIA H200)  [cuda] E2E · Sample Model Test  exit 0" in err
+    # What a job ran on is a column of its own: the step column stays aligned.
+    summary = [line for line in err.splitlines() if line.startswith("passed ")]
+    assert len(summary) == 5 and len({line.index("  [cuda] ") for line in summary}) == 1
+    assert "passed          l4_1 on NVIDIA H200    [cuda] Engine · Single-GPU Test  exit 0" in err
+    assert "passed          h100_1 on NVIDIA H200  [cuda] E2E · Sample Model Test  exit 0" in err
     assert ["--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"] in (
         standins.argvs("nvidia-smi")
     )
