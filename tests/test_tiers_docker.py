@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,6 +236,24 @@ def _container_ids(docker: str, label: str, *filters: str) -> list[str]:
     ).stdout.split()
 
 
+def sigterm_once_running(argv: list[str], docker: str, containers: int) -> None:
+    """Start the nox tier `argv`, SIGTERM it once `containers` of its jobs' containers run
+    (their commands are the `sleep 300` jobs), not before: it ends as an interrupted
+    session, and no tier container is left."""
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while len(_container_ids(docker, "vllm-omni-ci.tier=ready", "status=running")) < containers:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]  # nox ends an interrupted session so
+    assert "Session ready interrupted" in err
+    assert _container_ids(docker, "vllm-omni-ci.tier=ready") == []
+
+
 def test_timeout_ends_the_job_and_removes_its_container(
     sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
 ) -> None:
@@ -275,9 +295,6 @@ def test_timeout_ends_the_job_and_removes_its_container(
 def test_sigterm_removes_the_running_container(
     sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
 ) -> None:
-    import signal
-    import time
-
     repo = fixture_repo(tmp_path / "target")
     path = repo / ".buildkite/amd/test-amd-ready.yml"
     path.write_text(
@@ -290,19 +307,7 @@ def test_sigterm_removes_the_running_container(
     argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo)]
     argv += ["--image", sample_image, "--label", TEST_LABEL, "--step", "Blocking failure"]
     argv += ["--results", str(tmp_path / "results")]
-    proc = subprocess.Popen(
-        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    # Signal once the container runs (its command is the `sleep 300` job), not before.
-    deadline = time.monotonic() + 120
-    while not _container_ids(docker_cli, "vllm-omni-ci.tier=ready", "status=running"):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]  # nox ends an interrupted session so
-    assert "Session ready interrupted" in err
-    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []
+    sigterm_once_running(argv, docker_cli, 1)
 
 
 def test_cuda_ready_tier_runs_fail_fast_in_a_container(
@@ -345,8 +350,6 @@ def test_parallel_jobs_timed_out_or_signalled_leave_no_container(
     """-j 2: two containers time out side by side, and both are removed; a SIGTERM while
     two run ends both and removes both (exit 143)."""
     import dataclasses
-    import signal
-    import time
 
     from ci.platforms import Platform
     from ci.tiers.execute import JobOutcome, run_jobs
@@ -379,15 +382,4 @@ def test_parallel_jobs_timed_out_or_signalled_leave_no_container(
     argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo), "-j", "2"]
     argv += ["--image", sample_image, "--label", TEST_LABEL]
     argv += ["--results", str(tmp_path / "results")]
-    proc = subprocess.Popen(
-        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 120
-    while len(_container_ids(docker_cli, "vllm-omni-ci.tier=ready", "status=running")) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]  # nox ends an interrupted session so
-    assert "Session ready interrupted" in err
-    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []
+    sigterm_once_running(argv, docker_cli, 2)
