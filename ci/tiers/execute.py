@@ -224,13 +224,17 @@ def run_jobs(
     return results
 
 
+def members(key: str, results: Sequence[JobResult]) -> list[JobResult]:
+    """The results of the jobs of the step or group `key`."""
+    return [r for r in results if key in (r.job.step.key, *r.job.step.group_keys)]
+
+
 def waits_for(job: Job, results: Sequence[JobResult]) -> bool:
     """Whether a job of a step `job` depends on (inside the tier) has yet to end."""
-    keys = {dependency.key for dependency in job.step.depends_on}
     return any(
-        r.outcome in (JobOutcome.PENDING, JobOutcome.RUNNING)
-        and keys & {r.job.step.key, *r.job.step.group_keys}
-        for r in results
+        member.outcome in (JobOutcome.PENDING, JobOutcome.RUNNING)
+        for dependency in job.step.depends_on
+        for member in members(dependency.key, results)
     )
 
 
@@ -251,8 +255,7 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
     for. A dependency that did not run here is unmet.
     """
     for dependency in job.step.depends_on:
-        keys = ((r, (r.job.step.key, *r.job.step.group_keys)) for r in results)
-        for member in (r for r, of in keys if dependency.key in of):
+        for member in members(dependency.key, results):
             outcome = member.outcome
             met = outcome in (JobOutcome.PASSED, JobOutcome.SOFT)
             if met or (outcome is JobOutcome.FAILED and dependency.allow_failure):
