@@ -293,5 +293,5 @@ def test_a_job_planned_again_on_free_devices_gets_theirs() -> None:
     moved = on_free_devices(job, options, {(Platform.ROCM, 0)})
     assert moved is not None and moved.command is not None
     assert moved.command.env["HIP_VISIBLE_DEVICES"] == moved.env["HIP_VISIBLE_DEVICES"] == "1"
-    cpu = dataclasses.replace(job, cards=0)
+    cpu = dataclasses.replace(job, devices=())
     assert on_free_devices(cpu, options, {(Platform.ROCM, 0), (Platform.ROCM, 1)}) is cpu

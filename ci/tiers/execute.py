@@ -6,9 +6,9 @@ full is a warning. Its container is removed whatever happened (the timeout ends
 only the client).
 
 The order: a job starts, in file order as slots allow, once every job of the steps
-it `depends_on` inside the tier has ended; a GPU job (`cards` > 0) also waits until
-that many free devices of its platform fit it (`ci.tiers.plan.placement`), is planned
-again on them, and gives them back when it ends. Without `--keep-going` a failing
+it `depends_on` inside the tier has ended; a GPU job (one planned on devices) also
+waits until as many free devices of its platform fit it (`ci.tiers.plan.placement`), is
+planned again on them, and gives them back when it ends. Without `--keep-going` a failing
 blocking job stops new jobs from starting; jobs already running finish, so that every
 result shown is a real one. A signal (it reaches only the main thread) is passed on to
 the running jobs: each one's process tree is ended and its container removed, then the
@@ -139,14 +139,14 @@ def on_free_devices(job: Job, options: Options, busy: Set[tuple[Platform, int]])
     """The GPU job planned again against only the devices no running job holds (None: too
     few of them fit it): natively their visibility variable, in a container their docker
     arguments. A job without devices is as planned."""
-    if not job.cards:
+    if not job.devices:
         return job
     free = tuple(d for d in options.inventory.devices if (d.platform, d.index) not in busy)
     inventory = Inventory(free)
     placed = plan_job(
         job.step, job.position, job.shard, dataclasses.replace(options, inventory=inventory)
     )
-    return placed if placed.cards else None
+    return placed if placed.devices else None
 
 
 def run_jobs(

@@ -92,9 +92,10 @@ class Job:
     log: Path | None = None
     command: Command | None = None
     status: Path | None = None  # the log writer's verdict on `log` (see `ci.runner.teelog`)
-    cards: int = 0  # how many devices it holds (0: none assigned: a CPU or a forced job)
     where: str = ""  # what it runs on, when it holds devices: `h100_1 on NVIDIA H200`
-    devices: tuple[int, ...] = ()  # their indices (`ci.devices.VISIBLE_ENV` numbering)
+    # The indices of the devices it holds (`ci.devices.VISIBLE_ENV` numbering); none for
+    # a CPU or a forced job.
+    devices: tuple[int, ...] = ()
 
     @property
     def runs(self) -> bool:
@@ -249,7 +250,7 @@ def plan_job(step: TierStep, position: int, shard: int | None, options: Options)
     )
     return Job(
         step, position, name, shard, "", env, program, image, container, log, command, status,
-        len(indices), where(step, devices), indices,
+        where(step, devices), indices,
     )  # fmt: skip
 
 
