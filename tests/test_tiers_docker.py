@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.conftest import REGISTRY, ROOT, SAMPLE, TEST_LABEL, run_cli, sample_with_wheelhouse
 from tests.tiers_fixture import fixture_repo
+
+if TYPE_CHECKING:
+    from ci.tiers.plan import Job, Options
 
 pytestmark = pytest.mark.docker
 
@@ -234,39 +240,59 @@ def _container_ids(docker: str, label: str, *filters: str) -> list[str]:
     ).stdout.split()
 
 
-def test_timeout_ends_the_job_and_removes_its_container(
-    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
-) -> None:
+def sigterm_once_running(argv: list[str], docker: str, containers: int) -> None:
+    """Start the nox tier `argv`, SIGTERM it once `containers` of its jobs' containers run
+    (their commands are the `sleep 300` jobs), not before: it ends as an interrupted
+    session, and no tier container is left."""
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while len(_container_ids(docker, "vllm-omni-ci.tier=ready", "status=running")) < containers:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]  # nox ends an interrupted session so
+    assert "Session ready interrupted" in err
+    assert _container_ids(docker, "vllm-omni-ci.tier=ready") == []
+
+
+def sleepers(options: Options, count: int, timeout: float) -> list[Job]:
+    """`count` CPU-runnable ROCm jobs that sleep 300 s, timed out after `timeout` s."""
     import dataclasses
 
     from ci.platforms import Platform
-    from ci.tiers.execute import JobOutcome, run_job
     from ci.tiers.model import Tier, TierStep
-    from ci.tiers.plan import Options, plan_step
+    from ci.tiers.plan import plan_step
 
-    step = TierStep(
-        file="",
-        label="Sleeper",
-        commands=("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
-        platform=Platform.ROCM,
-        tier=Tier.READY,
-        hardware="mi300_1",
-        runs_on_cpu=True,
-        raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
-    )
+    jobs = []
+    for position in range(1, count + 1):
+        step = TierStep(
+            file="", label=f"Sleeper {position}", platform=Platform.ROCM, tier=Tier.READY,
+            commands=("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
+            hardware="mi300_1", runs_on_cpu=True,
+            raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
+        )  # fmt: skip
+        (job,) = plan_step(step, position, options)
+        assert job.command is not None
+        command = dataclasses.replace(job.command, timeout=timeout, grace=2)
+        jobs.append(dataclasses.replace(job, command=command))
+    return jobs
+
+
+def test_timeout_ends_the_job_and_removes_its_container(
+    sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
+) -> None:
+    from ci.tiers.execute import JobOutcome, run_job
+    from ci.tiers.plan import Options
+
     options = Options(
-        repo=str(SAMPLE),
-        commit=COMMIT,
-        results=str(tmp_path),
-        docker=docker_cli,
-        run_id="timeout",
-        image=sample_image,
-        label=(TEST_LABEL,),
-    )
-    (job,) = plan_step(step, 1, options)
-    assert job.command is not None
-    job = dataclasses.replace(job, command=dataclasses.replace(job.command, timeout=5, grace=2))
-    result = run_job(job, dataclasses.replace(options, stream=False))
+        repo=str(SAMPLE), commit=COMMIT, results=str(tmp_path), docker=docker_cli,
+        run_id="timeout", image=sample_image, label=(TEST_LABEL,), stream=False,
+    )  # fmt: skip
+    (job,) = sleepers(options, 1, timeout=5)
+    result = run_job(job, options)
     assert result.timed_out and result.code in (124, 137)
     assert result.outcome is JobOutcome.FAILED
     assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeout") == []
@@ -275,9 +301,6 @@ def test_timeout_ends_the_job_and_removes_its_container(
 def test_sigterm_removes_the_running_container(
     sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
 ) -> None:
-    import signal
-    import time
-
     repo = fixture_repo(tmp_path / "target")
     path = repo / ".buildkite/amd/test-amd-ready.yml"
     path.write_text(
@@ -290,19 +313,7 @@ def test_sigterm_removes_the_running_container(
     argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo)]
     argv += ["--image", sample_image, "--label", TEST_LABEL, "--step", "Blocking failure"]
     argv += ["--results", str(tmp_path / "results")]
-    proc = subprocess.Popen(
-        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    # Signal once the container runs (its command is the `sleep 300` job), not before.
-    deadline = time.monotonic() + 120
-    while not _container_ids(docker_cli, "vllm-omni-ci.tier=ready", "status=running"):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]  # nox ends an interrupted session so
-    assert "Session ready interrupted" in err
-    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []
+    sigterm_once_running(argv, docker_cli, 1)
 
 
 def test_cuda_ready_tier_runs_fail_fast_in_a_container(
@@ -343,32 +354,15 @@ def test_parallel_jobs_timed_out_or_signalled_leave_no_container(
     sample_image: str, tmp_path: Path, docker_cli: str, docker_cleanup: None
 ) -> None:
     """-j 2: two containers time out side by side, and both are removed; a SIGTERM while
-    two run ends both and removes both (exit 143)."""
-    import dataclasses
-    import signal
-    import time
-
-    from ci.platforms import Platform
+    two run ends both and removes both (nox: exit 130)."""
     from ci.tiers.execute import JobOutcome, run_jobs
-    from ci.tiers.model import Tier, TierStep
-    from ci.tiers.plan import Options, plan_step
+    from ci.tiers.plan import Options
 
     options = Options(
         repo=str(SAMPLE), commit=COMMIT, results=str(tmp_path), docker=docker_cli,
         run_id="timeouts", image=sample_image, label=(TEST_LABEL,), jobs=2, stream=False,
     )  # fmt: skip
-    jobs = []
-    for position in (1, 2):
-        step = TierStep(
-            file="", label=f"Sleeper {position}", platform=Platform.ROCM, tier=Tier.READY,
-            commands=("sleep 300", "pytest -q tests -m 'core_model and cpu'"),
-            hardware="mi300_1", runs_on_cpu=True,
-            raw={"agent_pool": "mi300_1", "grade": "Blocking", "commands": ["sleep 300"]},
-        )  # fmt: skip
-        (job,) = plan_step(step, position, options)
-        assert job.command is not None
-        command = dataclasses.replace(job.command, timeout=8, grace=2)
-        jobs.append(dataclasses.replace(job, command=command))
+    jobs = sleepers(options, 2, timeout=8)
     results = run_jobs(jobs, options)
     assert [(r.outcome, r.timed_out) for r in results] == [(JobOutcome.FAILED, True)] * 2
     assert _container_ids(docker_cli, "vllm-omni-ci.tier.run=timeouts") == []
@@ -379,15 +373,4 @@ def test_parallel_jobs_timed_out_or_signalled_leave_no_container(
     argv = ["nox", "-s", "ready", "--", "--platform", "rocm", "--repo", str(repo), "-j", "2"]
     argv += ["--image", sample_image, "--label", TEST_LABEL]
     argv += ["--results", str(tmp_path / "results")]
-    proc = subprocess.Popen(
-        argv, cwd=ROOT, env=tier_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 120
-    while len(_container_ids(docker_cli, "vllm-omni-ci.tier=ready", "status=running")) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]  # nox ends an interrupted session so
-    assert "Session ready interrupted" in err
-    assert _container_ids(docker_cli, "vllm-omni-ci.tier=ready") == []
+    sigterm_once_running(argv, docker_cli, 2)

@@ -24,7 +24,7 @@ import yaml
 
 from ci.devices import Device, Inventory
 from ci.platforms import Platform
-from ci.tiers.execute import JobOutcome, on_devices, run_jobs
+from ci.tiers.execute import JobOutcome, on_free_devices, run_jobs
 from ci.tiers.model import Tier, TierStep
 from ci.tiers.plan import Job, Options, plan_step
 from tests.conftest import cli_path
@@ -159,15 +159,13 @@ def test_sigterm_ends_every_running_job_tree(tmp_path: Path) -> None:
         end_marked(f"sleep {marker}")
 
 
-def native_job(
-    tmp_path: Path, label: str, *commands: str, platform: Platform = Platform.ROCM
-) -> Job:
+def native_job(tmp_path: Path, label: str, *commands: str) -> Job:
     """One CPU-runnable job of `commands`, planned to run natively in the fixture repo."""
     if not (tmp_path / "target").exists():
         fixture_repo(tmp_path / "target")
     raw = {"agent_pool": "mi300_1", "grade": "Blocking", "commands": list(commands)}
     made = TierStep(
-        file="", label=label, commands=commands, platform=platform, tier=Tier.READY,
+        file="", label=label, commands=commands, platform=Platform.ROCM, tier=Tier.READY,
         hardware="mi300_1", runs_on_cpu=True, raw=raw, yaml_escaped=False,
     )  # fmt: skip
     options = Options(native=True, repo=str(tmp_path / "target"), results=str(tmp_path / "r"))
@@ -224,10 +222,23 @@ def test_junit_has_a_testcase_per_test_and_a_suite_per_job(tmp_path: Path) -> No
     assert own.is_file()
 
 
+def gpu_step(label: str, platform: Platform, hardware: str, *commands: str) -> TierStep:
+    return TierStep(
+        file="", label=label, commands=commands, platform=platform, tier=Tier.READY,
+        hardware=hardware, raw={"commands": list(commands)}, yaml_escaped=False,
+    )  # fmt: skip
+
+
 def test_gpu_jobs_take_turns_on_free_devices(tmp_path: Path) -> None:
     """Three one-card jobs on two devices: two at a time, never two on one device."""
 
     events = tmp_path / "events"
+    fixture_repo(tmp_path / "target")
+    host = Inventory(tuple(Device(Platform.CUDA, i, "NVIDIA H200") for i in (0, 1)))
+    options = Options(
+        native=True, repo=str(tmp_path / "target"), results=str(tmp_path / "r"), commit="x",
+        environ=dict(os.environ), jobs=3, stream=False, inventory=host,
+    )  # fmt: skip
     jobs = []
     for n in (1, 2, 3):  # each waits (bounded) until two have started
         text = (
@@ -235,21 +246,13 @@ def test_gpu_jobs_take_turns_on_free_devices(tmp_path: Path) -> None:
             f"for i in $(seq 100); do [ $(grep -c start {events}) -ge 2 ] && break; sleep 0.1;"
             f" done; echo end $CUDA_VISIBLE_DEVICES >> {events}"
         )
-        job = native_job(tmp_path, f"Card {n}", text, platform=Platform.CUDA)
-        assert job.log is not None
-        jobs.append(dataclasses.replace(job, cards=1, log=job.log.with_name(f"card-{n}.log")))
-    host = Inventory(tuple(Device(Platform.CUDA, i, "NVIDIA H200") for i in (0, 1)))
-    given: list[tuple[int, ...]] = []
+        jobs += plan_step(gpu_step(f"Card {n}", Platform.CUDA, "h100_1", text), n, options)
+    assert [job.devices for job in jobs] == [(0,)] * 3  # as planned, each on the first
 
-    def assign(
-        platform: Platform, indices: tuple[int, ...]
-    ) -> tuple[dict[str, str], tuple[str, ...]]:
-        given.append(indices)
-        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, indices))}, ("--gpus", "device=…")
-
-    results = run_jobs(jobs, Options(jobs=3, stream=False, inventory=host), assign=assign)
+    results = run_jobs(jobs, options)
     assert [r.outcome for r in results] == [JobOutcome.PASSED] * 3
-    assert sorted(given) == [(0,), (0,), (1,)] or sorted(given) == [(0,), (1,), (1,)]
+    given = sorted(r.job.devices for r in results)
+    assert given == [(0,), (0,), (1,)] or given == [(0,), (1,), (1,)]
     busy: set[str] = set()
     most = 0
     for line in events.read_text().splitlines():
@@ -263,24 +266,32 @@ def test_gpu_jobs_take_turns_on_free_devices(tmp_path: Path) -> None:
     assert most == 2
 
 
-def test_a_container_job_gets_its_devices_docker_arguments_before_the_image() -> None:
-    made = TierStep(
-        file="", label="GPU", commands=("true",), platform=Platform.CUDA, tier=Tier.READY,
-        hardware="h100_1", runs_on_cpu=True,
-    )  # fmt: skip
-    options = Options(repo="/repo", results="/r", commit="c", image="img:1", run_id="x")
-    (job,) = plan_step(made, 1, options)
-    assert job.command is not None
+def test_a_job_planned_again_on_free_devices_gets_theirs() -> None:
+    """In a container their docker arguments (before the image), natively their visibility
+    variable; none free that fit: it waits; a job without devices is as planned."""
+    cases = (
+        (Platform.CUDA, "h100_1", "NVIDIA H200", ("--gpus", '"device=1"')),
+        (Platform.NPU, "a2b3_npu_1", "910B3", ("--device", "/dev/davinci1")),
+    )
+    for platform, hardware, name, args in cases:
+        host = Inventory(tuple(Device(platform, i, name) for i in (0, 1)))
+        options = Options(
+            repo="/repo", results="/r", commit="c", image="img:1", run_id="x", inventory=host
+        )
+        (job,) = plan_step(gpu_step("GPU", platform, hardware, "true"), 1, options)
+        moved = on_free_devices(job, options, {(platform, 0)})
+        assert moved is not None and moved.command is not None and moved.devices == (1,)
+        argv = list(moved.command.argv)
+        at = argv.index(args[0])
+        assert argv[at : at + 2] == list(args) and at < argv.index("img:1")
+        assert "CUDA_VISIBLE_DEVICES" not in moved.command.env  # inside, the device is the first
+        assert on_free_devices(job, options, {(platform, 0), (platform, 1)}) is None
 
-    def assign(
-        platform: Platform, indices: tuple[int, ...]
-    ) -> tuple[dict[str, str], tuple[str, ...]]:
-        return {"CUDA_VISIBLE_DEVICES": "1"}, ("--gpus", "device=1")
-
-    moved = on_devices(job, (1,), assign)
-    assert moved.command is not None
-    argv = list(moved.command.argv)
-    at = argv.index("img:1")
-    assert argv[at - 2 : at] == ["--gpus", "device=1"] and argv[at + 1] == "-c"
-    assert "CUDA_VISIBLE_DEVICES" not in moved.command.env  # inside, the device is the first
-    assert on_devices(job, (), assign) == job  # as planned
+    host = Inventory(tuple(Device(Platform.ROCM, i, "AMD Instinct MI300X") for i in (0, 1)))
+    options = Options(native=True, repo="/repo", results="/r", commit="c", inventory=host)
+    (job,) = plan_step(gpu_step("GPU", Platform.ROCM, "mi300_1", "true"), 1, options)
+    moved = on_free_devices(job, options, {(Platform.ROCM, 0)})
+    assert moved is not None and moved.command is not None
+    assert moved.command.env["HIP_VISIBLE_DEVICES"] == moved.env["HIP_VISIBLE_DEVICES"] == "1"
+    cpu = dataclasses.replace(job, devices=())
+    assert on_free_devices(cpu, options, {(Platform.ROCM, 0), (Platform.ROCM, 1)}) is cpu

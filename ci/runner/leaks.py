@@ -52,13 +52,10 @@ class Proc:
         return f"pid={self.pid} ppid={self.ppid} started={when} status={self.status} cmd={what}"
 
 
-def leaked(
-    before: Iterable[Proc], after: Iterable[Proc], *, ignore_pids: Iterable[int] = ()
-) -> list[Proc]:
+def leaked(before: Iterable[Proc], after: Iterable[Proc]) -> list[Proc]:
     """Processes of `after` whose identity is not in `before` (pure)."""
     known = {p.identity for p in before}
-    ignored = set(ignore_pids)
-    return [p for p in after if p.identity not in known and p.pid not in ignored and p.name != "ps"]
+    return [p for p in after if p.identity not in known and p.name != "ps"]
 
 
 def report(leaks: Sequence[Proc]) -> list[str]:

@@ -6,13 +6,13 @@ full is a warning. Its container is removed whatever happened (the timeout ends
 only the client).
 
 The order: a job starts, in file order as slots allow, once every job of the steps
-it `depends_on` inside the tier has ended; a GPU job (`cards` > 0) also takes that
-many free devices of its platform (all of them when it wants more than there are;
-one GPU job at a time where they cannot be counted) and gives them back when it
-ends. Without `--keep-going` a failing blocking job stops new jobs from starting;
-jobs already running finish, so that every result shown is a real one. A signal
-(it reaches only the main thread) is passed on to the running jobs: each one's
-process tree is ended and its container removed, then the run ends with 128+N.
+it `depends_on` inside the tier has ended; a GPU job (one planned on devices) also
+waits until as many free devices of its platform fit it (`ci.tiers.plan.placement`), is
+planned again on them, and gives them back when it ends. Without `--keep-going` a failing
+blocking job stops new jobs from starting; jobs already running finish, so that every
+result shown is a real one. A signal (it reaches only the main thread) is passed on to
+the running jobs: each one's process tree is ended and its container removed, then the
+run ends with 128+N.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import enum
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from ci import door
+from ci.devices import Inventory
 from ci.platforms import Platform
-from ci.tiers.plan import JUNIT_COUNTER, Job, Options
+from ci.tiers.plan import JUNIT_COUNTER, Job, Options, plan_job
 
 
 class JobOutcome(str, enum.Enum):
@@ -51,7 +52,6 @@ class JobResult:
     note: str = ""
     log_problem: str = ""  # why the job's log is not complete ("" = it is)
     started: float = 0.0  # time.monotonic() when it started (for a running job's elapsed time)
-    devices: tuple[int, ...] = ()  # the device indices it ran on
 
 
 def outcome_of(job: Job, code: int) -> JobOutcome:
@@ -135,47 +135,31 @@ def log_problem(job: Job, timed_out: bool = False) -> str:
     return f"log may be incomplete: its writer left no status in {job.status}"
 
 
-# `ci.devices.assigned`: (env natively, docker arguments in a container) for device indices.
-Assign = Callable[[Platform, tuple[int, ...]], tuple[Mapping[str, str], tuple[str, ...]]]
-UNCOUNTED = -1  # the one "device" of a platform whose devices this run cannot count
-
-
-def device_pools(options: Options) -> dict[Platform, list[int]]:
-    """Each platform's device indices that jobs take turns on (the plan's host inventory)."""
-    return {p: [d.index for d in options.inventory.of(p)] for p in Platform}
-
-
-def on_devices(job: Job, indices: tuple[int, ...], assign: Assign | None) -> Job:
-    """The job put on `indices`: natively their visibility variable in its env; in a
-    container their docker arguments in place of those it was planned with (or before
-    the image). A job planned on the same indices is unchanged."""
-    planned = job.devices
-    if assign is None or job.command is None or indices == planned or UNCOUNTED in indices:
+def on_free_devices(job: Job, options: Options, busy: Set[tuple[Platform, int]]) -> Job | None:
+    """The GPU job planned again against only the devices no running job holds (None: too
+    few of them fit it): natively their visibility variable, in a container their docker
+    arguments. A job without devices is as planned."""
+    if not job.devices:
         return job
-    env, args = assign(job.step.platform, indices)
-    if not job.container:
-        command = dataclasses.replace(job.command, env={**job.command.env, **env})
-        return dataclasses.replace(job, command=command, env={**job.env, **env})
-    argv = list(job.command.argv)
-    old = list(assign(job.step.platform, planned)[1]) if planned else []
-    found = [i for i in range(len(argv)) if old and argv[i : i + len(old)] == old]
-    at, old = (found[0], old) if found else (len(argv) - 3, [])  # image, -c, program: last
-    argv[at : at + len(old)] = args
-    return dataclasses.replace(job, command=dataclasses.replace(job.command, argv=tuple(argv)))
+    free = tuple(d for d in options.inventory.devices if (d.platform, d.index) not in busy)
+    inventory = Inventory(free)
+    placed = plan_job(
+        job.step, job.position, job.shard, dataclasses.replace(options, inventory=inventory)
+    )
+    return placed if placed.devices else None
 
 
 def run_jobs(
     jobs: Sequence[Job],
     options: Options,
     progress: Callable[[Sequence[JobResult], int], None] | None = None,
-    assign: Assign | None = None,
 ) -> list[JobResult]:
-    """Run every runnable job (the order and limits above); the results keep the jobs'
-    order. `progress(results, i)` follows each change of job i's state, one call at a time."""
+    """Run every runnable job (the order and limits above), planned with `options`; the
+    results keep the jobs' order. `progress(results, i)` follows each change of job i's
+    state, one call at a time."""
     results = initial_results(jobs)
     changed = threading.Condition()
-    pools = device_pools(options)
-    sizes = {platform: len(pool) for platform, pool in pools.items()}
+    busy: set[tuple[Platform, int]] = set()  # (platform, index) of the devices jobs hold
     waiting = [i for i, job in enumerate(jobs) if job.runs]
     running: dict[int, tuple[threading.Thread, list[int]]] = {}
     stopped = ""
@@ -185,38 +169,25 @@ def run_jobs(
         if progress:
             progress(list(results), i)
 
-    def take(job: Job) -> tuple[int, ...] | None:
-        cards = job.cards
-        if cards <= 0:
-            return ()
-        pool = pools.setdefault(job.step.platform, [UNCOUNTED])
-        want = min(cards, sizes.setdefault(job.step.platform, 1))
-        if len(pool) < want:
-            return None
-        taken = tuple(pool[:want])
-        del pool[:want]
-        return taken
-
-    def work(i: int, job: Job, devices: tuple[int, ...], cancel: list[int]) -> None:
+    def work(i: int, job: Job, cancel: list[int]) -> None:
         nonlocal stopped
         try:
-            result = run_job(on_devices(job, devices, assign), options, cancel)
+            result = run_job(job, options, cancel)
         except Exception as exc:  # door.Interrupted: a signal passed on; its tree is ended
             result = JobResult(job, JobOutcome.FAILED, getattr(exc, "code", 1), note=str(exc))
         with changed:
-            if devices:
-                pool = pools[job.step.platform]
-                pool[:] = sorted([*pool, *devices])
+            busy.difference_update((job.step.platform, index) for index in job.devices)
             del running[i]
             if result.outcome is JobOutcome.FAILED and not options.keep_going and not stopped:
                 stopped = f"not run: {job.name} failed (use --keep-going to run the rest)"
-            tell(i, dataclasses.replace(result, started=results[i].started, devices=devices))
+            tell(i, dataclasses.replace(result, started=results[i].started))
             changed.notify()
 
-    def start(i: int, job: Job, devices: tuple[int, ...]) -> None:
-        tell(i, JobResult(job, JobOutcome.RUNNING, started=time.monotonic(), devices=devices))
+    def start(i: int, job: Job) -> None:
+        busy.update((job.step.platform, index) for index in job.devices)
+        tell(i, JobResult(job, JobOutcome.RUNNING, started=time.monotonic()))
         cancel: list[int] = []
-        running[i] = (threading.Thread(target=work, args=(i, job, devices, cancel)), cancel)
+        running[i] = (threading.Thread(target=work, args=(i, job, cancel)), cancel)
         running[i][0].start()
 
     try:
@@ -231,13 +202,13 @@ def run_jobs(
                     why_not = stopped or unmet_dependency(job, results)
                     if not why_not and len(running) >= max(options.jobs, 1):
                         break
-                    devices = None if why_not else take(job)
-                    if devices is not None or why_not:
+                    placed = None if why_not else on_free_devices(job, options, busy)
+                    if placed is not None or why_not:
                         waiting.remove(i)
                     if why_not:
                         tell(i, JobResult(job, JobOutcome.NOT_RUN, note=why_not))
-                    elif devices is not None:
-                        start(i, job, devices)
+                    elif placed is not None:
+                        start(i, placed)
                 if running:
                     changed.wait()
     except BaseException as exc:
@@ -253,13 +224,17 @@ def run_jobs(
     return results
 
 
+def members(key: str, results: Sequence[JobResult]) -> list[JobResult]:
+    """The results of the jobs of the step or group `key`."""
+    return [r for r in results if key in (r.job.step.key, *r.job.step.group_keys)]
+
+
 def waits_for(job: Job, results: Sequence[JobResult]) -> bool:
     """Whether a job of a step `job` depends on (inside the tier) has yet to end."""
-    keys = {dependency.key for dependency in job.step.depends_on}
     return any(
-        r.outcome in (JobOutcome.PENDING, JobOutcome.RUNNING)
-        and keys & {r.job.step.key, *r.job.step.group_keys}
-        for r in results
+        member.outcome in (JobOutcome.PENDING, JobOutcome.RUNNING)
+        for dependency in job.step.depends_on
+        for member in members(dependency.key, results)
     )
 
 
@@ -280,8 +255,7 @@ def unmet_dependency(job: Job, results: Sequence[JobResult]) -> str:
     for. A dependency that did not run here is unmet.
     """
     for dependency in job.step.depends_on:
-        keys = ((r, (r.job.step.key, *r.job.step.group_keys)) for r in results)
-        for member in (r for r, of in keys if dependency.key in of):
+        for member in members(dependency.key, results):
             outcome = member.outcome
             met = outcome in (JobOutcome.PASSED, JobOutcome.SOFT)
             if met or (outcome is JobOutcome.FAILED and dependency.allow_failure):

@@ -30,7 +30,7 @@ from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, 
 from ci.platforms import Platform
 from ci.runner.xpu import COMMANDS
 from ci.target import resolve_branch
-from ci.tiers.rules import Retry, SoftFail, cpu_runnable, retries_of, soft_fail_of
+from ci.tiers.rules import Retry, SoftFail, as_int, cpu_runnable, retries_of, soft_fail_of
 from ci.topology import Tier as Tier
 
 AMD_MIRROR = "amdproduction"  # an AMD step is uploaded only when it names this mirror
@@ -126,15 +126,6 @@ def first_false(conditions: tuple[str, ...], context: Context) -> str:
     return next((text for text in conditions if check(text, context) is False), "")
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return None
-
-
 Hardware = Callable[[Mapping[str, Any]], tuple[str, str, tuple[str, ...]]]
 
 
@@ -203,8 +194,8 @@ def _yaml_steps(
                     tier=tier,
                     prologue=prologue,
                     file_env=file_env,
-                    parallelism=max(_int(raw.get("parallelism")) or 1, 1),
-                    timeout_minutes=_int(raw.get("timeout_in_minutes")),
+                    parallelism=max(as_int(raw.get("parallelism")) or 1, 1),
+                    timeout_minutes=as_int(raw.get("timeout_in_minutes")),
                     soft_fail=soft,
                     retries=retries_of(raw.get("retry")),
                     grade=grade,

@@ -92,9 +92,10 @@ class Job:
     log: Path | None = None
     command: Command | None = None
     status: Path | None = None  # the log writer's verdict on `log` (see `ci.runner.teelog`)
-    cards: int = 0  # how many devices it holds (0: none assigned: a CPU or a forced job)
     where: str = ""  # what it runs on, when it holds devices: `h100_1 on NVIDIA H200`
-    devices: tuple[int, ...] = ()  # their indices (`ci.devices.VISIBLE_ENV` numbering)
+    # The indices of the devices it holds (`ci.devices.VISIBLE_ENV` numbering); none for
+    # a CPU or a forced job.
+    devices: tuple[int, ...] = ()
 
     @property
     def runs(self) -> bool:
@@ -165,23 +166,16 @@ def where(step: TierStep, devices: Sequence[Device]) -> str:
 def plan_step(step: TierStep, position: int, options: Options) -> list[Job]:
     """The jobs of one step: one per shard; not-run jobs carry their reason."""
     shards: Sequence[int | None] = list(range(step.parallelism)) if step.parallelism > 1 else [None]
+    return [plan_job(step, position, shard, options) for shard in shards]
+
+
+def plan_job(step: TierStep, position: int, shard: int | None, options: Options) -> Job:
+    """One shard of the step, on the devices `placement` gives it (or with why it does not
+    run). Planned again against an inventory of other devices, it runs on those."""
+    name = shard_label(step.label, shard, step.parallelism)
     reason, devices = placement(step, options)
     if reason:
-        return [
-            Job(step, position, shard_label(step.label, s, step.parallelism), s, reason=reason)
-            for s in shards
-        ]
-    return [_job(step, position, shard, options, devices) for shard in shards]
-
-
-def _job(
-    step: TierStep,
-    position: int,
-    shard: int | None,
-    options: Options,
-    devices: tuple[Device, ...] = (),
-) -> Job:
-    name = shard_label(step.label, shard, step.parallelism)
+        return Job(step, position, name, shard, reason=reason)
     workdir = options.repo if options.native else WORKDIRS[step.platform]
     checkout = {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": options.commit}
     # CPU-runnable steps, and forced steps on a machine without the devices,
@@ -256,7 +250,7 @@ def _job(
     )
     return Job(
         step, position, name, shard, "", env, program, image, container, log, command, status,
-        len(indices), where(step, devices), indices,
+        where(step, devices), indices,
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
 COLUMNS = ("step", "shard", "result", "exit", "duration", "log")
+_ENDED = (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
 _ANNOTATION = ((JobOutcome.FAILED, "error"), (JobOutcome.SOFT, "warning"))  # else success
 _STYLE = {  # any other outcome is dim
     JobOutcome.PASSED: "green",
@@ -45,15 +46,21 @@ def shown_path(path: Path) -> str:
     return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
 
-def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
-    """One summary line: result shows soft failures and skip reasons in words."""
+def ran_on(result: JobResult) -> str:
+    """`h100_1 on NVIDIA H200` for a job that ran on devices ("" for any other)."""
+    return result.job.where if result.outcome in _ENDED else ""
+
+
+def row(result: JobResult, where: bool = True) -> tuple[str, str, str, str, str, str]:
+    """One summary line: result shows soft failures and skip reasons in words (and, unless
+    `where` is false, what the job ran on)."""
     job = result.job
     label = f"[{job.step.platform}] {job.name}"
-    ran = result.outcome in (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
+    ran = result.outcome in _ENDED
     shown = result.outcome.value
     if result.note:
         shown = f"{shown} ({result.note})" if ran else result.note
-    if ran and job.where:
+    if where and ran_on(result):
         shown += f" ({job.where})"
     if result.timed_out:
         shown += f" (timed out after {job.step.timeout_minutes}m)"
@@ -68,11 +75,14 @@ def row(result: JobResult) -> tuple[str, str, str, str, str, str]:
 
 
 def plain_lines(results: Sequence[JobResult]) -> list[str]:
-    """The summary as plain lines (CI logs): `RESULT  step [shard]  exit N  12.3s  log`."""
+    """The summary as plain lines (CI logs): `RESULT  ON  step [shard]  exit N  12.3s  log`,
+    ON a column of its own (`h100_1 on NVIDIA H200`) when some job ran on devices."""
     lines = []
+    wide = max((len(ran_on(r)) for r in results), default=0)
     for result in results:
-        _label, _shard, shown, code, duration, log = row(result)
-        parts = [f"{shown:<14}", f"[{result.job.step.platform}] {result.job.title}"]
+        _label, _shard, shown, code, duration, log = row(result, where=False)
+        parts = [f"{shown:<14}", *([f"{ran_on(result):<{wide}}"] if wide else [])]
+        parts.append(f"[{result.job.step.platform}] {result.job.title}")
         parts += [p for p in (code and f"exit {code}", duration, log) if p]
         lines.append("  ".join(parts))
     return lines
@@ -275,7 +285,6 @@ def write_junit(results: Sequence[JobResult], suite: str, path: Path) -> Path:
 # --------------------------------------------------------------------------- progress
 
 TAIL = 30  # lines of each failing job's log shown at the end of a run
-_ENDED = (JobOutcome.PASSED, JobOutcome.FAILED, JobOutcome.SOFT)
 _HEADERS = ("--- ", "+++ ", "~~~ ", "^^^ +++")  # Buildkite's group lines
 
 
@@ -283,8 +292,8 @@ def where(result: JobResult) -> str:
     """`natively` or `in container IMAGE`, and `on devices 0,1` when it was given some."""
     job = result.job
     text = f"in container {job.image}" if job.container else "natively"
-    if result.devices and execute.UNCOUNTED not in result.devices:
-        text += f" on devices {','.join(map(str, result.devices))}"
+    if job.devices:
+        text += f" on devices {','.join(map(str, job.devices))}"
     return text
 
 
@@ -335,15 +344,12 @@ def watch(
     title: str,
     folder: Path,
     console: Console | None,
-    assign: execute.Assign | None = None,
 ) -> list[JobResult]:
     """Run the jobs (`execute.run_jobs`) and show their progress: on `console` a live
     board, else `show_change`; then, unless the output was shown as it came, the last
     `TAIL` lines of each failed or soft-failed job's log."""
     if console is None:
-        results = execute.run_jobs(
-            jobs, options, lambda now, i: show_change(now[i], options), assign
-        )
+        results = execute.run_jobs(jobs, options, lambda now, i: show_change(now[i], options))
     else:
         from rich.live import Live
 
@@ -356,7 +362,7 @@ def watch(
             latest[:] = now
 
         with Live(console=console, get_renderable=view, refresh_per_second=2):
-            results = execute.run_jobs(jobs, options, keep, assign)
+            results = execute.run_jobs(jobs, options, keep)
     if options.stream or in_buildkite():
         return results
     for result in (r for r in results if r.outcome in (JobOutcome.FAILED, JobOutcome.SOFT)):

@@ -56,6 +56,16 @@ class SoftFail:
         return "soft_fail" if self.every else "blocking"
 
 
+def as_int(value: Any) -> int | None:
+    """A YAML number written as a number or a string (`"3"`); None for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
 def soft_fail_of(value: Any) -> SoftFail:
     """Parse a step's `soft_fail` value (bool, "true", or a list of `{exit_status: N|"*"}`)."""
     if isinstance(value, bool):
@@ -68,10 +78,8 @@ def soft_fail_of(value: Any) -> SoftFail:
             status = rule.get("exit_status") if isinstance(rule, Mapping) else None
             if status == "*":
                 return SoftFail(every=True)
-            try:
-                statuses.add(int(str(status)))
-            except ValueError:
-                continue
+            if (number := as_int(status)) is not None:
+                statuses.add(number)
         return SoftFail(statuses=frozenset(statuses))
     return SoftFail()
 
@@ -99,12 +107,7 @@ def retries_of(value: Any) -> tuple[Retry, ...]:
     for rule in automatic if isinstance(automatic, list) else [automatic]:
         if not isinstance(rule, Mapping) or "exit_status" not in rule:
             continue
-        raw_status, raw_limit = rule.get("exit_status"), rule.get("limit", 2)
-        try:
-            status = None if raw_status == "*" else int(str(raw_status))
-            limit = int(str(raw_limit))
-        except ValueError:
-            continue
-        if limit > 0:
+        status, limit = as_int(rule["exit_status"]), as_int(rule.get("limit", 2))
+        if (status is not None or rule["exit_status"] == "*") and limit and limit > 0:
             found.append(Retry(status, limit))
     return tuple(found)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import door
-from ci.devices import assigned, probe
+from ci.devices import probe
 from ci.doctor import named_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, Unavailable, UserError
 from ci.images.refs import ci_image
@@ -243,7 +243,8 @@ def run(name: str, **given: Any) -> int:
     except OSError:
         scratch = None  # the log writers' verdicts go off the results disk, or nowhere
     if scratch is not None:
-        jobs = plan_tier(steps, dataclasses.replace(args, scratch=scratch))
+        args = dataclasses.replace(args, scratch=scratch)
+        jobs = plan_tier(steps, args)
     title = f"{tier} tier ({', '.join(p.value for p in platforms)}) — {repo}"
     console = None
     if live:
@@ -261,7 +262,7 @@ def run(name: str, **given: Any) -> int:
     )
     say(f"results: {report.shown_path(folder)}")
     try:
-        results = report.watch(jobs, args, title, folder, console, assign=assigned)
+        results = report.watch(jobs, args, title, folder, console)
         if not live:
             with door.buildkite_group(f"{tier} tier summary"):
                 for line in report.plain_lines(results):
