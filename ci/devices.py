@@ -5,6 +5,11 @@ Each platform's own tool says what is here: cuda `nvidia-smi --query-gpu`, rocm
 A tool that is missing, fails, times out or prints something else means no
 devices of that platform, never an error. A device's index is the one its tool
 prints, which the platform's visibility variable (`VISIBLE_ENV`) takes.
+
+A caller's visibility variable narrows what a tier may use (`narrowed`): its
+comma-separated indices, in the tool's numbering, pick the devices (empty: none).
+Every job is told its devices through the same variables (`assigned`); a job that
+holds none is shown none of any platform (`hidden`), so a CPU job never sees a GPU.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ci import door
+from ci.errors import UserError
 from ci.platforms import Platform
 
 PROBE_TIMEOUT = 30.0  # nvidia-smi takes seconds on a GPU that sleeps without persistence mode
@@ -25,6 +31,10 @@ VISIBLE_ENV = {
     Platform.NPU: "ASCEND_RT_VISIBLE_DEVICES",
     Platform.XPU: "ZE_AFFINITY_MASK",
 }
+# The value that shows a job none of a platform's devices: the empty list (NVIDIA
+# documents it; PyTorch reads an empty HIP list alike), except Level Zero, which takes an
+# empty ZE_AFFINITY_MASK for "every device" and skips an index that no device has.
+NO_DEVICE = {Platform.XPU: "-1"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,8 @@ class Device:
 @dataclass(frozen=True)
 class Inventory:
     devices: tuple[Device, ...] = ()
+    # The caller's visibility variable that narrowed a platform (`CUDA_VISIBLE_DEVICES=1`).
+    narrowed_by: Mapping[Platform, str] = field(default_factory=dict)
 
     def of(self, platform: Platform) -> tuple[Device, ...]:
         return tuple(d for d in self.devices if d.platform is platform)
@@ -177,3 +189,53 @@ def assigned(
         *("-e", f"{VISIBLE_ENV[platform]}={listed}"),
     )
     return env, args
+
+
+def hidden() -> dict[str, str]:
+    """The env of a job that holds no device: every platform's variable lists none."""
+    return {name: NO_DEVICE.get(platform, "") for platform, name in VISIBLE_ENV.items()}
+
+
+def listed(name: str, value: str) -> frozenset[int]:
+    """The device indices a visibility variable's value lists (`UserError` for another form).
+
+    Comma-separated integers, as CUDA and HIP read them: a non-negative one lists that
+    index, the first negative one ends the list (their rule for an invalid index, so
+    `-1` lists none); empty lists none. The inventory has indices only (no UUIDs), so
+    a UUID (`GPU-…`, `MIG-…`) or a sub-device (`0.1`) is refused, not guessed at.
+    """
+    found: set[int] = set()
+    for entry in value.split(",") if value.strip() else ():
+        text = entry.strip()
+        if not re.fullmatch(r"-?[0-9]+", text):
+            raise UserError(
+                f"{name}: {text!r} is not a device index; tier narrows its devices by "
+                "comma-separated indices only (as the platform's tool numbers them; "
+                "empty: none; unset: all)"
+            )
+        if text.startswith("-"):
+            break
+        found.add(int(text))
+    return frozenset(found)
+
+
+def narrowed(
+    inventory: Inventory, environ: Mapping[str, str], platforms: Iterable[Platform]
+) -> Inventory:
+    """Only the devices of `platforms` that the caller's visibility variable lists (all of
+    them where it is unset). The tool lists every device whatever that variable says."""
+    allowed: dict[Platform, frozenset[int]] = {}
+    problems: list[str] = []
+    for platform in platforms:
+        name = VISIBLE_ENV[platform]
+        if name in environ:
+            try:
+                allowed[platform] = listed(name, environ[name])
+            except UserError as exc:
+                problems.extend(exc.problems)
+    UserError.collect(problems)
+    kept = tuple(
+        d for d in inventory.devices if d.platform not in allowed or d.index in allowed[d.platform]
+    )
+    said = {p: f"{VISIBLE_ENV[p]}={environ[VISIBLE_ENV[p]]}" for p in allowed}
+    return replace(inventory, devices=kept, narrowed_by={**inventory.narrowed_by, **said})

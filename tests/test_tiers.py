@@ -271,7 +271,7 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
     options = sample_options(
         tmp_path,
-        devices={Platform.ROCM: ("--device", "/dev/kfd")},
+        inventory=gpus(Platform.ROCM, "AMD Instinct MI300X"),
         label=("vllm-omni-ci.test=1",),
         stream=False,
     )
@@ -285,7 +285,9 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     assert f"{CONTAINER_LABEL}=ready" in docker and "vllm-omni-ci.test=1" in docker
     assert docker[docker.index("-v") + 1] == f"{SAMPLE}:/app/vllm-omni"
     assert docker[docker.index("-w") + 1] == "/app/vllm-omni"
-    assert "/dev/kfd" in docker  # devices only when the host has them
+    # A CPU job gets no device, whatever the host has, and is shown none inside.
+    assert not {"--device", "--gpus"} & set(docker) and not job.devices
+    assert job.env["HIP_VISIBLE_DEVICES"] == job.env["CUDA_VISIBLE_DEVICES"] == ""
     assert docker[-3:] == [ci_image(Platform.ROCM, "abc123", {}), "-c", job.program]
     passed = [docker[i + 1] for i, a in enumerate(docker) if a == "-e"]
     assert set(passed) == {*job.env, "HOME=/tmp"}  # HOME: writable by the invoking user
@@ -294,14 +296,20 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     assert job.log == tmp_path / "results" / "rocm" / "02-simple-omni-processor-test.log"
 
 
-def test_force_runs_gpu_step_with_device_count_only_when_devices_exist(tmp_path: Path) -> None:
+def test_force_runs_gpu_step_on_the_devices_there_are(tmp_path: Path) -> None:
+    """Forced: the cards it asks for, else every device there is (VLLM_CI_EXPECTED_GPU_COUNT
+    still the step's own), else none: a CPU job with the no-GPU pre-flight."""
     steps = load_tier(SAMPLE, Tier.READY, Platform.ROCM)
     gpu = next(s for s in steps if s.hardware == "mi300_2")
-    (without,) = plan_step(gpu, 6, sample_options(tmp_path, force=True))
+    (without,) = plan_step(gpu, 6, sample_options(tmp_path, force=True, native=True))
     assert without.runs and without.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
-    devices = {Platform.ROCM: ("--device", "/dev/kfd")}
-    (with_devices,) = plan_step(gpu, 6, sample_options(tmp_path, devices=devices, force=True))
-    assert with_devices.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
+    assert (without.devices, without.env["HIP_VISIBLE_DEVICES"]) == ((), "")
+    for names, devices in ((["AMD Instinct MI300X"] * 4, (0, 1)), (["AMD MI250"], (0,))):
+        options = sample_options(tmp_path, force=True, native=True, inventory=gpus(Platform.ROCM, *names))
+        (forced,) = plan_step(gpu, 6, options)
+        assert forced.devices == devices
+        assert forced.env["HIP_VISIBLE_DEVICES"] == ",".join(map(str, devices))
+        assert forced.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
 
 
 def test_native_plan_runs_bash_in_the_repo(tmp_path: Path) -> None:
@@ -829,34 +837,6 @@ def test_listing_shows_dependencies_inside_the_tier_only(
 # --------------------------------------------------------------------------- host and table
 
 
-def test_devices_are_passed_only_when_present(tmp_path: Path) -> None:
-    from ci.tiers.session import devices
-
-    dev = tmp_path / "dev"
-    dev.mkdir()
-    for platform in Platform:
-        assert devices(platform, dev) == ()
-    (dev / "dri").mkdir()
-    assert devices(Platform.ROCM, dev) == ("--device", str(dev / "dri"), "--group-add", "video")
-    assert devices(Platform.XPU, dev) == ("--device", str(dev / "dri"))
-    (dev / "kfd").touch()
-    assert devices(Platform.ROCM, dev)[:4] == (
-        "--device",
-        str(dev / "kfd"),
-        "--device",
-        str(dev / "dri"),
-    )
-    (dev / "nvidia0").touch()
-    assert devices(Platform.CUDA, dev) == ("--gpus", "all")
-    for name in ("davinci1", "davinci0", "davinci_manager"):
-        (dev / name).touch()
-    assert devices(Platform.NPU, dev) == (
-        "--device", str(dev / "davinci0"),
-        "--device", str(dev / "davinci1"),
-        "--device", str(dev / "davinci_manager"),
-    )  # fmt: skip
-
-
 def test_rich_table_has_the_columns_and_one_row_per_job(tmp_path: Path) -> None:
     from rich.console import Console
 
@@ -962,7 +942,8 @@ def test_exact_sku_too_few_cards_no_devices_and_cpu_only_say_why(tmp_path: Path)
     (forced_few,) = plan_step(
         two, 7, sample_options(tmp_path, inventory=gpus(Platform.ROCM, "AMD MI300X"), force=True)
     )
-    assert forced_few.runs and forced_few.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
+    assert forced_few.runs and forced_few.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
+    assert (forced_few.devices, forced_few.where) == ((0,), "mi300_2 on AMD MI300X (--force: 1 of 2)")
 
 
 def test_rocm_job_gets_its_cards_natively_and_in_a_container(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ only the client).
 
 The order: a job starts, in file order as slots allow, once every job of the steps
 it `depends_on` inside the tier has ended; a GPU job (one planned on devices) also
-waits until as many free devices of its platform fit it (`ci.tiers.plan.placement`), is
-planned again on them, and gives them back when it ends. Without `--keep-going` a failing
+waits until as many free devices of its platform fit it (`ci.tiers.plan.placement`; a
+forced job too, on the devices it was planned on), is planned again on them, and gives
+them back when it ends. Without `--keep-going` a failing
 blocking job stops new jobs from starting; jobs already running finish, so that every
 result shown is a real one. A signal (it reaches only the main thread) is passed on to
 the running jobs: each one's process tree is ended and its container removed, then the
@@ -27,7 +28,6 @@ from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from ci import door
-from ci.devices import Inventory
 from ci.platforms import Platform
 from ci.tiers.plan import JUNIT_COUNTER, Job, Options, plan_job
 
@@ -137,16 +137,18 @@ def log_problem(job: Job, timed_out: bool = False) -> str:
 
 def on_free_devices(job: Job, options: Options, busy: Set[tuple[Platform, int]]) -> Job | None:
     """The GPU job planned again against only the devices no running job holds (None: too
-    few of them fit it): natively their visibility variable, in a container their docker
-    arguments. A job without devices is as planned."""
+    few of them fit it, so it waits): natively their visibility variable, in a container
+    their docker arguments. It gets as many as it was planned on, never fewer: a forced
+    job on every device of its platform waits until all of them are free. A job without
+    devices is as planned."""
     if not job.devices:
         return job
     free = tuple(d for d in options.inventory.devices if (d.platform, d.index) not in busy)
-    inventory = Inventory(free)
+    inventory = dataclasses.replace(options.inventory, devices=free)
     placed = plan_job(
         job.step, job.position, job.shard, dataclasses.replace(options, inventory=inventory)
     )
-    return placed if placed.devices else None
+    return placed if len(placed.devices) == len(job.devices) else None
 
 
 def run_jobs(

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.amd.render import WORKING_DIR, gpu_count, render_step
-from ci.devices import Device, Inventory, assigned
+from ci.amd.render import WORKING_DIR, render_step
+from ci.devices import Device, Inventory, assigned, hidden
 from ci.door import Command
 from ci.images.refs import ci_image
 from ci.pipeline.stepsource import unescape, upload_interpolate
@@ -66,14 +66,13 @@ class Options:
     label: Sequence[str] = ()  # extra container labels, KEY=VALUE
     stream: bool = True  # tee job output to stderr (CI) or only to the log (live table)
     commit: str = ""
-    devices: Mapping[Platform, tuple[str, ...]] = field(default_factory=dict)  # docker args
     environ: Mapping[str, str] = field(default_factory=dict)
     docker: str = "docker"
     run_id: str = "local"
     scratch: Path | None = None  # the tees' STATUS files, off the results disk (maybe full)
     inventory: Inventory = field(default_factory=Inventory)  # this host's devices
     exact_sku: bool = False  # GPU steps run only on devices whose name has their SKU
-    cpu_only: bool = False  # GPU steps run only with --force, whatever the host has
+    cpu_only: bool = False  # GPU steps run only with --force, on no device
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class Job:
     status: Path | None = None  # the log writer's verdict on `log` (see `ci.runner.teelog`)
     where: str = ""  # what it runs on, when it holds devices: `h100_1 on NVIDIA H200`
     # The indices of the devices it holds (`ci.devices.VISIBLE_ENV` numbering); none for
-    # a CPU or a forced job.
+    # a CPU job (a forced one where its platform has no device included).
     devices: tuple[int, ...] = ()
 
     @property
@@ -136,31 +135,46 @@ def placement(step: TierStep, options: Options) -> tuple[str, tuple[Device, ...]
 
     A GPU step runs on the first `cards` devices of its platform in the inventory,
     those whose name has its SKU first; with --exact-sku only on those. Else it runs
-    only with --force (no devices: the no-GPU pre-flight), and the reason says what
-    the host has. So a job gets other devices by planning it against an inventory
-    of only those.
+    only with --force, on the same accounting: the `cards` it asks for (1 when its
+    hardware names no count) of any SKU, else every device of its platform there is
+    (fewer than it asks for; none: a CPU job), and the reason says what the host has.
+    --cpu-only leaves a GPU step no device. So a job gets other devices by planning it
+    against an inventory of only those.
     """
     if step.skip_reason or step.runs_on_cpu:
         return step.skip_reason, ()
-    have = options.inventory.of(step.platform)
+    have = () if options.cpu_only else options.inventory.of(step.platform)
     sku = step.sku.lower()
-    fits = sorted(
-        (d for d in have if not options.exact_sku or sku in d.name.lower()),
-        key=lambda d: sku not in d.name.lower(),
-    )
-    if step.cards and not options.cpu_only and len(fits) >= step.cards:
+    ranked = sorted(have, key=lambda d: sku not in d.name.lower())  # stable: tool order
+    fits = [d for d in ranked if not options.exact_sku or sku in d.name.lower()]
+    if step.cards and len(fits) >= step.cards:
         return "", tuple(fits[: step.cards])
-    if options.force or options.cpu_only or not step.cards:
-        return "" if options.force else step.need, ()
+    if options.force:
+        return "", tuple(ranked[: step.cards or 1])
+    if options.cpu_only or not step.cards:
+        return step.need, ()
+    narrowed = options.inventory.narrowed_by.get(step.platform)
+    by = f" ({narrowed})" if narrowed else ""
     if not have:
-        return f"{step.need}: no {step.platform} devices here", ()
-    why = f"{step.need}: this host has {options.inventory.summary(step.platform)}"
+        return f"{step.need}: no {step.platform} devices here{by}", ()
+    why = f"{step.need}: this host has {options.inventory.summary(step.platform)}{by}"
     return why + (" (--exact-sku)" if len(have) >= step.cards else ""), ()
 
 
 def where(step: TierStep, devices: Sequence[Device]) -> str:
-    """`h100_1 on NVIDIA H200`: the hardware CI names, and the device it gets here."""
-    return f"{step.hardware} on {devices[0].name}" if devices else ""
+    """`h100_1 on NVIDIA H200`: the hardware CI names, and the device it gets here (a
+    forced job on fewer than it asks for: `h100_2 on NVIDIA H100 (--force: 1 of 2)`)."""
+    if not devices:
+        return ""
+    short = f" (--force: {len(devices)} of {step.cards})" if len(devices) < step.cards else ""
+    return f"{step.hardware} on {devices[0].name}{short}"
+
+
+def expected_gpus(step: TierStep, devices: Sequence[Device]) -> int:
+    """VLLM_CI_EXPECTED_GPU_COUNT: what the step asks for when it holds devices (a forced
+    job on fewer too: the step's own pre-flight decides); 0, the no-GPU pre-flight, when
+    it holds none (a CPU job)."""
+    return (step.cards or len(devices)) if devices else 0
 
 
 def plan_step(step: TierStep, position: int, options: Options) -> list[Job]:
@@ -178,13 +192,11 @@ def plan_job(step: TierStep, position: int, shard: int | None, options: Options)
         return Job(step, position, name, shard, reason=reason)
     workdir = options.repo if options.native else WORKDIRS[step.platform]
     checkout = {"BUILDKITE_BUILD_CHECKOUT_PATH": workdir, "BUILDKITE_COMMIT": options.commit}
-    # CPU-runnable steps, and forced steps on a machine without the devices,
-    # get the no-GPU pre-flight; forced steps with devices present check them.
-    forced = not step.runs_on_cpu and bool(options.devices.get(step.platform))
     rocm = step.platform is Platform.ROCM
-    gpus = (gpu_count(step.hardware, step.label) if rocm else 1) if forced else 0
     indices = tuple(d.index for d in devices)
-    device_env, device_args = assigned(step.platform, indices) if indices else ({}, ())
+    # A job that holds no device (CPU-runnable, or forced where its platform has none)
+    # is shown none, natively and in a container (its image may run GPU-enabled).
+    device_env, device_args = assigned(step.platform, indices) if indices else (hidden(), ())
     # rocm: the AMD template's job env and TEST_COMMANDS; else the step's env and commands.
     if rocm:
         raw = {**step.raw, "working_dir": step.raw.get("working_dir") or workdir}
@@ -196,8 +208,8 @@ def plan_job(step: TierStep, position: int, shard: int | None, options: Options)
     program = render_program(SHELLS[step.platform], commands)
     context = {**options.environ, **checkout}  # env values interpolated as the upload does
     env = {k: upload_interpolate(v, lambda name, _t: context.get(name, "")) for k, v in env.items()}
-    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(len(indices) or gpus)  # 0: the no-GPU pre-flight
-    if options.native:
+    env["VLLM_CI_EXPECTED_GPU_COUNT"] = str(expected_gpus(step, devices))
+    if options.native or not indices:  # in a container, a GPU job's devices start at 0
         env |= device_env
     if "HF_HOME" in env and rocm:  # the pods' HF_HOME is not this user's to create
         home = options.environ.get("HOME", "/tmp") if options.native else CONTAINER_HOME
@@ -234,7 +246,7 @@ def plan_job(step: TierStep, position: int, shard: int | None, options: Options)
             *("--entrypoint", "bash", "-v", f"{options.repo}:{workdir}", "-w", workdir),
             *("--user", f"{os.getuid()}:{os.getgid()}", "-e", f"HOME={CONTAINER_HOME}"),
             *(w for g in os.getgroups() if g != os.getgid() for w in ("--group-add", str(g))),
-            *(device_args or options.devices.get(step.platform, ())),
+            *device_args,
             *(("-v", f"{junit}:{junit}") if junit else ()),
             # The values travel in the client's environment, never in argv.
             *(word for name in env for word in ("-e", name)),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import door
-from ci.devices import probe
+from ci.devices import narrowed, probe
 from ci.doctor import named_docker
 from ci.errors import BAD_INPUT, FAILURE, Stop, Unavailable, UserError
 from ci.images.refs import ci_image
@@ -61,19 +61,6 @@ def parse_args(**given: Any) -> Options:
 
 
 # --------------------------------------------------------------------------- host
-
-
-def devices(platform: Platform, dev: Path = Path("/dev")) -> tuple[str, ...]:
-    """docker run arguments for the platform's devices that exist on this host (under `dev`)."""
-    if platform is Platform.CUDA:
-        present = (dev / "nvidiactl").exists() or any(dev.glob("nvidia[0-9]*"))
-        return ("--gpus", "all") if present else ()
-    if platform is Platform.NPU:
-        paths = sorted(dev.glob("davinci*"))
-    else:
-        paths = [dev / "kfd", dev / "dri"] if platform is Platform.ROCM else [dev / "dri"]
-    args = tuple(word for path in paths if path.exists() for word in ("--device", str(path)))
-    return (*args, "--group-add", "video") if args and platform is Platform.ROCM else args
 
 
 def image_present(docker: str, ref: str) -> bool:
@@ -187,8 +174,11 @@ def run(name: str, **given: Any) -> int:
     environ = dict(os.environ)
     platforms = _platforms(args, tier, repo, docker, environ)
     steps = [s for platform in platforms for s in load_tier(repo, tier, platform)]
-    # What this host has for the GPU steps (--cpu-only: they need --force, so nothing).
-    args = dataclasses.replace(args, inventory=probe(environ, () if args.cpu_only else platforms))
+    # What this host has for the GPU steps (--cpu-only: they need --force, so nothing),
+    # narrowed by the caller's visibility variables (nvidia-smi ignores them).
+    probed = () if args.cpu_only else platforms
+    inventory = narrowed(probe(environ, probed), environ, probed)
+    args = dataclasses.replace(args, inventory=inventory)
     if args.list:
         width = min(shutil.get_terminal_size().columns, 100)
         sys.stdout.write(
@@ -215,7 +205,6 @@ def run(name: str, **given: Any) -> int:
         # Streamed only one at a time and off Buildkite (there, each job's group comes whole).
         stream=not live and not in_buildkite() and at_once == 1,
         commit=resolve_commit(repo),
-        devices={p: devices(p) for p in platforms},
         environ=environ,
         docker=docker,
         run_id=run_id,
