@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from ci.devices import VISIBLE_ENV, assigned
+from ci.devices import VISIBLE_ENV, Device, Inventory, assigned, hidden, narrowed
+from ci.errors import UserError
 from ci.platforms import Platform
 from tests.conftest import StandIns, run_cli
 
@@ -250,3 +251,41 @@ def test_docker_reads_the_gpus_argument_as_both_devices(docker_cli: str) -> None
         assert request["DeviceIDs"] == ["0", "1"] and request["Capabilities"] == [["gpu"]]
     finally:
         subprocess.run([docker_cli, "rm", "-f", container], capture_output=True)
+
+
+def test_a_callers_visibility_variable_narrows_the_inventory() -> None:
+    """Indices in the tool's numbering pick devices; empty or a leading negative: none; the
+    first negative ends the list (CUDA's rule); other forms are refused, one line each."""
+    cuda = tuple(Device(Platform.CUDA, i, "NVIDIA H100 80GB HBM3") for i in range(3))
+    host = Inventory((*cuda, Device(Platform.ROCM, 0, "AMD Instinct MI300X")))
+
+    def kept(value: str) -> list[int]:
+        environ = {"CUDA_VISIBLE_DEVICES": value}
+        return [d.index for d in narrowed(host, environ, [Platform.CUDA]).of(Platform.CUDA)]
+
+    assert narrowed(host, {}, Platform) == host
+    assert (kept("1"), kept(" 2 , 0"), kept("0,-1,2"), kept("7,1")) == ([1], [0, 2], [0], [1])
+    assert kept("") == kept("-1") == kept(" ") == []
+    only = narrowed(host, {"CUDA_VISIBLE_DEVICES": "1"}, [Platform.CUDA])
+    assert only.of(Platform.ROCM) == host.of(Platform.ROCM)  # another platform's devices stay
+    assert only.narrowed_by == {Platform.CUDA: "CUDA_VISIBLE_DEVICES=1"}
+    # A platform not in the run: its variable is not read.
+    assert narrowed(host, {"HIP_VISIBLE_DEVICES": "GPU-x"}, [Platform.CUDA]).devices == host.devices
+    environ = {"CUDA_VISIBLE_DEVICES": "GPU-8932f937", "ZE_AFFINITY_MASK": "0.1"}
+    with pytest.raises(UserError) as refused:
+        narrowed(host, environ, Platform)
+    assert refused.value.code == 2
+    assert [p.split(" is not")[0] for p in refused.value.problems] == [
+        "CUDA_VISIBLE_DEVICES: 'GPU-8932f937'",
+        "ZE_AFFINITY_MASK: '0.1'",
+    ]
+
+
+def test_a_job_without_devices_is_shown_none_of_any_platform() -> None:
+    """Every platform's variable, each once; Level Zero reads empty as every device."""
+    assert hidden() == {
+        "CUDA_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
+        "ASCEND_RT_VISIBLE_DEVICES": "",
+        "ZE_AFFINITY_MASK": "-1",
+    }

@@ -305,7 +305,9 @@ def test_force_runs_gpu_step_on_the_devices_there_are(tmp_path: Path) -> None:
     assert without.runs and without.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
     assert (without.devices, without.env["HIP_VISIBLE_DEVICES"]) == ((), "")
     for names, devices in ((["AMD Instinct MI300X"] * 4, (0, 1)), (["AMD MI250"], (0,))):
-        options = sample_options(tmp_path, force=True, native=True, inventory=gpus(Platform.ROCM, *names))
+        options = sample_options(
+            tmp_path, force=True, native=True, inventory=gpus(Platform.ROCM, *names)
+        )
         (forced,) = plan_step(gpu, 6, options)
         assert forced.devices == devices
         assert forced.env["HIP_VISIBLE_DEVICES"] == ",".join(map(str, devices))
@@ -943,7 +945,10 @@ def test_exact_sku_too_few_cards_no_devices_and_cpu_only_say_why(tmp_path: Path)
         two, 7, sample_options(tmp_path, inventory=gpus(Platform.ROCM, "AMD MI300X"), force=True)
     )
     assert forced_few.runs and forced_few.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "2"
-    assert (forced_few.devices, forced_few.where) == ((0,), "mi300_2 on AMD MI300X (--force: 1 of 2)")
+    assert (forced_few.devices, forced_few.where) == (
+        (0,),
+        "mi300_2 on AMD MI300X (--force: 1 of 2)",
+    )
 
 
 def test_rocm_job_gets_its_cards_natively_and_in_a_container(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -20,15 +21,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from ci.devices import Device, Inventory
+from ci.devices import VISIBLE_ENV, Device, Inventory, hidden
+from ci.errors import UserError
 from ci.platforms import Platform
 from ci.tiers.execute import JobOutcome, on_free_devices, run_jobs
 from ci.tiers.model import Tier, TierStep
 from ci.tiers.plan import Job, Options, plan_step
-from tests.conftest import cli_path
+from tests.conftest import SAMPLE, StandIns, cli_path
 from tests.test_runner_signals import end_marked, marked
+from tests.test_tiers import run as run_tier
 from tests.tiers_fixture import fixture_repo
 
 PYTEST = "pytest -q tests/diffusion -m 'core_model and cpu'"  # makes a step CPU-runnable
@@ -295,3 +299,132 @@ def test_a_job_planned_again_on_free_devices_gets_theirs() -> None:
     assert moved.command.env["HIP_VISIBLE_DEVICES"] == moved.env["HIP_VISIBLE_DEVICES"] == "1"
     cpu = dataclasses.replace(job, devices=())
     assert on_free_devices(cpu, options, {(Platform.ROCM, 0), (Platform.ROCM, 1)}) is cpu
+
+
+def test_a_forced_job_waits_for_every_device_it_was_planned_on() -> None:
+    """Forced on fewer devices than it asks for, it takes them all, or waits: never fewer."""
+    host = Inventory(tuple(Device(Platform.CUDA, i, "NVIDIA L4") for i in (0, 1)))
+    options = Options(native=True, repo="/repo", results="/r", commit="c", inventory=host)
+    step = gpu_step("Four", Platform.CUDA, "h100_4", "true")
+    (unforced,) = plan_step(step, 1, options)
+    assert not unforced.runs and unforced.reason == "needs h100_4: this host has 2 x NVIDIA L4"
+    forced = dataclasses.replace(options, force=True)
+    (job,) = plan_step(step, 1, forced)
+    assert job.devices == (0, 1) and job.env["VLLM_CI_EXPECTED_GPU_COUNT"] == "4"
+    assert job.where == "h100_4 on NVIDIA L4 (--force: 2 of 4)"
+    assert on_free_devices(job, forced, {(Platform.CUDA, 1)}) is None
+    moved = on_free_devices(job, forced, set())
+    assert moved is not None and moved.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+# --------------------------------------------------------------------------- on a GPU host
+# A stand-in nvidia-smi makes this host a GPU host; each step records its environment.
+
+H100 = "NVIDIA H100 80GB HBM3"
+CPU_PYTEST = "pytest -q tests/diffusion -m 'core_model and cpu'"
+
+
+def record(name: str, out: Path, seconds: float = 0) -> str:
+    """Job shell text: `start NAME` and `end NAME` lines in out/events, the env in NAME.env."""
+    events = out / "events"
+    return (
+        f"echo 'start {name}' >> {events}; env -0 > {out / name}.env; sleep {seconds}; "
+        f"echo 'end {name}' >> {events}"
+    )
+
+
+def recorded_env(out: Path, name: str) -> dict[str, str]:
+    items = (out / f"{name}.env").read_text().split("\0")
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+def cuda_repo(tmp_path: Path, out: Path) -> Path:
+    """The sample with a CUDA ready tier of a CPU step, an h100_1 and an h100_2 step."""
+    repo = tmp_path / "sample"
+    ignore = shutil.ignore_patterns("wheelhouse", "__pycache__", ".pytest_cache")
+    shutil.copytree(SAMPLE, repo, ignore=ignore)
+    steps = [
+        {"label": "CPU", "mirror_hardwares": "l4_1", "commands": [record("cpu", out), CPU_PYTEST]},
+        {"label": "One", "mirror_hardwares": "h100_1", "commands": [record("one", out, 1)]},
+        {"label": "Two", "mirror_hardwares": "h100_2", "commands": [record("two", out, 1)]},
+    ]
+    text = yaml.safe_dump({"steps": steps}, sort_keys=False)
+    (repo / ".buildkite" / "cuda" / "test-ready.yml").write_text(text)
+    out.mkdir()
+    return repo
+
+
+def gpu_host(
+    standins: StandIns, monkeypatch: pytest.MonkeyPatch, *names: str, visible: str | None = None
+) -> None:
+    """nvidia-smi lists `names`; the caller's CUDA_VISIBLE_DEVICES is `visible` (None: unset)."""
+    rows = "".join(f"{i}, {name}, 81559\\n" for i, name in enumerate(names))
+    standins.add("nvidia-smi", f"printf '{rows}'")
+    monkeypatch.setenv("PATH", standins.env()["PATH"])
+    monkeypatch.setenv("BUILDKITE_COMMIT", "gpu-host")
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    for platform_variable in VISIBLE_ENV.values():
+        monkeypatch.delenv(platform_variable, raising=False)
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+
+
+def run_cuda(repo: Path, tmp_path: Path, *more: str) -> int:
+    args = ["--platform", "cuda", "--repo", str(repo), "--native"]
+    return run_tier("ready", [*args, "--results", str(tmp_path / "r"), *more])
+
+
+def test_forced_steps_take_turns_on_the_devices_and_cpu_jobs_see_none(
+    tmp_path: Path, standins: StandIns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One H100: the h100_2 step, forced, waits for the device the h100_1 step holds and
+    gets it (CUDA_VISIBLE_DEVICES=0, VLLM_CI_EXPECTED_GPU_COUNT=2); the CPU job beside
+    them is shown no device of any platform, though the caller's CUDA_VISIBLE_DEVICES is 0."""
+    out = tmp_path / "out"
+    repo = cuda_repo(tmp_path, out)
+    gpu_host(standins, monkeypatch, H100, visible="0")
+    assert run_cuda(repo, tmp_path, "--force", "-j", "3") == 0
+    events = (out / "events").read_text().splitlines()
+    gpu = [line for line in events if not line.endswith(" cpu")]
+    assert gpu in (
+        ["start one", "end one", "start two", "end two"],
+        ["start two", "end two", "start one", "end one"],
+    ), events  # never both on device 0 at once
+    one, two, cpu = (recorded_env(out, name) for name in ("one", "two", "cpu"))
+    assert (one["CUDA_VISIBLE_DEVICES"], one["VLLM_CI_EXPECTED_GPU_COUNT"]) == ("0", "1")
+    assert (two["CUDA_VISIBLE_DEVICES"], two["VLLM_CI_EXPECTED_GPU_COUNT"]) == ("0", "2")
+    assert cpu["VLLM_CI_EXPECTED_GPU_COUNT"] == "0"
+    assert {name: cpu[name] for name in VISIBLE_ENV.values()} == hidden()
+    assert cpu["CUDA_VISIBLE_DEVICES"] == "" and cpu["ZE_AFFINITY_MASK"] == "-1"
+
+
+def test_the_callers_visible_devices_narrow_the_inventory(
+    tmp_path: Path,
+    standins: StandIns,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """nvidia-smi lists every GPU whatever CUDA_VISIBLE_DEVICES says: the caller's value
+    picks the devices by index; empty is none; a UUID is refused before anything runs."""
+    out = tmp_path / "out"
+    repo = cuda_repo(tmp_path, out)
+    gpu_host(standins, monkeypatch, H100, H100, visible="1")
+    assert run_cuda(repo, tmp_path) == 0
+    assert recorded_env(out, "one")["CUDA_VISIBLE_DEVICES"] == "1"
+    err = capfd.readouterr().err
+    assert f"needs h100_2: this host has 1 x {H100} (CUDA_VISIBLE_DEVICES=1)" in err
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert run_cuda(repo, tmp_path) == 0
+    err = capfd.readouterr().err
+    assert "needs h100_1: no cuda devices here (CUDA_VISIBLE_DEVICES=)" in err
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8932f937")
+    (out / "events").unlink()
+    with pytest.raises(UserError) as refused:
+        run_cuda(repo, tmp_path)
+    assert refused.value.code == 2
+    assert refused.value.problems[0].startswith(
+        "CUDA_VISIBLE_DEVICES: 'GPU-8932f937' is not a device index"
+    )
+    assert not (out / "events").exists()

@@ -148,8 +148,9 @@ def cov_split(
         "repo": "the target checkout (default: the sample under nox, else the git checkout here)",
         "image": "run every step in this image",
         "native": "run here, not in containers",
-        "force": "also run steps that need hardware this host lacks (with the no-GPU"
-        " pre-flight when its devices are absent); a false `if` still skips",
+        "force": "also run steps that need hardware this host lacks: on the cards they ask"
+        " for of any SKU, else on every device of their platform (VLLM_CI_EXPECTED_GPU_COUNT"
+        " stays theirs), else with none (the no-GPU pre-flight); a false `if` still skips",
         "exact_sku": "run a GPU step only on devices whose name has its SKU (H100, MI300)",
         "cpu_only": "run no GPU step without --force, whatever devices this host has",
         "list": "print the steps; run nothing",
@@ -191,8 +192,10 @@ def tier(
     is given. The hardware is the step's agent_pool (rocm) or the preset the
     upload resolves (cuda, npu); its `_<n>` is the card count (mi300_4: 4). The
     devices are what nvidia-smi, rocm-smi, npu-smi or xpu-smi list, of the step's
-    platform, another SKU too (the summary names it); the job gets n free
-    devices and VLLM_CI_EXPECTED_GPU_COUNT=n. Containers run as you (HOME=/tmp).
+    platform, another SKU too (the summary names it), narrowed by your own
+    CUDA_VISIBLE_DEVICES (HIP_, ASCEND_RT_, ZE_AFFINITY_MASK): indices only,
+    empty for none. The job gets n free devices and VLLM_CI_EXPECTED_GPU_COUNT=n;
+    a job without devices is shown none. Containers run as you (HOME=/tmp).
     Group and step `if`s are evaluated as for a PR carrying the tier's label,
     with build.env() reading this environment (e.g. WEEKLY=1); a false one
     skips the step. Jobs run up to -j at a time; a step whose depends_on names
