@@ -81,7 +81,7 @@ def test_missing_branch_and_bad_values_are_reported_together() -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        "error: --branch is required (the build's branch, e.g. main)",
+        "error: the following arguments are required: --branch",  # argparse's words
         "error: NIGHTLY must be 0 or 1, got '2'",
         "error: DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'",
     ]
@@ -109,3 +109,10 @@ def test_help_documents_every_option(task: str) -> None:
         found = re.search(rf"^ +(-\w(?: STRING)?, )?{option}(=STRING)? +\S", done.stdout, re.M)
         assert found, (option, done.stdout)  # the flag, then its help text
     assert "READY_TESTS" not in done.stdout and done.stderr == ""
+
+
+def test_labels_split_at_newlines_and_commas() -> None:
+    """docs/differences.md, "`select-suites --labels` also splits at commas"."""
+    for labels in ("ready\nmerge-test", "ready,merge-test", " ready , merge-test\n"):
+        done = run_cli("select-suites", "--branch", "feature", "--labels", labels)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"{READY}\n{MERGE}\n", "")

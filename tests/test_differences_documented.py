@@ -37,3 +37,12 @@ def test_xpu_runner_outside_a_checkout_exits_2_and_say_so(tmp_path: Path) -> Non
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: BUILDKITE_COMMIT must be set")
     assert "Outside a git checkout: exit 2, not git's 128" in headings()
+
+
+def test_the_fidelity_entries_of_issue_32_are_there() -> None:
+    """The cleanup's causes, the select-suites labels; the behaviours are asserted in
+    tests/test_release_cleanup.py and tests/test_amd_suites.py."""
+    assert "Failures say their cause" in headings()
+    assert "`select-suites --labels` also splits at commas" in headings()
+    assert "the following arguments are required: --branch" in DIFFERENCES
+    assert "Every job gets its devices from one account, `--force` included" in headings()

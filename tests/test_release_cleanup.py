@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import urllib.parse
@@ -26,7 +27,7 @@ import pytest
 
 from ci.errors import Stop, UserError
 from ci.release import cleanup
-from ci.release.hub import HubClient, HubError
+from ci.release.hub import HubClient, HubError, Response
 from tests.conftest import cli_path, run_cli
 
 USERNAME = "vllmbot"
@@ -494,3 +495,63 @@ def test_keep_must_be_positive() -> None:
     with pytest.raises(UserError) as err:
         cleanup.cleanup(hub_url="https://hub.docker.com", keep=-1, env={})
     assert err.value.code == 2
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on: every request there gets no answer."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_a_failed_login_keeps_the_scripts_line_and_adds_its_cause(
+    hub: tuple[FakeHub, str], tmp_path: Path
+) -> None:
+    """docs/differences.md, "Failures say their cause": the script's words, then (why)."""
+    _fake, url = hub
+    done = run(url, tmp_path, DOCKERHUB_USERNAME="someone")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"Error: Failed to get DockerHub bearer token (POST {url}/v2/users/login: HTTP 401, "
+        "no token)"
+    )
+    nobody = closed_port_url()
+    with pytest.raises(Stop) as stopped:
+        cleanup.cleanup(
+            hub_url=nobody, env={"DOCKERHUB_USERNAME": USERNAME, "DOCKERHUB_TOKEN": TOKEN}
+        )
+    (line,) = stopped.value.lines
+    assert stopped.value.code == 1
+    assert line.startswith(
+        f"Error: Failed to get DockerHub bearer token (POST {nobody}/v2/users/login: "
+    )
+
+
+def test_a_failed_delete_says_what_the_script_said(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """`.detail` as `jq -r` prints it, else the body, else `(empty response body)`; with no
+    answer at all (the script's HTTP 000) the cause is added."""
+    said = {
+        b"": "(empty response body)",
+        b"\n\n": "(empty response body)",
+        b"  not json\n": "  not json",
+        b'{"detail": "gone"}': "gone",
+        b'{"detail": 0}': "0",
+        b'{"detail": true}': "true",
+        b'{"detail": {"why": "x"}}': '{\n  "why": "x"\n}',
+        b'{"detail": null, "x": 1}': '{"detail": null, "x": 1}',
+        b'{"detail": false}': '{"detail": false}',
+    }
+    for body, detail in said.items():
+        assert cleanup.detail_of(Response(404, body)) == detail, body
+    nobody = closed_port_url()
+    assert not cleanup.delete(HubClient(nobody), "nightly-x", cleanup.Logger())
+    line = capfd.readouterr().err.splitlines()[-1]  # after webclient's `http: DELETE …`
+    assert line.startswith(
+        "Error: Failed to delete tag nightly-x (HTTP 000): no answer (DELETE "
+        f"{nobody}/v2/repositories/vllm/vllm-omni/tags/nightly-x: "
+    )

@@ -113,7 +113,7 @@ def select_from_args(
     (`branch` None: `--branch` not given; an empty branch is a value, not `main`)."""
     problems: list[str] = []
     if branch is None:
-        problems.append("--branch is required (the build's branch, e.g. main)")
+        problems.append("the following arguments are required: --branch")  # argparse's words
     night = attempt(problems, lambda: parse_nightly(nightly), False)
     if debug_test_yaml:
         attempt(problems, lambda: parse_debug_suites(debug_test_yaml), None)

@@ -9,6 +9,7 @@ timestamps compare as datetimes, and no credential is printed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -183,15 +184,22 @@ def cleanup(
 def delete(hub: HubClient, name: str, log: Logger) -> bool:
     try:
         resp = hub.delete_tag(REPO, name)
-    except HubError as exc:  # no answer: the script's curl said HTTP 000
-        resp = Response(0, str(exc).encode())
+    except HubError as exc:  # no answer: the script's curl said HTTP 000, with no body
+        log(f"Error: Failed to delete tag {name} (HTTP 000): no answer ({exc})")
+        return False
     if resp.ok:
         log(f"Successfully deleted tag: {name} (HTTP {resp.status})")
         return True
-    # The script's rule: `.detail` of a JSON body, else the raw body, else a placeholder.
-    found = resp.json()
-    detail = resp.body.decode("utf-8", errors="replace").strip() or "(empty response body)"
-    if isinstance(found, dict) and found.get("detail") not in (None, False):
-        detail = str(found["detail"])
-    log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {detail}")
+    log(f"Error: Failed to delete tag {name} (HTTP {resp.status:03d}): {detail_of(resp)}")
     return False
+
+
+def detail_of(resp: Response) -> str:
+    """The script's detail of a failed delete: `.detail` of a JSON body as `jq -r` prints
+    it (unless null or false), else the raw body without its trailing newlines (what
+    `$(…)` kept), else `(empty response body)`."""
+    found = resp.json()
+    value = found.get("detail") if isinstance(found, dict) else None
+    if value is not None and value is not False:
+        return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+    return resp.body.decode("utf-8", errors="replace").rstrip("\n") or "(empty response body)"
