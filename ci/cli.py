@@ -11,6 +11,7 @@ masked like every other stream (`_GuardedStdout`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -72,13 +73,27 @@ class CiProgram(Program):
         self.option_defaults = dict(option_defaults or {})
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:
-        """Run the command line; every way out is an exit code (stdout flushed first)."""
-        # The process's own streams (a caller's capture is left alone): a closed stdout is
-        # exit 74 before anything runs; a write to stdout is masked, and a failed one is a
-        # `StdoutFailed` (any other OSError may be a task's own file).
+        """Run the command line; every way out is an exit code (stdout flushed first).
+
+        The process's own streams are made safe first (`_standard_streams`: a closed stdout
+        is exit 74 before anything runs). While it runs, stdout, whatever it is (a caller's
+        capture too), is masked, and a failed write is a `StdoutFailed` (any other OSError
+        may be a task's own file)."""
         if sys.stdout is sys.__stdout__:
             _standard_streams()
-            sys.stdout = _GuardedStdout(sys.stdout)
+        outer = sys.stdout
+        if isinstance(outer, _GuardedStdout):
+            self._run(argv)
+            return
+        guard = sys.stdout = _GuardedStdout(outer)
+        try:
+            self._run(argv)
+        finally:
+            with contextlib.suppress(OSError):  # held text of an early way out, best effort
+                guard.flush()
+            sys.stdout = outer
+
+    def _run(self, argv: list[str] | None) -> None:
         code: str | int | None = 0
         try:
             try:
