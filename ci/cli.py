@@ -217,7 +217,8 @@ class _GuardedStdout:
         self._learnt = learnt()
 
     def write(self, text: str) -> int:
-        masked = self._mask().feed_text(text)
+        masker = self._mask()
+        masked = masker.feed_text(text) if masker.redact else text  # no secret: as it is
         if masked:
             _guarded(self._stream.write, masked)
         return len(text)
