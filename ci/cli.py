@@ -207,8 +207,9 @@ class _GuardedStdout:
 
     Every task's result passes here, whatever its format, so a secret's value given as
     input (a label, a branch) prints as `[REDACTED]`, as it does on stderr. One masker per
-    process, rebuilt only when a secret is learnt at run time; it holds back a tail that may
-    be the start of a secret split across writes, until the next write or `flush`.
+    run of the program, rebuilt only when a secret is learnt at run time; it holds back a
+    tail that may be the start of a secret split across writes, until the next write or
+    `flush`. Text goes through as it is while there is no secret to mask.
     """
 
     def __init__(self, stream: Any) -> None:
