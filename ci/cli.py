@@ -3,42 +3,97 @@
 Our own Invoke `Program` (also behind `inv` and the nox tier sessions), since callers
 tell a usage error from a failure by exit code: our grammar (`ci.grammar`) makes
 each problem one `error:` line, exit 2; Invoke's `c.run()` options, `-f/--config`
-and explicitly empty paths or choices are refused; a closed stdout ends quietly
-(141), an unwritable one is one `error:` line and exit 74.
+and explicitly empty paths or choices are refused; a pipe closed early ends quietly
+(141), a stdout that is closed or cannot be written is one `error:` line and exit 74.
+No Invoke config file is read (`NoConfig`), and everything printed on stdout is
+masked like every other stream (`_GuardedStdout`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, Protocol
 
+from invoke.config import Config
 from invoke.exceptions import Exit, UnexpectedExit
 from invoke.parser import Parser, ParseResult
 from invoke.program import Program
 
 from ci.errors import STDOUT_FAILED, Stop, Unavailable, UserError
 from ci.grammar import REFUSED, RUN_ONLY_CORE, parse, refuse_empty_values, unexpected
+from ci.redact import Redactor, StreamRedactor, learnt
 from ci.taskkit import PASS_ERRORS, message_lines, report
 from ci.tasks import ns
 
 DISTRIBUTION = "vllm-omni-ci"
 
 
+class NoConfig(Config):
+    """Invoke's Config with none of its sources but the defaults: no task reads it.
+
+    Invoke would read /etc/invoke.*, ~/.invoke.*, invoke.* beside tasks.py, the file
+    `$INVOKE_RUNTIME_CONFIG` names and `INVOKE_*` variables, and run a `.py` one as code:
+    anyone who can write one of those files would run code in every CI job, and a
+    malformed one ended every task in a traceback. Nothing is opened, nothing is read.
+    """
+
+    def load_system(self, merge: bool = True) -> None:
+        pass
+
+    def load_user(self, merge: bool = True) -> None:
+        pass
+
+    def load_project(self, merge: bool = True) -> None:
+        pass
+
+    def load_runtime(self, merge: bool = True) -> None:
+        pass
+
+    def load_shell_env(self) -> None:
+        pass
+
+    def set_project_location(self, path: Any) -> None:
+        super().set_project_location(None)
+
+    def set_runtime_path(self, path: Any) -> None:
+        super().set_runtime_path(None)
+
+
 class CiProgram(Program):
     """Invoke's Program, parsing with our grammar (`ci.grammar`): usage errors exit 2."""
 
     def __init__(self, *args: Any, option_defaults: Mapping[str, str] | None = None, **kw: Any):
-        super().__init__(*args, **kw)
+        super().__init__(*args, **{**kw, "config_class": NoConfig})  # no config file, ever
         # Values for task options the command line leaves out (`nox -s ready`: the sample).
         self.option_defaults = dict(option_defaults or {})
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:
-        """Run the command line; every way out is an exit code (stdout flushed first)."""
-        # A failed stdout write is a `StdoutFailed`: any other OSError may be a task's own file.
-        if sys.stdout is sys.__stdout__ and sys.stdout is not None:
-            sys.stdout = _GuardedStdout(sys.stdout)
+        """Run the command line; every way out is an exit code (stdout flushed first).
+
+        The process's own streams are made safe first (`_standard_streams`: a closed stdout
+        is exit 74 before anything runs). While it runs, stdout, whatever it is (a caller's
+        capture too), is masked, and a failed write is a `StdoutFailed` (any other OSError
+        may be a task's own file)."""
+        if sys.stdout is sys.__stdout__:
+            _standard_streams()
+        outer = sys.stdout
+        if isinstance(outer, _GuardedStdout):
+            self._run(argv)
+            return
+        guard = sys.stdout = _GuardedStdout(outer)
+        try:
+            self._run(argv)
+        finally:
+            with contextlib.suppress(OSError):  # held text of an early way out, best effort
+                guard.flush()
+            sys.stdout = outer
+
+    def _run(self, argv: list[str] | None) -> None:
         code: str | int | None = 0
         try:
             try:
@@ -118,15 +173,6 @@ class CiProgram(Program):
             )
         UserError.collect(problems)
 
-    def update_config(self, merge: bool = True) -> None:
-        """Config without `$INVOKE_RUNTIME_CONFIG`'s file: none is read, a bad one broke."""
-        saved = os.environ.pop("INVOKE_RUNTIME_CONFIG", None)
-        try:
-            super().update_config(merge)
-        finally:
-            if saved is not None:
-                os.environ["INVOKE_RUNTIME_CONFIG"] = saved
-
     def print_version(self) -> None:
         """`--version`: the installed distribution's version (setuptools-scm wrote it from the
         git tags at install time), looked up only when asked, so that startup stays cheap."""
@@ -156,21 +202,45 @@ class StdoutFailed(OSError):
 
 
 class _GuardedStdout:
-    """sys.stdout, whose write errors say they are stdout's. A proxy, not a raw file under
-    the stream: a signal raised between a raw write and its return wrote the bytes twice."""
+    """sys.stdout, masked, whose write errors say they are stdout's. A proxy, not a raw file
+    under the stream: a signal raised between a raw write and its return wrote the bytes twice.
+
+    Every task's result passes here, whatever its format, so a secret's value given as
+    input (a label, a branch) prints as `[REDACTED]`, as it does on stderr. One masker per
+    run of the program, rebuilt only when a secret is learnt at run time; it holds back a
+    tail that may be the start of a secret split across writes, until the next write or
+    `flush`. Text goes through as it is while there is no secret to mask.
+    """
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        self._masker: StreamRedactor | None = None
+        self._learnt = learnt()
 
     def write(self, text: str) -> int:
-        return int(_guarded(self._stream.write, text))
+        masker = self._mask()
+        masked = masker.feed_text(text) if masker.redact else text  # no secret: as it is
+        if masked:
+            _guarded(self._stream.write, masked)
+        return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
     def flush(self) -> None:
+        rest = self._mask().flush_text()
+        if rest:
+            _guarded(self._stream.write, rest)
         _guarded(self._stream.flush)
+
+    def _mask(self) -> StreamRedactor:
+        if self._masker is None:
+            self._masker = StreamRedactor(Redactor.for_env())
+        elif self._learnt != learnt():
+            self._learnt = learnt()
+            self._masker.redact = Redactor.for_env()
+        return self._masker
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -188,6 +258,35 @@ def _guarded(call: Callable[..., Any], *args: Any) -> Any:
 def _stdout_to_devnull() -> None:
     """The interpreter's final flush must not fail again."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _standard_streams() -> None:
+    """Streams every task can write without a traceback, whatever the caller gave us.
+
+    A standard stream closed at start-up (`>&-`) is None in Python, and its descriptor is
+    the next one `open` returns: a file we open would receive a child's output. Each
+    closed one gets /dev/null; a closed stdout then ends the task (exit 74, before
+    anything runs: its result would be lost), a closed stderr or stdin only loses logs
+    or input. A character the stream's encoding lacks (`PYTHONIOENCODING=ascii`)
+    prints as a `\\u…` escape, as Python does on stderr, instead of raising.
+    """
+    for fd, name in ((0, "stdin"), (2, "stderr"), (1, "stdout")):
+        if getattr(sys, name) is None:
+            _devnull_at(fd)
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))
+            if fd == 1:
+                print(f"error: cannot write to stdout: {os.strerror(errno.EBADF)}", file=sys.stderr)
+                sys.exit(STDOUT_FAILED)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _devnull_at(fd: int) -> None:
+    opened = os.open(os.devnull, os.O_RDWR)
+    if opened != fd:
+        os.dup2(opened, fd)
+        os.close(opened)
 
 
 def program(binary: str = "vllm-omni-ci", **option_defaults: str) -> CiProgram:

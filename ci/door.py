@@ -122,8 +122,8 @@ class Plan:
 
     def render(self) -> str:
         redact = self.redactor()
-        lines = [f"# plan: {self.title}"] if self.title else []
-        lines += [f"# {k}: {v}" for k, v in self.facts]
+        lines = [redact(f"# plan: {self.title}")] if self.title else []
+        lines += [redact(f"# {k}: {v}") for k, v in self.facts]
         for i, cmd in enumerate(self.commands, 1):
             head = f"{i}. {cmd.description}" if cmd.description else f"{i}."
             lines.append(redact(head + cmd.policy(i)))

@@ -31,6 +31,7 @@ SECRET_SUBSTRINGS = ("PASSWORD",)  # anywhere: PASSWORD_FOR_REG, DOCKERHUBPASSWO
 _BUILDKITE_ID_SUFFIXES = ("_STEP_KEY", "_GROUP_KEY", "_PIPELINE_KEY", "_CACHE_KEY")
 
 _remembered: set[str] = set()
+_learnt = 0  # how many times `remember` added a secret: a long-lived masker rebuilds on a change
 
 
 def is_secret_name(name: str) -> bool:
@@ -48,7 +49,16 @@ def secrets_from_env(env: Mapping[str, str]) -> set[str]:
 def remember(*values: str) -> None:
     """Secrets learnt at run time: masked from now on by every `Redactor.for_env` in this
     process (door's echo, error lines and streamed output), so they never print again."""
-    _remembered.update(v for v in values if v and len(v.strip()) >= MIN_LENGTH)
+    global _learnt
+    new = {v for v in values if v and len(v.strip()) >= MIN_LENGTH} - _remembered
+    if new:
+        _remembered.update(new)
+        _learnt += 1
+
+
+def learnt() -> int:
+    """Changes whenever `remember` learns a secret (a `Redactor` built before lacks it)."""
+    return _learnt
 
 
 def forms(value: str) -> set[str]:
@@ -95,19 +105,27 @@ class StreamRedactor:
     in two. `flush` returns the rest (at the end, or while nothing more comes)."""
 
     def __init__(self, redact: Redactor) -> None:
-        self._redact = redact
+        self.redact = redact  # replaceable between pieces (a secret learnt meanwhile)
         self._held = ""
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape").decode
 
     def feed(self, data: bytes) -> bytes:
-        buffer = self._held + self._decode(data)
-        cut = self._safe_cut(buffer)
-        self._held = buffer[cut:]
-        return self._redact(buffer[:cut]).encode("utf-8", errors="surrogateescape")
+        return self.feed_text(self._decode(data)).encode("utf-8", errors="surrogateescape")
 
     def flush(self) -> bytes:
-        rest, self._held = self._held + self._decode(b"", True), ""
-        return self._redact(rest).encode("utf-8", errors="surrogateescape")
+        rest = self.feed_text(self._decode(b"", True)) + self.flush_text()
+        return rest.encode("utf-8", errors="surrogateescape")
+
+    def feed_text(self, text: str) -> str:
+        """`feed` for text already decoded (our own stdout)."""
+        buffer = self._held + text
+        cut = self._safe_cut(buffer)
+        self._held = buffer[cut:]
+        return self.redact(buffer[:cut])
+
+    def flush_text(self) -> str:
+        rest, self._held = self._held, ""
+        return self.redact(rest)
 
     def _safe_cut(self, buffer: str) -> int:
         """Where what is printable now ends. A secret that the cut would split (one that
@@ -116,7 +134,7 @@ class StreamRedactor:
         cut, moved = len(buffer), True
         while moved:
             moved = False
-            for value in self._redact.values:
+            for value in self.redact.values:
                 at = buffer.find(value[0], max(0, cut - len(value) + 1), cut)
                 while at != -1 and not value.startswith(buffer[at : at + len(value)]):
                     at = buffer.find(value[0], at + 1, cut)

@@ -421,3 +421,15 @@ def test_shim_script_keeps_the_old_command_line(standins: StandIns, tmp_path: Pa
     )
     assert done.returncode == 5, done.stderr
     assert standins.argvs("pytest") == [["-s", "-v", "b", "-m", "a and b"]]
+
+
+def test_the_printed_plan_masks_a_secrets_value_in_its_title(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`cov-split --model-id X -n` printed `# plan: cov-split X` in clear (issue 32, item 4)."""
+    secret = "s3cr3t-model"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    request = covsplit.Request(secret, offline=("a",))
+    text = covsplit.make_plan(request, {}).plan().render()
+    assert secret not in text
+    assert text.startswith("# plan: cov-split [REDACTED]\n")

@@ -16,7 +16,7 @@ from ci.errors import UserError
 from ci.platforms import Platform, parse_platform
 from ci.target import resolve_branch, resolve_commit
 from ci.taskkit import after_dashdash
-from tests.conftest import ROOT, cli_path, run_cli
+from tests.conftest import ROOT, SAMPLE, cli_path, run_cli
 
 
 @pytest.mark.parametrize(
@@ -180,6 +180,138 @@ def test_importing_tasks_pulls_in_no_heavy_module() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+# ------------------------------------------------------ trust: config files and odd start-ups
+# issue 32: a user's Invoke config ran as code on every call, and a closed stdout, a HOME
+# that is a file or an ASCII-only stdout ended every task in a traceback.
+
+
+def _marker_code(marker: Path) -> str:
+    return f"open({str(marker)!r}, 'w').close()\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [(".invoke.py", ""), (".invoke.yaml", "a: [x"), (".invoke.yml", "a: {"), (".invoke.json", "{")],
+)
+def test_no_invoke_config_file_is_read_or_run(name: str, text: str, tmp_path: Path) -> None:
+    """~/.invoke.py ran as code; a malformed ~/.invoke.yaml was a traceback (issue 32, item 2)."""
+    marker, home = tmp_path / "ran", tmp_path / "home"
+    home.mkdir()
+    (home / name).write_text(text or _marker_code(marker))
+    (tmp_path / "runtime.py").write_text(_marker_code(marker))
+    env = {**os.environ, "HOME": str(home), "INVOKE_RUNTIME_CONFIG": str(tmp_path / "runtime.py")}
+    for args in (["--list"], ["step", "--", "true"]):
+        done = run_cli(*args, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
+def test_the_programs_config_opens_no_file_at_any_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """System (/etc cannot be written here: a stand-in prefix), user, project and runtime
+    files, and INVOKE_* variables: the config class our program uses loads none of them."""
+    from ci.cli import program
+
+    marker = tmp_path / "ran"
+    for where in ("etc/invoke.py", "home/.invoke.py", "project/invoke.py", "runtime.py"):
+        (tmp_path / where).parent.mkdir(exist_ok=True)
+        (tmp_path / where).write_text(_marker_code(marker) + "run = {'echo': True}\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("INVOKE_RUN_ECHO", "1")
+    ours = program()
+    config = ours.config_class(
+        system_prefix=f"{tmp_path}/etc/",
+        project_location=str(tmp_path / "project"),
+        runtime_path=str(tmp_path / "runtime.py"),
+    )
+    for load in (config.load_system, config.load_user, config.load_project, config.load_runtime):
+        load()
+    config.set_project_location(str(tmp_path / "project"))
+    config.load_project()
+    config.load_shell_env()
+    config = config.clone()
+    assert not marker.exists()
+    assert config.run.echo is False
+    ours.parse(["vllm-omni-ci", "--list"])
+    assert isinstance(ours.config, ours.config_class)
+
+
+def _with_stdout_closed(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", '"$@" >&-', "bash", *argv],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--list"], ["step", "--", "touch", "ran"], ["skip-ci", "--level", "l2"], ["inv", "--list"]],
+    ids=lambda argv: "-".join(argv[:2]),
+)
+def test_a_closed_stdout_is_one_error_line_and_exit_74(argv: list[str], tmp_path: Path) -> None:
+    """`vllm-omni-ci … >&-` was `AttributeError … 'flush'` and exit 1 (issue 32, item 10);
+    now the README's line and code, before anything runs. `inv` (in the repo) too."""
+    if argv[0] == "inv":
+        done = _with_stdout_closed(*argv, cwd=ROOT)
+    else:
+        done = _with_stdout_closed(cli_path(), *argv, cwd=tmp_path)
+    assert done.returncode == 74, done.stderr
+    assert done.stderr == "error: cannot write to stdout: Bad file descriptor\n"
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_closed_stderr_or_stdin_loses_only_what_it_carried(tmp_path: Path) -> None:
+    for closed in ("2>&-", "<&-"):
+        done = subprocess.run(
+            ["bash", "-c", f'"$@" {closed}', "bash", cli_path(), "step", "--", "touch", "ran"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, (closed, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert (tmp_path / "ran").exists()
+        (tmp_path / "ran").unlink()
+
+
+def test_a_home_that_is_a_file_changes_nothing_for_a_task_that_does_not_need_it(
+    tmp_path: Path,
+) -> None:
+    """Invoke's user config made every task a traceback (issue 32, item 14)."""
+    home = tmp_path / "home"
+    home.write_text("")
+    env = {**os.environ, "HOME": str(home)}
+    for args in (["--list"], ["step", "--", "true"], ["check-marks", "--repo", str(SAMPLE)]):
+        done = run_cli(*args, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_a_home_that_is_a_file_is_one_error_line_where_home_is_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sandbox up` keeps its folder under HOME: it says so, before starting anything."""
+    from ci.sandbox import run
+
+    (tmp_path / "home").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.delenv("VLLM_OMNI_CI_SANDBOX", raising=False)
+    with pytest.raises(UserError) as info:
+        run.up()
+    assert info.value.problems[0].startswith(f"sandbox folder {tmp_path}/home/.local/share/")
+    assert "Not a directory" in info.value.problems[0]
+
+
+def test_characters_the_stream_encoding_lacks_are_escaped_not_raised(tmp_path: Path) -> None:
+    """`PYTHONIOENCODING=ascii vllm-omni-ci plan` raised UnicodeEncodeError (item 14)."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = run_cli("step", "--dry-run", "--", "echo", "café — ok", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "caf\\xe9 \\u2014 ok" in done.stdout
 
 
 # ------------------------------------------------------------------ commit / branch defaults

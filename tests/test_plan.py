@@ -9,6 +9,7 @@ files, `main` pushed to a bare origin, then a feature branch with real commits.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -649,3 +650,59 @@ def test_platforms_repeat_comma_separate_and_take_aliases(repo: GitRepo) -> None
     data = json.loads(done.stdout)
     assert data["inputs"]["platforms"] == ["rocm", "xpu"]
     assert [p["platform"] for p in data["platforms"]] == ["rocm", "xpu"]
+
+
+# --------------------------------------------------------------------------- trust (issue 32)
+
+SECRET = "s3cr3t-label"  # HF_TOKEN's value, given again as an input
+
+
+def test_a_secrets_value_given_as_input_is_masked_on_stdout_in_every_format(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--labels ready,X`, `--branch X` and BUILDKITE_BRANCH=X printed X on stdout while
+    stderr masked it (item 3): every format now goes through the program's stdout masker."""
+    import signal
+
+    from ci.cli import program
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for name in [k for k in os.environ if k.startswith("BUILDKITE")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    given = {"labels": ["--labels", f"ready,{SECRET}"], "branch": ["--branch", SECRET], "env": []}
+    plan = ["vllm-omni-ci", "plan", "-r", str(repo.path), "--format"]
+    try:
+        for fmt in ("table", "json", "markdown"):
+            for how, words in given.items():
+                with monkeypatch.context() as scoped:
+                    if how == "env":
+                        scoped.setenv("BUILDKITE_BRANCH", SECRET)
+                    program().run([*plan, fmt, *words])
+                out, err = capsys.readouterr()
+                assert SECRET not in out + err, (fmt, how)
+                assert "[REDACTED]" in out, (fmt, how)
+                if fmt == "json":
+                    json.loads(out)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_reader_gone_before_the_plan_is_printed_is_exit_141(repo: GitRepo, fmt: str) -> None:
+    """`plan | true` exited 1 with no message in table format (item 18): rich's Console
+    turned the closed pipe into its own exit 1; now it is 141, as every other format's."""
+    import subprocess
+
+    from tests.conftest import cli_path
+
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as stdout:
+        done = subprocess.run(
+            [cli_path(), "plan", "-r", str(repo.path), "--format", fmt],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, env=buildkite_env(), timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr

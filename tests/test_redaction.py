@@ -191,3 +191,52 @@ def test_tokenizer_settings_are_not_secrets(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "tokenizer-name" in done.stderr.splitlines()
+
+
+# ------------------------------------------------------------------ our own stdout (issue 32)
+
+
+def test_stdout_masks_a_secret_split_across_writes_and_one_learnt_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every task's stdout passes one masker: a value cut between two writes is masked
+    whole, and a secret `remember`ed after the first write is masked from then on."""
+    import io
+
+    from ci.cli import _GuardedStdout
+    from ci.redact import remember
+
+    monkeypatch.setenv("HF_TOKEN", "split-secret-4c1e")
+    sink = io.StringIO()
+    out = _GuardedStdout(sink)
+    out.write("a split-sec")
+    out.write("ret-4c1e b\n")
+    remember("learnt-secret-77d2")
+    print("c learnt-secret-77d2 d", file=out)
+    out.flush()
+    assert sink.getvalue() == f"a {MASK} b\nc {MASK} d\n"
+
+
+def test_masked_upload_pipeline_yaml_still_parses(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret's value inside the printed pipeline becomes `[REDACTED]`; the YAML stays YAML."""
+    import signal
+
+    import yaml
+
+    from ci.cli import program
+    from tests.conftest import SAMPLE
+
+    secret = "upload-ready-pipeline"  # the sample's `depends_on:` key
+    monkeypatch.setenv("HF_TOKEN", secret)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        pipeline = ".buildkite/cuda/test-ready.yml"
+        program().run(["vllm-omni-ci", "upload-pipeline", pipeline, "-r", str(SAMPLE), "-n"])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    out = capsys.readouterr().out
+    assert secret not in out and MASK in out
+    assert isinstance(yaml.safe_load(out), dict)

@@ -6,7 +6,9 @@ schema in `ci/data/plan.schema.json` describes exactly what is printed.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, TypeVar
@@ -98,7 +100,13 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    console = Console(file=file, soft_wrap=False, highlight=False)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            """rich's own exits 1, silently: a closed pipe is the program's 141, as for
+            every other format and task (`plan | true`)."""
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    console = PipeConsole(file=file, soft_wrap=False, highlight=False)
     terminal = console.is_terminal
     strip: Callable[[str], str] = strip_emoji if terminal else str
     if not terminal:

@@ -31,7 +31,13 @@ def _layout(root: str) -> Layout:
 def up(root: str = "") -> None:
     """Bring up every part in order; a part that fails stops `up` (exit 1) with its reason."""
     layout = _layout(root)
-    layout.run.mkdir(parents=True, exist_ok=True)  # the parts' logs and configs
+    try:
+        layout.run.mkdir(parents=True, exist_ok=True)  # the parts' logs and configs
+    except OSError as exc:  # HOME a file, a read-only --root: before anything is started
+        raise UserError(
+            f"sandbox folder {layout.root}: cannot create it: {exc.strerror or exc}"
+            " (choose another with --root or VLLM_OMNI_CI_SANDBOX)"
+        ) from None
     began = time.monotonic()
     _say(f"sandbox: {layout.root}")
     for part in PARTS:
