@@ -160,7 +160,8 @@ class CommandFailed(Stop):
 
 
 class Interrupted(Stop):
-    """We received SIGTERM/SIGINT/SIGHUP; the child tree is gone, exit 128+N (143/130/129)."""
+    """We received SIGTERM/SIGINT/SIGHUP/SIGQUIT; the child tree is gone, exit 128+N
+    (143/130/129/131)."""
 
 
 def _in_buildkite() -> bool:
@@ -189,13 +190,15 @@ def note(message: str, *, redact: Redactor | None = None) -> None:
     sys.stderr.flush()
 
 
-# Buildkite cancels with TERM, a terminal with INT, a lost agent session with HUP.
-FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Buildkite cancels with TERM, a terminal with INT (Ctrl-C) or QUIT (Ctrl-\), a lost agent
+# session with HUP. Each ends the command's tree first; QUIT's default (exit, no clean-up)
+# would leave the tree running.
+FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 @contextlib.contextmanager
 def _signals_recorded(received: list[int] | None = None) -> Iterator[list[int]]:
-    """While a command runs, SIGTERM/SIGINT/SIGHUP are recorded in the yielded list, which
+    """While a command runs, the `FORWARDED_SIGNALS` are recorded in the yielded list, which
     the wait loop checks (main thread only: elsewhere they cannot be caught). `received`,
     when given, is the caller's: off the main thread it passes a signal on by appending it."""
     received = [] if received is None else received
@@ -215,7 +218,8 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def install_interrupt_handlers() -> None:
-    """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129 (main thread).
+    """Between commands, SIGTERM/SIGINT/SIGHUP/SIGQUIT end the task with 143/130/129/131
+    (main thread).
     While a command runs, `run` forwards the signal to its tree first instead."""
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED_SIGNALS:
@@ -333,10 +337,11 @@ def _pty_pair(like_fd: int) -> tuple[int, int]:
     return master, slave
 
 
-def _end_group(root: int, grace: float) -> bool:
+def _end_group(root: int, grace: float, hurry: Callable[[], bool] = lambda: False) -> bool:
     """End a `leaves_nothing` program (it starts no daemon: its session is all of it): TERM
-    its group, KILL the group if the root outlives `grace`; True if KILL was needed. The
-    root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
+    its group, KILL the group if the root outlives `grace` (or at once when `hurry()`);
+    True if KILL was needed. The root is not reaped yet (WNOWAIT), so the group's id
+    cannot be reused."""
 
     def exited() -> bool:
         with contextlib.suppress(ChildProcessError):
@@ -346,7 +351,7 @@ def _end_group(root: int, grace: float) -> bool:
     with contextlib.suppress(OSError):
         os.killpg(root, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while not exited() and time.monotonic() < deadline:
+    while not exited() and time.monotonic() < deadline and not hurry():
         time.sleep(POLL)
     killed = not exited()
     with contextlib.suppress(OSError):
@@ -407,8 +412,8 @@ def run(
             for relay in relays:
                 relay.finish()
 
-    if received:
-        _raise_interrupted(received[-1], None)
+    if received:  # the first signal says why we stop (a second one only hurried the end)
+        _raise_interrupted(received[0], None)
     kept = (b"".join(r.kept).decode(errors="replace") for r in relays)
     stdout, stderr = kept if output == "capture" else ("", "")
     result = Result(code, stdout, stderr, timed_out)
@@ -434,7 +439,8 @@ def _wait(
     tree: Tree | None,
     received: list[int],
 ) -> tuple[int, bool]:
-    """Wait for the child, enforcing the timeout and forwarding signals."""
+    """Wait for the child, enforcing the timeout and forwarding signals. A signal ends the
+    tree (TERM, KILL after the grace); another signal during that grace KILLs it at once."""
     if cmd.stdin is not None and proc.stdin is not None:
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(cmd.stdin.encode())
@@ -447,7 +453,10 @@ def _wait(
     exited: list[int] = []  # readable the moment the child exits (a pidfd: Linux 5.3+)
     with contextlib.suppress(OSError, AttributeError):
         exited.append(os.pidfd_open(proc.pid))
-    end = tree.terminate if tree else lambda grace: _end_group(proc.pid, grace)
+
+    def end(grace: float, hurry: Callable[[], bool] = lambda: False) -> bool:
+        return tree.terminate(grace, hurry) if tree else _end_group(proc.pid, grace, hurry)
+
     while code is None:
         if tree:
             tree.sweep()
@@ -455,17 +464,23 @@ def _wait(
         if proc.poll() is not None:
             code = exit_code(proc.returncode)
         elif received:
-            end(min(cmd.grace, SIGNAL_GRACE))
+            end(min(cmd.grace, SIGNAL_GRACE), _another_signal(received))
             code = exit_code(proc.wait())
         elif deadline is not None and time.monotonic() >= deadline:
             timed_out = True
-            code = 137 if end(cmd.grace) else 124
+            code = 137 if end(cmd.grace, lambda: bool(received)) else 124
             proc.wait()
     for fd in exited:
         os.close(fd)
     if tree:
         tree.close()
     return code, timed_out
+
+
+def _another_signal(received: list[int]) -> Callable[[], bool]:
+    """Whether a signal came after those `received` holds now."""
+    seen = len(received)
+    return lambda: len(received) > seen
 
 
 Runner = Callable[[Command, Output, bool], Result]  # `run`, or `run` under a deadline

@@ -582,15 +582,37 @@ def test_artifacts_are_copied_after_sigterm(tmp_path: Path) -> None:
         watch.cleanup()
 
 
-def test_sigterm_to_step_ends_the_whole_tree() -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGQUIT, 131)], ids=["TERM", "QUIT"]
+)
+def test_a_signal_to_step_ends_the_whole_tree(signum: int, code: int) -> None:
+    """Issue 32 item 21: SIGQUIT ended step and left the command's tree running."""
     watch = start(["step", "--", "bash", "-c", HOSTILE], os.environ)
     try:
         watch.wait_for(MARKS)
-        watch.proc.send_signal(signal.SIGTERM)
-        assert watch.wait_exit(timeout=60) == 143
+        watch.proc.send_signal(signum)
+        assert watch.wait_exit(timeout=60) == code
         assert watch.survivors() == []
     finally:
         watch.cleanup()
+
+
+def test_a_second_signal_kills_the_tree_without_waiting_out_the_grace() -> None:
+    """Issue 32 item 22: TERM, then INT while the tree (which ignores TERM) had its grace,
+    waited the grace out. The exit is the first signal's."""
+    marker = new_marker()
+    watch = start(["step", "--", "bash", "-c", f"trap '' TERM INT; sleep {marker}"], os.environ)
+    try:
+        watch.wait_for([f"sleep {marker}"])
+        watch.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # step is inside the grace (at most SIGNAL_GRACE, 5 s) now
+        watch.proc.send_signal(signal.SIGINT)
+        # wait_exit kills a step still running after 2.5 + 1 s (-9): well inside the grace.
+        assert watch.wait_exit(timeout=2.5) == 143
+        assert marked(marker) == []
+    finally:
+        watch.cleanup()
+        end_marked(marker)
 
 
 # ------------------------------------------------------------------------ what the command leaves

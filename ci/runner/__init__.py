@@ -25,12 +25,12 @@ def teed(argv: Sequence[str], name: str, log: str, *tier: str) -> tuple[str, ...
     return ("bash", "-c", script + 'exit "${PIPESTATUS[0]}"', name, log, *tier, *argv)
 
 
-def run_reporting(cmd: Command) -> Result:
+def run_reporting(cmd: Command, cancel: list[int] | None = None) -> Result:
     """`door.run`, and a command that could not start says why on stderr (not a bare 127:
-    the door leaves that text to callers that capture)."""
+    the door leaves that text to callers that capture). `cancel`: as `door.run`'s."""
     from ci import door
 
-    result = door.run(cmd)
+    result = door.run(cmd, cancel=cancel)
     if result.stderr:  # only set when the command never started (output is streamed)
         door.note(result.stderr.strip())
     return result

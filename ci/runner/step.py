@@ -304,7 +304,7 @@ def execute(plan: StepPlan) -> int:
 
     def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.options.leak_scope) if plan.options.leak_check else []
-        code = run_reporting(plan.command).code
+        code = run_reporting(plan.command, cancel=received).code
         if plan.options.leak_check:
             code = _leak_check(plan, before, code, stop=lambda: bool(received))
         return code

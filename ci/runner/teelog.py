@@ -6,7 +6,7 @@ a stream (`StreamRedactor`: a read never cuts one in two); `step` masks its stre
 tier job's stream (the CI log, redacted by Buildkite) passes as is, MODE `log` drops it.
 A LOG that cannot be written stops only the copy to LOG; the status stays the command's
 (`tee`'s failure replaced it under pipefail): `step` warns, a tier job's STATUS file
-says `ok` or `error: <reason>`. It ignores SIGTERM, SIGINT and SIGHUP and ends with its
+says `ok` or `error: <reason>`. It ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT and ends with its
 input, so output written while the tree is ended still reaches the log.
 """
 
@@ -59,7 +59,7 @@ class _Sink:
 
 def main(argv: Sequence[str]) -> int:
     """`LOG` (step) or `LOG MODE(tee|log) STATUS` (a tier job); always 0."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     tier = len(argv) == 3
     stream = _Sink(sys.stdout.fileno() if not tier or argv[1] == "tee" else None, "", warn=False)

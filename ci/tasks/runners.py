@@ -42,9 +42,10 @@ def run_tests(
     VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
     only when present; container and image removed on every exit.
     Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
-    134); SIGTERM, SIGINT or SIGHUP to run-tests end every descendant, then exit
-    143, 130 or 129; --timeout 124. rocm/npu: what the job leaves running when it
-    ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
+    134); SIGTERM, SIGINT, SIGHUP or SIGQUIT to run-tests end every descendant, then
+    exit 143, 130, 129 or 131 (a second signal KILLs at once); --timeout 124.
+    rocm/npu: what the job leaves running when it ends is ended (TERM, KILL after
+    5s) and listed on stderr; the status is kept.
     """
     from ci.runner.native import run_tests as dispatch
 
