@@ -192,6 +192,59 @@ def test_input_errors(options: dict[str, object], environ: dict[str, str], messa
     assert message in problems(environ, **options)
 
 
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--summary-tail", HUGE),
+        ("--summary-tail", "-1"),
+        ("--summary-tail", "1000001"),
+        pytest.param("--summary-tail", "9" * 5000, id="tail-5000-digits"),  # int()'s limit
+        ("--summary-tail", "ten"),
+        ("--timeout", HUGE),
+        pytest.param("--timeout", "9" * 400, id="timeout-inf"),  # float() makes it inf
+        ("--timeout", "0"),
+        ("--timeout", "-5"),
+        ("--timeout", "1e9"),
+        ("--kill-after", HUGE + "h"),
+        ("--kill-after", "-1"),
+        ("--leak-settle", HUGE),
+        ("--leak-settle", "5 s"),
+        ("--shard", f"{HUGE}/3"),
+        ("--shard", "-1/2"),
+        pytest.param("--shard", f"0/{'9' * 5000}", id="shard-5000-digits"),
+    ],
+)
+def test_a_numeric_option_out_of_range_exits_2_before_the_command(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    """Issue 32 item 13: `--summary-tail 99999999999999999999` ran the command, then raised
+    OverflowError. Every numeric option is checked first: one `error:` line, exit 2."""
+    done = step(
+        "--artifact-dir", "out", "--leak-check", f"{option}={value}", "--", "touch", "ran",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if not line.startswith("error: ")] == []
+    assert option.lstrip("-") in done.stderr or "shard" in done.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_range_error_names_the_allowed_range() -> None:
+    assert problems(summary_tail=10**20, artifact_dir="out") == (
+        [f"--summary-tail: {10**20} is out of range: allowed 0 to 1000000 lines"]
+    )
+    assert problems(timeout="0") == [
+        "--timeout: '0' is out of range: allowed more than 0, up to 168h (a week)"
+    ]
+    assert problems(kill_after="169h") == [
+        "--kill-after: '169h' is out of range: allowed 0 to 168h (a week)"
+    ]
+
+
 def test_artifact_and_junit_dirs_blocked_by_a_file(tmp_path: Path) -> None:
     """A file where a directory must go is an input error before anything runs, not a traceback."""
     (tmp_path / "taken").write_text("x")

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 SUMMARY_FILE = "pytest-summary.txt"
 LOG_FILE = "pytest.log"
 LEAK_FILE = "process-cleanup.txt"
+# The summary's lines are held in memory: a bound, not a line count anyone needs.
+MAX_SUMMARY_TAIL = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -171,18 +173,21 @@ def plan_step(
     if not argv:
         problems.append("no command: put it after `--` (vllm-omni-ci step [OPTIONS] -- COMMAND...)")
 
-    def duration(value: str, name: str) -> float | None:
+    def duration(value: str, name: str, positive: bool = False) -> float | None:
         try:
-            return parse_duration(value, name=name) if value else None
+            return parse_duration(value, name=name, positive=positive) if value else None
         except UserError as exc:
             problems.extend(exc.problems)
             return None
 
-    timeout = duration(options.timeout, "--timeout")
+    timeout = duration(options.timeout, "--timeout", positive=True)
     kill_after = duration(options.kill_after, "--kill-after")
     settle = duration(options.leak_settle or "0", "--leak-settle")
-    if options.summary_tail < 0:
-        problems.append(f"--summary-tail: {options.summary_tail} must be 0 or more")
+    if not 0 <= options.summary_tail <= MAX_SUMMARY_TAIL:
+        problems.append(
+            f"--summary-tail: {options.summary_tail} is out of range: "
+            f"allowed 0 to {MAX_SUMMARY_TAIL} lines"
+        )
     if options.summary_tail and not options.artifact_dir:
         problems.append("--summary-tail needs --artifact-dir (the log and summary go there)")
     if options.leak_scope not in SCOPES:
