@@ -244,15 +244,21 @@ def _popen(cmd: Command, redact: Redactor, **how: object) -> subprocess.Popen[by
         return Result(126, "", redact(f"error: cannot start {argv0}: {exc}"))
 
 
-def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, list[_Relay]]:
+def _streams(
+    output: Output, redact: Redactor, log: _Log | None = None
+) -> tuple[int | None, int | None, list[_Relay]]:
     """The child's stdout and stderr, and the copies they go through: kept ("capture",
-    unmasked), or masked (only when there is a secret to mask). "stderr": the child's
-    stdout joins our stderr too, so that our stdout carries the task's result only."""
+    unmasked), or masked (only when there is a secret to mask, or a `log` to write).
+    "stderr": the child's stdout joins our stderr too, so that our stdout carries the
+    task's result only."""
     if output == "null":
         return subprocess.DEVNULL, subprocess.DEVNULL, []
     if output == "capture":
         relays = [_Relay(None, Redactor()), _Relay(None, Redactor())]
         return relays[0].child_fd, relays[1].child_fd, relays
+    if log is not None:  # one copy of both streams, to our stderr and the log, as `2>&1 | tee`
+        relay = _Relay(sys.stderr.fileno(), redact, log=log)
+        return relay.child_fd, relay.child_fd, [relay]
     targets = [sys.stderr] if output == "stderr" else [sys.stdout, sys.stderr]
     if redact:  # both streams of an "stderr" child share one copy: the order written stays
         relays = [_Relay(target.fileno(), redact) for target in targets]
@@ -261,21 +267,62 @@ def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, 
     return (sys.stderr.fileno(), None, []) if output == "stderr" else (None, None, [])
 
 
+class _Log:
+    """The file `run(log=…)` copies a command's output into: its first failure (open,
+    write, or a delayed one at close: NFS, quota) is said once on stderr, and only the
+    copy to it stops; the command and its streamed output go on."""
+
+    def __init__(self, path: str, who: str, redact: Redactor) -> None:
+        self.path, self.who, self.redact = path, who, redact
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            self._fail(exc)
+
+    def write(self, data: bytes) -> None:
+        while data and self.fd is not None:
+            try:
+                data = data[os.write(self.fd, data) :]
+            except OSError as exc:
+                self._fail(exc)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.close(fd)
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        note(f"{self.who}: could not write {self.path}: {reason}; the output still streams",
+             redact=self.redact)  # fmt: skip
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd = None
+
+
 class _Relay:
     """Copies a child's output stream to one of ours, every secret masked, or keeps it in
-    `kept` (`target_fd` None). The child writes to a pseudo-terminal when our stream is a
-    terminal, so it still sees one (colours, line buffering); `finish` waits until what
-    it wrote is copied, and a process it left running is still copied while we live."""
+    `kept` (`target_fd` None); with a `log`, what it copies goes there too. The child
+    writes to a pseudo-terminal when our stream is a terminal (and there is no log), so
+    it still sees one (colours, line buffering); `finish` waits until what it wrote is
+    copied, and a process it left running is still copied while we live (never waited
+    for: it holds the stream open, but our end does not wait for it)."""
 
-    def __init__(self, target_fd: int | None, redact: Redactor) -> None:
+    def __init__(self, target_fd: int | None, redact: Redactor, log: _Log | None = None) -> None:
         self.target_fd = target_fd
         self.kept: list[bytes] = []
+        self._log = log
         self._stream = StreamRedactor(redact)
         self._exited = threading.Event()
         self._drained = threading.Event()
         self._broken = False
         self._thread = threading.Thread(target=self._copy, daemon=True)
-        if target_fd is not None and os.isatty(target_fd):
+        if target_fd is not None and log is None and os.isatty(target_fd):
             self.read_fd, self.child_fd = _pty_pair(target_fd)
         else:
             self.read_fd, self.child_fd = os.pipe()
@@ -306,11 +353,15 @@ class _Relay:
                 self._write(self._stream.feed(data))
         finally:
             self._write(self._stream.flush())
+            if self._log is not None:
+                self._log.close()
             self._drained.set()
             with contextlib.suppress(OSError):
                 os.close(self.read_fd)
 
     def _write(self, data: bytes) -> None:
+        if self._log is not None:
+            self._log.write(data)
         if self.target_fd is None:
             self.kept.append(data)
             return
@@ -372,17 +423,23 @@ def run(
     quiet: bool = False,
     leaves_nothing: bool = False,
     cancel: list[int] | None = None,
+    log: str | None = None,
 ) -> Result:
     """Run one command; its exit status (and output when captured).
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
     task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
     `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`).
     `cancel`: a signal number appended to it ends the command as that signal would (for
-    commands run off the main thread, which receives every signal): `Interrupted`."""
+    commands run off the main thread, which receives every signal): `Interrupted`.
+    `log` (with "stderr"): the output, masked, also goes to this file, as `2>&1 | tee`
+    did, except that a process the command left running holding it is not waited for."""
     redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
-    out, err, relays = _streams(output, redact)
+    if log is not None and output != "stderr":
+        raise ValueError("a log is written only for output='stderr'")
+    sink = None if log is None else _Log(log, cmd.description or cmd.argv[0], redact)
+    out, err, relays = _streams(output, redact, sink)
     cgroup = preexec = None
     if not leaves_nothing:
         from ci import proctree

@@ -295,17 +295,11 @@ def test_artifact_dir_copy_target(tmp_path: Path) -> None:
     assert plan(env, cwd=str(app), artifact_dir="/abs/a").copy_to is None
 
 
-def test_summary_wraps_the_command_in_a_tee() -> None:
+def test_a_summary_keeps_the_argv_and_logs_through_the_door() -> None:
+    """No `bash -c '… | tee'` around the command: the door writes the log."""
     made = plan(artifact_dir="out", summary_tail=10, junit="out/pytest.xml")
-    argv = made.command.argv
-    assert argv[:2] == ("bash", "-c")
-    assert argv[4:] == (
-        "/work/out/pytest.log",
-        "pytest",
-        "-m",
-        "a and b",
-        "--junitxml=out/pytest.xml",
-    )
+    assert made.command.argv == ("pytest", "-m", "a and b", "--junitxml=out/pytest.xml")
+    assert made.log == "/work/out/pytest.log"
     assert made.summary == "/work/out/pytest-summary.txt"
 
 
@@ -511,6 +505,30 @@ def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
         assert FAIL_LINE in (tmp_path / "out" / "process-cleanup.txt").read_text().splitlines()
     finally:
         watch.cleanup()
+
+
+def test_a_summary_does_not_wait_for_a_leaked_process(tmp_path: Path) -> None:
+    """Issue 32 item 6: with --summary-tail the tee waited for the background job, which
+    held its pipe open, and then reported no leak. The leak is found and ended as without."""
+    marker = new_marker()  # a sleep of 400 s or more; the step must end long before it
+    try:
+        code, stderr = run_to_file(
+            [
+                "step", "--summary-tail", "5", "--artifact-dir", "out",
+                "--leak-check", "--leak-settle", "1s",
+                "--", "bash", "-c", f"sleep {marker} & echo started",
+            ],
+            os.environ,
+            tmp_path,
+            timeout=30,
+        )  # fmt: skip
+        assert code == 1, stderr
+        assert LEAK + FAIL_LINE in stderr.splitlines()
+        assert f"cmd=sleep {marker}" in stderr
+        assert marked(marker) == []
+        assert (tmp_path / "out" / SUMMARY_FILE).read_text() == "started\n"
+    finally:
+        end_marked(marker)
 
 
 def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Test runners: one rendered bash program per job (`program`, used by `native`,
-`xpu` and the tiers), the `step` wrapper, the tee of step and tier jobs (`teelog`,
-behind `teed`), the leak check (`leaks`) and the signal guard of their cleanup (`guard`).
+`xpu` and the tiers), the `step` wrapper, the tee of tier jobs (`teelog`, behind
+`teed`), the leak check (`leaks`) and the signal guard of their cleanup (`guard`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ def teed(argv: Sequence[str], name: str, log: str, *tier: str) -> tuple[str, ...
     return ("bash", "-c", script + 'exit "${PIPESTATUS[0]}"', name, log, *tier, *argv)
 
 
-def run_reporting(cmd: Command, cancel: list[int] | None = None) -> Result:
+def run_reporting(cmd: Command, cancel: list[int] | None = None, log: str | None = None) -> Result:
     """`door.run`, and a command that could not start says why on stderr (not a bare 127:
-    the door leaves that text to callers that capture). `cancel`: as `door.run`'s."""
+    the door leaves that text to callers that capture). `cancel`, `log`: as `door.run`'s."""
     from ci import door
 
-    result = door.run(cmd, cancel=cancel)
+    result = door.run(cmd, cancel=cancel, log=log)
     if result.stderr:  # only set when the command never started (output is streamed)
         door.note(result.stderr.strip())
     return result

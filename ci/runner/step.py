@@ -1,9 +1,9 @@
 """`step [OPTIONS] -- COMMAND...`: one tested wrapper for what test YAMLs do in inline bash.
 
 It replaces `timeout --kill-after`, the shard idioms, artifact copies, `tee … | tail`
-summaries and the `ps`/awk leak check. The argv never goes through a shell but for
-`--summary-tail`'s tee; its exit code passes through, a leak after a pass gives 1.
-Written files are masked; one not written is a warning, never the exit code.
+summaries and the `ps`/awk leak check. The argv never goes through a shell (the door
+writes `--summary-tail`'s log); its exit code passes through, a leak after a pass
+gives 1. Written files are masked; one not written is a warning, never the exit code.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.redact import Redactor
-from ci.runner import leaks, run_reporting, teed
+from ci.runner import leaks, run_reporting
 from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
 
@@ -221,7 +221,6 @@ def plan_step(
         if options.summary_tail:
             log = os.path.join(artifact_dir, LOG_FILE)
             summary = os.path.join(artifact_dir, SUMMARY_FILE)
-            words = list(teed(words, "step", log))
     command = Command(
         tuple(words),
         description="step",
@@ -309,7 +308,7 @@ def execute(plan: StepPlan) -> int:
 
     def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.options.leak_scope) if plan.options.leak_check else []
-        code = run_reporting(plan.command, cancel=received).code
+        code = run_reporting(plan.command, cancel=received, log=plan.log).code
         if plan.options.leak_check:
             code = _leak_check(plan, before, code, stop=lambda: bool(received))
         return code
