@@ -23,8 +23,10 @@ import psutil
 import pytest
 
 from ci.errors import UserError
+from ci.redact import Redactor
 from ci.runner import leaks
 from ci.runner import step as step_module
+from ci.runner.artifacts import mask_texts
 from ci.runner.leaks import FAIL_LINE, PASS_LINE, Proc
 from ci.runner.leaks import PREFIX as LEAK
 from ci.runner.step import LEAK_FILE, LOG_FILE, SUMMARY_FILE, StepOptions, StepPlan, plan_step
@@ -54,10 +56,13 @@ def plan(environ: dict[str, str] | None = None, cwd: str = "/work", **options: A
 
 
 def problems(
-    environ: dict[str, str] | None = None, argv: tuple[str, ...] = ("x",), **options: Any
+    environ: dict[str, str] | None = None,
+    argv: tuple[str, ...] = ("x",),
+    cwd: str = "/work",
+    **options: Any,
 ) -> list[str]:
     with pytest.raises(UserError) as info:
-        plan_step(StepOptions(**options), list(argv), environ or {}, "/work")
+        plan_step(StepOptions(**options), list(argv), environ or {}, cwd)
     assert info.value.code == 2
     return list(info.value.problems)
 
@@ -262,10 +267,8 @@ def test_artifact_and_junit_dirs_blocked_by_a_file(tmp_path: Path) -> None:
 
 
 def test_an_artifact_dir_that_cannot_be_made_exits_2_before_the_command(tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
-    done = run_cli(
-        "step", "--artifact-dir", "/proc/no-such/dir", "--", "touch", str(marker), cwd=tmp_path
-    )
+    marker = tmp_path / "ran"  # /proc is the working directory: nothing can be made there
+    done = run_cli("step", "--artifact-dir", "no-such/dir", "--", "touch", str(marker), cwd="/proc")
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1].startswith(
         "error: --artifact-dir: cannot create /proc/no-such/dir: "
@@ -292,7 +295,7 @@ def test_artifact_dir_copy_target(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(checkout)
     assert plan(env, cwd=str(tmp_path / "link"), artifact_dir="a").copy_to is None
     assert plan({}, cwd=str(app), artifact_dir="a").copy_to is None
-    assert plan(env, cwd=str(app), artifact_dir="/abs/a").copy_to is None
+    assert plan(env, cwd=str(app), artifact_dir=f"{app}/abs/a").copy_to is None
 
 
 def test_a_summary_keeps_the_argv_and_logs_through_the_door() -> None:
@@ -775,6 +778,71 @@ def test_process_cleanup_txt_has_secrets_masked(tmp_path: Path) -> None:
         assert marked(marker) == []
     finally:
         end_marked(marker)
+
+
+@pytest.mark.parametrize("where", ["../x", "{tmp}/elsewhere", "link/x", "sub/../../x"])
+def test_an_artifact_dir_outside_the_working_directory_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    """Issue 32 item 5: `--artifact-dir ../x` copied (and now would mask) outside the checkout."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "link").symlink_to(tmp_path)  # inside by its name, outside once resolved
+    value = where.format(tmp=tmp_path)
+    found = problems(argv=("true",), artifact_dir=value, cwd=str(app))
+    assert [p for p in found if p.startswith("--artifact-dir: ")] == [
+        f"--artifact-dir: {value!r} resolves outside the working directory {app}; "
+        "give a directory inside it"
+    ]
+    done = step("--artifact-dir", value, "--", "touch", "ran", cwd=app)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: --artifact-dir: ")
+    assert not (app / "ran").exists()
+
+
+def test_the_text_files_the_command_writes_are_masked_binary_ones_kept(tmp_path: Path) -> None:
+    """Issue 32 item 5: the files the command itself wrote into --artifact-dir were copied
+    (and uploaded) unmasked. Text files are masked in place and in the copy; a binary file,
+    and a file outside that a link points to, are left as they are."""
+    app, checkout = tmp_path / "app", tmp_path / "checkout"
+    app.mkdir()
+    checkout.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text(f"token={SECRET}\n")
+    binary = b"\0\1" + SECRET.encode() + b"\xff"
+    script = (
+        f'mkdir -p out/sub && printf "report: %s\\n" "$FOO_TOKEN" > out/sub/report.txt'
+        f" && printf '{binary.decode('latin-1').encode('unicode_escape').decode()}' > out/blob.bin"
+        f" && ln -s {outside} out/link.txt"
+    )
+    env = {**os.environ, "FOO_TOKEN": SECRET, "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
+    done = step("--artifact-dir", "out", "--", "bash", "-c", script, env=env, cwd=app)
+    assert done.returncode == 0, done.stderr
+    for top in (app / "out", checkout / "out"):
+        assert (top / "sub" / "report.txt").read_text() == "report: [REDACTED]\n"
+        assert (top / "blob.bin").read_bytes() == binary
+        assert (top / "link.txt").is_symlink()
+    assert outside.read_text() == f"token={SECRET}\n"
+
+
+def test_mask_texts_leaves_what_is_not_utf8_text(tmp_path: Path) -> None:
+    redact = Redactor([SECRET])
+    files = {
+        "plain.txt": f"a {SECRET} b\n".encode(),
+        "late-nul.txt": b"x" * 9000 + b"\0" + SECRET.encode(),  # NUL after 8 KiB: text
+        "latin1.txt": SECRET.encode() + b" caf\xe9",  # not UTF-8: binary
+        "nul.bin": b"\0" + SECRET.encode(),
+        "clean.txt": b"nothing secret\n",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "clean.txt").chmod(0o600)
+    assert mask_texts(str(tmp_path), redact) == []
+    assert (tmp_path / "plain.txt").read_bytes() == b"a [REDACTED] b\n"
+    assert (tmp_path / "late-nul.txt").read_bytes() == b"x" * 9000 + b"\0[REDACTED]"
+    for name in ("latin1.txt", "nul.bin", "clean.txt"):
+        assert (tmp_path / name).read_bytes() == files[name], name
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # no temporary left
 
 
 # --------------------------------------------------------------------------- a full disk
