@@ -16,13 +16,12 @@ if TYPE_CHECKING:
     from ci.door import Command, Result
 
 
-def teed(argv: Sequence[str], name: str, log: str, *tier: str) -> tuple[str, ...]:
+def teed(argv: Sequence[str], name: str, log: str, mode: str, status: str) -> tuple[str, ...]:
     """`bash -c` running `argv` with its output through our tee (`ci.runner.teelog`) into
-    `log` (a tier job adds the tee's MODE and STATUS); the status stays `argv`'s."""
-    count = 1 + len(tier)  # the tee's own words, ahead of argv
+    `log`, with the tee's MODE and STATUS; the status stays `argv`'s."""
     tee = shlex.join([sys.executable, "-I", "-c", BOOTSTRAP, package_parent()])
-    script = f'tee=("${{@:1:{count}}}"); shift {count}; "$@" 2>&1 | {tee} "${{tee[@]}}"; '
-    return ("bash", "-c", script + 'exit "${PIPESTATUS[0]}"', name, log, *tier, *argv)
+    script = f'tee=("${{@:1:3}}"); shift 3; "$@" 2>&1 | {tee} "${{tee[@]}}"; '
+    return ("bash", "-c", script + 'exit "${PIPESTATUS[0]}"', name, log, mode, status, *argv)
 
 
 def run_reporting(cmd: Command, cancel: list[int] | None = None, log: str | None = None) -> Result:

@@ -62,8 +62,9 @@ def run_tests(
         "'none' never shards",
         "shard_list": "a,b,c: append the shard's entry instead (index from --shard or "
         "BUILDKITE_PARALLEL_JOB)",
-        "artifact_dir": "directory the command writes; copied under "
-        "$BUILDKITE_BUILD_CHECKOUT_PATH when the working directory differs, even on failure",
+        "artifact_dir": "directory the command writes, inside the working directory; its text "
+        "files are masked, then copied under $BUILDKITE_BUILD_CHECKOUT_PATH when the working "
+        "directory differs, even on failure",
         "junit": "append --junitxml=FILE to the command",
         "summary_tail": "keep the output in ARTIFACT_DIR/pytest.log and its last N lines in "
         "ARTIFACT_DIR/pytest-summary.txt",
