@@ -310,8 +310,8 @@ class _Relay:
     `kept` (`target_fd` None); with a `log`, what it copies goes there too. The child
     writes to a pseudo-terminal when our stream is a terminal (and there is no log), so
     it still sees one (colours, line buffering); `finish` waits until what it wrote is
-    copied, and a process it left running is still copied while we live (never waited
-    for: it holds the stream open, but our end does not wait for it)."""
+    copied. A process it left running holds the stream open: it is still copied while
+    we live, but never waited for."""
 
     def __init__(self, target_fd: int | None, redact: Redactor, log: _Log | None = None) -> None:
         self.target_fd = target_fd
