@@ -160,7 +160,8 @@ class CommandFailed(Stop):
 
 
 class Interrupted(Stop):
-    """We received SIGTERM/SIGINT/SIGHUP; the child tree is gone, exit 128+N (143/130/129)."""
+    """We received SIGTERM/SIGINT/SIGHUP/SIGQUIT; the child tree is gone, exit 128+N
+    (143/130/129/131)."""
 
 
 def _in_buildkite() -> bool:
@@ -189,13 +190,15 @@ def note(message: str, *, redact: Redactor | None = None) -> None:
     sys.stderr.flush()
 
 
-# Buildkite cancels with TERM, a terminal with INT, a lost agent session with HUP.
-FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Buildkite cancels with TERM, a terminal with INT (Ctrl-C) or QUIT (Ctrl-\), a lost agent
+# session with HUP. Each ends the command's tree first; QUIT's default (exit, no clean-up)
+# would leave the tree running.
+FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 @contextlib.contextmanager
 def _signals_recorded(received: list[int] | None = None) -> Iterator[list[int]]:
-    """While a command runs, SIGTERM/SIGINT/SIGHUP are recorded in the yielded list, which
+    """While a command runs, the `FORWARDED_SIGNALS` are recorded in the yielded list, which
     the wait loop checks (main thread only: elsewhere they cannot be caught). `received`,
     when given, is the caller's: off the main thread it passes a signal on by appending it."""
     received = [] if received is None else received
@@ -215,7 +218,8 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def install_interrupt_handlers() -> None:
-    """Between commands, SIGTERM/SIGINT/SIGHUP end the task with 143/130/129 (main thread).
+    """Between commands, SIGTERM/SIGINT/SIGHUP/SIGQUIT end the task with 143/130/129/131
+    (main thread).
     While a command runs, `run` forwards the signal to its tree first instead."""
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED_SIGNALS:
@@ -240,15 +244,21 @@ def _popen(cmd: Command, redact: Redactor, **how: object) -> subprocess.Popen[by
         return Result(126, "", redact(f"error: cannot start {argv0}: {exc}"))
 
 
-def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, list[_Relay]]:
+def _streams(
+    output: Output, redact: Redactor, log: _Log | None = None
+) -> tuple[int | None, int | None, list[_Relay]]:
     """The child's stdout and stderr, and the copies they go through: kept ("capture",
-    unmasked), or masked (only when there is a secret to mask). "stderr": the child's
-    stdout joins our stderr too, so that our stdout carries the task's result only."""
+    unmasked), or masked (only when there is a secret to mask, or a `log` to write).
+    "stderr": the child's stdout joins our stderr too, so that our stdout carries the
+    task's result only."""
     if output == "null":
         return subprocess.DEVNULL, subprocess.DEVNULL, []
     if output == "capture":
         relays = [_Relay(None, Redactor()), _Relay(None, Redactor())]
         return relays[0].child_fd, relays[1].child_fd, relays
+    if log is not None:  # one copy of both streams, to our stderr and the log, as `2>&1 | tee`
+        relay = _Relay(sys.stderr.fileno(), redact, log=log)
+        return relay.child_fd, relay.child_fd, [relay]
     targets = [sys.stderr] if output == "stderr" else [sys.stdout, sys.stderr]
     if redact:  # both streams of an "stderr" child share one copy: the order written stays
         relays = [_Relay(target.fileno(), redact) for target in targets]
@@ -257,21 +267,62 @@ def _streams(output: Output, redact: Redactor) -> tuple[int | None, int | None, 
     return (sys.stderr.fileno(), None, []) if output == "stderr" else (None, None, [])
 
 
+class _Log:
+    """The file `run(log=…)` copies a command's output into: its first failure (open,
+    write, or a delayed one at close: NFS, quota) is said once on stderr, and only the
+    copy to it stops; the command and its streamed output go on."""
+
+    def __init__(self, path: str, who: str, redact: Redactor) -> None:
+        self.path, self.who, self.redact = path, who, redact
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            self._fail(exc)
+
+    def write(self, data: bytes) -> None:
+        while data and self.fd is not None:
+            try:
+                data = data[os.write(self.fd, data) :]
+            except OSError as exc:
+                self._fail(exc)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.close(fd)
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        note(f"{self.who}: could not write {self.path}: {reason}; the output still streams",
+             redact=self.redact)  # fmt: skip
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd = None
+
+
 class _Relay:
     """Copies a child's output stream to one of ours, every secret masked, or keeps it in
-    `kept` (`target_fd` None). The child writes to a pseudo-terminal when our stream is a
-    terminal, so it still sees one (colours, line buffering); `finish` waits until what
-    it wrote is copied, and a process it left running is still copied while we live."""
+    `kept` (`target_fd` None); with a `log`, what it copies goes there too. The child
+    writes to a pseudo-terminal when our stream is a terminal (and there is no log), so
+    it still sees one (colours, line buffering); `finish` waits until what it wrote is
+    copied. A process it left running holds the stream open: it is still copied while
+    we live, but never waited for."""
 
-    def __init__(self, target_fd: int | None, redact: Redactor) -> None:
+    def __init__(self, target_fd: int | None, redact: Redactor, log: _Log | None = None) -> None:
         self.target_fd = target_fd
         self.kept: list[bytes] = []
+        self._log = log
         self._stream = StreamRedactor(redact)
         self._exited = threading.Event()
         self._drained = threading.Event()
         self._broken = False
         self._thread = threading.Thread(target=self._copy, daemon=True)
-        if target_fd is not None and os.isatty(target_fd):
+        if target_fd is not None and log is None and os.isatty(target_fd):
             self.read_fd, self.child_fd = _pty_pair(target_fd)
         else:
             self.read_fd, self.child_fd = os.pipe()
@@ -302,11 +353,15 @@ class _Relay:
                 self._write(self._stream.feed(data))
         finally:
             self._write(self._stream.flush())
+            if self._log is not None:
+                self._log.close()
             self._drained.set()
             with contextlib.suppress(OSError):
                 os.close(self.read_fd)
 
     def _write(self, data: bytes) -> None:
+        if self._log is not None:
+            self._log.write(data)
         if self.target_fd is None:
             self.kept.append(data)
             return
@@ -333,10 +388,11 @@ def _pty_pair(like_fd: int) -> tuple[int, int]:
     return master, slave
 
 
-def _end_group(root: int, grace: float) -> bool:
+def _end_group(root: int, grace: float, hurry: Callable[[], bool] = lambda: False) -> bool:
     """End a `leaves_nothing` program (it starts no daemon: its session is all of it): TERM
-    its group, KILL the group if the root outlives `grace`; True if KILL was needed. The
-    root is not reaped yet (WNOWAIT), so the group's id cannot be reused."""
+    its group, KILL the group if the root outlives `grace` (or at once when `hurry()`);
+    True if KILL was needed. The root is not reaped yet (WNOWAIT), so the group's id
+    cannot be reused."""
 
     def exited() -> bool:
         with contextlib.suppress(ChildProcessError):
@@ -346,7 +402,7 @@ def _end_group(root: int, grace: float) -> bool:
     with contextlib.suppress(OSError):
         os.killpg(root, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while not exited() and time.monotonic() < deadline:
+    while not exited() and time.monotonic() < deadline and not hurry():
         time.sleep(POLL)
     killed = not exited()
     with contextlib.suppress(OSError):
@@ -367,17 +423,23 @@ def run(
     quiet: bool = False,
     leaves_nothing: bool = False,
     cancel: list[int] | None = None,
+    log: str | None = None,
 ) -> Result:
     """Run one command; its exit status (and output when captured).
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
     task's result); "stdout" lets the child write it; "capture" keeps; "null" drops.
     `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`).
     `cancel`: a signal number appended to it ends the command as that signal would (for
-    commands run off the main thread, which receives every signal): `Interrupted`."""
+    commands run off the main thread, which receives every signal): `Interrupted`.
+    `log` (with "stderr"): the output, masked, also goes to this file, as `2>&1 | tee`
+    did, except that a process the command left running holding it is not waited for."""
     redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
-    out, err, relays = _streams(output, redact)
+    if log is not None and output != "stderr":
+        raise ValueError("a log is written only for output='stderr'")
+    sink = None if log is None else _Log(log, cmd.description or cmd.argv[0], redact)
+    out, err, relays = _streams(output, redact, sink)
     cgroup = preexec = None
     if not leaves_nothing:
         from ci import proctree
@@ -407,8 +469,8 @@ def run(
             for relay in relays:
                 relay.finish()
 
-    if received:
-        _raise_interrupted(received[-1], None)
+    if received:  # the first signal says why we stop (a second one only hurried the end)
+        _raise_interrupted(received[0], None)
     kept = (b"".join(r.kept).decode(errors="replace") for r in relays)
     stdout, stderr = kept if output == "capture" else ("", "")
     result = Result(code, stdout, stderr, timed_out)
@@ -434,7 +496,8 @@ def _wait(
     tree: Tree | None,
     received: list[int],
 ) -> tuple[int, bool]:
-    """Wait for the child, enforcing the timeout and forwarding signals."""
+    """Wait for the child, enforcing the timeout and forwarding signals. A signal ends the
+    tree (TERM, KILL after the grace); another signal during that grace KILLs it at once."""
     if cmd.stdin is not None and proc.stdin is not None:
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(cmd.stdin.encode())
@@ -447,7 +510,10 @@ def _wait(
     exited: list[int] = []  # readable the moment the child exits (a pidfd: Linux 5.3+)
     with contextlib.suppress(OSError, AttributeError):
         exited.append(os.pidfd_open(proc.pid))
-    end = tree.terminate if tree else lambda grace: _end_group(proc.pid, grace)
+
+    def end(grace: float, hurry: Callable[[], bool] = lambda: False) -> bool:
+        return tree.terminate(grace, hurry) if tree else _end_group(proc.pid, grace, hurry)
+
     while code is None:
         if tree:
             tree.sweep()
@@ -455,17 +521,23 @@ def _wait(
         if proc.poll() is not None:
             code = exit_code(proc.returncode)
         elif received:
-            end(min(cmd.grace, SIGNAL_GRACE))
+            end(min(cmd.grace, SIGNAL_GRACE), _another_signal(received))
             code = exit_code(proc.wait())
         elif deadline is not None and time.monotonic() >= deadline:
             timed_out = True
-            code = 137 if end(cmd.grace) else 124
+            code = 137 if end(cmd.grace, lambda: bool(received)) else 124
             proc.wait()
     for fd in exited:
         os.close(fd)
     if tree:
         tree.close()
     return code, timed_out
+
+
+def _another_signal(received: list[int]) -> Callable[[], bool]:
+    """Whether a signal came after those `received` holds now."""
+    seen = len(received)
+    return lambda: len(received) > seen
 
 
 Runner = Callable[[Command, Output, bool], Result]  # `run`, or `run` under a deadline

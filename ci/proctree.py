@@ -266,9 +266,10 @@ class Tree:
                 found = [p for p in map(running, self.known) if p]
         return found
 
-    def terminate(self, grace: float) -> bool:
+    def terminate(self, grace: float, hurry: Callable[[], bool] = lambda: False) -> bool:
         """End the tree (`end`), its group and cgroup too. True if KILL was needed."""
-        return end(self.alive, [c for c in [self.cgroup] if c], grace, group=self.root)
+        cgroups = [c for c in [self.cgroup] if c]
+        return end(self.alive, cgroups, grace, group=self.root, hurry=hurry)
 
     def close(self) -> None:
         _active_roots.discard(self.root)
@@ -321,11 +322,13 @@ def end(
     grace: float,
     group: int = 0,
     seen: Callable[[psutil.Process], object] = lambda _: None,
+    hurry: Callable[[], bool] = lambda: False,
 ) -> bool:
     """End what `find()` returns, the `cgroups` and the process `group`: TERM, TERM what
-    appears (re-spawners fork on) until `grace` is up or nothing is left, then KILL, wait
-    and look again until a look after a KILL finds nothing (at most `KILL_ROUNDS`).
-    `seen` gets each process once, before its first signal. True if KILL was needed."""
+    appears (re-spawners fork on) until `grace` is up, `hurry()` says so (a second
+    signal to us) or nothing is left, then KILL, wait and look again until a look after
+    a KILL finds nothing (at most `KILL_ROUNDS`). `seen` gets each process once, before
+    its first signal. True if KILL was needed."""
     signalled: set[Identity] = set()
 
     def fresh(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -354,7 +357,7 @@ def end(
         return False
     send(signal.SIGTERM, fresh(found))
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not hurry():
         time.sleep(POLL)
         if gone(found := find()):
             return False
@@ -375,11 +378,12 @@ def end_leftovers(
     keep: Collection[Identity] = (),
     grace: float = 5.0,
     seen: Callable[[psutil.Process], object] = lambda _: None,
+    hurry: Callable[[], bool] = lambda: False,
 ) -> None:
     """End what `leftovers(keep)` finds and what ended commands' cgroups hold (`end`),
     then remove those cgroups."""
     ended = [c for c in _cgroups if c.ended]
-    end(lambda: leftovers(keep), ended, grace, seen=seen)
+    end(lambda: leftovers(keep), ended, grace, seen=seen, hurry=hurry)
     reap_orphans()
     for cgroup in ended:
         cgroup.remove()

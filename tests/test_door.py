@@ -284,35 +284,51 @@ def test_program_that_is_not_executable_is_126_as_in_bash(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------- signals
 
 
+def _run_in_child(script: str, grace: float) -> subprocess.Popen[str]:
+    """A fresh interpreter running `script` through `door.run` as a task would, with the
+    command's own `grace` (the door never waits longer than SIGNAL_GRACE, 5 s)."""
+    code = f"""
+        import sys
+        from ci import door, taskkit
+        door.install_interrupt_handlers()
+        try:
+            door.run(door.Command(("bash", "-c", {script!r}), grace={grace!r}))
+        except door.Interrupted as exc:
+            sys.exit(taskkit.report(exc))
+        """
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+
+
 @pytest.mark.parametrize(
-    ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+    ("sig", "code"),
+    [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)],
 )
 def test_signal_to_us_is_forwarded_to_the_tree(sig: signal.Signals, code: int) -> None:
+    """Issue 32 item 21: SIGQUIT ended us and left the child running; it is forwarded too."""
     marker = f"77{os.getpid() % 1000}.{int(sig)}"
-    script = f"trap '' TERM INT HUP; setsid sleep {marker} & sleep {marker} & wait"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(
-                f"""
-                import sys
-                from ci import door, taskkit
-                try:
-                    door.run(door.Command(("bash", "-c", {script!r})))
-                except door.Interrupted as exc:
-                    sys.exit(taskkit.report(exc))
-                """
-            ),
-        ],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    script = f"trap '' TERM INT HUP QUIT; setsid sleep {marker} & sleep {marker} & wait"
+    proc = _run_in_child(script, grace=0.5)  # the tree ignores TERM: KILL after 0.5 s
     # Both sleeps run (the setsid one in a session of its own) before the signal.
     assert _sleeping(marker, 2), proc.stderr.read() if proc.poll() is not None else ""
     proc.send_signal(sig)
     assert proc.wait(timeout=30) == code
+    assert _gone(marker) == []
+
+
+def test_a_second_signal_during_the_grace_kills_the_tree_at_once() -> None:
+    """Issue 32 item 22: TERM, then INT during the grace, waited out the whole grace.
+    The first signal's code (143) is the exit: the second only hurried the end."""
+    marker = f"78{os.getpid() % 1000}.1"
+    script = f"trap '' TERM INT; sleep {marker} & wait"
+    proc = _run_in_child(script, grace=600)  # capped at SIGNAL_GRACE
+    assert _sleeping(marker, 1), proc.stderr.read() if proc.poll() is not None else ""
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)  # the door is inside the grace now: the tree ignores TERM
+    proc.send_signal(signal.SIGINT)
+    # Well inside SIGNAL_GRACE: only the KILL at the second signal ends it this soon.
+    assert proc.wait(timeout=door.SIGNAL_GRACE - 1) == 143
     assert _gone(marker) == []
 
 

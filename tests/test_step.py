@@ -23,8 +23,10 @@ import psutil
 import pytest
 
 from ci.errors import UserError
+from ci.redact import Redactor
 from ci.runner import leaks
 from ci.runner import step as step_module
+from ci.runner.artifacts import mask_texts
 from ci.runner.leaks import FAIL_LINE, PASS_LINE, Proc
 from ci.runner.leaks import PREFIX as LEAK
 from ci.runner.step import LEAK_FILE, LOG_FILE, SUMMARY_FILE, StepOptions, StepPlan, plan_step
@@ -54,10 +56,13 @@ def plan(environ: dict[str, str] | None = None, cwd: str = "/work", **options: A
 
 
 def problems(
-    environ: dict[str, str] | None = None, argv: tuple[str, ...] = ("x",), **options: Any
+    environ: dict[str, str] | None = None,
+    argv: tuple[str, ...] = ("x",),
+    cwd: str = "/work",
+    **options: Any,
 ) -> list[str]:
     with pytest.raises(UserError) as info:
-        plan_step(StepOptions(**options), list(argv), environ or {}, "/work")
+        plan_step(StepOptions(**options), list(argv), environ or {}, cwd)
     assert info.value.code == 2
     return list(info.value.problems)
 
@@ -192,6 +197,59 @@ def test_input_errors(options: dict[str, object], environ: dict[str, str], messa
     assert message in problems(environ, **options)
 
 
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--summary-tail", HUGE),
+        ("--summary-tail", "-1"),
+        ("--summary-tail", "1000001"),
+        pytest.param("--summary-tail", "9" * 5000, id="tail-5000-digits"),  # int()'s limit
+        ("--summary-tail", "ten"),
+        ("--timeout", HUGE),
+        pytest.param("--timeout", "9" * 400, id="timeout-inf"),  # float() makes it inf
+        ("--timeout", "0"),
+        ("--timeout", "-5"),
+        ("--timeout", "1e9"),
+        ("--kill-after", HUGE + "h"),
+        ("--kill-after", "-1"),
+        ("--leak-settle", HUGE),
+        ("--leak-settle", "5 s"),
+        ("--shard", f"{HUGE}/3"),
+        ("--shard", "-1/2"),
+        pytest.param("--shard", f"0/{'9' * 5000}", id="shard-5000-digits"),
+    ],
+)
+def test_a_numeric_option_out_of_range_exits_2_before_the_command(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    """Issue 32 item 13: `--summary-tail 99999999999999999999` ran the command, then raised
+    OverflowError. Every numeric option is checked first: one `error:` line, exit 2."""
+    done = step(
+        "--artifact-dir", "out", "--leak-check", f"{option}={value}", "--", "touch", "ran",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if not line.startswith("error: ")] == []
+    assert option.lstrip("-") in done.stderr or "shard" in done.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_range_error_names_the_allowed_range() -> None:
+    assert problems(summary_tail=10**20, artifact_dir="out") == (
+        [f"--summary-tail: {10**20} is out of range: allowed 0 to 1000000 lines"]
+    )
+    assert problems(timeout="0") == [
+        "--timeout: '0' is out of range: allowed more than 0, up to 168h (a week)"
+    ]
+    assert problems(kill_after="169h") == [
+        "--kill-after: '169h' is out of range: allowed 0 to 168h (a week)"
+    ]
+
+
 def test_artifact_and_junit_dirs_blocked_by_a_file(tmp_path: Path) -> None:
     """A file where a directory must go is an input error before anything runs, not a traceback."""
     (tmp_path / "taken").write_text("x")
@@ -209,10 +267,8 @@ def test_artifact_and_junit_dirs_blocked_by_a_file(tmp_path: Path) -> None:
 
 
 def test_an_artifact_dir_that_cannot_be_made_exits_2_before_the_command(tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
-    done = run_cli(
-        "step", "--artifact-dir", "/proc/no-such/dir", "--", "touch", str(marker), cwd=tmp_path
-    )
+    marker = tmp_path / "ran"  # /proc is the working directory: nothing can be made there
+    done = run_cli("step", "--artifact-dir", "no-such/dir", "--", "touch", str(marker), cwd="/proc")
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1].startswith(
         "error: --artifact-dir: cannot create /proc/no-such/dir: "
@@ -239,20 +295,14 @@ def test_artifact_dir_copy_target(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(checkout)
     assert plan(env, cwd=str(tmp_path / "link"), artifact_dir="a").copy_to is None
     assert plan({}, cwd=str(app), artifact_dir="a").copy_to is None
-    assert plan(env, cwd=str(app), artifact_dir="/abs/a").copy_to is None
+    assert plan(env, cwd=str(app), artifact_dir=f"{app}/abs/a").copy_to is None
 
 
-def test_summary_wraps_the_command_in_a_tee() -> None:
+def test_a_summary_keeps_the_argv_and_logs_through_the_door() -> None:
+    """No `bash -c '… | tee'` around the command: the door writes the log."""
     made = plan(artifact_dir="out", summary_tail=10, junit="out/pytest.xml")
-    argv = made.command.argv
-    assert argv[:2] == ("bash", "-c")
-    assert argv[4:] == (
-        "/work/out/pytest.log",
-        "pytest",
-        "-m",
-        "a and b",
-        "--junitxml=out/pytest.xml",
-    )
+    assert made.command.argv == ("pytest", "-m", "a and b", "--junitxml=out/pytest.xml")
+    assert made.log == "/work/out/pytest.log"
     assert made.summary == "/work/out/pytest-summary.txt"
 
 
@@ -460,6 +510,30 @@ def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
         watch.cleanup()
 
 
+def test_a_summary_does_not_wait_for_a_leaked_process(tmp_path: Path) -> None:
+    """Issue 32 item 6: with --summary-tail the tee waited for the background job, which
+    held its pipe open, and then reported no leak. The leak is found and ended as without."""
+    marker = new_marker()  # a sleep of 400 s or more; the step must end long before it
+    try:
+        code, stderr = run_to_file(
+            [
+                "step", "--summary-tail", "5", "--artifact-dir", "out",
+                "--leak-check", "--leak-settle", "1s",
+                "--", "bash", "-c", f"sleep {marker} & echo started",
+            ],
+            os.environ,
+            tmp_path,
+            timeout=30,
+        )  # fmt: skip
+        assert code == 1, stderr
+        assert LEAK + FAIL_LINE in stderr.splitlines()
+        assert f"cmd=sleep {marker}" in stderr
+        assert marked(marker) == []
+        assert (tmp_path / "out" / SUMMARY_FILE).read_text() == "started\n"
+    finally:
+        end_marked(marker)
+
+
 def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
     """A leaked parent that never reaps its exited child: both are listed, the child as a zombie."""
     # The child exits at once; the parent marks "forked" once it is a zombie (waitid
@@ -582,15 +656,37 @@ def test_artifacts_are_copied_after_sigterm(tmp_path: Path) -> None:
         watch.cleanup()
 
 
-def test_sigterm_to_step_ends_the_whole_tree() -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGQUIT, 131)], ids=["TERM", "QUIT"]
+)
+def test_a_signal_to_step_ends_the_whole_tree(signum: int, code: int) -> None:
+    """Issue 32 item 21: SIGQUIT ended step and left the command's tree running."""
     watch = start(["step", "--", "bash", "-c", HOSTILE], os.environ)
     try:
         watch.wait_for(MARKS)
-        watch.proc.send_signal(signal.SIGTERM)
-        assert watch.wait_exit(timeout=60) == 143
+        watch.proc.send_signal(signum)
+        assert watch.wait_exit(timeout=60) == code
         assert watch.survivors() == []
     finally:
         watch.cleanup()
+
+
+def test_a_second_signal_kills_the_tree_without_waiting_out_the_grace() -> None:
+    """Issue 32 item 22: TERM, then INT while the tree (which ignores TERM) had its grace,
+    waited the grace out. The exit is the first signal's."""
+    marker = new_marker()
+    watch = start(["step", "--", "bash", "-c", f"trap '' TERM INT; sleep {marker}"], os.environ)
+    try:
+        watch.wait_for([f"sleep {marker}"])
+        watch.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # step is inside the grace (at most SIGNAL_GRACE, 5 s) now
+        watch.proc.send_signal(signal.SIGINT)
+        # wait_exit kills a step still running after 2.5 + 1 s (-9): well inside the grace.
+        assert watch.wait_exit(timeout=2.5) == 143
+        assert marked(marker) == []
+    finally:
+        watch.cleanup()
+        end_marked(marker)
 
 
 # ------------------------------------------------------------------------ what the command leaves
@@ -682,6 +778,71 @@ def test_process_cleanup_txt_has_secrets_masked(tmp_path: Path) -> None:
         assert marked(marker) == []
     finally:
         end_marked(marker)
+
+
+@pytest.mark.parametrize("where", ["../x", "{tmp}/elsewhere", "link/x", "sub/../../x"])
+def test_an_artifact_dir_outside_the_working_directory_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    """Issue 32 item 5: `--artifact-dir ../x` copied (and now would mask) outside the checkout."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "link").symlink_to(tmp_path)  # inside by its name, outside once resolved
+    value = where.format(tmp=tmp_path)
+    found = problems(argv=("true",), artifact_dir=value, cwd=str(app))
+    assert [p for p in found if p.startswith("--artifact-dir: ")] == [
+        f"--artifact-dir: {value!r} resolves outside the working directory {app}; "
+        "give a directory inside it"
+    ]
+    done = step("--artifact-dir", value, "--", "touch", "ran", cwd=app)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: --artifact-dir: ")
+    assert not (app / "ran").exists()
+
+
+def test_the_text_files_the_command_writes_are_masked_binary_ones_kept(tmp_path: Path) -> None:
+    """Issue 32 item 5: the files the command itself wrote into --artifact-dir were copied
+    (and uploaded) unmasked. Text files are masked in place and in the copy; a binary file,
+    and a file outside that a link points to, are left as they are."""
+    app, checkout = tmp_path / "app", tmp_path / "checkout"
+    app.mkdir()
+    checkout.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text(f"token={SECRET}\n")
+    binary = b"\0\1" + SECRET.encode() + b"\xff"
+    script = (
+        f'mkdir -p out/sub && printf "report: %s\\n" "$FOO_TOKEN" > out/sub/report.txt'
+        f" && printf '{binary.decode('latin-1').encode('unicode_escape').decode()}' > out/blob.bin"
+        f" && ln -s {outside} out/link.txt"
+    )
+    env = {**os.environ, "FOO_TOKEN": SECRET, "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
+    done = step("--artifact-dir", "out", "--", "bash", "-c", script, env=env, cwd=app)
+    assert done.returncode == 0, done.stderr
+    for top in (app / "out", checkout / "out"):
+        assert (top / "sub" / "report.txt").read_text() == "report: [REDACTED]\n"
+        assert (top / "blob.bin").read_bytes() == binary
+        assert (top / "link.txt").is_symlink()
+    assert outside.read_text() == f"token={SECRET}\n"
+
+
+def test_mask_texts_leaves_what_is_not_utf8_text(tmp_path: Path) -> None:
+    redact = Redactor([SECRET])
+    files = {
+        "plain.txt": f"a {SECRET} b\n".encode(),
+        "late-nul.txt": b"x" * 9000 + b"\0" + SECRET.encode(),  # NUL after 8 KiB: text
+        "latin1.txt": SECRET.encode() + b" caf\xe9",  # not UTF-8: binary
+        "nul.bin": b"\0" + SECRET.encode(),
+        "clean.txt": b"nothing secret\n",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "clean.txt").chmod(0o600)
+    assert mask_texts(str(tmp_path), redact) == []
+    assert (tmp_path / "plain.txt").read_bytes() == b"a [REDACTED] b\n"
+    assert (tmp_path / "late-nul.txt").read_bytes() == b"x" * 9000 + b"\0[REDACTED]"
+    for name in ("latin1.txt", "nul.bin", "clean.txt"):
+        assert (tmp_path / name).read_bytes() == files[name], name
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # no temporary left
 
 
 # --------------------------------------------------------------------------- a full disk

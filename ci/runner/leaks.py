@@ -106,11 +106,13 @@ def settle(
         time.sleep(0.2)
 
 
-def end_and_list_leftovers(keep: Iterable[Proc], who: str, what: str) -> None:
+def end_and_list_leftovers(
+    keep: Iterable[Proc], who: str, what: str, hurry: Callable[[], bool] = lambda: False
+) -> None:
     """End our descendants not in `keep`, then one stderr line per process ended.
 
-    TERM, then KILL after LEFTOVER_GRACE, repeated until a look finds nothing
-    left (`ci.proctree.end_leftovers`); each is listed as first seen.
+    TERM, then KILL after LEFTOVER_GRACE (at once when `hurry()`), repeated until a
+    look finds nothing left (`ci.proctree.end_leftovers`); each is listed as first seen.
     """
     from ci import proctree
 
@@ -120,7 +122,7 @@ def end_and_list_leftovers(keep: Iterable[Proc], who: str, what: str) -> None:
         if (described := describe(proc)) is not None:
             ended.append(described)
 
-    proctree.end_leftovers({p.identity for p in keep}, LEFTOVER_GRACE, seen=seen)
+    proctree.end_leftovers({p.identity for p in keep}, LEFTOVER_GRACE, seen=seen, hurry=hurry)
     if ended:
         door.note(f"{who}: ended {len(ended)} process(es) the {what} left running:")
         for proc in ended:

@@ -59,7 +59,9 @@ def run_tests(
     with _program_argv(program) as argv:
         command = door.Command(argv, description=f"run-tests ({chosen})")
         code = run_then_end_leftovers(
-            lambda _: door.run(command, quiet=True).code, "run-tests", "job"
+            lambda received: door.run(command, quiet=True, cancel=received).code,
+            "run-tests",
+            "job",
         )
     if code != 0:
         raise Stop(code)

@@ -1,9 +1,9 @@
 """`step [OPTIONS] -- COMMAND...`: one tested wrapper for what test YAMLs do in inline bash.
 
 It replaces `timeout --kill-after`, the shard idioms, artifact copies, `tee … | tail`
-summaries and the `ps`/awk leak check. The argv never goes through a shell but for
-`--summary-tail`'s tee; its exit code passes through, a leak after a pass gives 1.
-Written files are masked; one not written is a warning, never the exit code.
+summaries and the `ps`/awk leak check. The argv never goes through a shell (the door
+writes `--summary-tail`'s log); its exit code passes through, a leak after a pass
+gives 1. Written files are masked; one not written is a warning, never the exit code.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from ci.door import Command, note
 from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.redact import Redactor
-from ci.runner import leaks, run_reporting, teed
+from ci.runner import leaks, run_reporting
+from ci.runner.artifacts import inside, mask_texts
 from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 SUMMARY_FILE = "pytest-summary.txt"
 LOG_FILE = "pytest.log"
 LEAK_FILE = "process-cleanup.txt"
+# The summary's lines are held in memory: a bound, not a line count anyone needs.
+MAX_SUMMARY_TAIL = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,13 @@ class StepPlan:
     log: str | None = None
     summary: str | None = None
     leak_settle: float = 5.0
+    workdir: str = ""  # where the artifact dir must stay (the working directory)
+
+    def artifacts_inside(self) -> bool:
+        """The artifact dir still resolves inside the working directory (the command may
+        have replaced it with a link elsewhere): nothing of ours is written, masked or
+        copied outside it."""
+        return self.artifact_dir is not None and inside(self.artifact_dir, self.workdir)
 
     def render(self) -> str:
         timeout, grace, options = self.command.timeout, self.command.grace, self.options
@@ -171,18 +181,21 @@ def plan_step(
     if not argv:
         problems.append("no command: put it after `--` (vllm-omni-ci step [OPTIONS] -- COMMAND...)")
 
-    def duration(value: str, name: str) -> float | None:
+    def duration(value: str, name: str, positive: bool = False) -> float | None:
         try:
-            return parse_duration(value, name=name) if value else None
+            return parse_duration(value, name=name, positive=positive) if value else None
         except UserError as exc:
             problems.extend(exc.problems)
             return None
 
-    timeout = duration(options.timeout, "--timeout")
+    timeout = duration(options.timeout, "--timeout", positive=True)
     kill_after = duration(options.kill_after, "--kill-after")
     settle = duration(options.leak_settle or "0", "--leak-settle")
-    if options.summary_tail < 0:
-        problems.append(f"--summary-tail: {options.summary_tail} must be 0 or more")
+    if not 0 <= options.summary_tail <= MAX_SUMMARY_TAIL:
+        problems.append(
+            f"--summary-tail: {options.summary_tail} is out of range: "
+            f"allowed 0 to {MAX_SUMMARY_TAIL} lines"
+        )
     if options.summary_tail and not options.artifact_dir:
         problems.append("--summary-tail needs --artifact-dir (the log and summary go there)")
     if options.leak_scope not in SCOPES:
@@ -198,6 +211,19 @@ def plan_step(
         dirs.append((name, os.path.join(cwd, directory)))
         if blocked := _not_a_directory(dirs[-1][1]):
             problems.append(f"{name}: {value!r}: {blocked} is a file, not a directory")
+    checkout = environ.get("BUILDKITE_BUILD_CHECKOUT_PATH", "")
+    copied = checkout and not os.path.isabs(options.artifact_dir)
+    if options.artifact_dir and not inside(os.path.join(cwd, options.artifact_dir), cwd):
+        # Its files are masked, rewritten and copied: never outside the working directory.
+        problems.append(
+            f"--artifact-dir: {options.artifact_dir!r} resolves outside the working directory "
+            f"{os.path.realpath(cwd)}; give a directory inside it"
+        )
+    elif copied and not inside(os.path.join(checkout, options.artifact_dir), checkout):
+        problems.append(
+            f"--artifact-dir: {options.artifact_dir!r}: its copy resolves outside "
+            f"BUILDKITE_BUILD_CHECKOUT_PATH ({os.path.realpath(checkout)})"
+        )
     UserError.collect(problems)
 
     words = [*argv, *extra]
@@ -206,17 +232,11 @@ def plan_step(
     artifact_dir = copy_to = log = summary = None
     if options.artifact_dir:
         artifact_dir = os.path.join(cwd, options.artifact_dir)
-        checkout = environ.get("BUILDKITE_BUILD_CHECKOUT_PATH", "")
-        if (
-            checkout
-            and not os.path.isabs(options.artifact_dir)
-            and os.path.realpath(cwd) != os.path.realpath(checkout)
-        ):
+        if copied and os.path.realpath(cwd) != os.path.realpath(checkout):
             copy_to = os.path.join(checkout, options.artifact_dir)
         if options.summary_tail:
             log = os.path.join(artifact_dir, LOG_FILE)
             summary = os.path.join(artifact_dir, SUMMARY_FILE)
-            words = list(teed(words, "step", log))
     command = Command(
         tuple(words),
         description="step",
@@ -224,7 +244,7 @@ def plan_step(
         grace=kill_after if kill_after is not None else 120.0,
     )
     return StepPlan(
-        command, options, tuple(dirs), artifact_dir, copy_to, log, summary, settle or 0.0
+        command, options, tuple(dirs), artifact_dir, copy_to, log, summary, settle or 0.0, cwd
     )
 
 
@@ -261,16 +281,32 @@ def write_artifact(path: str, text: str) -> None:
 
 
 def _finish(plan: StepPlan) -> None:
-    """The summary (the log's last lines) and the artifacts' copy, whatever happened."""
+    """The summary (the log's last lines), the text files masked (`mask_texts`) and the
+    artifacts' copy, whatever happened. A file that could not be masked is not copied."""
     import shutil
 
+    if plan.artifact_dir is None or not os.path.isdir(plan.artifact_dir):
+        return
+    if not plan.artifacts_inside():
+        note(f"step: {plan.artifact_dir} now resolves outside {plan.workdir}: left as it is")
+        return
     if plan.summary and plan.log:
         write_artifact(plan.summary, "".join(_tail(plan.log, plan.options.summary_tail)))
-    if plan.artifact_dir and plan.copy_to and os.path.isdir(plan.artifact_dir):
-        try:
-            shutil.copytree(plan.artifact_dir, plan.copy_to, dirs_exist_ok=True)
+    failed = mask_texts(plan.artifact_dir, Redactor.for_env())
+    for path, why in failed:
+        note(f"step: could not mask {path}: {why}" + "; not copied" * bool(plan.copy_to))
+    if plan.copy_to:
+        unmasked = {os.path.realpath(path) for path, _ in failed}
+
+        def skipped(parent: str, names: list[str]) -> set[str]:
+            return {n for n in names if os.path.realpath(os.path.join(parent, n)) in unmasked}
+
+        try:  # links stay links: a target's content was not ours to mask
+            shutil.copytree(
+                plan.artifact_dir, plan.copy_to, symlinks=True, ignore=skipped, dirs_exist_ok=True
+            )
             note(f"step: copied {plan.artifact_dir} to {plan.copy_to}")
-        except OSError as exc:
+        except OSError as exc:  # shutil.Error (one per file) is an OSError too
             note(f"step: could not copy artifacts to {plan.copy_to}: {exc}")
 
 
@@ -282,7 +318,7 @@ def _leak_check(plan: StepPlan, before: list[Proc], code: int, stop: Callable[[]
     lines = leaks.report(found)
     for line in lines:
         note(leaks.PREFIX + line)
-    if plan.artifact_dir:
+    if plan.artifact_dir and plan.artifacts_inside():
         write_artifact(os.path.join(plan.artifact_dir, LEAK_FILE), "\n".join(lines) + "\n")
     if found and code == 0:
         note("step: exit 1: the command passed, but it left processes behind")
@@ -304,7 +340,7 @@ def execute(plan: StepPlan) -> int:
 
     def run(received: list[int]) -> int:
         before = leaks.snapshot(plan.options.leak_scope) if plan.options.leak_check else []
-        code = run_reporting(plan.command).code
+        code = run_reporting(plan.command, cancel=received, log=plan.log).code
         if plan.options.leak_check:
             code = _leak_check(plan, before, code, stop=lambda: bool(received))
         return code

@@ -1,13 +1,14 @@
-"""The tee of `step --summary-tail` and of every tier job: the output to a log file, masked.
+"""The tee of every tier job: the output to a log file, masked.
 
-It ends the pipeline (`"$@" 2>&1 | python -c BOOTSTRAP PARENT LOG [MODE STATUS]`) as
+It ends the pipeline (`"$@" 2>&1 | python -c BOOTSTRAP PARENT LOG MODE STATUS`) as
 `tee` did, except: every secret (`Redactor.for_env`) is masked in LOG as the door masks
-a stream (`StreamRedactor`: a read never cuts one in two); `step` masks its stream too, a
-tier job's stream (the CI log, redacted by Buildkite) passes as is, MODE `log` drops it.
-A LOG that cannot be written stops only the copy to LOG; the status stays the command's
-(`tee`'s failure replaced it under pipefail): `step` warns, a tier job's STATUS file
-says `ok` or `error: <reason>`. It ignores SIGTERM, SIGINT and SIGHUP and ends with its
-input, so output written while the tree is ended still reaches the log.
+a stream (`StreamRedactor`: a read never cuts one in two); the stream (the CI log,
+redacted by Buildkite) passes as is, MODE `log` drops it. A LOG that cannot be written
+stops only the copy to LOG; the status stays the command's (`tee`'s failure replaced
+it under pipefail), and the STATUS file says `ok` or `error: <reason>`. It ignores
+SIGTERM, SIGINT, SIGHUP and SIGQUIT and ends with its input, so output written while
+the tree is ended still reaches the log. (`step --summary-tail`'s log is the door's:
+`door.run(log=…)`, which never waits for a process the command left holding it.)
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from ci.redact import Redactor, StreamRedactor
 
 
 class _Sink:
-    """One output; its first failure is kept (said on stderr with `warn`), then it is closed."""
+    """One output; its first failure is kept (for the STATUS file), then it is closed."""
 
-    def __init__(self, fd: int | None, name: str, warn: bool) -> None:
-        self.fd, self.name, self.warn = fd, name, warn
+    def __init__(self, fd: int | None, name: str) -> None:
+        self.fd, self.name = fd, name
         self.problem = ""
 
     def write(self, data: bytes) -> None:
@@ -38,11 +39,6 @@ class _Sink:
 
     def fail(self, exc: OSError, verb: str = "write") -> None:
         self.problem = self.problem or f"cannot {verb} {self.name}: {exc.strerror or exc}"
-        if self.warn:
-            message = f"step: could not write {self.name}: {exc.strerror}; the output still streams"
-            with contextlib.suppress(OSError):
-                sys.stderr.write(Redactor.for_env()(message) + "\n")
-                sys.stderr.flush()
         if self.fd is not None and self.fd > 2:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
@@ -58,14 +54,14 @@ class _Sink:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`LOG` (step) or `LOG MODE(tee|log) STATUS` (a tier job); always 0."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+    """`LOG MODE(tee|log) STATUS`; always 0."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    tier = len(argv) == 3
-    stream = _Sink(sys.stdout.fileno() if not tier or argv[1] == "tee" else None, "", warn=False)
-    log = _Sink(None, argv[0], not tier)
+    path, mode, status = argv
+    stream = _Sink(sys.stdout.fileno() if mode == "tee" else None, "")
+    log = _Sink(None, path)
     try:
-        log.fd = os.open(argv[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        log.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except OSError as exc:
         log.fail(exc, "open")
     masker = StreamRedactor(Redactor.for_env())
@@ -74,14 +70,13 @@ def main(argv: Sequence[str]) -> int:
             data = os.read(0, 65536)  # a signal (all ignored) never interrupts it
         except OSError:
             data = b""
-        masked = masker.feed(data) if data else masker.flush()
-        log.write(masked)
-        stream.write(data if tier else masked)
+        log.write(masker.feed(data) if data else masker.flush())
+        stream.write(data)
         if not data:
             break
     log.close()
-    if tier and argv[2]:
-        with contextlib.suppress(OSError), open(argv[2], "w", encoding="utf-8") as fh:
+    if status:
+        with contextlib.suppress(OSError), open(status, "w", encoding="utf-8") as fh:
             fh.write(f"error: {log.problem}\n" if log.problem else "ok\n")
     return 0
 

@@ -42,9 +42,10 @@ def run_tests(
     VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
     only when present; container and image removed on every exit.
     Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT
-    134); SIGTERM, SIGINT or SIGHUP to run-tests end every descendant, then exit
-    143, 130 or 129; --timeout 124. rocm/npu: what the job leaves running when it
-    ends is ended (TERM, KILL after 5s) and listed on stderr; the status is kept.
+    134); SIGTERM, SIGINT, SIGHUP or SIGQUIT to run-tests end every descendant, then
+    exit 143, 130, 129 or 131 (a second signal KILLs at once); --timeout 124.
+    rocm/npu: what the job leaves running when it ends is ended (TERM, KILL after
+    5s) and listed on stderr; the status is kept.
     """
     from ci.runner.native import run_tests as dispatch
 
@@ -61,8 +62,9 @@ def run_tests(
         "'none' never shards",
         "shard_list": "a,b,c: append the shard's entry instead (index from --shard or "
         "BUILDKITE_PARALLEL_JOB)",
-        "artifact_dir": "directory the command writes; copied under "
-        "$BUILDKITE_BUILD_CHECKOUT_PATH when the working directory differs, even on failure",
+        "artifact_dir": "directory the command writes, inside the working directory; its text "
+        "files are masked, then copied under $BUILDKITE_BUILD_CHECKOUT_PATH when the working "
+        "directory differs, even on failure",
         "junit": "append --junitxml=FILE to the command",
         "summary_tail": "keep the output in ARTIFACT_DIR/pytest.log and its last N lines in "
         "ARTIFACT_DIR/pytest-summary.txt",
