@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
+from ci.migrate import edits
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
 from tests.conftest import SHARED, need_shared, run_cli
 from tests.gitrepo import GitRepo, buildkite_env
@@ -469,6 +470,18 @@ def test_a_call_no_row_understands_is_listed_with_its_line(checkout: Path) -> No
     applied = migrate(checkout, "--apply")
     assert applied.returncode == 1 and expected in applied.stderr
     assert weird in ready.read_text()
+
+
+def test_a_script_at_an_older_path_is_listed_with_that_reason(checkout: Path) -> None:
+    """The path is the reason no row rewrote the call, not its shape (issue 32, item 26)."""
+    ready = checkout / ".buildkite/amd/extra.yml"
+    older = ".buildkite/scripts/hardware_ci/run-amd-test.sh"
+    ready.write_text(f"steps:\n  - label: old\n    command: bash {older}\n")
+    manual = edits.plan(checkout, pin=None, delete_replaced=False).manual
+    assert manual == [
+        f".buildkite/amd/extra.yml:3: run-amd-test.sh: called at an older path, {older}"
+        f" (migrate knows .buildkite/amd/scripts/run-amd-test.sh): bash {older}"
+    ]
 
 
 def test_scalar_styles_keep_their_quoting_and_blocks_their_indentation(checkout: Path) -> None:

@@ -9,19 +9,24 @@ field.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ci.errors import UserError
 from ci.migrate import check, edits, known, report
-from ci.migrate.compare import Cell, Difference
+from ci.migrate.compare import BOTH_FAIL, ERROR_ANNOTATION, Cell, Difference, compare
 from ci.migrate.matrix import SITUATIONS
-from ci.migrate.simulate import interpolate
+from ci.migrate.simulate import Outcome, interpolate
 from ci.platforms import Platform
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, cli_path, run_cli
+from tests.gitrepo import GitRepo, sample_checkout
 from tests.migrate_fixture import make_checkout
 
 DIFFERENCES = (ROOT / "docs" / "differences.md").read_text()
@@ -66,7 +71,8 @@ def test_each_remaining_difference_is_named_by_its_documented_heading(
 ) -> None:
     named = {d["documented"] for c in checked["cells"] for d in c["differences"]}
     assert None not in named
-    assert named == {row.heading for row in known.KNOWN}
+    # The uploader's error annotation shows only where an upload fails (tested below).
+    assert named == {row.heading for row in known.KNOWN if row.field != ERROR_ANNOTATION}
 
 
 @pytest.mark.parametrize("row", known.KNOWN, ids=lambda row: row.heading)
@@ -133,3 +139,124 @@ def test_a_bad_format_is_one_error_line_exit_2(checkout: Path) -> None:
 )
 def test_upload_time_interpolation(text: str, expected: str) -> None:
     assert interpolate(text, {"BUILDKITE_COMMIT": "abc"}) == expected
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_a_signal_stops_the_check_at_once_with_128_plus_n_and_leaves_nothing(
+    checkout: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Buildkite sends KILL 10 s after its TERM: the check ends its builds and its scratch
+    folder first (issue 32, item 7)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    argv = [cli_path(), "migrate", "--check", "--repo", str(checkout)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        # A build's record folder: the cells run.
+        while not any(scratch.glob(f"{check.SCRATCH_PREFIX}*/record-*")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=10)
+        print(f"migrate --check stopped {time.monotonic() - sent:.2f} s after {sig.name}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + sig, err.decode()[-2000:]
+    assert list(scratch.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- old CI missing
+
+
+def test_only_the_platforms_whose_old_entry_is_committed_are_compared(tmp_path: Path) -> None:
+    repo = GitRepo.create(tmp_path / "omni", origin=False)
+    repo.write(".buildkite/cuda/pipeline.yml", "steps: []\n")
+    repo.write(".buildkite/intel/scripts/bootstrap-intel-omni.sh", "exit 0\n")
+    repo.commit()
+    repo.write(".buildkite/npu/pipeline-npu.yml", "steps: []\n")  # not committed: not cloned
+    platforms, missing = check.comparable(repo.path)
+    assert set(platforms) == {Platform.CUDA, Platform.XPU}
+    assert sorted(missing) == [
+        "npu: .buildkite/npu/pipeline-npu.yml not found",
+        "rocm: .buildkite/amd/scripts/bootstrap-amd-omni.sh not found",
+    ]
+
+
+def test_a_checkout_without_the_old_ci_says_which_entries_are_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The embedded sample has no `.buildkite/`: one note per platform, then one error."""
+    repo = sample_checkout(tmp_path / "sample", ROOT / "examples/omni-sample")
+    with pytest.raises(UserError) as raised:
+        check.run(repo.path, "table")
+    assert raised.value.code == 2
+    assert raised.value.problems[0].startswith(f"--repo: {repo.path}: no platform's old CI entry")
+    notes = capsys.readouterr().err.splitlines()
+    assert "note: cuda: .buildkite/cuda/pipeline.yml not found; not compared" in notes
+    assert len([n for n in notes if n.endswith("not found; not compared")]) == len(Platform)
+
+
+def test_the_report_lists_the_platforms_not_compared() -> None:
+    cell = Cell("docs", "pr", Platform.ROCM, "same", ())
+    missing = ("cuda: .buildkite/cuda/pipeline.yml not found",)
+    assert f"- {missing[0]}" in report.render([cell], "table", seconds=1.0, not_compared=missing)
+    shown = json.loads(report.render([cell], "json", seconds=1.0, not_compared=missing))
+    assert shown["not_compared"] == list(missing)
+
+
+# --------------------------------------------------------------------------- both fail
+
+KEY_STEP = "unknown source_file_dependencies 'joy' in step ':full_moon: Joy · Accuracy'"
+OLD_FAILURE = f"Upload Nightly Pipeline: exit 1: ValueError: {KEY_STEP}; known: a, b, c"
+NEW_FAILURE = f"Upload Nightly Pipeline: exit 1: error: {KEY_STEP}; did you mean 'a'? (all 3 keys)"
+NEW_NOTE = "error\t**upload-pipeline failed for `x.yml`** (nothing was uploaded): - ..."
+
+
+def test_a_cell_whose_sides_fail_for_the_same_cause_is_the_same() -> None:
+    """The old uploader and ours both refuse an unregistered key (issue 32, item 27); our
+    error annotation is the documented difference."""
+    before = Outcome((), (), (OLD_FAILURE,))
+    after = Outcome((), (NEW_NOTE,), (NEW_FAILURE,))
+    verdict, found = compare(before, after, SITUATIONS[5], known.KNOWN, "cuda")
+    assert verdict == f"{BOTH_FAIL} (Upload Nightly Pipeline: {KEY_STEP})"
+    assert [(d.field, d.documented) for d in found] == [
+        (ERROR_ANNOTATION, "Every problem at once, as `error:` lines, exit 1")
+    ]
+    cell = Cell("docs", "nightly", Platform.CUDA, verdict, found)
+    table = report.render([cell], "table", seconds=1.0)
+    assert "1 same: both fail" in table and "docs / nightly / cuda: Upload Nightly" in table
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        NEW_FAILURE.replace("'joy'", "'other'"),  # another cause
+        NEW_FAILURE.replace("exit 1", "exit 2"),  # another exit
+        NEW_FAILURE.replace("Nightly", "Ready"),  # another step
+    ],
+)
+def test_failures_of_another_cause_differ(after: str) -> None:
+    verdict, found = compare(
+        Outcome((), (), (OLD_FAILURE,)), Outcome((), (NEW_NOTE,), (after,)),
+        SITUATIONS[5], known.KNOWN, "cuda",
+    )  # fmt: skip
+    assert verdict == "differs"
+    assert {d.field for d in found if d.documented is None} == {"failed (before)", "failed (after)"}
+
+
+def test_one_side_failing_differs() -> None:
+    verdict, _ = compare(
+        Outcome((), (), ()), Outcome((), (NEW_NOTE,), (NEW_FAILURE,)),
+        SITUATIONS[5], known.KNOWN, "cuda",
+    )  # fmt: skip
+    assert verdict == "differs"

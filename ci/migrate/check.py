@@ -5,15 +5,24 @@ same revision with `migrate` applied (in a private clone; the checkout is never
 touched). Each side runs every cell of the matrix (`ci.migrate.matrix`) with the
 recording stand-ins, and `ci.migrate.compare` judges the cells job by job.
 Exit 0 only when every cell is the same (documented differences named) or
-skipped by both; 1 otherwise.
+skipped by both; 1 otherwise. A platform whose old CI entry the checkout lacks is
+not compared (a `note:` line says so); none left is an input error.
+
+The check's scratch folder goes on every way out. SIGTERM, SIGINT and SIGHUP end
+the builds that run (their commands within `simulate.GRACE` seconds), then the
+check, with 143, 130 or 129, well inside Buildkite's 10 s between TERM and KILL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
@@ -46,24 +55,88 @@ def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) 
     checkout = resolve_repo(repo)
     if not door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).ok:
         raise UserError(f"--repo: {checkout} is not a git checkout with a commit")
+    platforms, missing = comparable(checkout)
+    for line in missing:
+        door.note(f"note: {line}; not compared")
+    if not platforms:
+        raise UserError(f"--repo: {checkout}: no platform's old CI entry; nothing to compare")
+    if missing:
+        door.note(f"note: compared: {', '.join(p.value for p in platforms)}")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-check-") as scratch:
-        root = Path(scratch)
+    root = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    try:
         tools = root / "bin"
         standins.install(tools)
         kinds = changes(checkout)
-        clones = _prepare(checkout, root, kinds, migrate or edits.apply)
+        clones = _prepare(checkout, root, kinds, migrate or edits.apply, platforms)
         outcomes = _run_all(clones, tools, root)
+    finally:
+        held = _remove(root)
+    if held:  # a signal while the folder went: it ends the check now
+        raise door.Interrupted(128 + held[0], f"interrupted by signal {held[0]}")
     cells = [
         Cell(change.name, situation.name, platform, *compare(
             outcomes["before", change.name, situation.name, platform],
             outcomes["after", change.name, situation.name, platform],
             situation, known.KNOWN, platform.value,
         ))
-        for change in kinds for situation in SITUATIONS for platform in ENTRIES
+        for change in kinds for situation in SITUATIONS for platform in platforms
     ]  # fmt: skip
-    print(report.render(cells, fmt, seconds=time.monotonic() - started), end="")
+    seconds = time.monotonic() - started
+    print(report.render(cells, fmt, seconds=seconds, not_compared=missing), end="")
     return 0 if all(c.verdict != "differs" for c in cells) else FAILURE
+
+
+SCRATCH_PREFIX: Final = "vllm-omni-ci-check-"
+
+
+def entry_file(entry: str | Path) -> str:
+    """The checkout's file a platform's CI starts from: its entry pipeline, or the script
+    that the settings' one step runs."""
+    return entry.as_posix() if isinstance(entry, Path) else entry.split()[-1]
+
+
+def comparable(checkout: Path) -> tuple[tuple[Platform, ...], tuple[str, ...]]:
+    """The platforms whose old CI can run at the checkout's HEAD (its entry file is
+    there), and for each other one why not (`cuda: .buildkite/cuda/pipeline.yml not found`)."""
+    wanted = {platform: entry_file(entry) for platform, entry in ENTRIES.items()}
+    listed = _git(checkout, "ls-tree", "--name-only", "HEAD", "--", *wanted.values())
+    there = set(listed.splitlines())
+    return (
+        tuple(p for p, rel in wanted.items() if rel in there),
+        tuple(f"{p.value}: {rel} not found" for p, rel in wanted.items() if rel not in there),
+    )
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """SIGTERM, SIGINT and SIGHUP only recorded in the yielded list (main thread), so that
+    the stop itself (ending the builds, removing the folder; bounded by `simulate.GRACE`)
+    is not cut short and leaves nothing behind."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    old = {sig: signal.signal(sig, lambda n, _: held.append(n)) for sig in door.FORWARDED_SIGNALS}
+    try:
+        yield held
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _remove(root: Path) -> list[int]:
+    """Remove the scratch folder, safe from signals; the signals that came meanwhile.
+    Its clones go side by side: one after another took seconds on a busy machine."""
+    with _signals_held() as held:
+        with ThreadPoolExecutor(max_workers=_REMOVERS) as pool:
+            parts = list(root.iterdir()) if root.is_dir() else []
+            pool.map(lambda path: shutil.rmtree(path, ignore_errors=True), parts)
+        shutil.rmtree(root, ignore_errors=True)
+    return held
+
+
+_REMOVERS: Final = 16
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -82,7 +155,11 @@ _IDENTITY: Final = {
 
 
 def _prepare(
-    checkout: Path, root: Path, kinds: tuple[Change, ...], migrate: Callable[[Path], None]
+    checkout: Path,
+    root: Path,
+    kinds: tuple[Change, ...],
+    migrate: Callable[[Path], None],
+    platforms: tuple[Platform, ...],
 ) -> Clones:
     """One clone per side, change and platform (so builds can run side by side: an old
     script may write into its checkout), at that change's commit, with `origin/main` at
@@ -106,7 +183,7 @@ def _prepare(
             _git(base, "add", "-A")
             _git(base, "commit", "-q", "-m", f"migrate --check: {change.name}")
             commit = _git(base, "rev-parse", "HEAD")
-            for platform in ENTRIES:
+            for platform in platforms:
                 clone = root / f"{side}-{number}-{platform.value}"
                 _git(root, "clone", "-q", "--shared", "--no-checkout", str(base), str(clone))
                 _git(clone, "update-ref", "refs/remotes/origin/main", mains[side])
@@ -119,7 +196,10 @@ def _run_all(
     clones: Clones, tools: Path, root: Path
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
     """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
-    (plus one for the time builds wait on files); the longest clones start first."""
+    (plus one for the time builds wait on files); the longest clones start first.
+    A signal reaches only this thread: it is passed on to every worker through `cancel`,
+    which ends the command each runs; the first failure ends the others so too."""
+    cancel: list[int] = []
 
     def one_clone(key: tuple[str, str, Platform]) -> dict[tuple[str, str, str, Platform], Outcome]:
         side, change, platform = key
@@ -130,7 +210,7 @@ def _run_all(
         record = root / f"record-{clone.name}"
         return {
             (side, change, situation.name, platform): run_build(
-                clone, commit, entry, situation, tools, record
+                clone, commit, entry, situation, tools, record, cancel
             )
             for situation in SITUATIONS
         }
@@ -138,9 +218,16 @@ def _run_all(
     # Ours run more processes per build than the old scripts; CUDA uploads the most.
     order = sorted(clones, key=lambda k: (k[0] != "after", _COST.index(k[2])))
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
-    with ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1) as pool:
+    pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1)
+    try:
         for done in pool.map(one_clone, order):
             outcomes.update(done)
+    except BaseException as exc:
+        with _signals_held():
+            cancel.append(exc.code - 128 if isinstance(exc, door.Interrupted) else signal.SIGTERM)
+            pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
     return outcomes
 
 

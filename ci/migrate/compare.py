@@ -6,11 +6,15 @@ present on both sides, the fields below must be equal; commands are compared
 after the old ones went through the migration's rewrite table, so a command is
 the same when migrate's own rewrite explains the difference. A difference that
 docs/differences.md describes is kept in the report with that heading's name.
+When both sides fail the same steps for the same cause (the old uploader and
+ours alike refuse an unregistered registry key), the cell is the same: "same:
+both fail (cause)", not a difference.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -38,6 +42,14 @@ FIELDS: Final = (
 )
 BUILD: Final = "(build)"  # the job name of a whole-build difference
 JOB: Final = "(job)"  # the field name of a job only one side has
+ERROR_ANNOTATION: Final = "error annotation"  # the field of an `annotate --style error`
+BOTH_FAIL: Final = "same: both fail"  # the verdict's words, then the cause in parentheses
+ERROR_STYLE: Final = "error\t"  # how the stand-in records an error annotation's style
+# A failure as `simulate` records it: the step, its exit, the last line it printed, whose
+# prefix (ours `error:`, the old scripts' Python exception name) is not part of the cause.
+_FAILURE = re.compile(
+    r"(?P<step>.*): exit (?P<code>\d+): (?:error: |[A-Za-z]\w*(?:Error|Exception): )?"
+)
 
 
 @dataclass(frozen=True)
@@ -103,25 +115,61 @@ def commands(fields: dict[str, Any], *, migrate: bool) -> str:
 def compare(
     before: Outcome, after: Outcome, situation: BuildCase, known: tuple[Known, ...], platform: str
 ) -> tuple[str, tuple[Difference, ...]]:
-    """The cell's verdict (`same`, `differs`, `skipped by both`) and its differences."""
+    """The cell's verdict (`same`, `same: both fail (cause)`, `differs`, `skipped by both`)
+    and its differences."""
     old, new = jobs(before, situation), jobs(after, situation)
-    found = list(_differences(before, after, old, new))
+    causes = shared_causes(before.failures, after.failures)
+    found = list(_differences(before, after, old, new, failures=causes is None))
     explained = tuple(_explain(d, known, platform) for d in found)
     if any(d.documented is None for d in explained):
         return "differs", explained
+    if causes:
+        return f"{BOTH_FAIL} ({'; '.join(causes)})", explained
     if not any(j.runs for j in old.values()) and not any(j.runs for j in new.values()):
         return "skipped by both", explained
     return "same", explained
 
 
+def shared_causes(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The causes, when both sides' failures are the same steps failing with the same exit
+    for the same reason (one by one, in order; () when neither failed); else None. The
+    reason is the last line's message up to its first `; ` (the old uploader then lists
+    the known keys, ours the nearest ones)."""
+    if len(before) != len(after):
+        return None
+    causes = []
+    for was, now in zip(before, after, strict=True):
+        old, new = _cause(was), _cause(now)
+        if old is None or old != new:
+            return None
+        causes.append(old[0] + ": " + old[2])
+    return tuple(causes)
+
+
+def _cause(failure: str) -> tuple[str, str, str] | None:
+    """(step, exit, message head) of a recorded failure."""
+    found = _FAILURE.match(failure)
+    if found is None:
+        return None
+    head = failure[found.end() :].split("; ", 1)[0].strip()
+    return (found["step"], found["code"], head) if head else None
+
+
 def _differences(
-    before: Outcome, after: Outcome, old: dict[str, UploadedJob], new: dict[str, UploadedJob]
+    before: Outcome,
+    after: Outcome,
+    old: dict[str, UploadedJob],
+    new: dict[str, UploadedJob],
+    *,
+    failures: bool = True,
 ) -> Iterator[Difference]:
-    yield from (Difference(BUILD, "failed (before)", failure, "") for failure in before.failures)
-    yield from (Difference(BUILD, "failed (after)", "", failure) for failure in after.failures)
-    if bool(before.annotations) != bool(after.annotations):
-        yield Difference(BUILD, "skip-ci annotation", _show(before.annotations),
-                         _show(after.annotations))  # fmt: skip
+    if failures:
+        yield from (Difference(BUILD, "failed (before)", f, "") for f in before.failures)
+        yield from (Difference(BUILD, "failed (after)", "", f) for f in after.failures)
+    for field, error in (("skip-ci annotation", False), (ERROR_ANNOTATION, True)):
+        notes = [_styled(o.annotations, error=error) for o in (before, after)]
+        if bool(notes[0]) != bool(notes[1]):
+            yield Difference(BUILD, field, _show(notes[0]), _show(notes[1]))
     for name in [*old, *(n for n in new if n not in old)]:
         if name not in new or name not in old:
             yield Difference(name, JOB, "present" if name in old else "absent",
@@ -134,6 +182,11 @@ def _differences(
         was, now = commands(a, migrate=True), commands(b, migrate=False)
         if was != now:
             yield Difference(name, "commands", was, now)
+
+
+def _styled(annotations: tuple[str, ...], *, error: bool) -> list[str]:
+    """The error annotations' texts (`error`), or the others' (the skip-ci notice)."""
+    return [a.partition("\t")[2] or a for a in annotations if a.startswith(ERROR_STYLE) == error]
 
 
 def _explain(found: Difference, known: tuple[Known, ...], platform: str) -> Difference:

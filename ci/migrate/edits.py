@@ -98,12 +98,27 @@ def _short(command: str) -> str:
 
 
 def _leftovers(work: Migration, rel: str, text: str, nodes: list[Any], what: str) -> None:
-    """A `manual:` line for each replaced script a scalar still names."""
+    """A `manual:` line for each replaced script a scalar still names, with the reason:
+    `what`, unless the script is called at a path migrate does not know (an older layout's),
+    which is then the reason."""
     for node in nodes:
         for name in sorted(n for n in _NAMES if n in node.value):
             where = f"{rel}:{spans.line_of(text, text.index(name, node.start_mark.index))}"
             work.calls.setdefault(name, where)
-            work.manual.append(f"{where}: {name}: {what}: {_short(node.value)}")
+            why = _older_path(name, node.value) or what
+            work.manual.append(f"{where}: {name}: {why}: {_short(node.value)}")
+
+
+def _older_path(name: str, command: str) -> str | None:
+    """ "at an older path …" when the command calls `name` by a path that is none of the
+    replaced scripts' paths (the rewrite table matches those paths only); None otherwise."""
+    known = [p for p in rewrites.REPLACED_SCRIPTS if Path(p).name == name]
+    for found in re.finditer(rf"[^\s;&|()\"'`]*(?<![\w.-]){re.escape(name)}(?![\w.-])", command):
+        path = found.group().removeprefix("./")
+        # Only a path is a path: a bare name may run from the script's own folder.
+        if "/" in path and not any(path == k or path.endswith("/" + k) for k in known):
+            return f"called at an older path, {path} (migrate knows {' or '.join(known)})"
+    return None
 
 
 def _rewritten(value: Any, command: bool = False) -> Any:

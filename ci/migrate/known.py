@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ci.migrate.compare import JOB, Difference, Known
+from ci.migrate.compare import ERROR_ANNOTATION, JOB, Difference, Known
 
 
 def _loaded(text: str) -> Any:
@@ -53,6 +53,11 @@ def _npu_nightly_all(found: Difference) -> bool:
     return found.job.startswith("Upload Nightly Pipeline") and found.after == "present"
 
 
+def _error_annotation_added(found: Difference) -> bool:
+    """Our uploader annotates its errors on the build (spec W21); the old one posted none."""
+    return found.before == "[]"
+
+
 KNOWN: Final[tuple[Known, ...]] = (
     Known("AMD: `TEST_COMMANDS` exports keep the YAML's order", ("rocm",), "env",
           _exports_reordered),
@@ -61,4 +66,6 @@ KNOWN: Final[tuple[Known, ...]] = (
           _image_tag_dropped),
     Known("`--scope auto`: the weekly file on `main` needs a schedule", ("npu",), JOB,
           _npu_nightly_all),
+    Known("Every problem at once, as `error:` lines, exit 1", ("cuda", "npu", "rocm", "xpu"),
+          ERROR_ANNOTATION, _error_annotation_added),
 )  # fmt: skip

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from ci.migrate.compare import Cell
+from ci.migrate.compare import BOTH_FAIL, Cell
 
 FORMATS: Final = ("table", "json", "markdown")
 
@@ -17,26 +17,38 @@ def verdict(cell: Cell) -> str:
         jobs = {d.job for d in cell.differences if d.documented is None}
         return f"differs ({len(jobs)} job{'s' * (len(jobs) != 1)})"
     documented = sum(1 for d in cell.differences if d.documented)
-    return f"{cell.verdict} ({documented} documented)" if documented else cell.verdict
+    # The cause of "same: both fail (…)" is listed under the grid, once per cell.
+    shown = _kind(cell.verdict)
+    return f"{shown} ({documented} documented)" if documented else shown
 
 
-def render(cells: Sequence[Cell], fmt: str, *, seconds: float) -> str:
+def _kind(verdict: str) -> str:
+    return BOTH_FAIL if verdict.startswith(BOTH_FAIL) else verdict
+
+
+def render(
+    cells: Sequence[Cell], fmt: str, *, seconds: float, not_compared: Sequence[str] = ()
+) -> str:
+    """The report; `not_compared`: a line per platform left out, and why."""
     if fmt == "json":
-        return json.dumps(_as_json(cells, seconds), indent=2) + "\n"
-    return _text(cells, seconds, markdown=fmt == "markdown")
+        return json.dumps(_as_json(cells, seconds, not_compared), indent=2) + "\n"
+    return _text(cells, seconds, not_compared, markdown=fmt == "markdown")
 
 
 def _summary(cells: Sequence[Cell], seconds: float) -> str:
-    counts = Counter(c.verdict for c in cells)
+    counts = Counter(_kind(c.verdict) for c in cells)
     builds = len({(c.change, c.situation) for c in cells})
     platforms = len({c.platform for c in cells})
-    parts = ", ".join(f"{counts[v]} {v}" for v in ("same", "skipped by both", "differs"))
+    kinds = ("same", *((BOTH_FAIL,) if counts[BOTH_FAIL] else ()), "skipped by both", "differs")
+    parts = ", ".join(f"{counts[v]} {v}" for v in kinds)
     return (
         f"{builds} builds x {platforms} platforms = {len(cells)} cells: {parts} ({seconds:.0f} s)"
     )
 
 
-def _text(cells: Sequence[Cell], seconds: float, *, markdown: bool) -> str:
+def _text(
+    cells: Sequence[Cell], seconds: float, not_compared: Sequence[str], *, markdown: bool
+) -> str:
     platforms = list(dict.fromkeys(c.platform.value for c in cells))
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for cell in cells:
@@ -58,6 +70,18 @@ def _text(cells: Sequence[Cell], seconds: float, *, markdown: bool) -> str:
         lines += [
             "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
             for r in [header, *body]
+        ]
+    if not_compared:
+        lines += ["", "### Not compared" if markdown else "Not compared:"]
+        lines += [f"- {line}" for line in not_compared]
+    failing = [c for c in cells if c.verdict.startswith(BOTH_FAIL)]
+    if failing:
+        lines += ["", "### Both fail, for the same cause" if markdown
+                  else "Both fail, for the same cause:"]  # fmt: skip
+        lines += [
+            f"- {c.change} / {c.situation} / {c.platform.value}:"
+            f" {_short(c.verdict[len(BOTH_FAIL) :].strip()[1:-1])}"
+            for c in failing
         ]
     documented = Counter(d.documented for c in cells for d in c.differences if d.documented)
     if documented:
@@ -81,10 +105,13 @@ def _short(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _as_json(cells: Sequence[Cell], seconds: float) -> dict[str, object]:
+def _as_json(
+    cells: Sequence[Cell], seconds: float, not_compared: Sequence[str]
+) -> dict[str, object]:
     return {
         "summary": _summary(cells, seconds),
         "seconds": round(seconds, 1),
+        "not_compared": list(not_compared),
         "cells": [
             {
                 "change": c.change,

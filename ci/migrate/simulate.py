@@ -33,6 +33,9 @@ UPLOADS: Final = re.compile(
     r"|vllm-omni-ci\s+(?:upload-pipeline|bootstrap)\b"
 )
 TIMEOUT: Final = 120.0
+# How long a job's command has to end after TERM when the check is stopped, before KILL:
+# the whole check must stop well inside Buildkite's 10 s between TERM and KILL.
+GRACE: Final = 2.0
 MAX_DEPTH: Final = 4
 
 
@@ -71,10 +74,15 @@ def run_build(
     situation: BuildCase,
     tools: Path,
     record: Path,
+    cancel: list[int] | None = None,
 ) -> Outcome:
     """Everything the build of `commit` (the checkout's HEAD) uploads, with the stand-ins
     of `tools` first on PATH, starting from `entry`: a pipeline file of the checkout (a
-    Path), or the command of the settings' one step (a str)."""
+    Path), or the command of the settings' one step (a str). A signal number appended to
+    `cancel` (this runs off the main thread, which receives the signals) ends the command
+    that runs and the build, as `door.Interrupted`."""
+    cancel = [] if cancel is None else cancel
+    _stop_if(cancel)
     if record.exists():
         shutil.rmtree(record)
     record.mkdir(parents=True)
@@ -92,11 +100,8 @@ def run_build(
         document = yamlio.loads(text, source="upload")
         for name, commands, job_env in _runnable(document, situation, env):
             pairs = [f"{k}={v}" for k, v in job_env.items()]
-            result = door.capture(
-                ["env", "-i", *pairs, "bash", "-e", "-c", interpolate(commands, job_env)],
-                cwd=str(checkout),
-                timeout=TIMEOUT,
-            )
+            argv = ["env", "-i", *pairs, "bash", "-e", "-c", interpolate(commands, job_env)]
+            result = _capture(argv, checkout, cancel, timeout=TIMEOUT)
             if not result.ok:
                 last = (result.stderr.strip().splitlines() or [""])[-1]
                 failures.append(f"{name}: exit {result.code}: {last}")
@@ -105,7 +110,7 @@ def run_build(
                 uploads.append(Upload(name, made.read_text()))
                 if depth < MAX_DEPTH:
                     pending.append((uploads[-1].text, depth + 1))
-    _clean(checkout)
+    _clean(checkout, cancel)
     notes = record / "annotations.txt"
     annotations = tuple(notes.read_text().splitlines()) if notes.exists() else ()
     return Outcome(tuple(uploads), annotations, tuple(failures))
@@ -156,8 +161,23 @@ def _job_env(
     }
 
 
-def _clean(checkout: Path) -> None:
+def _clean(checkout: Path, cancel: list[int]) -> None:
     """What a script left in the checkout (the AMD render's files) goes before the next one."""
-    if door.capture(["git", "status", "--porcelain"], cwd=str(checkout)).stdout.strip():
-        door.capture(["git", "checkout", "-q", "--", "."], cwd=str(checkout))
-        door.capture(["git", "clean", "-fdq"], cwd=str(checkout))
+    if _capture(["git", "status", "--porcelain"], checkout, cancel).stdout.strip():
+        _capture(["git", "checkout", "-q", "--", "."], checkout, cancel)
+        _capture(["git", "clean", "-fdq"], checkout, cancel)
+
+
+def _capture(
+    argv: list[str], cwd: Path, cancel: list[int], timeout: float | None = None
+) -> door.Result:
+    """`door.capture`, ended by a signal number in `cancel` within `GRACE` seconds."""
+    _stop_if(cancel)
+    command = door.Command(tuple(argv), cwd=str(cwd), timeout=timeout, grace=GRACE)
+    return door.run(command, "capture", quiet=True, leaves_nothing=True, cancel=cancel)
+
+
+def _stop_if(cancel: list[int]) -> None:
+    """Start nothing more once the check is stopped."""
+    if cancel:
+        raise door.Interrupted(128 + cancel[-1], f"interrupted by signal {cancel[-1]}")

@@ -5,8 +5,9 @@ folder of these first on PATH. They answer what the build implies and record
 what the job hands to Buildkite:
 
 * `buildkite-agent`: `pipeline upload [FILE]` (else stdin) writes the YAML to
-  the record folder as `upload-N.yml`; `annotate TEXT` appends TEXT to
-  `annotations.txt`; every other subcommand (artifact upload, meta-data) succeeds.
+  the record folder as `upload-N.yml`; `annotate TEXT` appends `STYLE<tab>TEXT`
+  to `annotations.txt` (`--style`, else `default`); every other subcommand
+  (artifact upload, meta-data) succeeds.
 * `curl`: a GitHub pull-request URL answers `{"labels": [...]}` with the
   build's labels; any other URL (the minijinja installer) prints nothing.
 * `minijinja-cli TEMPLATE DATA -D k=v ...`: the `minijinja` package from PyPI,
@@ -43,10 +44,18 @@ if args[:2] == ["pipeline", "upload"]:
     n = len(list(record.glob("upload-*.yml")))
     (record / f"upload-{{n}}.yml").write_text(text)
 elif args[:1] == ["annotate"]:
-    words = [a for a in args[1:] if not a.startswith("-")]
+    words, style, rest = [], "default", args[1:]
+    while rest:
+        word = rest.pop(0)
+        name, equals, value = word.partition("=")
+        if name in ("--style", "--context", "--priority", "--job", "--scope"):
+            value = value if equals else (rest.pop(0) if rest else "")
+            style = value if name == "--style" else style
+        elif not word.startswith("-"):
+            words.append(word)
     text = words[0] if words else sys.stdin.read()
     with open(record / "annotations.txt", "a") as out:
-        out.write(text.replace("\\n", " ") + "\\n")
+        out.write(style + "\\t" + text.replace("\\n", " ") + "\\n")
 '''
 
 _CURL = f'''
