@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -163,3 +164,124 @@ def test_the_sample_lints_clean() -> None:
         ".buildkite/npu/test-npu-ready.yml",
     }
     assert [(r.path, r.problems) for r in reports if r.problems] == []
+
+
+# ------------------------------------- issue 32 item 23: what Buildkite or the uploader refuses
+
+READY = ".buildkite/cuda/test-ready.yml"
+BOOTSTRAP = ".buildkite/cuda/bootstrap-upload-steps.yml"
+
+
+def sample_copy(dest: Path) -> Path:
+    """The sample's pipelines and marker registry, to edit (lint reads no git)."""
+    from tests.conftest import SAMPLE
+
+    shutil.copytree(SAMPLE / ".buildkite", dest / ".buildkite")
+    shutil.copy2(SAMPLE / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def step_text(label: str, extra: str = "") -> str:
+    """One CPU step of the sample's shape, `extra` (YAML lines) added to its fields."""
+    lines = [
+        f'  - label: "{label}"',
+        "    commands:",
+        "      - \"pytest -sv tests/model_executor -m 'core_model and cpu'\"",
+        "    mirror_hardwares: l4_1",
+        *(f"    {line}" for line in extra.splitlines()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def problems_with(tmp_path: Path, rel: str, added: str) -> list[str]:
+    repo = sample_copy(tmp_path / "repo")
+    path = repo / rel
+    path.write_text(path.read_text().rstrip("\n") + "\n" + added)
+    return {r.path: r for r in lint(repo)}[rel].problems
+
+
+def test_an_if_that_does_not_parse_is_an_error(tmp_path: Path) -> None:
+    added = step_text("Broken if", 'if: build.branch == "main" &&') + step_text(
+        "Outside the subset", "if: build.message =~ /^wip/ || build.source == 'schedule'"
+    )
+    found = problems_with(tmp_path, READY, added)
+    assert found == [
+        "step 'Broken if': `if` does not parse (the expression ends where a value is "
+        'expected): build.branch == "main" &&'
+    ]
+
+
+def test_an_if_that_does_not_parse_in_any_buildkite_yaml(tmp_path: Path) -> None:
+    """Files Buildkite uploads as they are (schema only) are checked the same way."""
+    added = '  - label: "x"\n    command: "true"\n    if: (build.branch == "main"\n'
+    (problem,) = problems_with(tmp_path, BOOTSTRAP, added)
+    assert problem.startswith("step 'x': `if` does not parse (expected ')', got 'the end')")
+
+
+def test_depends_on_cycles_and_self_references_are_errors(tmp_path: Path) -> None:
+    added = (
+        step_text("A", "key: a\ndepends_on: b")
+        + step_text("B", "key: b\ndepends_on:\n  - step: a")
+        + step_text("Self", "key: self\ndepends_on: [self]")
+        + '  - group: "G"\n    key: g\n    steps:\n'
+        + "\n".join("  " + line for line in step_text("In G", "depends_on: g").splitlines())
+        + "\n"
+        + step_text("Outside", "depends_on: upload-ready-pipeline")  # another upload's step
+    )
+    assert problems_with(tmp_path, READY, added) == [
+        "step 'Self' (key 'self'): depends_on 'self', itself; it can never start",
+        "step 'In G': depends_on 'g', the group it is in; it can never start",
+        "depends_on cycle: a → b → a (steps 'A' (key 'a'), 'B' (key 'b')); none of them can start",
+    ]
+
+
+def test_a_cycle_through_a_group_dependency(tmp_path: Path) -> None:
+    """A group's steps start only after the group's own depends_on: X waits for a step of
+    the group, the group waits for X."""
+    added = (
+        step_text("X", "key: x\ndepends_on: inner")
+        + '  - group: "G"\n    key: g\n    depends_on: x\n    steps:\n'
+        + "\n".join("  " + line for line in step_text("Inner", "key: inner").splitlines())
+        + "\n"
+    )
+    (problem,) = problems_with(tmp_path, READY, added)
+    assert problem.startswith("depends_on cycle: x → inner → x (steps 'X' (key 'x'), 'Inner'")
+
+
+def test_a_key_used_twice_is_an_error(tmp_path: Path) -> None:
+    added = step_text("First", "key: same") + step_text("Second", "key: same")
+    assert problems_with(tmp_path, READY, added) == [
+        "step 'Second' (key 'same'): key 'same' is already the key of step 'First' "
+        "(key 'same'); Buildkite refuses a key used twice"
+    ]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1000000000", "1001", "2.5", "many", '"4"', "true"])
+def test_parallelism_outside_1_to_1000_is_an_error(tmp_path: Path, value: str) -> None:
+    found = problems_with(tmp_path, READY, step_text("Sharded", f"parallelism: {value}"))
+    shown = repr(yaml.safe_load(value))
+    assert found == [
+        f"{tmp_path / 'repo' / READY}: step 'Sharded': `parallelism` must be a whole number "
+        f"of jobs from 1 to 1000, got {shown}"
+    ]
+
+
+def test_parallelism_in_range_lints_clean(tmp_path: Path) -> None:
+    added = step_text("Sharded", "parallelism: 1000") + step_text("One", "parallelism: 1")
+    assert problems_with(tmp_path, READY, added) == []
+
+
+def test_each_refusal_is_an_error_line_naming_the_file(tmp_path: Path) -> None:
+    repo = sample_copy(tmp_path / "repo")
+    path = repo / READY
+    added = step_text("A", "key: a\ndepends_on: a") + step_text("P", "parallelism: 0")
+    path.write_text(path.read_text().rstrip("\n") + "\n" + added)
+    done = run_cli("lint-pipelines", "--repo", str(repo))
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        f"error: {READY}: step 'A' (key 'a'): depends_on 'a', itself; it can never start",
+        f"error: {path}: step 'P': `parallelism` must be a whole number of jobs from 1 to "
+        "1000, got 0",
+    ]
+    assert f"FAIL {READY}: " in done.stdout

@@ -8,6 +8,7 @@ a traceback or a hang. The generous timeouts only catch a hang.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -342,3 +343,33 @@ def test_a_scalar_its_tag_cannot_build_is_one_located_line(text: str, where: str
         yamlio.loads(text, source="t.yml")
     (problem,) = caught.value.problems
     assert problem.startswith(f"t.yml: invalid YAML {where}"), problem
+
+
+# --------------------------------------------- issue 32 item 12: parallelism, one bound
+
+
+def with_parallelism(text: str, value: str) -> str:
+    """The first step's `parallelism` set to `value` (added above its `commands:`)."""
+    if "parallelism:" in text:
+        return re.sub(r"parallelism: .*", f"parallelism: {value}", text, count=1)
+    lines = text.splitlines()
+    at = next(i for i, item in enumerate(lines) if item.strip() == "commands:")
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    return "\n".join([*lines[:at], f"{indent}parallelism: {value}", *lines[at:]]) + "\n"
+
+
+@pytest.mark.parametrize("value", ["1000000000", "0"])
+@pytest.mark.parametrize("task", list(TASKS))
+def test_parallelism_out_of_range_stops_every_task(
+    sample: GitRepo, tmp_path: Path, task: str, value: str
+) -> None:
+    """`parallelism: 1000000000` passed lint-pipelines, and a local tier planned a job per
+    shard until it ran out of memory; every consumer now refuses it the same way."""
+    rel = TASKS[task][1]
+    text = with_parallelism((sample.path / rel).read_text(), value)
+    repo = target(sample, tmp_path, rel, text)
+    code, out, err = run_task(task, repo)
+    assert code == 1, (code, out, err)
+    step = AMD_STEP if rel == AMD else CUDA_STEP
+    message = f"step '{step}': `parallelism` must be a whole number of jobs from 1 to 1000"
+    assert [e for e in error_lines(out, err) if message in e], err

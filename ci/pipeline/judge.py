@@ -15,7 +15,7 @@ from typing import Any
 from ci.amd.combine import load_suite
 from ci.amd.suites import SUITES, Suite
 from ci.errors import UserError
-from ci.pipeline import commands
+from ci.pipeline import stepshape
 from ci.pipeline.upload import is_amd_suite, load_test_yaml
 
 NOT_A_PIPELINE = "not a pipeline (a mapping with `steps`, or a list of steps)"
@@ -51,7 +51,7 @@ def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
     for document in documents:  # none is None (empty documents are left out)
         steps = document.get("steps") if isinstance(document, Mapping) else document
         if steps is None or isinstance(steps, list):  # a mapping without `steps` has none
-            problems += commands.all_problems(steps or [], rel)
+            problems += stepshape.all_problems(steps or [], rel)
         elif isinstance(document, Mapping):
             problems.append(f"{rel}: `steps` must be a list, got {type(steps).__name__}")
         else:

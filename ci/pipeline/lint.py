@@ -16,7 +16,7 @@ from typing import Any
 
 from ci import door, yamlio
 from ci.errors import FAILURE, UserError
-from ci.pipeline import ifexpr, mirror, model, sourcefilter
+from ci.pipeline import ifexpr, mirror, model, refusals, sourcefilter
 from ci.pipeline.judge import file_problems, is_uploader_test_yaml
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import render_test_pipeline
@@ -86,6 +86,7 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
         document = yamlio.load(path)
         if not isinstance(document, dict):
             raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
+        report.problems += refusals.problems([document])
         _strict(document, registries, report)
         for selector in SELECTORS:  # render is pure: the document read above serves both
             rendered = render_test_pipeline(
@@ -117,6 +118,7 @@ def lint_static(relative: str, path: Path) -> FileReport:
         # the absolute path, are shown as the bootstrap shows them).
         report.problems += [p.removeprefix(f"{relative}: ") for p in exc.problems]
         return report
+    report.problems += refusals.problems([d for d in documents if d is not None])
     for index, document in enumerate(d for d in documents if d is not None):
         if is_amd_suite(relative):
             document = _untemplated(document)
