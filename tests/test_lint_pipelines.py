@@ -116,8 +116,8 @@ def test_no_test_pipelines_is_an_input_error(tmp_path: Path) -> None:
     done = run_cli("lint-pipelines", "--repo", str(tmp_path))
     assert done.returncode == 2
     assert (
-        done.stderr
-        == f"error: --repo: {tmp_path} has no test pipelines (.buildkite/*/test-*.yml)\n"
+        done.stderr == f"error: --repo: {tmp_path} has no test pipelines "
+        "(.buildkite/**/test-*.yml, outside amd/)\n"
     )
 
 
@@ -285,3 +285,52 @@ def test_each_refusal_is_an_error_line_naming_the_file(tmp_path: Path) -> None:
         "1000, got 0",
     ]
     assert f"FAIL {READY}: " in done.stdout
+
+
+# ------------------------- issue 32 item 25: an earlier layout (flat `.buildkite/test-*.yml`)
+
+
+def flat_layout(dest: Path) -> Path:
+    """The sample as a vLLM-Omni tree of an earlier layout: its CUDA test YAMLs flat in
+    `.buildkite/` (the uploader was handed `.buildkite/test-ready.yml`), plus a disabled,
+    fully commented-out one."""
+    repo = sample_copy(dest)
+    for path in sorted((repo / ".buildkite/cuda").glob("test-*.yml")):
+        path.rename(repo / ".buildkite" / path.name)
+    (repo / ".buildkite/test-old.yml").write_text("# steps:\n#   - label: old\n#     command: x\n")
+    return repo
+
+
+def test_a_flat_test_yaml_is_judged_as_the_uploader_renders_it(tmp_path: Path) -> None:
+    """lint-pipelines took flat test YAMLs for plain Buildkite files (schema only): one error
+    per `mirror_hardwares`/`source_file_dependencies` key on files upload-pipeline renders
+    cleanly."""
+    from ci.pipeline.registries import Registries
+    from ci.pipeline.upload import render_file
+
+    repo = flat_layout(tmp_path / "repo")
+    reports = {r.path: r for r in lint(repo)}
+    for rel in (".buildkite/test-ready.yml", ".buildkite/test-merge.yml"):
+        rendered = render_file(
+            repo, repo / rel, scope="all", changed=None, mirror_hw="",
+            registries=Registries.for_repo(repo),
+        )  # fmt: skip
+        assert rendered.problems == []  # what upload-pipeline renders cleanly ...
+        assert reports[rel].rendered and reports[rel].problems == []  # ... lints clean
+    # The disabled file is refused as the uploader refuses it, with the reason.
+    assert reports[".buildkite/test-old.yml"].problems == [
+        f"invalid pipeline YAML: {repo / '.buildkite/test-old.yml'} "
+        "(empty: no YAML document, or only comments)"
+    ]
+
+
+def test_amd_suites_and_bootstrap_files_are_not_uploader_test_yamls() -> None:
+    from ci.pipeline.judge import is_uploader_test_yaml
+
+    assert is_uploader_test_yaml(".buildkite/test-ready.yml")
+    assert is_uploader_test_yaml(".buildkite/cuda/test-ready.yml")
+    assert is_uploader_test_yaml(".buildkite/cuda/more/test-x.yml")
+    assert not is_uploader_test_yaml(".buildkite/amd/test-amd-ready.yml")
+    assert not is_uploader_test_yaml(".buildkite/cuda/bootstrap-upload-steps.yml")
+    assert not is_uploader_test_yaml(".buildkite/cuda/pipeline.yml")
+    assert not is_uploader_test_yaml("elsewhere/test-ready.yml")

@@ -21,9 +21,16 @@ from ci.pipeline.upload import is_amd_suite, load_test_yaml
 NOT_A_PIPELINE = "not a pipeline (a mapping with `steps`, or a list of steps)"
 
 
+# A `test-*.yml` anywhere under .buildkite/ (the seed's `.buildkite/cuda/test-ready.yml`,
+# an earlier layout's flat `.buildkite/test-ready.yml`) is what the uploader is handed;
+# `amd/test-*` are the AMD bootstrap's suites, which upload-pipeline refuses.
+TEST_YAML = re.compile(r"\.buildkite/(?:(?!amd/)[^/]+/)*test-[^/]*\.yml")
+
+
 def is_uploader_test_yaml(rel: str) -> bool:
-    """`.buildkite/<dir>/test-*.yml` outside amd/: what `upload-pipeline` renders."""
-    return re.fullmatch(r"\.buildkite/(?!amd/)[^/]*/test-[^/]*\.yml", rel) is not None
+    """A repo-relative path `upload-pipeline` renders as a test pipeline (`TEST_YAML`), so
+    every gate judges it by the uploader's loader and render, as the upload would."""
+    return TEST_YAML.fullmatch(rel) is not None and not is_amd_suite(rel)
 
 
 def _refusal(load: Callable[[], object]) -> list[str]:

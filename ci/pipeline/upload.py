@@ -89,6 +89,8 @@ def load_test_yaml(path: Path) -> model.Document:
     """The uploader's reading of a test YAML: one mapping document, else one error per
     problem; the gates ask this too (`ci.pipeline.judge`), to refuse what the upload refuses."""
     document = read_yaml(path, f"invalid pipeline YAML: {path}", codec_words=True)
+    if document is None:  # a fully commented-out file, say, kept from an older layout
+        raise _invalid(path, "empty: no YAML document, or only comments")
     if not isinstance(document, dict):
         raise _invalid(path)
     return document
