@@ -1066,6 +1066,13 @@ def test_a_depends_on_cycle_stops_the_tier_before_anything_runs(
         ("    if: build.branch ==\n", "step 'Waits for B': `if` does not parse"),
         ("    parallelism: 1000000000\n", "step 'Waits for B': `parallelism` must be a whole"),
         ("    parallelism: 0\n", "step 'Waits for B': `parallelism` must be a whole"),
+        # A 400-digit timeout was an OverflowError (minutes to seconds) when planned.
+        ("    timeout_in_minutes: 1" + "0" * 400 + "\n", "step 'Waits for B': `timeout_in_"),
+        # A failing job was rerun `limit` times.
+        (
+            "    retry:\n      automatic:\n        - exit_status: 1\n          limit: 1000000000\n",
+            "step 'Waits for B': `retry.automatic` `limit` must be a whole number of retries",
+        ),
     ],
 )
 def test_what_the_uploader_or_buildkite_refuses_is_refused_by_the_tier(

@@ -1,9 +1,9 @@
 """The checks of a step's own fields that every consumer of a pipeline makes alike.
 
-`command`/`commands` (`ci.pipeline.commands`) and `parallelism`
-(`ci.pipeline.parallelism`): the uploader's render, lint-pipelines, the gates'
-judge (`ci.pipeline.judge`) and the AMD suite loader all ask here, so a file one of
-them refuses is refused by every other.
+`command`/`commands` (`ci.pipeline.commands`) and the whole numbers
+(`ci.pipeline.numbers`: `parallelism`, `timeout_in_minutes`, retry limits): the
+uploader's render, lint-pipelines, the gates' judge (`ci.pipeline.judge`), the AMD
+suite loader and the tiers all ask here, so a file one refuses every other refuses.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ci.pipeline import commands, model, parallelism
+from ci.pipeline import commands, model, numbers
 
 
 def problems(step: Mapping[str, Any], source: str = "") -> list[str]:
     """What is wrong with one step's (or group's) own fields, one line each."""
-    return commands.problems(step, source) + parallelism.problems(step, source)
+    return commands.problems(step, source) + numbers.problems(step, source)
 
 
 def all_problems(steps: Iterable[Any], source: str = "") -> list[str]:

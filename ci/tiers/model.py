@@ -25,7 +25,7 @@ from ci.errors import FAILURE, Unavailable, UserError
 from ci.pipeline import files, refusals
 from ci.pipeline.ifexpr import Context, check
 from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
-from ci.pipeline.parallelism import parallelism_of
+from ci.pipeline.numbers import parallelism_of
 from ci.pipeline.registries import Registries
 from ci.pipeline.stepshape import document_problems
 from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, unescape
