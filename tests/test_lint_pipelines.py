@@ -334,3 +334,38 @@ def test_amd_suites_and_bootstrap_files_are_not_uploader_test_yamls() -> None:
     assert not is_uploader_test_yaml(".buildkite/cuda/bootstrap-upload-steps.yml")
     assert not is_uploader_test_yaml(".buildkite/cuda/pipeline.yml")
     assert not is_uploader_test_yaml("elsewhere/test-ready.yml")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'build.env("NIGHTLY") == "1" || build.pull_request.labels includes "nightly-test"',
+        "build.message =~ /^wip\\/x/i && build.branch !~ /^release/",
+        "!(build.pull_request.draft) && build.pull_request.id != null",
+        "build.source == 'schedule' && pipeline.slug == \"omni\"",
+        "__IMAGE_BUILD_IF__",  # an old entry pipeline's placeholder: a bare name parses
+        'build.env("A")\n  == "1"',  # a folded (`>-`) block keeps its line breaks
+    ],
+)
+def test_buildkite_conditionals_outside_the_evaluated_subset_parse(text: str) -> None:
+    from ci.pipeline.ifexpr import syntax_problem
+
+    assert syntax_problem(text) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('build.branch == "main" &&', "the expression ends where a value is expected"),
+        ('(build.branch == "main"', "expected ')', got 'the end'"),
+        ('build.branch == "main', "a string is not closed: '\"main'"),
+        ("build.branch = 'main'", "unexpected \"= 'main'\""),
+        ("build.branch == == 'x'", "expected a value, got '=='"),
+        ("build.branch 'x'", "unexpected \"'x'\" after a complete expression"),
+        ("", "the expression ends where a value is expected"),
+    ],
+)
+def test_conditionals_buildkite_cannot_parse_say_why(text: str, why: str) -> None:
+    from ci.pipeline.ifexpr import syntax_problem
+
+    assert syntax_problem(text) == why
