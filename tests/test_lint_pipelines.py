@@ -295,7 +295,7 @@ def flat_layout(dest: Path) -> Path:
     `.buildkite/` (the uploader was handed `.buildkite/test-ready.yml`), plus a disabled,
     fully commented-out one."""
     repo = sample_copy(dest)
-    for path in sorted((repo / ".buildkite/cuda").glob("test-*.yml")):
+    for path in sorted((repo / ".buildkite").glob("[ac][mu]d*/test-*.yml")):  # amd, cuda
         path.rename(repo / ".buildkite" / path.name)
     (repo / ".buildkite/test-old.yml").write_text("# steps:\n#   - label: old\n#     command: x\n")
     return repo
@@ -317,6 +317,9 @@ def test_a_flat_test_yaml_is_judged_as_the_uploader_renders_it(tmp_path: Path) -
         )  # fmt: skip
         assert rendered.problems == []  # what upload-pipeline renders cleanly ...
         assert reports[rel].rendered and reports[rel].problems == []  # ... lints clean
+    # An AMD suite of that layout is the AMD template's data, as upload-pipeline says.
+    amd = reports[".buildkite/test-amd-ready.yml"]
+    assert not amd.rendered and amd.problems == []
     # The disabled file is refused as the uploader refuses it, with the reason.
     assert reports[".buildkite/test-old.yml"].problems == [
         f"invalid pipeline YAML: {repo / '.buildkite/test-old.yml'} "
@@ -331,6 +334,7 @@ def test_amd_suites_and_bootstrap_files_are_not_uploader_test_yamls() -> None:
     assert is_uploader_test_yaml(".buildkite/cuda/test-ready.yml")
     assert is_uploader_test_yaml(".buildkite/cuda/more/test-x.yml")
     assert not is_uploader_test_yaml(".buildkite/amd/test-amd-ready.yml")
+    assert not is_uploader_test_yaml(".buildkite/test-amd-merge.yml")  # flat AMD suite
     assert not is_uploader_test_yaml(".buildkite/cuda/bootstrap-upload-steps.yml")
     assert not is_uploader_test_yaml(".buildkite/cuda/pipeline.yml")
     assert not is_uploader_test_yaml("elsewhere/test-ready.yml")

@@ -22,7 +22,7 @@ from ci.pipeline.judge import file_problems
 
 # Pipelines whose steps the AMD template renders into TEST_COMMANDS for the
 # native runner; every other step runs under Buildkite's job shell.
-AMD_TIER = re.compile(r"^amd/test-amd-[^/]*\.ya?ml$")
+AMD_TIER = re.compile(r"^(?:amd/)?test-amd[^/]*\.ya?ml$")  # flat: an earlier layout
 # Files under .buildkite/ that are registries or templates, not pipelines.
 NOT_PIPELINES = ("common/ci_mirror_hardwares.yml", "common/ci_source_file_dependencies.yml")
 

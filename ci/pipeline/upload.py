@@ -64,9 +64,15 @@ def pipeline_file(repo: Path, given: str) -> Path:
 
 
 def is_amd_suite(rel: str) -> bool:
-    """`.buildkite/amd/test-*.yml`: data of the AMD bootstrap's template, not an upload YAML."""
+    """`.buildkite/amd/test-*.yml` (an earlier layout's flat `.buildkite/test-amd*.yml`):
+    data of the AMD bootstrap's template, not an upload YAML."""
     parts = rel.split("/")
-    return len(parts) >= 2 and parts[-2] == "amd" and parts[-1].startswith("test-")
+    if len(parts) < 2:
+        return False
+    folder, name = parts[-2:]
+    return (folder == "amd" and name.startswith("test-")) or (
+        folder == ".buildkite" and name.startswith("test-amd")
+    )
 
 
 def repo_relative(repo: Path, path: Path) -> str | None:
