@@ -7,7 +7,14 @@ before a document is built, one error line per problem, naming the file:
   "billion laughs" file is 10^9 nodes), and may not point into their own node;
 * no mapping holds a key twice (PyYAML silently keeps the last); `<<` is fine;
 * nesting is at most `MAX_DEPTH` deep (libyaml's composer crashes the process
-  on ~30,000 levels, so a text that could nest that deep is measured first).
+  on ~30,000 levels, so a text that could nest that deep is measured first);
+* an integer is written in at most `MAX_INT_CHARS` characters: Python refuses to
+  convert more than 4,300 decimal digits (ValueError), and a longer hex or binary
+  number would be built, then fail wherever it is printed.
+
+A scalar its tag's constructor cannot build (`2001-13-45`, `!!int abc`, `!!bool
+maybe`) is one `invalid YAML` line naming the place, never the constructor's
+ValueError or KeyError.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from ci.pipeline import files
 # The vLLM-Omni corpus adds at most ~500 (the source-dependency registry's anchors).
 ALIAS_NODES = 100_000
 MAX_DEPTH = 100
+# 1,000 characters of any base (hex: ~1,200 decimal digits) stay far below Python's
+# 4,300-digit conversion limit; no pipeline field needs a number of more than 20.
+MAX_INT_CHARS = 1_000
 # Each nesting level needs one of these characters, so a text with fewer of them
 # cannot nest deep enough to crash libyaml's composer (which recurses in C).
 _INDICATORS = "[{-?:"
@@ -35,6 +45,10 @@ _MERGE = "tag:yaml.org,2002:merge"
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
+_INT = "tag:yaml.org,2002:int"
+_TAGS = "tag:yaml.org,2002:"
+# What PyYAML's scalar constructors raise on text their tag does not fit.
+_BUILD_ERRORS = (ValueError, LookupError, AttributeError, TypeError, OverflowError)
 
 
 class InvalidYAML(UserError):
@@ -175,7 +189,10 @@ def _documents(text: str, source: str, *, single: bool) -> list[Any]:
             while loader.check_node():
                 nodes.append(loader.get_node())
         UserError.collect((p for n in nodes for p in _problems(loader, n, source)), code=FAILURE)
-        documents = [_construct(loader, n) for n in nodes]
+        try:
+            documents = [_construct(loader, n) for n in nodes]
+        except _BUILD_ERRORS as exc:
+            raise InvalidYAML(f"{source}: invalid YAML{_unbuildable(nodes, exc)}") from None
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "") or ""):
             # libyaml 0.2.5+ stops at 1,000 levels itself, while scanning ahead of the
@@ -248,6 +265,9 @@ def _problems(loader: Any, root: Any, source: str) -> list[str]:
         for child in children:
             if child.__class__ is scalar:
                 scalars += 1
+                # The length first: a cheap test that almost every scalar fails.
+                if len(child.value) > MAX_INT_CHARS and child.tag == _INT:
+                    problems.append(f"{source}: {_long_int(child)}")
                 continue
             inner = id(child)
             if inner not in size:
@@ -259,7 +279,8 @@ def _problems(loader: Any, root: Any, source: str) -> list[str]:
         open_nodes.discard(key)
 
     if root.__class__ is scalar:
-        return []
+        long = len(root.value) > MAX_INT_CHARS and root.tag == _INT
+        return [f"{source}: {_long_int(root)}"] if long else []
     try:
         visit(root, 1)
     except _Refused as exc:
@@ -283,12 +304,13 @@ def _duplicates(loader: Any, node: Any, source: str) -> list[str]:
     for key_node, _value in node.value:
         if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
             continue
-        key = key_node.value if key_node.tag == _STR else loader.construct_object(key_node)
-        line = key_node.start_mark.line + 1
         try:
+            key = key_node.value if key_node.tag == _STR else loader.construct_object(key_node)
             first = seen.get(key)
-        except TypeError:  # unhashable: the constructor reports it
+        except _BUILD_ERRORS:  # unhashable or unbuildable: the constructor reports it
+            loader.recursive_objects.pop(key_node, None)  # left there by the failed build
             continue
+        line = key_node.start_mark.line + 1
         if first is None:
             seen[key] = line
         else:
@@ -297,6 +319,45 @@ def _duplicates(loader: Any, node: Any, source: str) -> list[str]:
                 f"column {key_node.start_mark.column + 1} (first at line {first})"
             )
     return found
+
+
+def _long_int(node: Any) -> str:
+    mark = node.start_mark
+    return (
+        f"a YAML integer of {len(node.value):,} characters at line {mark.line + 1}, column "
+        f"{mark.column + 1} (at most {MAX_INT_CHARS:,}; quote it to keep it as text)"
+    )
+
+
+def _unbuildable(nodes: list[Any], error: BaseException) -> str:
+    """` at line L, column C: ...` for the first scalar its tag's constructor cannot build
+    (the constructor's own error, unlocated, when none is found alone)."""
+    import yaml
+
+    constructor = yaml.constructor.SafeConstructor()
+    seen: set[int] = set()
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == _STR:
+                continue
+            try:
+                constructor.construct_object(node, deep=True)
+            except _BUILD_ERRORS as exc:
+                mark, tag = node.start_mark, node.tag.replace(_TAGS, "!!", 1)
+                why = f" ({exc})" if isinstance(exc, ValueError) else ""
+                shown = node.value if len(node.value) <= 40 else node.value[:40] + "…"
+                where = f" at line {mark.line + 1}, column {mark.column + 1}"
+                return f"{where}: cannot read {shown!r} as {tag}{why}"
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(reversed([n for pair in node.value for n in pair]))
+        else:
+            stack.extend(reversed(node.value))
+    return ": " + " ".join(f"{type(error).__name__}: {error}".split())
 
 
 def _where(exc: Any) -> str:

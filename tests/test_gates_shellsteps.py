@@ -312,3 +312,37 @@ def test_nox_session_runs_the_gate_over_a_repo(repo: Path) -> None:
     ]
     summary = "shellcheck-steps: 3 finding(s) in 2 of 4 steps (3 files)"
     assert summary in done.stdout + done.stderr  # nox relays stderr on stdout
+
+
+def test_a_file_it_cannot_read_is_reported_and_the_rest_still_checked(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fully commented-out YAML (an earlier layout's disabled pipeline) stopped the gate:
+    that file's error was all it said, and no other file was checked."""
+    disabled = repo / ".buildkite/cuda/test-old.yml"
+    disabled.write_text("# steps:\n#   - label: old\n#     command: echo hi\n")
+    try:
+        shellsteps.shellcheck_steps(str(repo))
+    except Stop as exc:
+        stopped = exc
+    assert stopped.code == 1
+    rows = findings(capsys.readouterr().out)
+    assert {row[0] for row in rows} == {
+        ".buildkite/amd/test-amd-ready.yml",
+        ".buildkite/cuda/test-ready.yml",
+    }
+    assert stopped.lines[0].startswith("shellcheck-steps: ")
+    assert stopped.lines[-1] == (
+        f"error: invalid pipeline YAML: {disabled} (empty: no YAML document, or only comments)"
+    )
+
+
+def test_only_unreadable_files_is_still_an_error(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"test-old.yml": "# all: commented\n", "bad.yml": "steps: [\n"})
+    with pytest.raises(UserError) as caught:
+        shellsteps.shellcheck_steps(str(repo))
+    assert caught.value.code == 1
+    assert [p.split(":", 1)[0] for p in caught.value.problems] == [
+        ".buildkite/bad.yml",
+        "invalid pipeline YAML",
+    ]

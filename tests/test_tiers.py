@@ -998,3 +998,81 @@ def test_tier_list_and_native_run_with_a_gpu_here(
     )
     assert run("ready", [*args, "--cpu-only", "--list"]) == 0
     assert "hardware: h100_1 — needs h100_1\n" in capfd.readouterr().out
+
+
+# ------------------------------------------- issue 32 items 12, 24: refused before a job runs
+
+CYCLE_TIER = """\
+steps:
+  - label: "Waits for B"
+    key: a
+    depends_on: b
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands: ["true"]
+  - label: "Waits for A"
+    key: b
+    depends_on: [a, amd-build]
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands: ["true"]
+"""
+
+
+def test_a_depends_on_cycle_stops_the_tier_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both blocking steps were "not run" (each waits for the other) and the tier exited 0."""
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    (repo / ".buildkite/amd/test-amd-ready.yml").write_text(CYCLE_TIER)
+    monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
+    results = tmp_path / "results"
+    with pytest.raises(UserError) as caught:
+        run(
+            "ready",
+            ["--platform", "rocm", "--repo", str(repo), "--native", "--results", str(results)],
+        )
+    assert caught.value.problems == (
+        ".buildkite/amd/test-amd-ready.yml: depends_on cycle: a → b → a "
+        "(steps 'Waits for B' (key 'a'), 'Waits for A' (key 'b')); none of them can start",
+    )
+    assert caught.value.code == 1
+    assert not results.exists()  # refused before the first write
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ("    key: a\n    depends_on: a\n", "step 'Waits for B' (key 'a'): depends_on 'a', itself"),
+        ("    key: b\n", "step 'Waits for A' (key 'b'): key 'b' is already the key of"),
+        ("    if: build.branch ==\n", "step 'Waits for B': `if` does not parse"),
+        ("    parallelism: 1000000000\n", "step 'Waits for B': `parallelism` must be a whole"),
+        ("    parallelism: 0\n", "step 'Waits for B': `parallelism` must be a whole"),
+        # A 400-digit timeout was an OverflowError (minutes to seconds) when planned.
+        ("    timeout_in_minutes: 1" + "0" * 400 + "\n", "step 'Waits for B': `timeout_in_"),
+        # A failing job was rerun `limit` times.
+        (
+            "    retry:\n      automatic:\n        - exit_status: 1\n          limit: 1000000000\n",
+            "step 'Waits for B': `retry.automatic` `limit` must be a whole number of retries",
+        ),
+    ],
+)
+def test_what_the_uploader_or_buildkite_refuses_is_refused_by_the_tier(
+    tmp_path: Path, extra: str, problem: str
+) -> None:
+    """`parallelism: 1000000000` passed, and `tier --native --force` planned 10**9 jobs
+    until it ran out of memory."""
+    (tmp_path / ".buildkite" / "amd").mkdir(parents=True)
+    first, second = CYCLE_TIER.split('  - label: "Waits for A"\n')
+    first = first.replace("    key: a\n    depends_on: b\n", "")
+    text = first + extra + '  - label: "Waits for A"\n' + second.replace("[a, amd-build]", "x")
+    (tmp_path / ".buildkite" / "amd" / "test-amd-ready.yml").write_text(text)
+    with pytest.raises(UserError) as caught:
+        load_tier(tmp_path, Tier.READY, Platform.ROCM, {})
+    (line,) = caught.value.problems
+    assert line.startswith(f".buildkite/amd/test-amd-ready.yml: {problem}"), line
+    assert caught.value.code == 1

@@ -8,6 +8,7 @@ a traceback or a hang. The generous timeouts only catch a hang.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,99 @@ def test_the_uploader_scans_commands_whenever_it_is_written() -> None:
     assert command_text({"commands": None, "command": "pytest -m gpu"}) == ""
     assert command_text({"command": "pytest -m gpu"}) == "pytest -m gpu"
     assert command_text({"commands": ["a", None, "b"], "command": "x"}) == "a\nb"
+
+
+# ------------------------------------------------- issue 32 item 11: huge integers
+
+HUGE = "1" * 5_000  # past Python's 4,300-digit int-string limit
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_huge_integer_stops_every_task_with_one_line(
+    sample: GitRepo, tmp_path: Path, task: str
+) -> None:
+    """A 5,000-digit YAML integer raised ValueError (int-string conversion limit) with a
+    traceback in lint-pipelines, upload-pipeline, plan and shellcheck-steps."""
+    rel = TASKS[task][1]
+    repo = target(sample, tmp_path, rel, f"x-big: {HUGE}\n" + (sample.path / rel).read_text())
+    code, out, err = run_task(task, repo)
+    assert code == 1, (code, err)
+    (line,) = [e for e in error_lines(out, err) if "a YAML integer of 5,000 characters" in e]
+    assert "at line 1, column 8 (at most 1,000;" in line
+    assert any(name in line for name in shown(repo, rel)), line
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"a: {HUGE}",  # a value
+        f"a: [1, {HUGE}]",  # an item
+        HUGE,  # the whole document
+        f"? {HUGE}\n: x\n? 1\n: y\n",  # a key (non-string keys are compared for duplicates)
+        "a: 0x" + "f" * 4_000,  # hex builds, then fails wherever it is printed in decimal
+        "a: !!int " + "9" * 1_001,
+    ],
+)
+def test_a_huge_integer_is_refused_wherever_it_is_written(text: str) -> None:
+    with pytest.raises(UserError) as caught:
+        yamlio.loads(text, source="big.yml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("big.yml: a YAML integer of ")
+    assert caught.value.code == 1
+
+
+def test_long_numbers_that_are_text_or_short_enough_still_load() -> None:
+    assert yamlio.loads(f'a: "{HUGE}"')["a"] == HUGE
+    assert yamlio.loads("a: " + "9" * 1_000)["a"] == int("9" * 1_000)
+    assert yamlio.loads("a: 1." + "1" * 5_000)["a"] > 1  # a float has no digit limit
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("a: 2001-13-45", "at line 1, column 4: cannot read '2001-13-45' as !!timestamp"),
+        ("a: !!int abc", "at line 1, column 4: cannot read 'abc' as !!int"),
+        ("a: !!int", "at line 1, column 4: cannot read '' as !!int"),
+        ("a: !!bool maybe", "at line 1, column 4: cannot read 'maybe' as !!bool"),
+        ("a: !!timestamp x", "at line 1, column 4: cannot read 'x' as !!timestamp"),
+        ("a: !!float _", "at line 1, column 4: cannot read '_' as !!float"),
+        ("{1: a, !!int x: b}", "at line 1, column 8: cannot read 'x' as !!int"),
+    ],
+)
+def test_a_scalar_its_tag_cannot_build_is_one_located_line(text: str, where: str) -> None:
+    """The same class as the huge integer: the constructors' ValueError, IndexError,
+    KeyError and AttributeError escaped as tracebacks."""
+    with pytest.raises(yamlio.InvalidYAML) as caught:
+        yamlio.loads(text, source="t.yml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"t.yml: invalid YAML {where}"), problem
+
+
+# --------------------------------------------- issue 32 item 12: parallelism, one bound
+
+
+def with_parallelism(text: str, value: str) -> str:
+    """The first step's `parallelism` set to `value` (added above its `commands:`)."""
+    if "parallelism:" in text:
+        return re.sub(r"parallelism: .*", f"parallelism: {value}", text, count=1)
+    lines = text.splitlines()
+    at = next(i for i, item in enumerate(lines) if item.strip() == "commands:")
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    return "\n".join([*lines[:at], f"{indent}parallelism: {value}", *lines[at:]]) + "\n"
+
+
+@pytest.mark.parametrize("value", ["1000000000", "0"])
+@pytest.mark.parametrize("task", list(TASKS))
+def test_parallelism_out_of_range_stops_every_task(
+    sample: GitRepo, tmp_path: Path, task: str, value: str
+) -> None:
+    """`parallelism: 1000000000` passed lint-pipelines, and a local tier planned a job per
+    shard until it ran out of memory; every consumer now refuses it the same way."""
+    rel = TASKS[task][1]
+    text = with_parallelism((sample.path / rel).read_text(), value)
+    repo = target(sample, tmp_path, rel, text)
+    code, out, err = run_task(task, repo)
+    assert code == 1, (code, out, err)
+    step = AMD_STEP if rel == AMD else CUDA_STEP
+    message = f"step '{step}': `parallelism` must be a whole number of jobs from 1 to 1000"
+    assert [e for e in error_lines(out, err) if message in e], err

@@ -15,7 +15,7 @@ from typing import Any
 from ci import yamlio
 from ci.amd.suites import Suite
 from ci.errors import FAILURE, UserError
-from ci.pipeline import commands, model
+from ci.pipeline import model, stepshape
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def load_suite(amd_dir: Path, suite: Suite) -> SuiteDoc:
         raise UserError(f"{path}: `env` must be a mapping", code=FAILURE)
     # A step's command must be shell text; the same check as every other consumer's.
     problems = [f"{path}: {p}" for p in _not_mappings(tree.steps)]
-    UserError.collect(problems + commands.all_problems(data["steps"], str(path)), code=FAILURE)
+    UserError.collect(problems + stepshape.all_problems(data["steps"], str(path)), code=FAILURE)
     return SuiteDoc(suite, dict(env), list(data["steps"]))
 
 

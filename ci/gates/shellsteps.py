@@ -5,7 +5,9 @@ line stating its dialect (AMD tiers: the runner's `set -o pipefail`; else Buildk
 `set -e`), which shellcheck's findings depend on. Single-`$` references are filled in
 at upload: shellcheck sees a same-length word, and our `upload-expansion` check flags
 those whose upload-time value is surely wrong. Exit 0 clean, 1 findings or a file its
-consumer refuses (`ci.pipeline.judge`), 2 bad input or no shellcheck.
+consumer refuses (`ci.pipeline.judge`), 2 bad input or no shellcheck. A refused file
+(a fully commented-out YAML, one that does not parse) is one `error:` line, and the
+steps of every other file are still checked: one unreadable file hides nothing else.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ci.pipeline.stepsource import (
     ShellStep,
     env_of,
     is_pipeline,
-    read_steps,
+    read_each,
     unescape,
     upload_interpolate,
     upload_refs_at,
@@ -218,9 +220,12 @@ def shellcheck_steps(
     if from_ref and not chosen:
         sys.stderr.write(f"shellcheck-steps: no changed pipeline YAML since {from_ref}\n")
         return
-    steps = read_steps(repo, chosen)
+    steps, refused = read_each(repo, chosen)
     if not steps:
+        UserError.collect(refused, code=FAILURE)
         raise UserError(f"--repo: no pipeline step with commands under {repo}/.buildkite/")
+    # Each refused file is an error line at the end, after the other files' findings.
+    errors = [p if p.startswith("error:") else f"error: {p}" for p in refused]
     rc = repo / ".shellcheckrc"
     scripts = [script_for(s) for s in steps]
     names = [f"step-{i:04d}.sh" for i in range(len(scripts))]
@@ -229,6 +234,8 @@ def shellcheck_steps(
     if dry_run:
         command = Command(argv, what, cwd="<temporary directory>")
         door.execute(Plan(commands=(command,), title="shellcheck-steps"), dry_run=True)
+        if errors:
+            raise Stop(FAILURE, *errors)
         return
     with tempfile.TemporaryDirectory(prefix="shellcheck-steps-") as tmp:
         for name, script in zip(names, scripts, strict=True):
@@ -248,5 +255,6 @@ def shellcheck_steps(
     if findings:
         sys.stdout.write("".join(f.render() + "\n" for f in findings))
         sys.stdout.flush()
-        raise Stop(FAILURE, *lines)
+    if findings or errors:
+        raise Stop(FAILURE, *lines, *errors)
     sys.stderr.write("\n".join(lines) + "\n")

@@ -6,7 +6,7 @@ runs a mapping as shell text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ci.errors import FAILURE, UserError
@@ -73,8 +73,3 @@ def _written(step: Mapping[str, Any], first: str) -> tuple[str, ...]:
             items = value if isinstance(value, list) else [value]
             return tuple(str(item) for item in items if item is not None)
     return ()
-
-
-def all_problems(steps: Iterable[Any], source: str = "") -> list[str]:
-    """`problems` of every step of a `steps` list, group children included."""
-    return [p for entry in model.every(model.nodes(steps)) for p in problems(entry.fields, source)]

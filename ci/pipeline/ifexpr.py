@@ -253,3 +253,129 @@ def is_evaluable(expr: Expr) -> bool:
 def check(text: str, ctx: Context) -> bool | None:
     """Parse and evaluate in one call (None = not evaluable)."""
     return evaluate(parse(text), ctx)
+
+
+# --------------------------------------------------------------------------- Buildkite's syntax
+
+# Buildkite's whole conditional language, for a syntax check only (the subset above is what
+# is evaluated): literals, `build.…` paths and calls, comparisons, `!`, `&&`, `||`, `( )`.
+_LEX = re.compile(
+    r"""\s*(?:
+        (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+      | (?P<num>-?\d+(?:\.\d+)?)
+      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<op>&&|\|\||==|!=|=~|!~|!|\(|\)|\.|,|\[|\])
+    )""",
+    re.VERBOSE,
+)
+_REGEX = re.compile(r"\s*/(?:[^/\\\n]|\\.)*/[a-z]*")
+_COMPARE = ("==", "!=", "=~", "!~", "includes")
+_WORDS = ("true", "false", "null")
+
+
+class _SyntaxError(Exception):
+    pass
+
+
+def _lex(text: str) -> list[tuple[str, str]]:
+    """(kind, text) tokens; a `/regex/` only where a pattern is expected (after =~ or !~)."""
+    tokens: list[tuple[str, str]] = []
+    pos, end = 0, len(text.rstrip())
+    while pos < end:
+        if tokens and tokens[-1][1] in ("=~", "!~") and (found := _REGEX.match(text, pos)):
+            tokens.append(("literal", found.group().strip()))
+            pos = found.end()
+            continue
+        match = _LEX.match(text, pos)
+        if match is None or match.end() == pos:
+            rest = text[pos:].strip()
+            if rest[:1] in "\"'":
+                raise _SyntaxError(f"a string is not closed: {rest[:20]!r}")
+            raise _SyntaxError(f"unexpected {rest[:20]!r}")
+        kind = match.lastgroup or ""
+        word = match.group(kind)
+        if kind == "name" and word == "includes":
+            kind = "op"
+        elif kind in ("str", "num") or (kind == "name" and word in _WORDS):
+            kind = "literal"
+        tokens.append((kind, word))
+        pos = match.end()
+    return tokens
+
+
+class _Checker:
+    """Recursive descent over Buildkite's grammar; raises `_SyntaxError` where it breaks."""
+
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.tokens, self.at = tokens, 0
+
+    def peek(self) -> str:
+        return self.tokens[self.at][1] if self.at < len(self.tokens) else ""
+
+    def take(self, *words: str) -> bool:
+        found = self.at < len(self.tokens) and self.tokens[self.at][1] in words
+        self.at += found
+        return found
+
+    def expression(self) -> None:
+        self.conjunction()
+        while self.take("||"):
+            self.conjunction()
+
+    def conjunction(self) -> None:
+        self.unary()
+        while self.take("&&"):
+            self.unary()
+
+    def unary(self) -> None:
+        if self.take("!"):
+            self.unary()
+            return
+        self.operand()
+        if self.take(*_COMPARE):
+            self.operand()
+
+    def operand(self) -> None:
+        if self.at >= len(self.tokens):
+            raise _SyntaxError("the expression ends where a value is expected")
+        kind, word = self.tokens[self.at]
+        self.at += 1
+        if word == "(" and kind == "op":
+            self.expression()
+            self.close(")")
+        elif word == "[" and kind == "op":
+            self.items("]")
+        elif kind == "name":
+            while self.take("."):
+                if self.at >= len(self.tokens) or self.tokens[self.at][0] != "name":
+                    raise _SyntaxError(f"expected a name after {word!r}.")
+                self.at += 1
+            if self.take("("):
+                self.items(")")
+        elif kind != "literal":
+            raise _SyntaxError(f"expected a value, got {word!r}")
+
+    def items(self, closing: str) -> None:
+        """Comma-separated expressions up to `closing` (a call's arguments, an array)."""
+        if self.take(closing):
+            return
+        self.expression()
+        while self.take(","):
+            self.expression()
+        self.close(closing)
+
+    def close(self, closing: str) -> None:
+        if not self.take(closing):
+            raise _SyntaxError(f"expected {closing!r}, got {self.peek() or 'the end'!r}")
+
+
+def syntax_problem(text: str) -> str:
+    """Why Buildkite cannot parse `text` as a conditional ("" when it can)."""
+    try:
+        checker = _Checker(_lex(text))
+        checker.expression()
+        if checker.at < len(checker.tokens):
+            raise _SyntaxError(f"unexpected {checker.peek()!r} after a complete expression")
+    except _SyntaxError as exc:
+        return str(exc)
+    return ""

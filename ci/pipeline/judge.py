@@ -15,15 +15,22 @@ from typing import Any
 from ci.amd.combine import load_suite
 from ci.amd.suites import SUITES, Suite
 from ci.errors import UserError
-from ci.pipeline import commands
+from ci.pipeline import stepshape
 from ci.pipeline.upload import is_amd_suite, load_test_yaml
 
 NOT_A_PIPELINE = "not a pipeline (a mapping with `steps`, or a list of steps)"
 
 
+# A `test-*.yml` anywhere under .buildkite/ (the seed's `.buildkite/cuda/test-ready.yml`,
+# an earlier layout's flat `.buildkite/test-ready.yml`) is what the uploader is handed;
+# `amd/test-*` are the AMD bootstrap's suites, which upload-pipeline refuses.
+TEST_YAML = re.compile(r"\.buildkite/(?:(?!amd/)[^/]+/)*test-[^/]*\.yml")
+
+
 def is_uploader_test_yaml(rel: str) -> bool:
-    """`.buildkite/<dir>/test-*.yml` outside amd/: what `upload-pipeline` renders."""
-    return re.fullmatch(r"\.buildkite/(?!amd/)[^/]*/test-[^/]*\.yml", rel) is not None
+    """A repo-relative path `upload-pipeline` renders as a test pipeline (`TEST_YAML`), so
+    every gate judges it by the uploader's loader and render, as the upload would."""
+    return TEST_YAML.fullmatch(rel) is not None and not is_amd_suite(rel)
 
 
 def _refusal(load: Callable[[], object]) -> list[str]:
@@ -51,7 +58,7 @@ def file_problems(rel: str, path: Path, documents: Sequence[Any]) -> list[str]:
     for document in documents:  # none is None (empty documents are left out)
         steps = document.get("steps") if isinstance(document, Mapping) else document
         if steps is None or isinstance(steps, list):  # a mapping without `steps` has none
-            problems += commands.all_problems(steps or [], rel)
+            problems += stepshape.all_problems(steps or [], rel)
         elif isinstance(document, Mapping):
             problems.append(f"{rel}: `steps` must be a list, got {type(steps).__name__}")
         else:

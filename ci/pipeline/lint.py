@@ -16,16 +16,16 @@ from typing import Any
 
 from ci import door, yamlio
 from ci.errors import FAILURE, UserError
-from ci.pipeline import ifexpr, mirror, model, sourcefilter
+from ci.pipeline import ifexpr, mirror, model, refusals, sourcefilter
 from ci.pipeline.judge import file_problems, is_uploader_test_yaml
 from ci.pipeline.registries import Registries
 from ci.pipeline.render import render_test_pipeline
 from ci.pipeline.stepsource import pipeline_files
-from ci.pipeline.upload import is_amd_suite, repo_relative
+from ci.pipeline.upload import is_amd_suite, load_test_yaml, repo_relative
 from ci.schema import schema_problems
 from ci.target import resolve_repo
 
-TEST_GLOB = ".buildkite/*/test-*.yml"  # what the uploader renders (outside amd/)
+TEST_GLOB = ".buildkite/**/test-*.yml, outside amd/"  # what the uploader renders (judge.py)
 SELECTORS: tuple[str, ...] = ("", "b200")
 # check_buildkite.py skipped it, besides the registries (which are no pipelines).
 SKIPPED = ".buildkite/npu/pipeline-npu-a3.yml"
@@ -83,9 +83,10 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
     relative = repo_relative(repo, path) or str(path)
     report = FileReport(relative)
     try:
-        document = yamlio.load(path)
-        if not isinstance(document, dict):
-            raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
+        document = yamlio.load(path)  # an unreadable file, invalid YAML: the gates' words
+        if not isinstance(document, dict):  # refused in the uploader's words (empty: why)
+            document = load_test_yaml(path)
+        report.problems += refusals.problems([document])
         _strict(document, registries, report)
         for selector in SELECTORS:  # render is pure: the document read above serves both
             rendered = render_test_pipeline(
@@ -117,6 +118,7 @@ def lint_static(relative: str, path: Path) -> FileReport:
         # the absolute path, are shown as the bootstrap shows them).
         report.problems += [p.removeprefix(f"{relative}: ") for p in exc.problems]
         return report
+    report.problems += refusals.problems([d for d in documents if d is not None])
     for index, document in enumerate(d for d in documents if d is not None):
         if is_amd_suite(relative):
             document = _untemplated(document)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ci.errors import FAILURE, UserError
-from ci.pipeline import commands, mirror, model, sourcefilter
+from ci.pipeline import mirror, model, sourcefilter, stepshape
 from ci.pipeline.registries import Registries
 
 Scope = Literal["diff", "all", "e2e"]
@@ -134,8 +134,8 @@ class _Walk:
         if sourcefilter.FIELD in entry:
             entry = entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
         try:
-            # a mapping or a number is no command
-            UserError.collect(commands.problems(entry.fields, self.source), code=FAILURE)
+            # a mapping or a number is no command; parallelism 0 or 10**9 no job count
+            UserError.collect(stepshape.problems(entry.fields, self.source), code=FAILURE)
             done = mirror.expand(entry.fields, self.selector, self.registries)
         except UserError as exc:
             self.out.problems.extend(exc.problems)

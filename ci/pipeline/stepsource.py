@@ -22,7 +22,7 @@ from ci.pipeline.judge import file_problems
 
 # Pipelines whose steps the AMD template renders into TEST_COMMANDS for the
 # native runner; every other step runs under Buildkite's job shell.
-AMD_TIER = re.compile(r"^amd/test-amd-[^/]*\.ya?ml$")
+AMD_TIER = re.compile(r"^(?:amd/)?test-amd[^/]*\.ya?ml$")  # flat: an earlier layout
 # Files under .buildkite/ that are registries or templates, not pipelines.
 NOT_PIPELINES = ("common/ci_mirror_hardwares.yml", "common/ci_source_file_dependencies.yml")
 
@@ -180,6 +180,14 @@ def load_documents(path: Path, source: str) -> list[Any]:
 def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellStep]:
     """The command steps of `files` (default: every pipeline), each file judged as its
     consumer would (`ci.pipeline.judge`); all problems at once (exit 1)."""
+    steps, refused = read_each(repo, files)
+    UserError.collect(refused, code=FAILURE)
+    return steps
+
+
+def read_each(repo: Path, files: Iterable[Path] | None = None) -> tuple[list[ShellStep], list[str]]:
+    """The command steps of the files their consumer accepts, and one line per problem of
+    those it refuses (which give no steps): a caller can check the rest and report both."""
     steps: list[ShellStep] = []
     problems: list[str] = []
     for path in pipeline_files(repo) if files is None else files:
@@ -192,5 +200,4 @@ def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellSte
         found = file_problems(rel, path, documents)
         problems += found
         steps += [] if found else [s for document in documents for s in steps_of(document, rel)]
-    UserError.collect(problems, code=FAILURE)
-    return steps
+    return steps, problems

@@ -64,9 +64,15 @@ def pipeline_file(repo: Path, given: str) -> Path:
 
 
 def is_amd_suite(rel: str) -> bool:
-    """`.buildkite/amd/test-*.yml`: data of the AMD bootstrap's template, not an upload YAML."""
+    """`.buildkite/amd/test-*.yml` (an earlier layout's flat `.buildkite/test-amd*.yml`):
+    data of the AMD bootstrap's template, not an upload YAML."""
     parts = rel.split("/")
-    return len(parts) >= 2 and parts[-2] == "amd" and parts[-1].startswith("test-")
+    if len(parts) < 2:
+        return False
+    folder, name = parts[-2:]
+    return (folder == "amd" and name.startswith("test-")) or (
+        folder == ".buildkite" and name.startswith("test-amd")
+    )
 
 
 def repo_relative(repo: Path, path: Path) -> str | None:
@@ -89,6 +95,8 @@ def load_test_yaml(path: Path) -> model.Document:
     """The uploader's reading of a test YAML: one mapping document, else one error per
     problem; the gates ask this too (`ci.pipeline.judge`), to refuse what the upload refuses."""
     document = read_yaml(path, f"invalid pipeline YAML: {path}", codec_words=True)
+    if document is None:  # a fully commented-out file, say, kept from an older layout
+        raise _invalid(path, "empty: no YAML document, or only comments")
     if not isinstance(document, dict):
         raise _invalid(path)
     return document

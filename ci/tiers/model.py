@@ -21,11 +21,13 @@ from typing import Any
 
 from ci import topology
 from ci.amd.render import DEFAULT_POOL
-from ci.errors import Unavailable, UserError
-from ci.pipeline import files
+from ci.errors import FAILURE, Unavailable, UserError
+from ci.pipeline import files, refusals
 from ci.pipeline.ifexpr import Context, check
 from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
+from ci.pipeline.numbers import parallelism_of
 from ci.pipeline.registries import Registries
+from ci.pipeline.stepshape import document_problems
 from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, unescape
 from ci.platforms import Platform
 from ci.runner.xpu import COMMANDS
@@ -171,6 +173,12 @@ def _yaml_steps(
     if not any(isinstance(d, Mapping) and isinstance(d.get("steps"), list) for d in documents):
         # An empty or scalar tier file would otherwise "pass" with nothing run.
         raise UserError(f"{rel}: not a test pipeline (a mapping with a `steps` list)", code=1)
+    # The uploader's own refusals (a `command` that is no shell text, `parallelism: 0` or
+    # 10**9), all at once and before a job is planned: a tier plans one job per shard.
+    # And Buildkite's: an `if` that does not parse, a key used twice, a depends_on cycle (its
+    # steps would wait for each other for ever: "not run", and the tier passed).
+    shapes = [p for d in documents for p in document_problems(d, rel)]
+    UserError.collect(shapes + refusals.problems(documents, rel), code=FAILURE)
     for document in documents:
         file_env = env_of(document.get("env")) if isinstance(document, Mapping) else {}
         for step in steps_of(document, rel):
@@ -194,7 +202,7 @@ def _yaml_steps(
                     tier=tier,
                     prologue=prologue,
                     file_env=file_env,
-                    parallelism=max(as_int(raw.get("parallelism")) or 1, 1),
+                    parallelism=parallelism_of(raw, rel),
                     timeout_minutes=as_int(raw.get("timeout_in_minutes")),
                     soft_fail=soft,
                     retries=retries_of(raw.get("retry")),
