@@ -253,9 +253,12 @@ def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
     return made
 
 
-def decision(repo: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Decision:
-    """Resolve the build's own diff (`ci.diff`) and decide; an explicit range is `decision_for`."""
-    return decision_for(resolve_diff(repo, env=env))
+def decision(
+    repo: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, fetch: bool = True
+) -> Decision:
+    """Resolve the build's own diff (`ci.diff`; `fetch=False` under `--dry-run`) and decide;
+    an explicit range is `decision_for`."""
+    return decision_for(resolve_diff(repo, env=env, fetch=fetch))
 
 
 def clear_cache() -> None:
