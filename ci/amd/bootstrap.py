@@ -311,9 +311,10 @@ def run(
 ) -> None:
     """The bootstrap. `labels` is `--labels` (comma- or newline-separated); see resolve_labels."""
     source = dict(os.environ if env is None else env)
+    inputs = Inputs.from_env(repo, source)  # every bad env input at once, the build's too
     # Which build this is, before any request: inside Buildkite a missing commit stops here.
     resolve_build(repo, source)
-    outcome = plan_pipeline(repo, source, labels, offline=dry_run)
+    outcome = plan_pipeline(repo, source, labels, offline=dry_run, inputs=inputs)
     if outcome.pipeline is None:
         if outcome.annotate:
             annotate = door.Plan((skipci.annotate_command(),))

@@ -51,9 +51,11 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
         root, archive = Path(tmp, "tree"), Path(tmp, "head.tar")
         root.mkdir()
         if names:
+            # After --end-of-options, archive reads `--` as a path: the names (READS) follow
+            # the revision directly.
             made = git(
                 repo, "archive", "--format=tar", f"--output={archive}", "--end-of-options",
-                rev, "--", *names,
+                rev, *names,
             )  # fmt: skip
             if not made.ok:
                 raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
