@@ -174,3 +174,178 @@ def test_a_dry_run_never_fetches(
         assert code == 0, err
         assert "[diff]: origin/release not found locally; not fetched" in err, err
         assert "trying fetch" not in err and "git fetch" not in err, err
+
+
+# ----------------------------------------------------------- 19: BUILDKITE_PULL_REQUEST
+
+# The tasks that act for a build (and so read BUILDKITE_PULL_REQUEST).
+BUILD_TASKS = [t for t in TASKS if t not in NO_ENV]
+
+
+@pytest.mark.parametrize("task", BUILD_TASKS)
+def test_a_pr_number_is_digits_or_false_for_every_task(
+    task: str,
+    checkout: GitRepo,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    for value in ("abc", "12a", "../x", "0x10", "-1", "\uff11", "1 2"):
+        code, _ = run(
+            TASKS[task], {**build_env, "BUILDKITE_PULL_REQUEST": value}, checkout.path, monkeypatch
+        )
+        err = capfd.readouterr().err
+        assert code == 2, err
+        assert said(err, f"error: BUILDKITE_PULL_REQUEST: {value!r} is not a PR number"), err
+    for value in ("", "false", "5"):  # empty is unset; `false` is no PR
+        skipci.clear_cache()
+        code, _ = run(
+            TASKS[task], {**build_env, "BUILDKITE_PULL_REQUEST": value}, checkout.path, monkeypatch
+        )
+        err = capfd.readouterr().err
+        assert "BUILDKITE_PULL_REQUEST" not in err and code in (0, 1), err
+
+
+def test_a_fork_prs_branch_is_a_branch(
+    checkout: GitRepo,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Buildkite names a fork PR's branch `owner:branch`; that stays a good value."""
+    env = {**build_env, "BUILDKITE_BRANCH": "some-user:feat", "BUILDKITE": "true"}
+    for task in ("skip-ci", "bootstrap-cuda", "plan"):
+        code, _ = run(TASKS[task], env, checkout.path, monkeypatch)
+        assert code in (0, 1), capfd.readouterr().err
+    code, _ = run([*TASKS["select-suites"][:-1], "u:feat"], env, checkout.path, monkeypatch)
+    assert code == 0
+    for bad in ("-u:feat", "u:-x", "u:a..b", "u:v:w"):
+        code, _ = run(
+            TASKS["skip-ci"], {**env, "BUILDKITE_BRANCH": bad}, checkout.path, monkeypatch
+        )
+        assert code == 2
+        assert said(capfd.readouterr().err, f"error: BUILDKITE_BRANCH: {bad!r} is not a valid")
+
+
+# ------------------------------------------------- 16, 20: --repo a loop; no git on PATH
+
+# Every task that reads a checkout, as `--repo R` completes it.
+CHECKOUT_TASKS: list[list[str]] = [
+    *(TASKS[t] for t in TASKS if t != "select-suites"),
+    ["lint-pipelines"],
+    ["shellcheck-steps", "--dry-run"],
+    ["migrate"],
+    ["migrate", "--check"],
+]
+
+
+@pytest.mark.parametrize("args", CHECKOUT_TASKS, ids=lambda a: "-".join(a[:2]))
+def test_a_repo_that_is_a_symlink_loop_is_one_line(
+    args: list[str],
+    tmp_path: Path,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    code, _ = run(args, build_env, loop, monkeypatch)
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: --repo: {loop}"), err
+    assert len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("args", CHECKOUT_TASKS, ids=lambda a: "-".join(a[:2]))
+def test_without_git_every_checkout_task_says_so_and_exits_127(
+    args: list[str],
+    checkout: GitRepo,
+    tmp_path: Path,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    code, _ = run(args, build_env, checkout.path, monkeypatch)
+    err = capfd.readouterr().err
+    assert code == 127, err
+    assert err.splitlines() == ["error: git: not found"], err
+
+
+# ------------------------------------------------------------ 9, 15: a stuck or odd git
+
+
+def stand_in_git(tmp_path: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `git` first on PATH that runs `script` (sh) instead of git."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("task", ["skip-ci", "plan", "bootstrap-cuda", "upload-pipeline"])
+def test_a_git_that_hangs_times_out_and_says_which(
+    task: str,
+    checkout: GitRepo,
+    tmp_path: Path,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    stand_in_git(tmp_path, "exec sleep 60", monkeypatch)
+    env = {**build_env, "VLLM_OMNI_CI_GIT_TIMEOUT": "0.3"}
+    code, _ = run(TASKS[task], env, checkout.path, monkeypatch)
+    err = capfd.readouterr().err
+    assert code == 124, err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert line.startswith("error: git ") and " timed out after 0.3s" in line, err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "nan", "1e99"])
+def test_the_git_timeout_knob_is_checked(
+    value: str,
+    checkout: GitRepo,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    env = {**build_env, "VLLM_OMNI_CI_GIT_TIMEOUT": value}
+    code, _ = run(TASKS["skip-ci"], env, checkout.path, monkeypatch)
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert said(err, f"error: VLLM_OMNI_CI_GIT_TIMEOUT: {value!r} is not a number of seconds")
+
+
+def test_a_probe_is_bounded_and_its_timeout_names_the_program() -> None:
+    from ci import door
+
+    assert door.capture.__kwdefaults__["timeout"] == door.CAPTURE_TIMEOUT
+    result = door.capture(["sleep", "30"], timeout=0.2)
+    assert result.timed_out and result.code == 124
+    assert result.stderr.splitlines()[-1] == "sleep timed out after 0.2s"
+
+
+@pytest.mark.parametrize("task", [*BUILD_TASKS, "check-marks"])
+def test_a_git_that_prints_garbage_is_one_error_line(
+    task: str,
+    checkout: GitRepo,
+    tmp_path: Path,
+    build_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A `git` that answers nonsense and exits 0: an error or a normal outcome, no traceback."""
+    stand_in_git(
+        tmp_path, "printf 'garbage \\342\\230\\203 --x\\n../../etc\\0'; exit 0", monkeypatch
+    )
+    for env in (build_env, {k: v for k, v in build_env.items() if k != "BUILDKITE_COMMIT"}):
+        skipci.clear_cache()
+        code, _ = run(TASKS[task], env, checkout.path, monkeypatch)
+        err = capfd.readouterr().err
+        assert code in (0, 1, 2), err
+        assert "Traceback" not in err
