@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,8 +51,6 @@ _AWKWARD = ('"', "\\", "\t", "\n")
 # per file would outgrow the argument list (ARG_MAX) of a large diff.
 _PATHSPEC_LIMIT: Final = 256
 _TESTS: Final = "tests"
-# What `git cat-file --batch-check` prints for an object: `<oid> <type>`.
-_CHECKED = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})? (\w+)")
 
 
 class _Worktree(enum.Enum):
@@ -129,14 +126,15 @@ class Diff:
         return self._texts.get(path)
 
     def _read_many(self, paths: list[str]) -> dict[str, str | None]:
-        """The head side of `paths`: the working tree's files, or two `git cat-file` calls
-        (one to learn which are blobs, one to read those); a path with a newline alone."""
+        """The head side of `paths`: the working tree's files, or two git calls for them all
+        (`_cat_blobs`); a path with a newline alone."""
         if self.kind == "worktree" or self.head is None:
             return {path: self._read_new(path) for path in paths}
         lines = [p for p in paths if "\n" not in p and "\r" not in p]
         found = dict.fromkeys(paths, None) | _cat_blobs(self.repo, self.head, lines)
+        batched = set(lines)
         for path in paths:
-            if path not in lines:
+            if path not in batched:
                 found[path] = self._read_new(path)
         return found
 
@@ -146,10 +144,11 @@ class Diff:
             found = self._patch_batch(plain, pathspec=[_TESTS])
         else:
             found = self._patch_batch(plain) if plain else {}
+        batched, untracked = set(plain), set(self.untracked)
         for path in paths:
-            if path not in plain:
+            if path not in batched:
                 found |= self._patch_batch([path])
-            if path in self.untracked:
+            if path in untracked:
                 found[path] = self._untracked_patch(path)
         return found
 
@@ -195,36 +194,35 @@ class Diff:
 
 
 def _cat_blobs(repo: Path, head: str, paths: list[str]) -> dict[str, str | None]:
-    """`<head>:./<path>` of each path that is a blob there, read by two git processes
-    whatever the count: `--batch-check` says which exist, then `--batch` prints those,
-    each after a random marker, so that a file's own text never splits the output
-    (sizes are of bytes, and captured output is decoded text)."""
-    if not paths:
+    """The content at `head` of each of `paths` that is a file there, read by two git
+    processes whatever the count: `git ls-tree -r` names every file's blob (paths relative
+    to `repo`, as the diff's are), then `git cat-file --batch` prints the wanted ones, each
+    after a random marker, so that a file's own text never splits the output (its sizes
+    count bytes, and captured output is decoded text)."""
+    listed = git(repo, "ls-tree", "-r", "-z", "--end-of-options", head)
+    if not listed.ok:
         return {}
-    asked = "".join(f"{head}:./{path}\n" for path in paths)
-    checked = git(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin=asked)
-    kinds = checked.stdout.splitlines()
-    if not checked.ok or len(kinds) != len(paths):
-        return {}
-    blobs = [p for p, line in zip(paths, kinds, strict=True) if _blob(line)]
-    if not blobs:
+    blobs: dict[str, str] = {}
+    for entry in listed.stdout.split("\0"):
+        meta, tab, path = entry.partition("\t")  # `<mode> blob <oid>\t<path>`
+        parts = meta.split(" ")
+        if tab and len(parts) == 3 and parts[1] == "blob" and is_object_name(parts[2]):
+            blobs[path] = parts[2]
+    wanted = [p for p in paths if p in blobs]
+    if not wanted:
         return {}
     marker = f"{uuid.uuid4().hex}:"
-    asked = "".join(f"{head}:./{path}\n" for path in blobs)
-    read = git(repo, "cat-file", f"--batch={marker}%(objectname)", stdin=asked)
+    asked = "".join(f"{blobs[path]}\n" for path in wanted)
+    # --buffer: one write per pipe-full, not one per object.
+    read = git(repo, "cat-file", "--buffer", f"--batch={marker}%(objectname)", stdin=asked)
     chunks = read.stdout.split(marker)[1:]
-    if not read.ok or len(chunks) != len(blobs):
+    if not read.ok or len(chunks) != len(wanted):
         raise UserError(
-            f"`git cat-file --batch` in {repo} printed {len(chunks)} of {len(blobs)} files",
+            f"`git cat-file --batch` in {repo} printed {len(chunks)} of {len(wanted)} files",
             code=FAILURE,
         )
     # Each chunk: `<oid>\n<content>\n`.
-    return {p: c.partition("\n")[2][:-1] for p, c in zip(blobs, chunks, strict=True)}
-
-
-def _blob(line: str) -> bool:
-    checked = _CHECKED.fullmatch(line)
-    return checked is not None and checked.group(1) == "blob"
+    return {p: c.partition("\n")[2][:-1] for p, c in zip(wanted, chunks, strict=True)}
 
 
 def _split_patches(text: str, paths: Sequence[str]) -> dict[str, str | None]:
@@ -389,7 +387,8 @@ def _explicit(
         if diff.paths is None:
             return diff
         listed = _git(repo, "ls-files", "-z", "--others", "--exclude-standard")
-        extra = [p for p in listed.stdout.split("\0") if p.strip() and p not in diff.paths]
+        tracked = set(diff.paths)
+        extra = [p for p in listed.stdout.split("\0") if p.strip() and p not in tracked]
         if not listed.ok or not extra:
             return diff
         _log(f"{len(extra)} untracked file(s) added")

@@ -238,8 +238,8 @@ def _log(message: str) -> None:
 def _decided(diff: Diff) -> Decision:
     """The decision for `diff`, computed once per process (its per-file notes logged then)."""
     made = decide(diff.paths, diff if diff.range is not None else None)
-    for note in made.notes:
-        _log(note)
+    if made.notes:  # one write: a large diff has a note per file
+        door.note("\n".join(LOG_PREFIX + note for note in made.notes))
     return made
 
 
