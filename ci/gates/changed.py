@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
-from ci.refnames import revision_error
 from ci.pipeline.files import exists, given
+from ci.refnames import revision_error
 
 
 def chosen_files(
