@@ -73,6 +73,7 @@ def git(cwd: Path | str, *args: str, stdin: str | None = None) -> door.Result:
         raise UserError("git: not found", code=127)  # the exit-code table's "not found"
     if result.timed_out:
         shown = " ".join(("git", *args))
+        shown = shown if len(shown) <= 200 else shown[:199] + "…"
         raise Stop(TIMED_OUT, f"error: {shown} timed out after {limit:g}s (in {cwd})")
     return result
 
