@@ -194,10 +194,12 @@ def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) 
 
 
 def plan_pipeline(
-    platform: BootstrapPlatform, repo: Path, env: Mapping[str, str]
+    platform: BootstrapPlatform, repo: Path, env: Mapping[str, str], *, fetch: bool = True
 ) -> model.Document:
-    """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver)."""
-    rendered = bootstrap_plan(platform, repo, skipci.decision(repo, env=env)).rendered
+    """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver;
+    `fetch=False`: a missing PR base is not fetched)."""
+    decided = skipci.decision(repo, env=env, fetch=fetch)
+    rendered = bootstrap_plan(platform, repo, decided).rendered
     for line in rendered.log:
         door.note(line)
     for key, gate in rendered.gates.items():
@@ -252,7 +254,7 @@ def run(platform: Platform, repo: Path, *, dry_run: bool, labels: str | None) ->
     resolve_build(repo, source)
     if platform is Platform.XPU:
         door.note("--- 🛠 Preparing Intel pipeline")
-        tree, word = intel_pipeline(repo, skipci.decision(repo, env=source))
+        tree, word = intel_pipeline(repo, skipci.decision(repo, env=source, fetch=not dry_run))
         if tree is None:
             door.note(f"intel/l2: {word}")
             if word == "skip-all":
@@ -264,6 +266,6 @@ def run(platform: Platform, repo: Path, *, dry_run: bool, labels: str | None) ->
         pipeline, source_name = model.emit(tree), INTEL_PIPELINE
     else:
         chosen: BootstrapPlatform = "cuda" if platform is Platform.CUDA else "npu"
-        pipeline = plan_pipeline(chosen, repo, source)
+        pipeline = plan_pipeline(chosen, repo, source, fetch=not dry_run)
         source_name = BOOTSTRAP_FILES[chosen]
     emit(pipeline, source_name, upload=True, dry_run=dry_run, log=door.note)

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from ci.proctree import Tree
 
 DEFAULT_GRACE = 10.0
+# A probe (`capture`) that takes longer than this is stuck: it ends, and its result says so.
+CAPTURE_TIMEOUT = 120.0
 # Buildkite waits 10 s between its cancel SIGTERM and SIGKILL; stay inside that.
 SIGNAL_GRACE = 5.0
 POLL = 0.05
@@ -646,13 +648,19 @@ def capture(
     *,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
-    timeout: float | None = None,
+    timeout: float = CAPTURE_TIMEOUT,
     grace: float = DEFAULT_GRACE,
 ) -> Result:
     """A short read-only probe (git rev-parse, docker version): quiet, captured, and
-    `leaves_nothing`, so that it costs little more than the program itself."""
+    `leaves_nothing`, so that it costs little more than the program itself. Never
+    unbounded: past `timeout` it is ended, and its stderr names it (`PROGRAM timed out
+    after Ns`)."""
     cmd = Command(tuple(argv), env=env or {}, cwd=cwd, timeout=timeout, grace=grace)
-    return run(cmd, "capture", quiet=True, leaves_nothing=True)
+    result = run(cmd, "capture", quiet=True, leaves_nothing=True)
+    if result.timed_out:
+        said = f"{argv[0]} timed out after {timeout:g}s"
+        return dataclasses.replace(result, stderr="\n".join(filter(None, [result.stderr, said])))
+    return result
 
 
 @contextlib.contextmanager

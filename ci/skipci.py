@@ -238,8 +238,8 @@ def _log(message: str) -> None:
 def _decided(diff: Diff) -> Decision:
     """The decision for `diff`, computed once per process (its per-file notes logged then)."""
     made = decide(diff.paths, diff if diff.range is not None else None)
-    for note in made.notes:
-        _log(note)
+    if made.notes:  # one write: a large diff has a note per file
+        door.note("\n".join(LOG_PREFIX + note for note in made.notes))
     return made
 
 
@@ -253,9 +253,12 @@ def decision_for(diff: Diff, *, verdict: str = "") -> Decision:
     return made
 
 
-def decision(repo: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Decision:
-    """Resolve the build's own diff (`ci.diff`) and decide; an explicit range is `decision_for`."""
-    return decision_for(resolve_diff(repo, env=env))
+def decision(
+    repo: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, fetch: bool = True
+) -> Decision:
+    """Resolve the build's own diff (`ci.diff`; `fetch=False` under `--dry-run`) and decide;
+    an explicit range is `decision_for`."""
+    return decision_for(resolve_diff(repo, env=env, fetch=fetch))
 
 
 def clear_cache() -> None:

@@ -1105,7 +1105,8 @@ def test_a_pr_number_that_is_not_digits_is_an_input_error(
         done = run_bootstrap(amd_repo, env, *extra)
         assert done.returncode == 2, done.stderr
         assert done.stderr.splitlines() == [
-            f"error: BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got {value!r}"
+            f"error: BUILDKITE_PULL_REQUEST: {value!r} is not a PR number: allowed values are"
+            " digits or 'false' (empty: unset)"
         ]
         assert done.stdout == ""
     assert github.requests == [] and agent.calls() == []
@@ -1306,7 +1307,8 @@ def test_every_bad_env_input_is_reported_at_once_and_a_bad_pr_wins_exit_2(
     done = run_bootstrap(amd_repo, env)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "error: BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got '1 2'",
+        "error: BUILDKITE_PULL_REQUEST: '1 2' is not a PR number: allowed values are digits or"
+        " 'false' (empty: unset)",
         "error: NIGHTLY must be 0 or 1, got 'x'",
         "error: AMD_MIRROR_HW='typo' is not a mirror_hardwares value of the AMD suites:"
         " allowed values are amdproduction",

@@ -342,3 +342,48 @@ def test_resolution_is_shared_per_process(
     assert (tmp_path / "git-calls").read_text().splitlines() == calls
     # A different env is a different build: resolved again.
     assert resolve_diff(repo.path, env=env(BUILDKITE_BRANCH="x")) is not first
+
+
+# Issue 32, item 8: the new side of every changed test file, read by a fixed number of gits.
+NEW_FILES = {
+    "tests/test_plain.py": "import pytest\n\npytestmark = pytest.mark.skip\n",
+    "tests/sub dir/test with space.py": "x = 'espacé'\n",
+    "tests/ünï/test_ç.py": "# ☃\nvalue = 3\n",
+    "tests/test_no_newline.py": "last = 1",
+    "tests/test_empty.py": "",
+    "tests/test_crlf.py": "a = 1\r\nb = 2\r\n",
+}
+
+
+def test_new_texts_are_read_right_by_a_fixed_number_of_git_calls(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    many = {f"tests/bulk/test_{i}.py": f"n = {i}\n" for i in range(40)}
+    repo.commit_files({**NEW_FILES, **many, "tests/test_gone.py": "old\n"}, "tests")
+    repo.remove("tests/test_gone.py")
+    repo.commit("remove one")
+    bin_dir, log = git_counter(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    diff = resolve_diff(repo.path, env=env(BUILDKITE_PULL_REQUEST="7"))
+    assert diff.paths is not None and set(NEW_FILES) <= set(diff.paths)
+    before = len(log.read_text().splitlines())
+    for path, text in {**NEW_FILES, **many}.items():
+        assert diff.new_text(path) == text, path
+    calls = log.read_text().splitlines()[before:]
+    assert [c.split()[0] for c in calls] == ["ls-tree", "cat-file"], calls
+    assert diff.new_text("tests/test_gone.py") is None  # not there at the head
+    # And the patches of them all: one `git diff`.
+    before = len(log.read_text().splitlines())
+    for path in NEW_FILES:
+        assert (diff.patch(path) or "").startswith(f"diff --git a/{path} b/{path}\n"), path
+    assert len(log.read_text().splitlines()) - before == 1
+
+
+def test_a_large_diff_reads_patches_of_the_whole_test_tree_at_once(repo: GitRepo) -> None:
+    """More test files than fit one command line: `git diff -- tests`, cut per file."""
+    many = {f"tests/t/test_{i}.py": f"n = {i}\n" for i in range(diffmod._PATHSPEC_LIMIT + 5)}
+    repo.commit_files({**many, "tests/data.txt": "not a test\n"}, "many tests")
+    diff = resolve_diff(repo.path, env=env(BUILDKITE_PULL_REQUEST="7"))
+    for i, path in enumerate(many):
+        patch = diff.patch(path) or ""
+        assert patch.startswith(f"diff --git a/{path} b/{path}\n") and f"+n = {i}\n" in patch

@@ -112,7 +112,7 @@ def test_xpu_dry_run_without_engine_prints_the_ordered_fallbacks(
     export = "compression=zstd,compression-level=3,force-compression=true"
     expected = [
         "docker pull vllm/vllm-openai-xpu:v0.30.0",
-        "git clone --depth 1 --branch v0.30.0 https://github.com/vllm-project/vllm '<tmp>/vllm'",
+        "git clone --depth 1 --branch v0.30.0 -- https://github.com/vllm-project/vllm '<tmp>/vllm'",
         "DOCKER_BUILDKIT=1 docker build"
         f" --output type=image,name=xpu/vllm-omni-ci-base:v0.30.0,{export}"
         " --target vllm-openai -f '<tmp>/vllm/docker/Dockerfile.xpu' '<tmp>/vllm'",

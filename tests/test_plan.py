@@ -706,3 +706,37 @@ def test_a_reader_gone_before_the_plan_is_printed_is_exit_141(repo: GitRepo, fmt
         )  # fmt: skip
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'case "$1" in archive) exit 0;; esac',  # "succeeds" and writes no archive
+        'case "$1" in archive) for a; do case "$a" in --output=*) echo junk > "${a#--output=}";;'
+        " esac; done; exit 0;; esac",  # writes something that is no tar
+        "case \"$1\" in ls-tree) printf '../../etc\\0'; exit 0;; esac",  # names not asked for
+    ],
+    ids=["no-archive", "not-a-tar", "strange-names"],
+)
+def test_a_git_whose_output_is_nonsense_stops_the_plan_with_one_line(
+    repo: GitRepo, script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32, item 15: a `git` that exits 0 with nonsense gave FileNotFoundError (head.tar)."""
+    import shutil
+
+    from ci.errors import UserError
+    from ci.plan.snapshot import files_at
+
+    real = shutil.which("git")
+    bin_dir = tmp_path / "odd-git"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\n{script}\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    first = repo.sha()
+    repo.commit_files({MODEL: "class Model:\n    size = 14\n"}, "a later commit")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(UserError) as caught, files_at(repo.path, first):
+        pass
+    assert caught.value.code == 1
+    (line,) = caught.value.problems
+    assert line.startswith("`git "), line

@@ -104,7 +104,7 @@ def test_image_and_source_build_argv() -> None:
     )
     clone = build.clone("/t/src")
     assert clone.argv == (
-        *("git", "clone", "--depth", "1", "--branch", "v0.29.0"),
+        *("git", "clone", "--depth", "1", "--branch", "v0.29.0", "--"),
         *("https://github.com/vllm-project/vllm", "/t/src"),
     )
 

@@ -26,7 +26,14 @@ from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
 from ci.pipeline import model
 from ci.redact import Redactor
 from ci.schema import require_valid
-from ci.target import in_buildkite, resolve_branch, resolve_build
+from ci.target import (
+    NOT_A_PR,
+    build_env_problems,
+    in_buildkite,
+    pull_request_error,
+    resolve_branch,
+    resolve_build,
+)
 
 if TYPE_CHECKING:
     from ci.diff import Diff
@@ -38,7 +45,6 @@ GITHUB_REPO_ENV = "VLLM_OMNI_CI_GITHUB_REPO"
 PIPELINE_FILE = "pipeline.yaml"
 LABELS_ENV = "BUILDKITE_PULL_REQUEST_LABELS"  # Buildkite's, comma-separated, PR builds only
 DEFAULT_MIRROR_HW = "amdproduction"
-NOT_A_PR = "false"
 
 CRITICAL_PREFIXES = (
     "docker/Dockerfile", "CMakeLists.txt", "requirements/common.txt", "requirements/cuda.txt",
@@ -53,16 +59,11 @@ Note = Callable[[str], None]
 
 
 def parse_pull_request(value: str | None) -> str:
-    """BUILDKITE_PULL_REQUEST: ASCII digits, or `false` (also unset/empty); else exit 2."""
+    """BUILDKITE_PULL_REQUEST by every task's rule (`ci.target`), unset or empty as `false`."""
     text = value or ""
-    if text in ("", NOT_A_PR):
-        return NOT_A_PR
-    if not (text.isascii() and text.isdigit()):
-        raise UserError(
-            f"BUILDKITE_PULL_REQUEST must be a PR number (digits) or 'false', got {text!r}",
-            code=BAD_INPUT,
-        )
-    return text
+    if problem := pull_request_error(text):
+        raise UserError(problem, code=BAD_INPUT)
+    return text or NOT_A_PR
 
 
 def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
@@ -100,13 +101,11 @@ class Inputs:
 
     @classmethod
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
-        # Bad inputs stop here, before the label request and git (exit 1; a bad
-        # BUILDKITE_PULL_REQUEST is an input error, exit 2, which wins).
-        problems: list[str] = []
-        pull_request = attempt(
-            problems, lambda: parse_pull_request(env.get("BUILDKITE_PULL_REQUEST")), ""
-        )
-        code = FAILURE if pull_request else BAD_INPUT
+        # Bad inputs stop here, before the label request and git (exit 1; a bad build
+        # variable, BUILDKITE_PULL_REQUEST included, is an input error, exit 2, which wins).
+        problems = build_env_problems(env)
+        code = BAD_INPUT if problems else FAILURE
+        pull_request = env.get("BUILDKITE_PULL_REQUEST") or NOT_A_PR
         # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's `set -u`
         # stopped only an unset one); elsewhere an empty one is the checkout's (ci.target).
         if in_buildkite(env) and "BUILDKITE_BRANCH" in env:
@@ -124,7 +123,7 @@ class Inputs:
             mirror_hw = attempt(
                 problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd), ""
             )
-        UserError.collect(problems, code=code)
+        UserError.collect(dict.fromkeys(problems), code=code)  # resolve_branch repeats ours
         run_all, precompiled = (env.get("RUN_ALL") or "0") == "1", env.get("VLLM_USE_PRECOMPILED")
         return cls(branch, pull_request, debug, nightly, mirror_hw, run_all, precompiled or "")
 
@@ -237,7 +236,7 @@ def plan_pipeline(
     `inputs` and a silent `note`). `labels` given: don't ask GitHub."""
     inputs = inputs or Inputs.from_env(repo, env)
     labels = resolve_labels(inputs, env, labels, offline=offline)
-    diff = diff or resolve_diff(repo, env=env)
+    diff = diff or resolve_diff(repo, env=env, fetch=not offline)  # a dry run fetches nothing
     # Inputs.from_env has refused a bad DEBUG_TEST_YAML: the selection cannot fail here.
     selection = suites.select_suites(inputs.branch, labels, inputs.debug_test_yaml, inputs.nightly)
     if selection.notice:
@@ -312,9 +311,10 @@ def run(
 ) -> None:
     """The bootstrap. `labels` is `--labels` (comma- or newline-separated); see resolve_labels."""
     source = dict(os.environ if env is None else env)
+    inputs = Inputs.from_env(repo, source)  # every bad env input at once, the build's too
     # Which build this is, before any request: inside Buildkite a missing commit stops here.
     resolve_build(repo, source)
-    outcome = plan_pipeline(repo, source, labels, offline=dry_run)
+    outcome = plan_pipeline(repo, source, labels, offline=dry_run, inputs=inputs)
     if outcome.pipeline is None:
         if outcome.annotate:
             annotate = door.Plan((skipci.annotate_command(),))

@@ -15,6 +15,7 @@ from typing import TypeVar
 from ci import topology
 from ci.errors import UserError
 from ci.platforms import Platform
+from ci.refnames import branch_error
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,9 @@ def select_from_args(
     problems: list[str] = []
     if branch is None:
         problems.append("the following arguments are required: --branch")  # argparse's words
+    # Every task's rule for a branch (a fork PR's `owner:name` included; empty is a value).
+    elif problem := branch_error("--branch", branch, fork_prefix=True):
+        problems.append(problem)
     night = attempt(problems, lambda: parse_nightly(nightly), False)
     if debug_test_yaml:
         attempt(problems, lambda: parse_debug_suites(debug_test_yaml), None)

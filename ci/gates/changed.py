@@ -12,6 +12,7 @@ from pathlib import Path
 from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
 from ci.pipeline.files import exists, given
+from ci.refnames import revision_error
 
 
 def chosen_files(
@@ -32,6 +33,8 @@ def chosen_files(
         raise UserError(f"give {what} after `--` or --from-ref, not both")
     if to_ref and not from_ref:
         raise UserError("--to-ref needs --from-ref")
+    named = (("--from-ref", from_ref), ("--to-ref", to_ref))
+    UserError.collect(filter(None, (revision_error(name, value) for name, value in named)))
     if from_ref:
         head = WORKTREE if to_ref.upper() == "WORKTREE" else (to_ref or "HEAD")
         diff = resolve_diff(repo, base=from_ref, head=head)

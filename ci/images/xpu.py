@@ -102,7 +102,17 @@ class XpuBuild:
 
     def clone(self, dest: str) -> door.Command:
         return door.Command(
-            ("git", "clone", "--depth", "1", "--branch", self.vllm_version, VLLM_GIT_URL, dest),
+            (
+                "git",
+                "clone",
+                "--depth",
+                "1",
+                "--branch",
+                self.vllm_version,
+                "--",
+                VLLM_GIT_URL,
+                dest,
+            ),
             description=f"clone vLLM {self.vllm_version} (tier 4)",
         )
 

@@ -165,7 +165,7 @@ def _prepare(
     script may write into its checkout), at that change's commit, with `origin/main` at
     the side's main (the checkout's HEAD, or HEAD with migrate applied)."""
     base = root / "base"
-    _git(root, "clone", "-q", "--shared", str(checkout), str(base))
+    _git(root, "clone", "-q", "--shared", "--", str(checkout), str(base))
     head = _git(base, "rev-parse", "HEAD")
     migrate(base)
     _git(base, "add", "-A")
@@ -185,8 +185,9 @@ def _prepare(
             commit = _git(base, "rev-parse", "HEAD")
             for platform in platforms:
                 clone = root / f"{side}-{number}-{platform.value}"
-                _git(root, "clone", "-q", "--shared", "--no-checkout", str(base), str(clone))
-                _git(clone, "update-ref", "refs/remotes/origin/main", mains[side])
+                _git(root, "clone", "-q", "--shared", "--no-checkout", "--", str(base), str(clone))
+                ref = ("refs/remotes/origin/main", mains[side])
+                _git(clone, "update-ref", "--end-of-options", *ref)
                 _git(clone, "checkout", "-q", "--detach", commit)
                 clones[side, change.name, platform] = clone, commit
     return clones

@@ -24,7 +24,7 @@ from ci.pipeline.mirror import parse_mirror_hw
 from ci.pipeline.registries import Registries, read_yaml
 from ci.pipeline.render import Rendered, Scope, render_test_pipeline
 from ci.schema import require_valid
-from ci.target import resolve_branch, resolve_build, resolve_repo
+from ci.target import check_build_env, resolve_branch, resolve_build, resolve_repo
 
 LOG_PREFIX = "upload_pipeline: "
 BOOTSTRAP_FILE = "bootstrap-upload-steps.yml"
@@ -82,8 +82,10 @@ def repo_relative(repo: Path, path: Path) -> str | None:
         return None
 
 
-def changed_paths(repo: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
-    diff = resolve_diff(repo, env=env)
+def changed_paths(
+    repo: Path, env: Mapping[str, str], *, fetch: bool = True
+) -> tuple[str, ...] | None:
+    diff = resolve_diff(repo, env=env, fetch=fetch)
     if diff.paths is None:
         log(f"changed files unknown ({diff.reason}); no source filtering")
     else:
@@ -175,6 +177,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
 
 
 def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
+    check_build_env(source)  # every task's rule for the build's variables, before any work
     repo = resolve_repo(options.repo or None)
     path = pipeline_file(repo, options.pipeline)
     relative = repo_relative(repo, path) or str(path)
@@ -195,7 +198,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     inputs = UploadInputs(
         branch=resolve_branch(repo, env=source) if options.scope == "auto" else "",
         schedule=source,
-        changed=lambda: changed_paths(repo, source),
+        changed=lambda: changed_paths(repo, source, fetch=not options.dry_run),
         mirror_hw=mirror_hw,
     )
     scope, rendered = render_upload(repo, path, options.scope, inputs)
@@ -216,7 +219,8 @@ def upload_bootstrap_file(
         log(f"--scope {options.scope} is ignored for {path.name} (bootstrap mode)")
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = load_document(text, str(path))
-    rendered = render_bootstrap(document, skipci.decision(repo, env=env), chosen)
+    decided = skipci.decision(repo, env=env, fetch=not options.dry_run)
+    rendered = render_bootstrap(document, decided, chosen)
     for line in rendered.log:
         log(line)
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)

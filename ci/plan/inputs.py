@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Final
 
 from ci.amd.suites import split_labels
-from ci.diff import default_base
+from ci.diff import BASE_ENV, default_base
 from ci.errors import BAD_INPUT, UserError
 from ci.pipeline.ifexpr import Context
 from ci.pipeline.mirror import parse_mirror_hw
 from ci.platforms import Platform, platform_option
-from ci.target import MAIN, git, resolve_build, resolve_repo
+from ci.refnames import branch_error, revision_error
+from ci.target import MAIN, build_env_problems, git, resolve_build, resolve_repo
 
 FORMATS: Final = ("table", "json", "markdown")
-BASE_ENV: Final = "BUILDKITE_PULL_REQUEST_BASE_BRANCH"
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,18 @@ def parse_inputs(
         selector = parse_mirror_hw(mirror_hw)
     except UserError as exc:
         problems += [f"--mirror-hw: {p}" for p in exc.problems]
-    UserError.collect(problems, code=BAD_INPUT)
     source: Mapping[str, str] = {} if environ is None else environ
+    # Revisions and the branch as ci.refnames has them; a fork PR's branch is `owner:name`.
+    problems += filter(
+        None,
+        [
+            revision_error("--base", base.strip()),
+            revision_error("--head", head.strip()),
+            branch_error("--branch", branch.strip(), fork_prefix=True),
+            *build_env_problems(source),
+        ],
+    )
+    UserError.collect(problems, code=BAD_INPUT)
     target = resolve_repo(repo or None)
     branch = branch.strip() or _branch(target, source)
     chosen_base = base.strip() or None

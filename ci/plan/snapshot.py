@@ -3,7 +3,9 @@
 A bootstrap reads `.buildkite/` and `pyproject.toml` from the commit it builds,
 so `plan --head REV` reads them at REV: `git archive` of those paths into a
 temporary directory (the repository is untouched). With `--worktree`, or for a
-`HEAD` whose `git status` shows those paths clean, they are read in place.
+`HEAD` whose `git status` shows those paths clean, they are read in place. What
+git prints is checked before it is used: a `git` that answers nonsense stops the
+plan with one `error:` line (exit 1), never a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from ci.errors import UserError
+from ci.errors import FAILURE, UserError
 from ci.target import git
 
 # Everything the planners read: the pipelines and registries, and the pytest markers.
@@ -35,22 +37,40 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
         return
     import tarfile
 
-    listed = git(repo, "ls-tree", "--name-only", "-z", rev, "--", *READS)
+    listed = git(repo, "ls-tree", "--name-only", "-z", "--end-of-options", rev, "--", *READS)
     if not listed.ok:
         raise UserError(f"cannot list {', '.join(READS)} at {rev!r} in {repo}")
     names = [name for name in listed.stdout.split("\0") if name]  # those that exist at `rev`
+    if strange := [name for name in names if name not in READS]:
+        raise UserError(
+            f"`git ls-tree` named {strange[0][:80]!r} at {rev!r} in {repo}, which was not asked"
+            f" for ({', '.join(READS)})",
+            code=FAILURE,
+        )
     with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-plan-") as tmp:
         root, archive = Path(tmp, "tree"), Path(tmp, "head.tar")
         root.mkdir()
         if names:
-            made = git(repo, "archive", "--format=tar", f"--output={archive}", rev, "--", *names)
+            # After --end-of-options, archive reads `--` as a path: the names (READS) follow
+            # the revision directly.
+            made = git(
+                repo, "archive", "--format=tar", f"--output={archive}", "--end-of-options",
+                rev, *names,
+            )  # fmt: skip
             if not made.ok:
                 raise UserError(f"cannot read {', '.join(names)} at {rev!r} in {repo}")
-            with tarfile.open(archive) as tar:
-                if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
-                    tar.extractall(root, filter="data")
-                else:  # pragma: no cover - our own `git archive` of repo paths
-                    tar.extractall(root)
+            try:
+                with tarfile.open(archive) as tar:
+                    if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+                        tar.extractall(root, filter="data")
+                    else:  # pragma: no cover - our own `git archive` of repo paths
+                        tar.extractall(root)
+            except (OSError, tarfile.TarError) as exc:  # none written, or not a tar
+                raise UserError(
+                    f"`git archive` of {', '.join(names)} at {rev!r} in {repo} gave no"
+                    f" readable archive: {exc}",
+                    code=FAILURE,
+                ) from None
         yield root
 
 
