@@ -28,6 +28,8 @@ from ci.errors import Stop
 from ci.redact import MASK, Redactor, StreamRedactor, remember
 
 if TYPE_CHECKING:
+    import psutil
+
     from ci.proctree import Tree
 
 DEFAULT_GRACE = 10.0
@@ -151,6 +153,7 @@ class Result:
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
+    log_problem: str = ""  # why `run(log=…)`'s file is not complete ("" when it is)
 
     @property
     def ok(self) -> bool:
@@ -253,14 +256,14 @@ def _streams(
     unmasked), or masked (only when there is a secret to mask, or a `log` to write).
     "stderr": the child's stdout joins our stderr too, so that our stdout carries the
     task's result only."""
+    if log is not None:  # one copy of both streams, to the log and our stderr (not for "null")
+        relay = _Relay(None if output == "null" else sys.stderr.fileno(), redact, log=log)
+        return relay.child_fd, relay.child_fd, [relay]
     if output == "null":
         return subprocess.DEVNULL, subprocess.DEVNULL, []
     if output == "capture":
         relays = [_Relay(None, Redactor()), _Relay(None, Redactor())]
         return relays[0].child_fd, relays[1].child_fd, relays
-    if log is not None:  # one copy of both streams, to our stderr and the log, as `2>&1 | tee`
-        relay = _Relay(sys.stderr.fileno(), redact, log=log)
-        return relay.child_fd, relay.child_fd, [relay]
     targets = [sys.stderr] if output == "stderr" else [sys.stdout, sys.stderr]
     if redact:  # both streams of an "stderr" child share one copy: the order written stays
         relays = [_Relay(target.fileno(), redact) for target in targets]
@@ -271,11 +274,13 @@ def _streams(
 
 class _Log:
     """The file `run(log=…)` copies a command's output into: its first failure (open,
-    write, or a delayed one at close: NFS, quota) is said once on stderr, and only the
-    copy to it stops; the command and its streamed output go on."""
+    write, or a delayed one at close: NFS, quota) is kept in `problem` and, unless
+    `quiet` (the caller says it), said once on stderr; only the copy to it stops, the
+    command and its streamed output go on."""
 
-    def __init__(self, path: str, who: str, redact: Redactor) -> None:
-        self.path, self.who, self.redact = path, who, redact
+    def __init__(self, path: str, who: str, redact: Redactor, quiet: bool = False) -> None:
+        self.path, self.who, self.redact, self.quiet = path, who, redact, quiet
+        self.problem = ""
         self.fd: int | None = None
         try:
             self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -298,9 +303,9 @@ class _Log:
                 self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
-        reason = exc.strerror or str(exc)
-        note(f"{self.who}: could not write {self.path}: {reason}; the output still streams",
-             redact=self.redact)  # fmt: skip
+        self.problem = self.problem or f"could not write {self.path}: {exc.strerror or exc}"
+        if not self.quiet:
+            note(f"{self.who}: {self.problem}; the output still streams", redact=self.redact)
         if self.fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
@@ -309,7 +314,8 @@ class _Log:
 
 class _Relay:
     """Copies a child's output stream to one of ours, every secret masked, or keeps it in
-    `kept` (`target_fd` None); with a `log`, what it copies goes there too. The child
+    `kept` (`target_fd` None); with a `log`, what it copies goes there too (and with no
+    `target_fd`, only there). The child
     writes to a pseudo-terminal when our stream is a terminal (and there is no log), so
     it still sees one (colours, line buffering); `finish` waits until what it wrote is
     copied. A process it left running holds the stream open: it is still copied while
@@ -365,7 +371,8 @@ class _Relay:
         if self._log is not None:
             self._log.write(data)
         if self.target_fd is None:
-            self.kept.append(data)
+            if self._log is None:
+                self.kept.append(data)
             return
         while data and not self._broken:
             try:
@@ -396,20 +403,23 @@ def _end_group(root: int, grace: float, hurry: Callable[[], bool] = lambda: Fals
     True if KILL was needed. The root is not reaped yet (WNOWAIT), so the group's id
     cannot be reused."""
 
-    def exited() -> bool:
-        with contextlib.suppress(ChildProcessError):
-            return os.waitid(os.P_PID, root, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-        return True
-
     with contextlib.suppress(OSError):
         os.killpg(root, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while not exited() and time.monotonic() < deadline and not hurry():
+    while not _exited(root) and time.monotonic() < deadline and not hurry():
         time.sleep(POLL)
-    killed = not exited()
+    killed = not _exited(root)
     with contextlib.suppress(OSError):
         os.killpg(root, signal.SIGKILL)  # and whatever else of the group is left
     return killed
+
+
+def _exited(pid: int) -> bool:
+    """Whether our child `pid` has exited; it is not reaped (WNOWAIT), so its pid, and the
+    id of the group it led, cannot be reused by another process yet."""
+    with contextlib.suppress(ChildProcessError):
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    return True
 
 
 def exit_code(returncode: int) -> int:
@@ -426,6 +436,7 @@ def run(
     leaves_nothing: bool = False,
     cancel: list[int] | None = None,
     log: str | None = None,
+    leftovers: Callable[[psutil.Process], object] | None = None,
 ) -> Result:
     """Run one command; its exit status (and output when captured).
     `output`: "stderr" streams the child's stdout to our stderr (our stdout is the
@@ -433,14 +444,21 @@ def run(
     `leaves_nothing`: a program that starts no daemon, ended as its group (`_end_group`).
     `cancel`: a signal number appended to it ends the command as that signal would (for
     commands run off the main thread, which receives every signal): `Interrupted`.
-    `log` (with "stderr"): the output, masked, also goes to this file, as `2>&1 | tee`
-    did, except that a process the command left running holding it is not waited for."""
+    `log` (with "stderr", or "null": only the log): the output, masked, also goes to this
+    file, as `2>&1 | tee` did, except that a process the command left running holding it
+    is not waited for; what could not be written is `Result.log_problem` (and said on
+    stderr unless `quiet`).
+    `leftovers`: when the command exits, what it left running of its tree is ended (TERM,
+    KILL after `SIGNAL_GRACE`) before its output is finished; each process is handed to
+    `leftovers` first (to be listed). Without it, what is left runs on."""
     redact = cmd.redactor()
     if not quiet:
         echo(cmd, redact)
-    if log is not None and output != "stderr":
-        raise ValueError("a log is written only for output='stderr'")
-    sink = None if log is None else _Log(log, cmd.description or cmd.argv[0], redact)
+    if log is not None and output not in ("stderr", "null"):
+        raise ValueError("a log is written only for output='stderr' or 'null'")
+    if leftovers is not None and leaves_nothing:
+        raise ValueError("a command that leaves nothing has no leftovers to end")
+    sink = None if log is None else _Log(log, cmd.description or cmd.argv[0], redact, quiet)
     out, err, relays = _streams(output, redact, sink)
     cgroup = preexec = None
     if not leaves_nothing:
@@ -452,10 +470,15 @@ def run(
         cgroup = proctree.Cgroup.create()  # where cgroup v2 is writable; the child joins it
         preexec = cgroup.joiner() if cgroup else None
     with _signals_recorded(cancel) as received:
-        proc = _popen(
-            cmd, redact, stdout=out, stderr=err, preexec_fn=preexec,
-            stdin=subprocess.DEVNULL if cmd.stdin is None else subprocess.PIPE,
-        )  # fmt: skip
+        # Started and known as a command's root at once (`proctree.STARTING`).
+        with contextlib.nullcontext() if leaves_nothing else proctree.STARTING:
+            proc = _popen(
+                cmd, redact, stdout=out, stderr=err, preexec_fn=preexec,
+                stdin=subprocess.DEVNULL if cmd.stdin is None else subprocess.PIPE,
+            )  # fmt: skip
+            tree = None
+            if not (leaves_nothing or isinstance(proc, Result)):
+                tree = proctree.Tree(proc.pid, cgroup)
         for relay in relays:
             relay.start()  # where no child started, its copy ends at once
         try:
@@ -465,8 +488,7 @@ def run(
                 if check:
                     raise CommandFailed(proc.code, proc.stderr)
                 return proc
-            tree = None if leaves_nothing else proctree.Tree(proc.pid, cgroup)
-            code, timed_out = _wait(proc, cmd, tree, received)
+            code, timed_out = _wait(proc, cmd, tree, received, leftovers)
         finally:
             for relay in relays:
                 relay.finish()
@@ -475,7 +497,7 @@ def run(
         _raise_interrupted(received[0], None)
     kept = (b"".join(r.kept).decode(errors="replace") for r in relays)
     stdout, stderr = kept if output == "capture" else ("", "")
-    result = Result(code, stdout, stderr, timed_out)
+    result = Result(code, stdout, stderr, timed_out, sink.problem if sink else "")
     if timed_out and not quiet:
         note(f"timeout: {cmd.line(redact)} exceeded {cmd.timeout:g}s (exit {code})", redact=redact)
     if check and code != 0:
@@ -497,9 +519,12 @@ def _wait(
     cmd: Command,
     tree: Tree | None,
     received: list[int],
+    leftovers: Callable[[psutil.Process], object] | None = None,
 ) -> tuple[int, bool]:
     """Wait for the child, enforcing the timeout and forwarding signals. A signal ends the
-    tree (TERM, KILL after the grace); another signal during that grace KILLs it at once."""
+    tree (TERM, KILL after the grace); another signal during that grace KILLs it at once.
+    With `leftovers` (`run`'s), once the child exits the rest of its tree is ended, the
+    child still unreaped (so its group's id cannot name another group meanwhile)."""
     if cmd.stdin is not None and proc.stdin is not None:
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(cmd.stdin.encode())
@@ -520,7 +545,10 @@ def _wait(
         if tree:
             tree.sweep()
         select.select(exited, [], [], POLL)  # without a pidfd, a plain poll
-        if proc.poll() is not None:
+        if leftovers is not None and tree is not None and _exited(proc.pid):
+            tree.terminate(SIGNAL_GRACE, lambda: bool(received), seen=leftovers)
+            code = exit_code(proc.wait())
+        elif proc.poll() is not None:
             code = exit_code(proc.returncode)
         elif received:
             end(min(cmd.grace, SIGNAL_GRACE), _another_signal(received))

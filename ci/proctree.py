@@ -18,6 +18,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 
@@ -33,6 +34,11 @@ KILL_ROUNDS = 20
 ROUND_WAIT = 1.0
 POLL = 0.05
 CGROUP_ENV = "VLLM_OMNI_CI_CGROUP"
+# Commands run side by side in threads (the tiers' jobs). This is held from a command's
+# start until its root is in `_active_roots` (`Tree`), and while our children are looked
+# at as orphans: a root just started is never claimed by another command's tree (and
+# ended with its leftovers), nor reaped from under its owner.
+STARTING = threading.RLock()
 
 
 @functools.cache
@@ -231,7 +237,7 @@ class Tree:
         self._know(self.cgroup.pids() if self.cgroup is not None else ())
         # Orphans re-parented to us (we are a subreaper) that appeared after our
         # root started and belong to no other running command.
-        with contextlib.suppress(psutil.Error):
+        with STARTING, contextlib.suppress(psutil.Error):
             for child in psutil.Process().children(recursive=False):
                 if child.pid in _active_roots:
                     continue
@@ -266,10 +272,16 @@ class Tree:
                 found = [p for p in map(running, self.known) if p]
         return found
 
-    def terminate(self, grace: float, hurry: Callable[[], bool] = lambda: False) -> bool:
-        """End the tree (`end`), its group and cgroup too. True if KILL was needed."""
+    def terminate(
+        self,
+        grace: float,
+        hurry: Callable[[], bool] = lambda: False,
+        seen: Callable[[psutil.Process], object] = lambda _: None,
+    ) -> bool:
+        """End the tree (`end`, `seen` as its), its group and cgroup too. True if KILL was
+        needed."""
         cgroups = [c for c in [self.cgroup] if c]
-        return end(self.alive, cgroups, grace, group=self.root, hurry=hurry)
+        return end(self.alive, cgroups, grace, group=self.root, seen=seen, hurry=hurry)
 
     def close(self) -> None:
         _active_roots.discard(self.root)
@@ -287,7 +299,7 @@ def _pgid(pid: int) -> int:
 def reap_orphans() -> None:
     """Collect exited orphans re-parented to us: they ended, they did not leak. Not the
     roots of running commands or services: their owner waits for them."""
-    with contextlib.suppress(psutil.Error):
+    with STARTING, contextlib.suppress(psutil.Error):
         for child in psutil.Process().children():
             with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
                 if child.pid not in _active_roots and child.status() == psutil.STATUS_ZOMBIE:
@@ -299,7 +311,7 @@ def leftovers(keep: Collection[Identity] = ()) -> list[psutil.Process]:
     `door.spawn` started (and theirs), and the contents of ended commands' cgroups."""
     reap_orphans()
     candidates: list[psutil.Process | int] = []
-    with contextlib.suppress(psutil.Error):
+    with STARTING, contextlib.suppress(psutil.Error):
         for child in psutil.Process().children(recursive=False):
             if child.pid not in _exempt:
                 candidates.append(child)

@@ -26,7 +26,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("ci.grammar", "ci.pipeline.scope"): "`--list` loads grammar; scope pulls in the renderer",
     ("ci.grammar", "ci.plan.inputs"): "`--list` loads grammar; plan pulls in the bootstraps",
     ("ci.grammar", "ci.release.publish"): "`--list` loads grammar; publish pulls in images",
-    ("ci.runner", "ci.door"): "the tee of every step (ci.runner.teelog) loads this package",
     ("ci.runner.leaks", "ci.proctree"): "proctree imports psutil, which leaks keeps lazy",
     ("ci.taskkit", "ci.door"): "`--list` loads taskkit; the door is needed once a task runs",
 }

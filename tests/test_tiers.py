@@ -7,6 +7,7 @@ cannot hide behind a matching count.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -277,9 +278,7 @@ def test_container_argv_mounts_repo_labels_and_passes_env_by_name(tmp_path: Path
     )
     (job,) = plan_step(steps[1], 2, options)
     assert job.command is not None
-    argv = job.command.argv
-    assert argv[:3] == ("bash", "-c", argv[2]) and argv[4:6] == (str(job.log), "log")
-    docker = list(argv[argv.index("docker") :])  # the job's own argv, after the log wrapper
+    docker = list(job.command.argv)  # the job's own argv: the door writes its log
     assert docker[:5] == ["docker", "run", "--rm", "--name", job.container]
     assert job.container == "vllm-omni-ci-tier-ready-rocm-t1-2"
     assert f"{CONTAINER_LABEL}=ready" in docker and "vllm-omni-ci.test=1" in docker
@@ -319,7 +318,7 @@ def test_native_plan_runs_bash_in_the_repo(tmp_path: Path) -> None:
     options = sample_options(tmp_path, environ={"HOME": "/home/u"}, native=True)
     (job,) = plan_step(steps[1], 2, options)
     assert job.command is not None and job.command.cwd == str(SAMPLE)
-    assert job.command.argv[-3:] == ("bash", "-c", job.program)  # after the log wrapper
+    assert job.command.argv == ("bash", "-c", job.program)  # the door writes its log
     assert f"cd {SAMPLE}" in job.program and not job.container
     assert job.env["HF_HOME"] == "/home/u/.cache/huggingface"
 
@@ -819,6 +818,69 @@ def test_depends_on_inside_the_tier_is_honoured(
         "Waits for the image build only": "passed",
         "Gated off": 'if false here: build.env("NIGHTLY") == "1"',
     }
+
+
+LEAVES_A_SLEEP_TIER = """\
+steps:
+  - label: "Leaves a sleep"
+    agent_pool: mi300_1
+    mirror_hardwares: [amdproduction]
+    grade: Blocking
+    commands:
+      - "sleep 400 & echo $$! > {pid_file}; echo started-and-left-a-sleep"
+      - "pytest -q tests/diffusion -m 'core_model and cpu'"
+"""
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "log-only"])
+def test_a_job_ends_when_its_command_ends_and_its_leftovers_are_ended(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    streamed: bool,
+) -> None:
+    """A process the job's command left running holds the job's output open: the tier waited
+    for it (the log's tee read until it closed). The job ends with its command, what it left
+    running is ended and listed, and its log holds what the command printed."""
+    import threading
+
+    import psutil
+
+    from tests.tiers_fixture import fixture_repo
+
+    repo = fixture_repo(tmp_path / "target")
+    pid_file = tmp_path / "sleep.pid"
+    tier = LEAVES_A_SLEEP_TIER.format(pid_file=pid_file)
+    (repo / ".buildkite/amd/test-amd-ready.yml").write_text(tier)
+    monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("BUILDKITE", raising=False)
+    results = tmp_path / "results"
+    args = ["--platform", "rocm", "--repo", str(repo), "--native", "--results", str(results)]
+    args += ["-j", "1" if streamed else "2"]  # more than one at a time: the log only
+    codes: list[int] = []
+    tier_run = threading.Thread(target=lambda: codes.append(run("ready", args)), daemon=True)
+    tier_run.start()
+    tier_run.join(30)
+    sleeper = int(pid_file.read_text()) if pid_file.is_file() else 0
+    try:
+        assert not tier_run.is_alive(), "the tier waited for what its job left running"
+    finally:
+        if tier_run.is_alive() and sleeper:
+            os.kill(sleeper, 9)
+            tier_run.join(30)
+    assert codes == [0]
+    err = capfd.readouterr().err
+    (line,) = [line for line in err.splitlines() if "  [rocm] Leaves a sleep" in line]
+    assert line.startswith("passed")
+    log = (results / "rocm" / "01-leaves-a-sleep.log").read_text()
+    assert "started-and-left-a-sleep" in log and " passed in " in log
+    assert ("started-and-left-a-sleep" in err) is streamed
+    assert "Leaves a sleep: ended 1 process(es) the job left running:" in log
+    assert f"pid={sleeper} " in log and "cmd=sleep 400" in log
+    assert sleeper
+    with contextlib.suppress(psutil.NoSuchProcess):
+        assert psutil.Process(sleeper).status() == psutil.STATUS_ZOMBIE
 
 
 def test_listing_shows_dependencies_inside_the_tier_only(

@@ -175,7 +175,7 @@ def test_a_full_results_disk_does_not_fail_a_passing_step(tmp_path: Path, tiny_d
     assert summary[1].startswith("passed") and "Runs after it" in summary[1]
     log = tiny_disk / "rocm" / "01-loud-but-passing.log"
     assert (
-        f"warning: Loud but passing: log not written in full: cannot write {log}: "
+        f"warning: Loud but passing: log not written in full: could not write {log}: "
         "No space left on device"
     ) in done.stderr
     assert "1 passed" not in log.read_text()  # the disk filled up before the end

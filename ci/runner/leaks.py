@@ -106,6 +106,26 @@ def settle(
         time.sleep(0.2)
 
 
+def recording(ended: list[Proc]) -> Callable[[psutil.Process], None]:
+    """A `seen` for the enders (`ci.proctree.end`, `door.run(leftovers=…)`): each process
+    is described into `ended` before it is signalled, as it was while it ran."""
+
+    def seen(proc: psutil.Process) -> None:
+        if (described := describe(proc)) is not None:
+            ended.append(described)
+
+    return seen
+
+
+def listing(ended: Sequence[Proc], who: str, what: str) -> list[str]:
+    """`WHO: ended N process(es) the WHAT left running:`, then a line each (none: none)."""
+    if not ended:
+        return []
+    return [f"{who}: ended {len(ended)} process(es) the {what} left running:"] + [
+        f"  {proc.line()}" for proc in ended
+    ]
+
+
 def end_and_list_leftovers(
     keep: Iterable[Proc], who: str, what: str, hurry: Callable[[], bool] = lambda: False
 ) -> None:
@@ -117,13 +137,7 @@ def end_and_list_leftovers(
     from ci import proctree
 
     ended: list[Proc] = []
-
-    def seen(proc: psutil.Process) -> None:  # described before it is signalled
-        if (described := describe(proc)) is not None:
-            ended.append(described)
-
-    proctree.end_leftovers({p.identity for p in keep}, LEFTOVER_GRACE, seen=seen, hurry=hurry)
-    if ended:
-        door.note(f"{who}: ended {len(ended)} process(es) the {what} left running:")
-        for proc in ended:
-            door.note(f"  {proc.line()}")
+    kept = {p.identity for p in keep}
+    proctree.end_leftovers(kept, LEFTOVER_GRACE, seen=recording(ended), hurry=hurry)
+    for line in listing(ended, who, what):
+        door.note(line)

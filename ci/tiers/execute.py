@@ -1,9 +1,11 @@
 """Run a tier's jobs, up to `--jobs` at a time, and record what happened to each.
 
-Each job's output goes through the tee (`ci.runner.teelog`) to its log (and stderr
-when streaming); its exit status alone decides its outcome, a log not written in
-full is a warning. Its container is removed whatever happened (the timeout ends
-only the client).
+Each job's output goes, masked, to its log (and stderr when streaming) through the
+door (`door.run(log=…)`); its exit status alone decides its outcome, a log not
+written in full is a warning. A job ends when its command does: what the command
+left running (`sleep 300 &`, a server) is ended then, and listed in its log, as
+the `step` runner does, never waited for. Its container is removed whatever
+happened (the timeout ends only the client).
 
 The order: a job starts, in file order as slots allow, once every job of the steps
 it `depends_on` inside the tier has ended; a GPU job (one planned on devices) also
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 
 from ci import door
 from ci.platforms import Platform
+from ci.redact import Redactor
+from ci.runner import leaks
 from ci.tiers.plan import JUNIT_COUNTER, Job, Options, plan_job
 
 
@@ -65,25 +69,29 @@ def run_job(job: Job, options: Options, cancel: list[int] | None = None) -> JobR
     A signal number appended to `cancel` ends it (`door.Interrupted`), as a signal would."""
     assert job.command is not None and job.log is not None
     stream = options.stream
-    with contextlib.suppress(OSError):  # the log writer says what it could not write
+    with contextlib.suppress(OSError):  # the door says what it could not write
         job.log.parent.mkdir(parents=True, exist_ok=True)
         if job.junit is not None:
             job.junit.mkdir(exist_ok=True)
             (job.junit / "count.sh").write_text(JUNIT_COUNTER, encoding="utf-8")
     started = time.monotonic()
     used = [0] * len(job.step.retries)  # attempts taken per retry rule
+    leftover = 0  # processes its attempts left running
     while True:
-        if job.status is not None:
-            with contextlib.suppress(OSError):
-                job.status.unlink(missing_ok=True)  # an earlier attempt's word is not this one's
         ended = False  # the client exited by itself, and its container with it
+        left: list[leaks.Proc] = []  # what the command left running, ended as it exited
         try:
             output: door.Output = "stderr" if stream else "null"
-            result = door.run(job.command, output=output, quiet=True, cancel=cancel)
+            result = door.run(
+                job.command, output, quiet=True, cancel=cancel, log=str(job.log),
+                leftovers=leaks.recording(left),
+            )  # fmt: skip
             ended = not result.timed_out
         finally:
             if job.container:
                 remove_container(options.docker, job.container, ended)
+        list_leftovers(job, left, stream)
+        leftover += len(left)
         rules = enumerate(job.step.retries)
         rule = next((i for i, r in rules if r.matches(result.code) and used[i] < r.limit), None)
         if rule is None:
@@ -92,8 +100,9 @@ def run_job(job: Job, options: Options, cancel: list[int] | None = None) -> JobR
         if stream:
             door.note(f"{job.title}: exit {result.code}; retry.automatic, attempt {sum(used) + 1}")
     seconds = time.monotonic() - started
-    note = f"retried {sum(used)}x" if any(used) else ""
-    problem = log_problem(job, result.timed_out)
+    notes = [f"retried {sum(used)}x" * any(used), f"ended {leftover} left running" * bool(leftover)]
+    note = "; ".join(filter(None, notes))
+    problem = result.log_problem and f"log not written in full: {result.log_problem}"
     if problem and stream:
         door.note(f"warning: {job.title}: {problem}")
     return JobResult(
@@ -116,23 +125,20 @@ def remove_container(docker: str, name: str, ended: bool) -> None:
             return
 
 
-def log_problem(job: Job, timed_out: bool = False) -> str:
-    """What the job's log writer reported ("" when the log was written in full).
-
-    The step's exit status decides pass or fail; this is only ever a warning.
-    A writer ended by a timeout may leave no word, and that is not a problem.
-    """
-    if job.status is None:
-        return ""
-    try:
-        said = job.status.read_text(encoding="utf-8").strip()
-    except OSError:
-        said = ""
-    if said.startswith("error: "):
-        return "log not written in full: " + said.removeprefix("error: ")
-    if said == "ok" or timed_out:
-        return ""
-    return f"log may be incomplete: its writer left no status in {job.status}"
+def list_leftovers(job: Job, ended: Sequence[leaks.Proc], stream: bool) -> None:
+    """`<job>: ended N process(es) the job left running:` and a line each, masked, at the
+    end of its log (after its output: the door has copied all of it, its writers gone),
+    and on stderr when streaming."""
+    lines = leaks.listing(ended, job.title, "job")
+    if not lines:
+        return
+    redact = Redactor.for_env(job.env)
+    text = redact("".join(f"{line}\n" for line in lines))
+    if stream:
+        door.note(text.rstrip("\n"), redact=redact)
+    assert job.log is not None
+    with contextlib.suppress(OSError), open(job.log, "a", encoding="utf-8") as fh:
+        fh.write(text)  # a log that cannot be written says so already (`log_problem`)
 
 
 def on_free_devices(job: Job, options: Options, busy: Set[tuple[Platform, int]]) -> Job | None:

@@ -2,7 +2,8 @@
 
 Every job runs the rendered program in its platform's job shell (`ci.runner.program.SHELLS`):
 rocm the MI300 one on the AMD template's TEST_COMMANDS, cuda/npu/xpu `bash -e`; in the
-platform's CI image with the repo mounted, or here with `--native`; through `ci.runner.teed`.
+platform's CI image with the repo mounted, or here with `--native`; its output goes to its
+log through the door (`ci.tiers.execute.run_job`).
 A container runs as the invoking user (its groups too, for the device nodes), with
 HOME=/tmp, so what it writes into the checkout is the user's.
 """
@@ -22,7 +23,7 @@ from ci.door import Command
 from ci.images.refs import ci_image
 from ci.pipeline.stepsource import unescape, upload_interpolate
 from ci.platforms import Platform
-from ci.runner import teed, xpu
+from ci.runner import xpu
 from ci.runner.program import SHELLS, render_program
 from ci.tiers.model import TierStep
 from ci.tiers.terminal import strip_emoji
@@ -69,7 +70,7 @@ class Options:
     environ: Mapping[str, str] = field(default_factory=dict)
     docker: str = "docker"
     run_id: str = "local"
-    scratch: Path | None = None  # the tees' STATUS files, off the results disk (maybe full)
+    scratch: Path | None = None  # the jobs' JUnit folders, off the results disk (maybe full)
     inventory: Inventory = field(default_factory=Inventory)  # this host's devices
     exact_sku: bool = False  # GPU steps run only on devices whose name has their SKU
     cpu_only: bool = False  # GPU steps run only with --force, on no device
@@ -90,7 +91,9 @@ class Job:
     container: str = ""
     log: Path | None = None
     command: Command | None = None
-    status: Path | None = None  # the log writer's verdict on `log` (see `ci.runner.teelog`)
+    # The folder of the JUnit files the job's pytest commands write (`JUNIT_COUNTER`), in
+    # the scratch: off the results disk, whose filling must not fail a pytest.
+    junit: Path | None = None
     where: str = ""  # what it runs on, when it holds devices: `h100_1 on NVIDIA H200`
     # The indices of the devices it holds (`ci.devices.VISIBLE_ENV` numbering); none for
     # a CPU job (a forced one where its platform has no device included).
@@ -110,12 +113,6 @@ class Job:
         if self.shard is None or self.name != self.step.label:
             return self.name
         return f"{self.name} [shard {self.shard_text}]"
-
-    @property
-    def junit(self) -> Path | None:
-        """The folder of the JUnit files the job's pytest commands write (`JUNIT_COUNTER`),
-        beside `status`: off the results disk, whose filling must not fail a pytest."""
-        return None if self.status is None else self.status.with_suffix(".junit")
 
 
 def shard_label(label: str, shard: int | None, count: int) -> str:
@@ -223,8 +220,8 @@ def plan_job(step: TierStep, position: int, shard: int | None, options: Options)
         env["BUILDKITE_PARALLEL_JOB_COUNT"] = str(step.parallelism)
     suffix = "" if shard is None else f"-shard{shard + 1}"
     log = Path(options.results, step.platform, f"{position:02d}-{_slug(step.label)}{suffix}.log")
-    status = options.scratch and options.scratch / f"{step.platform}-{position:02d}{suffix}.status"
-    junit = status and status.with_suffix(".junit")  # the same path in a container
+    # The same path in a container.
+    junit = options.scratch and options.scratch / f"{step.platform}-{position:02d}{suffix}.junit"
     if junit:
         native = options.environ.get("PYTEST_ADDOPTS", "") * options.native
         xml = shlex.quote(f"--junitxml={junit}/junit-${{VLLM_OMNI_CI_PYTEST}}.xml")
@@ -252,16 +249,15 @@ def plan_job(step: TierStep, position: int, shard: int | None, options: Options)
             *(word for name in env for word in ("-e", name)),
             *(image, "-c", program),
         )
-    mode = "tee" if options.stream else "log"
     command = Command(
-        teed(inner, "tier-job", str(log), mode, str(status or "")),
+        inner,
         description=name,
         env=env,
         cwd=options.repo if options.native else None,
         timeout=None if step.timeout_minutes is None else step.timeout_minutes * 60.0,
     )
     return Job(
-        step, position, name, shard, "", env, program, image, container, log, command, status,
+        step, position, name, shard, "", env, program, image, container, log, command, junit,
         where(step, devices), indices,
     )  # fmt: skip
 

@@ -230,7 +230,7 @@ def run(name: str, **given: Any) -> int:
     try:
         scratch: Path | None = Path(tempfile.mkdtemp(prefix="vllm-omni-ci-tier-"))
     except OSError:
-        scratch = None  # the log writers' verdicts go off the results disk, or nowhere
+        scratch = None  # the jobs' JUnit folders go off the results disk, or nowhere
     if scratch is not None:
         args = dataclasses.replace(args, scratch=scratch)
         jobs = plan_tier(steps, args)
