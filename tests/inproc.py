@@ -89,18 +89,23 @@ def _reset_process_state() -> None:
 
 
 def _stdout_codec(env: Mapping[str, str]) -> tuple[str, str]:
-    """The encoding and error handler Python would give a new process's stdout.
+    """The encoding and error handler Python would give a new process's stdout in `env`.
 
-    `PYTHONIOENCODING` (`enc[:errors]`) wins; otherwise UTF-8 and strict, as under a
-    UTF-8 locale (the C locale would add surrogateescape; CI agents run UTF-8 ones).
+    `PYTHONIOENCODING` (`enc[:errors]`) wins; then UTF-8, whose errors are
+    surrogateescape under `PYTHONUTF8=1` and in the C, POSIX and C.UTF-8 locales (a
+    word that was not UTF-8 on the command line prints back as it came), and strict in
+    any other locale (`en_US.UTF-8`: such a word cannot be printed).
     """
-    given = env.get("PYTHONIOENCODING", "")
-    name, _, errors = given.partition(":")
+    name, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
     try:
         encoding = codecs.lookup(name).name if name else "utf-8"
     except LookupError:
         encoding = "utf-8"  # Python itself would refuse to start: not our program's input
-    return encoding, errors or "strict"
+    if errors:
+        return encoding, errors
+    locale = env.get("LC_ALL") or env.get("LC_CTYPE") or env.get("LANG") or "C"
+    lenient = env.get("PYTHONUTF8") == "1" or locale in ("C", "POSIX", "C.UTF-8", "C.utf8")
+    return encoding, "surrogateescape" if lenient else "strict"
 
 
 @contextlib.contextmanager
