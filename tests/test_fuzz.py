@@ -55,7 +55,7 @@ from invoke.parser import Parser
 
 from ci.tasks import ns
 from tests.conftest import ROOT, SAMPLE
-from tests.gitrepo import sample_checkout
+from tests.gitrepo import GitRepo, sample_checkout
 from tests.inproc import Outcome, run_inproc
 
 DEFAULT_EXAMPLES = 12
@@ -212,7 +212,8 @@ REFS = (
     "--all",
     "WORKTREE",
 )
-HOSTILE_KINDS = (OPTION_LIKE, SHELL_LIKE, CONTROL, NUMBERS, PATHS, SECRETS, REFS)
+# The values that do something when they reach a git option or a shell: a marker appears.
+INJECTIONS = tuple(word for word in OPTION_LIKE + SHELL_LIKE if "{marker}" in word)
 
 # Text of any character but NUL (argv and the environment cannot hold one) and lone
 # surrogates other than surrogateescape's (which stand for bytes that are not UTF-8).
@@ -227,11 +228,17 @@ def text() -> st.SearchStrategy[str]:
 
 
 def hostile() -> st.SearchStrategy[str]:
-    """Any hostile value: a listed one of each kind (as likely as each other branch),
-    generated text or bytes, a number, or a prefix that makes generated text look like
-    an option or a path."""
+    """Any hostile value. Payloads (a marker or the secret) are drawn most often: a
+    wrong value of any other kind only fails closed, unless it breaks the program."""
+    payloads = st.sampled_from(INJECTIONS)
+    secrets = st.sampled_from(SECRETS)
     return st.one_of(
-        *(st.sampled_from(kind) for kind in HOSTILE_KINDS),
+        payloads,
+        payloads,
+        payloads,
+        secrets,
+        secrets,
+        *(st.sampled_from(kind) for kind in (OPTION_LIKE, CONTROL, NUMBERS, PATHS, REFS)),
         text(),
         _BYTES,
         st.integers(min_value=-(10**30), max_value=10**30).map(str),
@@ -658,20 +665,30 @@ EXTRA_ENV = (
     "DOCKERHUB_TOKEN",
     "GITHUB_TOKEN",
 )
-# Usual values of the variables that shape a build, drawn when not targeted.
-ENV_VALID: Mapping[str, tuple[str, ...]] = {
-    "BUILDKITE": ("true",),
-    "BUILDKITE_BRANCH": ("main", "feature"),
-    "BUILDKITE_COMMIT": ("HEAD",),
-    "BUILDKITE_PULL_REQUEST": ("false", "123"),
-    "BUILDKITE_PULL_REQUEST_BASE_BRANCH": ("main",),
-    "BUILDKITE_PULL_REQUEST_LABELS": ("ready", "merge,nightly"),
-    "BUILDKITE_PARALLEL_JOB": ("0", "1"),
-    "BUILDKITE_PARALLEL_JOB_COUNT": ("2",),
-    "NIGHTLY": ("1",),
-    "WEEKLY": ("1",),
-    "TEST_COMMANDS": ("true", "touch {marker}"),
-}
+# The builds an example runs as (the variables that shape one), before its hostile values.
+SCENARIOS: tuple[Mapping[str, str], ...] = (
+    {},  # a local run
+    {"BUILDKITE_PULL_REQUEST": "123", "BUILDKITE_BRANCH": "feature"},
+    {
+        "BUILDKITE": "true",
+        "BUILDKITE_COMMIT": "{head}",
+        "BUILDKITE_BRANCH": "feature",
+        "BUILDKITE_PULL_REQUEST": "123",
+        "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main",
+        "BUILDKITE_PULL_REQUEST_LABELS": "ready",
+        "BUILDKITE_PARALLEL_JOB": "1",
+        "BUILDKITE_PARALLEL_JOB_COUNT": "2",
+    },
+    {
+        "BUILDKITE": "true",
+        "BUILDKITE_COMMIT": "{head}",
+        "BUILDKITE_BRANCH": "main",
+        "BUILDKITE_PULL_REQUEST": "false",
+        "NIGHTLY": "1",
+        "TEST_COMMANDS": "touch {marker}",
+    },
+)
+BUILD_SHAPING = sorted({name for scenario in SCENARIOS for name in scenario})
 
 
 def env_names() -> list[str]:
@@ -693,16 +710,18 @@ ENV_NAMES = [name for name in env_names() if name not in PINNED_ENV]
 
 @st.composite
 def environment(draw: st.DrawFn) -> dict[str, str]:
-    """Usual values for some of the build's variables, and up to three hostile ones."""
-    env = {
-        name: draw(st.sampled_from(values))
-        for name, values in ENV_VALID.items()
-        if draw(st.integers(0, 2)) == 0
-    }
+    """A build (`SCENARIOS`), then either up to three hostile variables or a flood: one
+    payload in every variable the build leaves unset (a value only one variable's
+    reader mishandles is found without guessing which)."""
+    env = dict(draw(st.sampled_from(SCENARIOS)))
     # A locale whose stdout is strict about text that is not UTF-8, or the C.UTF-8 one.
     env["LANG"] = draw(st.sampled_from(("C.UTF-8", "en_US.UTF-8")))
+    if draw(st.integers(0, 2)) == 0:
+        payload = draw(hostile())
+        env.update({name: payload for name in ENV_NAMES if name not in env})
+        return env
     # The variables that shape a build are targeted as often as all the others together.
-    name = st.one_of(st.sampled_from(sorted(ENV_VALID)), st.sampled_from(ENV_NAMES))
+    name = st.one_of(st.sampled_from(BUILD_SHAPING), st.sampled_from(ENV_NAMES))
     for target in draw(st.lists(name, max_size=3, unique=True)):
         env[target] = draw(hostile())
     return env
@@ -744,6 +763,7 @@ class Session:
     markers: Path
     calls: Path
     hub: str
+    head: str  # the checkout's HEAD commit
 
     def fill(self, word: str) -> str:
         places = {
@@ -755,6 +775,7 @@ class Session:
             "{repo}": str(self.repo),
             "{standins}": str(self.standins),
             "{home}": str(self.root / "home"),
+            "{head}": self.head,
         }
         for place, value in places.items():
             word = word.replace(place, value)
@@ -808,7 +829,8 @@ def open_session(root: Path, calls: Path) -> Iterator[Session]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     hub = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield Session(root, repo, standins, markers, calls, hub)
+        head = GitRepo(repo).sha()
+        yield Session(root, repo, standins, markers, calls, hub, head)
     finally:
         server.shutdown()
         server.server_close()
