@@ -96,9 +96,9 @@ def named_docker(explicit: str | None = None) -> str | None:
     wanted = explicit or os.environ.get(DOCKER_ENV)
     if not wanted:
         return None
-    path = Path(wanted)
+    # os.path's test: False, not an OSError, for a name the system refuses (too long).
     resolved = shutil.which(wanted) or (
-        wanted if path.is_file() and os.access(path, os.X_OK) else None
+        wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
     )
     if resolved is None:
         source = "--docker" if explicit else DOCKER_ENV

@@ -65,7 +65,11 @@ def test_explicit_docker_that_does_not_exist_is_an_input_error() -> None:
     assert "error: --docker: /nope/docker is not an executable docker client" in done.stderr
 
 
-@pytest.mark.parametrize("named", ["/nope/docker", "/tmp", "no-such-docker-client"])
+@pytest.mark.parametrize(
+    "named",
+    ["/nope/docker", "/tmp", "no-such-docker-client", "x" * 300],  # 300: ENAMETOOLONG
+    ids=["missing", "a-directory", "not-on-path", "too-long"],
+)
 def test_a_bad_docker_stops_before_any_client_runs(
     named: str, standins: StandIns, tmp_path: Path
 ) -> None:

@@ -149,3 +149,10 @@ def test_cli_bad_dest_exits_2_before_pip(tmp_path: Path, dest: str, message: str
     assert result.returncode == 2
     assert result.stderr == message.format(file=taken)
     assert result.stdout == ""
+
+
+def test_a_dest_name_the_system_refuses_is_no_traceback() -> None:
+    """A name too long for the file system (ENAMETOOLONG) raised OSError out of pathlib;
+    it is not a file, so the dry run plans it (pip then says why it cannot write there)."""
+    options = wh.WheelhouseOptions(ROOT, (Path("x" * 300),), "3.12")
+    assert wh.plan(options).commands
