@@ -75,7 +75,8 @@ def docker_clients() -> list[str]:
     found: dict[Path, str] = {}  # the real file -> its first name
     entries = os.environ.get("PATH", "").split(os.pathsep)
     for candidate in (Path(entry or ".") / "docker" for entry in entries):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        # os.path's test: False, not an OSError, for a PATH entry the system refuses.
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             found.setdefault(candidate.resolve(), str(candidate))
     if Path(DEBIAN_DOCKER).is_file():
         found.setdefault(Path(DEBIAN_DOCKER).resolve(), DEBIAN_DOCKER)
