@@ -52,6 +52,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
 from invoke.parser import Parser
 
 from ci.tasks import ns
@@ -980,7 +981,7 @@ def test_hostile_input(task: str, data: st.DataObject, fuzz_session: Session) ->
     argv = data.draw(command_line(task), label="argv")
     env_values = data.draw(environment(), label="env")
     found = problems_of(fuzz_session, task, argv, env_values)
-    if found:
+    if found and current_build_context().is_final:  # the example hypothesis reports
         found += culprits(fuzz_session, task, argv, env_values, found[0])
     assert not found, "\n".join(found)
 
