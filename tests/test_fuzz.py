@@ -21,13 +21,21 @@ Nothing real happens: tasks that act take `--dry-run` (`step` runs only `true` o
 cannot run here are recording stand-ins first on PATH; every HTTP proxy variable points
 at a closed port and Docker Hub at a local stub that lists no tags.
 
-`TASKS` maps each task to how its options are drawn (`Variant`); an option the entry
-does not name gets `hostile()`, a flag is given or not. A task added to the namespace
-without an entry fails `test_every_task_has_an_entry`, so it is fuzzed from the start.
+An example is a build (`SCENARIOS`: local, a PR, a Buildkite PR or main build) whose
+inputs are valid but for up to three targets (options, the positional word, the words
+after `--`, a stray word, variables) that get hostile values; or a flood: one payload
+in every variable the build leaves unset. Payloads (a marker command, the secret) are
+drawn most often; a failing flood names the variables that give it.
+
+`TASKS` maps each task to how its options are drawn (`Variant`: valid values, hostile
+ones, options never given). An option the entry does not name is given only as a
+target, with `hostile()` (a flag: given). A task added to the namespace without an
+entry fails `test_every_task_has_an_entry`, so it is fuzzed from the start.
 
 Budget: `VLLM_OMNI_CI_FUZZ_EXAMPLES` examples per task (default `DEFAULT_EXAMPLES`),
-derandomized, so CI runs the same examples every time; raise it for a longer local
-hunt (`VLLM_OMNI_CI_FUZZ_EXAMPLES=500 pytest tests/test_fuzz.py`).
+derandomized (the examples follow from this file's text), so CI runs the same ones
+every time; raise it for a longer local hunt
+(`VLLM_OMNI_CI_FUZZ_EXAMPLES=500 pytest tests/test_fuzz.py`).
 """
 
 from __future__ import annotations
