@@ -75,7 +75,8 @@ def docker_clients() -> list[str]:
     found: dict[Path, str] = {}  # the real file -> its first name
     entries = os.environ.get("PATH", "").split(os.pathsep)
     for candidate in (Path(entry or ".") / "docker" for entry in entries):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        # os.path's test: False, not an OSError, for a PATH entry the system refuses.
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             found.setdefault(candidate.resolve(), str(candidate))
     if Path(DEBIAN_DOCKER).is_file():
         found.setdefault(Path(DEBIAN_DOCKER).resolve(), DEBIAN_DOCKER)
@@ -96,9 +97,9 @@ def named_docker(explicit: str | None = None) -> str | None:
     wanted = explicit or os.environ.get(DOCKER_ENV)
     if not wanted:
         return None
-    path = Path(wanted)
+    # os.path's test: False, not an OSError, for a name the system refuses (too long).
     resolved = shutil.which(wanted) or (
-        wanted if path.is_file() and os.access(path, os.X_OK) else None
+        wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
     )
     if resolved is None:
         source = "--docker" if explicit else DOCKER_ENV

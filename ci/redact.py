@@ -6,9 +6,9 @@ BUILDKITE_STEP_KEY and the like are not), when a caller marks it, or when it
 was learnt at run time and `remember`ed (the ECR password `aws` prints).
 
 Masking fails closed, as Buildkite's agent does: a secret is replaced wherever
-its text occurs. Values under 6 characters are never masked ("1" or "true"
-everywhere would ruin logs). Its printed forms are masked too: shell-quoted,
-Python-repr, JSON-escaped and, for a multi-line value, each long line.
+its text occurs, in any letter case. Values under 6 characters are never masked
+("1" or "true" everywhere would ruin logs). Its printed forms are masked too:
+shell-quoted, Python-repr, JSON-escaped and, for a multi-line value, each long line.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 
@@ -82,6 +83,10 @@ class Redactor:
     def __init__(self, values: Iterable[str] = ()) -> None:
         # Longest first, so that overlapping values mask fully.
         self.values = sorted(set().union(*map(forms, values)), key=len, reverse=True)
+        # In any letter case: a secret printed lower- or upper-cased (an input normalised
+        # before it is compared, then quoted in an error) still gives it away.
+        either = "|".join(map(re.escape, self.values))
+        self._pattern = re.compile(either, re.IGNORECASE) if self.values else None
 
     @classmethod
     def for_env(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -93,9 +98,7 @@ class Redactor:
         return bool(self.values)
 
     def __call__(self, text: str) -> str:
-        for value in self.values:
-            text = text.replace(value, MASK)
-        return text
+        return self._pattern.sub(MASK, text) if self._pattern else text
 
 
 class StreamRedactor:
@@ -131,13 +134,17 @@ class StreamRedactor:
         """Where what is printable now ends. A secret that the cut would split (one that
         straddles it, or a tail that could still grow into one) moves it back to its
         start, until none does: what is before the cut is masked on its own."""
+        # Compared in lower case, as the redactor masks (where lowering keeps the length).
+        folded = buffer.lower()
+        text = folded if len(folded) == len(buffer) else buffer
         cut, moved = len(buffer), True
         while moved:
             moved = False
-            for value in self.redact.values:
-                at = buffer.find(value[0], max(0, cut - len(value) + 1), cut)
-                while at != -1 and not value.startswith(buffer[at : at + len(value)]):
-                    at = buffer.find(value[0], at + 1, cut)
+            for secret in self.redact.values:
+                value = secret.lower() if text is folded else secret
+                at = text.find(value[0], max(0, cut - len(value) + 1), cut)
+                while at != -1 and not value.startswith(text[at : at + len(value)]):
+                    at = text.find(value[0], at + 1, cut)
                 if at != -1:
                     cut, moved = at, True
         return cut

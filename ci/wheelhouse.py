@@ -76,7 +76,9 @@ def plan(options: WheelhouseOptions, version: str = BUILT) -> Plan:
         problems.append(f"--python-version must look like 3.11, got {options.python_version!r}")
     if not options.dests:
         problems.append("--dest: at least one directory is needed")
-    problems += [f"--dest: {d} is a file, not a directory" for d in options.dests if d.is_file()]
+    # os.path's test: False, not an OSError, for a name the system refuses (too long).
+    files = [d for d in options.dests if os.path.isfile(d)]
+    problems += [f"--dest: {d} is a file, not a directory" for d in files]
     UserError.collect(problems)
     dest = str(options.dests[0])
     machine = options.machine or host_platform.machine() or "x86_64"

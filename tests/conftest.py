@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.inproc import Outcome, run_inproc
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 SAMPLE = ROOT / "examples" / "omni-sample"
@@ -313,3 +315,9 @@ def sample_with_wheelhouse(parent: Path, wheelhouse: Path | None = None) -> Path
 @pytest.fixture
 def cli() -> object:
     return run_cli
+
+
+@pytest.fixture
+def inproc() -> Callable[..., Outcome]:
+    """`run_inproc`: a task run in this process, the default way for a test to run one."""
+    return run_inproc

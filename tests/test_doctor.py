@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ci import doctor
 from tests.conftest import TEST_LABEL, StandIns, run_cli
+from tests.inproc import Outcome
 
 
 @pytest.mark.docker
@@ -65,7 +67,11 @@ def test_explicit_docker_that_does_not_exist_is_an_input_error() -> None:
     assert "error: --docker: /nope/docker is not an executable docker client" in done.stderr
 
 
-@pytest.mark.parametrize("named", ["/nope/docker", "/tmp", "no-such-docker-client"])
+@pytest.mark.parametrize(
+    "named",
+    ["/nope/docker", "/tmp", "no-such-docker-client", "x" * 300],  # 300: ENAMETOOLONG
+    ids=["missing", "a-directory", "not-on-path", "too-long"],
+)
 def test_a_bad_docker_stops_before_any_client_runs(
     named: str, standins: StandIns, tmp_path: Path
 ) -> None:
@@ -78,6 +84,17 @@ def test_a_bad_docker_stops_before_any_client_runs(
         assert done.returncode == 2, done.stderr
         assert done.stderr == f"error: {source}: {named} is not an executable docker client\n"
         assert standins.argvs("docker") == []
+
+
+def test_a_path_entry_the_system_refuses_is_skipped(
+    tmp_path: Path, inproc: Callable[..., Outcome]
+) -> None:
+    """A PATH entry too long for the file system (ENAMETOOLONG) raised OSError out of
+    pathlib while doctor listed the docker clients."""
+    env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}{os.pathsep}/{'x' * 300}"}
+    done = inproc("doctor", env=env, cwd=tmp_path)
+    assert "Traceback" not in done.stderr
+    assert done.code in (0, 1), done.stderr
 
 
 def test_pick_docker_prefers_a_buildkit_capable_client() -> None:

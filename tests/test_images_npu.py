@@ -209,6 +209,8 @@ def test_no_push_sets_push_false(repo: Path) -> None:
             {},
             "--dockerfile: 'Dockerfile.missing' is not a file",
         ),
+        # A name the system refuses (ENAMETOOLONG) raised OSError out of pathlib.
+        ({"dockerfile": "x" * 300}, {}, f"--dockerfile: '{'x' * 300}' is not a file"),
     ],
 )
 def test_bad_inputs_fail_closed(

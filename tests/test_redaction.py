@@ -12,12 +12,14 @@ import pty
 import select
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ci.redact import MASK
 from tests.conftest import cli_path, run_cli
+from tests.inproc import Outcome
 
 QUOTED = "pa'ss_X-41f7"  # shell quoting splits it: 'pa'"'"'ss_X-41f7'
 MULTI = "-----BEGIN TEST KEY-----\nline-one-7c1e0a\nline-two-9b3d2f\n-----END TEST KEY-----"
@@ -240,3 +242,31 @@ def test_masked_upload_pipeline_yaml_still_parses(
     out = capsys.readouterr().out
     assert secret not in out and MASK in out
     assert isinstance(yaml.safe_load(out), dict)
+
+
+def test_a_secret_in_another_letter_case_is_masked() -> None:
+    """A lower- or upper-cased secret still gives it away: masked, whole or in pieces."""
+    from ci.redact import Redactor, StreamRedactor
+
+    redact = Redactor(["AbCdEf-9Zq2"])
+    assert redact("x abcdef-9zq2 ABCDEF-9ZQ2 AbCdEf-9Zq2 y") == f"x {MASK} {MASK} {MASK} y"
+    stream = StreamRedactor(redact)
+    pieces = [
+        stream.feed(b"one abcd"),
+        stream.feed(b"ef-9z"),
+        stream.feed(b"q2 two"),
+        stream.flush(),
+    ]
+    assert b"".join(pieces).decode() == f"one {MASK} two"
+
+
+def test_an_input_lower_cased_in_an_error_is_masked(inproc: Callable[..., Outcome]) -> None:
+    """select-suites quotes DEBUG_TEST_YAML lower-cased, as select_test_suites.py did."""
+    secret = "Suite-Secret-7QX"
+    done = inproc(
+        "select-suites", "--branch", "main", "--debug-test-yaml", secret,
+        env=env(HF_TOKEN=secret),
+    )  # fmt: skip
+    assert done.code == 2
+    assert done.stderr.startswith("error: DEBUG_TEST_YAML entries must be"), done.stderr
+    assert secret.lower() not in done.stderr.lower()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from ci import wheelhouse as wh
 from ci.errors import UserError
 from tests.conftest import ROOT, SAMPLE, run_cli
+from tests.inproc import Outcome
 
 
 def options(tmp_path: Path, **kw: object) -> wh.WheelhouseOptions:
@@ -149,3 +151,21 @@ def test_cli_bad_dest_exits_2_before_pip(tmp_path: Path, dest: str, message: str
     assert result.returncode == 2
     assert result.stderr == message.format(file=taken)
     assert result.stdout == ""
+
+
+def test_a_dest_name_the_system_refuses_is_no_traceback() -> None:
+    """A name too long for the file system (ENAMETOOLONG) raised OSError out of pathlib;
+    it is not a file, so the dry run plans it (pip then says why it cannot write there)."""
+    options = wh.WheelhouseOptions(ROOT, (Path("x" * 300),), "3.12")
+    assert wh.plan(options).commands
+
+
+def test_a_dest_that_is_a_symlink_loop_is_no_traceback(
+    tmp_path: Path, inproc: Callable[..., Outcome]
+) -> None:
+    """pathlib's resolve raised RuntimeError on a loop; the dry run now plans the path."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    done = inproc("wheelhouse", "--dry-run", "--dest", str(loop), cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert f"# wheelhouse: {loop}\n" in done.stdout

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -17,8 +18,26 @@ from ci.sandbox.debs import ENGINE, Pin
 from ci.sandbox.layout import Layout
 from ci.sandbox.parts import _program
 from tests.conftest import StandIns, run_cli
+from tests.inproc import Outcome
 
 PARTS = ["engine", "buildx", "registry", "base image", "builder"]
+
+
+@pytest.mark.parametrize("where", ["--root", "VLLM_OMNI_CI_SANDBOX", "DOCKER_CONFIG"])
+def test_status_with_an_unknown_users_home_reports_instead_of_a_traceback(
+    where: str, tmp_path: Path, inproc: Callable[..., Outcome]
+) -> None:
+    """`~nouser` stays as written, as a shell leaves it (pathlib raised RuntimeError)."""
+    env = {**os.environ, "PATH": os.environ.get("PATH", ""), "DOCKER_HOST": "unix:///nonexistent"}
+    argv = ["sandbox", "status"]
+    if where == "--root":
+        argv += ["--root", "~no-such-user-x"]
+    else:
+        env[where] = "~no-such-user-x"
+    done = inproc(*argv, env=env, cwd=tmp_path)
+    assert "Traceback" not in done.stderr and done.code in (0, 1), done.stderr
+    if where != "DOCKER_CONFIG":
+        assert done.stdout.startswith("sandbox: ~no-such-user-x"), done.stdout
 
 
 @pytest.mark.docker

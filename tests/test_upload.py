@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
 from tests.conftest import StandIns, run_cli
 from tests.corpus import make_corpus
+from tests.inproc import Outcome
 
 NPU_NIGHTLY = ".buildkite/npu/test-npu-nightly.yml"
 HF = mirror.HF_EXPORT
@@ -681,6 +683,18 @@ def test_p43_relative_path_is_resolved_against_the_repo(gitrepo: Path, tmp_path:
     assert missing.stderr.strip() == (
         f"error: upload_pipeline: missing pipeline file: {gitrepo.resolve()}/cuda/x.yml"
     )
+
+
+def test_an_unknown_user_in_the_pipeline_path_is_a_missing_file(
+    gitrepo: Path, inproc: Callable[..., Outcome]
+) -> None:
+    """`~nouser/x.yml` stays as written, as a shell leaves it (pathlib raised RuntimeError)."""
+    done = inproc(
+        "upload-pipeline", "~no-such-user-x/x.yml", "--repo", str(gitrepo), env=clean_env()
+    )
+    assert done.code == 1, done.stderr
+    assert done.stderr.startswith("error: upload_pipeline: missing pipeline file: "), done.stderr
+    assert "~no-such-user-x/x.yml" in done.stderr
 
 
 def test_p1_cli_bad_mirror_hw_uploads_nothing(gitrepo: Path, standins: StandIns) -> None:

@@ -165,7 +165,8 @@ def resolve(options: BuildOptions, env: Mapping[str, str]) -> NpuBuild:
         (_ADDR_RE, build.buildkitd_addr, "BUILDKITD_ADDR", "an address (e.g. tcp://host:1234)"),
     )
     found += [f"{src}: {v!r} is not {what}" for rx, v, src, what in checks if not rx.fullmatch(v)]
-    if not build.dockerfile or not (docker / build.dockerfile).is_file():
+    # os.path's test: False, not an OSError, for a name the system refuses (too long).
+    if not build.dockerfile or not os.path.isfile(docker / build.dockerfile):
         found.append(f"--dockerfile: {build.dockerfile!r} is not a file in {docker}")
     UserError.collect(found)
     return build

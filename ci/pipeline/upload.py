@@ -52,8 +52,9 @@ def _invalid(path: Path, *whys: str) -> UserError:
 
 
 def pipeline_file(repo: Path, given: str) -> Path:
-    """Relative paths are resolved against the repo root, not the cwd."""
-    path = Path(os.path.abspath(repo / Path(given).expanduser()))
+    """Relative paths are resolved against the repo root, not the cwd. `~` expands as in a
+    shell: an unknown `~user` stays as written (pathlib's expansion raises instead)."""
+    path = Path(os.path.abspath(repo / os.path.expanduser(given)))
     if not files.exists(path) or path.is_dir():
         raise UserError(f"upload_pipeline: missing pipeline file: {path}", code=FAILURE)
     try:  # there, but a loop or a FIFO: say so now (a FIFO would block every reader)

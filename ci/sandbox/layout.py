@@ -30,7 +30,7 @@ BASE_IMAGE = f"{REGISTRY}/{BASE_IMAGE_REPO}:{BASE_IMAGE_TAG}"
 
 def default_root() -> Path:
     if os.environ.get("VLLM_OMNI_CI_SANDBOX"):
-        return Path(os.environ["VLLM_OMNI_CI_SANDBOX"]).expanduser()
+        return Path(os.path.expanduser(os.environ["VLLM_OMNI_CI_SANDBOX"]))
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "vllm-omni-ci" / "sandbox"
 
@@ -96,4 +96,4 @@ class Layout:
 def plugin_dir() -> Path:
     """The per-user `cli-plugins` folder every docker client reads ($DOCKER_CONFIG or ~/.docker)."""
     config = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
-    return Path(config).expanduser() / "cli-plugins"
+    return Path(os.path.expanduser(config)) / "cli-plugins"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -25,7 +26,8 @@ def _say(line: str) -> None:
 
 
 def _layout(root: str) -> Layout:
-    return Layout(Path(root).expanduser() if root else default_root())
+    # os.path's expansion: an unknown `~user` stays as written, as in a shell (pathlib raises).
+    return Layout(Path(os.path.expanduser(root)) if root else default_root())
 
 
 def up(root: str = "") -> None:

@@ -83,6 +83,7 @@ def wheelhouse(
     dry_run: bool = False,
 ) -> None:
     """Build vllm-omni-ci's wheel and download its dependency wheels for offline images."""
+    import os
     from pathlib import Path
 
     from ci import wheelhouse as wh
@@ -91,6 +92,7 @@ def wheelhouse(
     if any(not d.strip() for d in dest or ()):
         raise UserError("--dest: an empty path; give a directory (or leave --dest out)")
     root = wh.project_root()
-    dests = tuple(Path(d).resolve() for d in dest or ()) or wh.default_dests(root)
+    # os.path's resolution: a symlink loop stays a path (pathlib's raises RuntimeError).
+    dests = tuple(Path(os.path.realpath(d)) for d in dest or ()) or wh.default_dests(root)
     version = python_version or wh.DEFAULT_PYTHON_VERSION
     wh.build(wh.WheelhouseOptions(root, dests, version), dry_run=dry_run)
