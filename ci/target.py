@@ -84,19 +84,29 @@ def require_git() -> None:
         raise UserError("git: not found", code=127)
 
 
+def working_directory() -> str:
+    """The current directory, or one `error:` line when it was deleted under us."""
+    try:
+        return os.getcwd()
+    except OSError as exc:
+        raise UserError(f"the current directory cannot be read: {exc.strerror or exc}") from None
+
+
 def resolve_repo(repo: str | os.PathLike[str] | None = None) -> Path:
     """`--repo`, or the git top-level of the current directory; git must be on PATH."""
     require_git()
     if repo:
+        # os.path's expanduser leaves an unknown `~user` as written, as a shell does, and
+        # its isdir answers False (not OSError) for a name the system refuses as too long.
         try:
-            path = Path(repo).expanduser().resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop, `~` without a home
+            path = Path(os.path.expanduser(os.fspath(repo))).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise UserError(f"--repo: {repo} cannot be resolved: {why}") from None
-        if not path.is_dir():
+        if not os.path.isdir(path):
             raise UserError(f"--repo: {repo} is not a directory")
         return path
-    found = git(os.getcwd(), "rev-parse", "--show-toplevel")
+    found = git(working_directory(), "rev-parse", "--show-toplevel")
     top = Path(found.stdout.strip()) if found.ok else None
     if top is None or not top.is_absolute() or not top.is_dir():
         raise UserError(

@@ -239,17 +239,26 @@ CHECKOUT_TASKS: list[list[str]] = [
 ]
 
 
+@pytest.mark.parametrize("shape", ["loop", "too-long", "unknown-user"])
 @pytest.mark.parametrize("args", CHECKOUT_TASKS, ids=lambda a: "-".join(a[:2]))
-def test_a_repo_that_is_a_symlink_loop_is_one_line(
+def test_a_repo_that_cannot_be_a_directory_is_one_line(
     args: list[str],
+    shape: str,
     tmp_path: Path,
     build_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
+    """A symlink loop, a name the system refuses as too long (ENAMETOOLONG) and an
+    unknown `~user` each gave a traceback; each is one `--repo` line."""
     loop = tmp_path / "loop"
-    loop.symlink_to(tmp_path / "loop2")
-    (tmp_path / "loop2").symlink_to(loop)
+    if shape == "loop":
+        loop.symlink_to(tmp_path / "loop2")
+        (tmp_path / "loop2").symlink_to(loop)
+    elif shape == "too-long":
+        loop = tmp_path / ("x" * 300)
+    else:
+        loop = Path("~no-such-user-32/x")
     code, _ = run(args, build_env, loop, monkeypatch)
     err = capfd.readouterr().err
     assert code == 2, err
@@ -349,3 +358,26 @@ def test_a_git_that_prints_garbage_is_one_error_line(
         err = capfd.readouterr().err
         assert code in (0, 1, 2), err
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["plan"], ["step", "--", "true"]], ids=["plan", "step"])
+def test_a_deleted_working_directory_is_one_line(
+    args: list[str], tmp_path: Path, build_env: dict[str, str]
+) -> None:
+    """A working directory deleted under us gave a FileNotFoundError traceback. A process
+    of its own: the test's own working directory must stay. The program is called by its
+    path beside the interpreter (a version manager's shim cannot start in a deleted folder)."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    program = str(Path(sys.executable).parent / "vllm-omni-ci")
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    done = subprocess.run(
+        ["bash", "-c", script, "-", str(gone), program, *args],
+        env={**os.environ, **build_env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "error: the current directory cannot be read" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

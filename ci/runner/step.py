@@ -26,6 +26,7 @@ from ci.runner import leaks, run_reporting
 from ci.runner.artifacts import inside, mask_texts
 from ci.runner.guard import run_then_end_leftovers
 from ci.runner.leaks import SCOPES
+from ci.target import working_directory
 
 if TYPE_CHECKING:
     from ci.runner.leaks import Proc
@@ -349,7 +350,7 @@ def execute(plan: StepPlan) -> int:
 
 
 def run_step(options: StepOptions, argv: Sequence[str], *, dry_run: bool = False) -> None:
-    plan = plan_step(options, argv, os.environ, os.getcwd())
+    plan = plan_step(options, argv, os.environ, working_directory())
     if dry_run:
         sys.stdout.write(Redactor.for_env()(plan.render()))
         sys.stdout.flush()

@@ -28,7 +28,7 @@ from ci.images import refs
 from ci.platforms import Platform
 from ci.runner import run_reporting
 from ci.runner.program import SHELLS, render_program
-from ci.target import resolve_commit
+from ci.target import resolve_commit, working_directory
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -210,7 +210,9 @@ def run_tests(
     seconds = parse_duration(timeout or "30m", name="--timeout")
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")
-    commit = resolve_commit(Path.cwd(), None, env, message="BUILDKITE_COMMIT must be set")
+    commit = resolve_commit(
+        Path(working_directory()), None, env, message="BUILDKITE_COMMIT must be set"
+    )
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     spec = XpuRunSpec(
         image=refs.image_ref(refs.XPU_REPOSITORY, commit),
