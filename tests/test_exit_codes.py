@@ -1,45 +1,58 @@
-"""The exit-code table of the foundation issue, one test per row, through `vllm-omni-ci`.
+"""The exit-code shapes no area file covers: one table, run in-process where it can be.
 
-Callers (Buildkite retry rules, shims, `if word=$(vllm-omni-ci skip-ci ...)`)
-depend on these codes, so each row is checked end to end: the code, the
-message on the right stream, and never a traceback. The area test files check
-every message variant; this file is the table itself.
+Callers (Buildkite retry rules, shims, `if word=$(vllm-omni-ci skip-ci ...)`) depend on
+the README's exit codes. Each task's own codes and messages are checked in its area file
+(tests/test_<area>.py); what is left here is what belongs to no one task:
+
+- `USAGE`: the command line itself (unknown tasks and options, empty, missing, repeated
+  and ill-typed values, Invoke's own options): exit 2, one exact `error:` line, nothing run;
+- `ACCEPTED`: what must not be refused (an empty word after `--`, a missing Invoke config);
+- `INPUTS`: a few input errors of tasks whose area files test other shapes;
+- a pipeline that is not text, for each reader of pipelines;
+- and, as subprocesses because the process is the subject: `inv` giving the same answer, a
+  full or closed stdout, and outputs that the process may not write (without root's
+  capabilities).
+
+Removed rows, each with the test that covers its behaviour, are listed in the commit that
+folded this file (issue 33, item 5): a row belongs here only while no area test has it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from subprocess import CompletedProcess
 
 import pytest
 
-from tests.conftest import SAMPLE, StandIns, run_cli
+from tests.conftest import ROOT, SAMPLE, StandIns, cli_path
 from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
+from tests.inproc import Outcome
 
 
 def clean_env(**values: str) -> dict[str, str]:
     """The outer environment without anything that would steer the task under test."""
     env = buildkite_env()
-    for name in ("CI", "DEBUG_TEST_YAML", "NIGHTLY", "MIRROR_HW", "VLLM_VERSION", "TEST_COMMANDS"):
+    for name in (
+        "CI",
+        "DEBUG_TEST_YAML",
+        "NIGHTLY",
+        "MIRROR_HW",
+        "VLLM_VERSION",
+        "TEST_COMMANDS",
+        "VLLM_CI_DOCKER_DISABLED",
+        "ROCM_CI_IMAGE_REGISTRY",
+    ):
         env.pop(name, None)
-    env.pop("VLLM_CI_DOCKER_DISABLED", None)
-    env.pop("ROCM_CI_IMAGE_REGISTRY", None)
     env.update(values)
     return env
 
 
-def check(
-    done: CompletedProcess[str], code: int, *, stderr_has: str = "", stdout: str | None = None
-) -> None:
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr + done.stdout
-    if stderr_has:
-        assert stderr_has in done.stderr.splitlines(), done.stderr
-    if stdout is not None:
-        assert done.stdout == stdout
+def error_lines(stderr: str) -> list[str]:
+    assert "Traceback" not in stderr, stderr
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]
 
 
 @pytest.fixture(scope="module")
@@ -50,239 +63,318 @@ def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     return repo
 
 
-def pr_env(repo: GitRepo, **values: str) -> dict[str, str]:
-    env = clean_env(
+def pr_env(repo: GitRepo) -> dict[str, str]:
+    return clean_env(
         BUILDKITE="true",
         BUILDKITE_BRANCH="pr",
         BUILDKITE_COMMIT=repo.sha(),
         BUILDKITE_PULL_REQUEST="42",
         BUILDKITE_PULL_REQUEST_BASE_BRANCH="main",
     )
-    env.update(values)
-    return env
 
 
-def on_branch(repo: GitRepo, files: Mapping[str, str], tmp_path: Path) -> GitRepo:
-    """A fresh clone of `repo` on a new branch with `files` committed."""
-    clone = GitRepo(tmp_path / "clone")
-    assert repo.origin is not None
-    repo.git("clone", "-q", "--branch", "main", str(repo.origin), str(clone.path), cwd=tmp_path)
-    clone.git("config", "commit.gpgsign", "false")
-    clone.git("checkout", "-q", "-b", "pr")
-    clone.commit_files(dict(files), "change")
-    return clone
+# ------------------------------------------------------------- the command line: 2
+
+USAGE = [
+    (
+        ["doctor", "--no-such-flag"],
+        "error: doctor: unknown option '--no-such-flag'; options: --builder, --docker, --json"
+        " (see `vllm-omni-ci doctor --help`)",
+    ),
+    (["no-such-task"], "error: no task named 'no-such-task' (see `vllm-omni-ci --list`)"),
+    # A typo gets the closest name (difflib), for tasks and for options.
+    (["paln"], "error: no task named 'paln'; did you mean 'plan'?"),
+    (
+        ["relase.publish-images"],
+        "error: no task named 'relase.publish-images'; did you mean 'release.publish-images'?",
+    ),
+    (["--lsit"], "error: unknown option '--lsit'; did you mean '--list'?"),
+    (
+        ["doctor", "--jsno"],
+        "error: doctor: unknown option '--jsno'; did you mean '--json'? (see `vllm-omni-ci"
+        " doctor --help`)",
+    ),
+    # Invoke's -f/--config loaded a file no task reads: refused before the task starts.
+    (
+        ["-f", "vllm-omni-ci.yaml", "step", "--", "touch", "ran"],
+        "error: -f/--config: config files are not supported (no task reads one); give settings"
+        " as task options or environment variables (see `vllm-omni-ci <task> --help`)",
+    ),
+    (
+        ["--config=ci.yml", "doctor"],
+        "error: -f/--config: config files are not supported (no task reads one); give settings"
+        " as task options or environment variables (see `vllm-omni-ci <task> --help`)",
+    ),
+    # An explicit empty choice (an unset variable) was silently the default.
+    (
+        ["upload-pipeline", "--pipeline", "x.yml", "--platform", "", "--dry-run"],
+        "error: upload-pipeline: --platform: an empty value; allowed values are cuda, npu",
+    ),
+    (
+        ["upload-pipeline", "--pipeline", "x.yml", "--scope=", "--dry-run"],
+        "error: upload-pipeline: --scope: an empty value; allowed values are diff, all, e2e, auto",
+    ),
+    (
+        ["build-image", "--platform", "npu", "--variant", " ", "--dry-run"],
+        "error: build-image: --variant: an empty value; allowed values are a2, a3, a5, 310p",
+    ),
+    (
+        ["plan", "--platform", "cuda", "--platform", ""],
+        "error: plan: --platform: an empty value; allowed values are rocm (alias amd), cuda,"
+        " npu, xpu (alias intel)",
+    ),
+    (
+        ["plan", "--format", ""],
+        "error: plan: --format: an empty value; allowed values are table, json, markdown",
+    ),
+    (
+        ["release.publish-images", "--mode", "", "--commit", "abc", "--dry-run"],
+        "error: release.publish-images: --mode: an empty value; allowed values are release,"
+        " nightly",
+    ),
+    (
+        ["run-tests", "--platform", "", "--", "touch ran"],
+        "error: run-tests: --platform: an empty value; allowed values are rocm (alias amd),"
+        " npu, xpu (alias intel)",
+    ),
+    (
+        ["doctor", "extra"],
+        "error: doctor: unexpected argument 'extra' (see `vllm-omni-ci doctor --help`)",
+    ),
+    (
+        ["step", "--summary-tail", "x", "--", "true"],
+        "error: step: --summary-tail: 'x' is not a whole number",
+    ),
+    (
+        ["step", "--summary-tail=ten", "--", "true"],
+        "error: step: --summary-tail: 'ten' is not a whole number",
+    ),
+    (
+        ["step", "--timeout"],
+        "error: step: --timeout needs a value (see `vllm-omni-ci step --help`)",
+    ),
+    (
+        ["skip-ci", "--level"],
+        "error: skip-ci: --level needs a value (see `vllm-omni-ci skip-ci --help`)",
+    ),
+    # A list option without its value ran the task with its defaults.
+    (
+        ["wheelhouse", "--dest"],
+        "error: wheelhouse: --dest needs a value (see `vllm-omni-ci wheelhouse --help`)",
+    ),
+    (
+        ["wheelhouse", "--dest", "--dry-run"],
+        "error: wheelhouse: --dest needs a value (see `vllm-omni-ci wheelhouse --help`)",
+    ),
+    (
+        ["plan", "--platform"],
+        "error: plan: --platform needs a value (see `vllm-omni-ci plan --help`)",
+    ),
+    # A value option given twice: Invoke said "No idea what 'l3' is!".
+    (
+        ["skip-ci", "--platform", "cuda", "--level", "l2", "--level", "l3"],
+        "error: skip-ci: --level is given twice; give it once",
+    ),
+    (
+        ["step", "--timeout=1m", "--timeout", "2m", "--", "touch", "ran"],
+        "error: step: --timeout is given twice; give it once",
+    ),
+    (
+        ["bootstrap", "--platform", "cuda", "--platform", "npu", "--dry-run"],
+        "error: bootstrap: --platform is given twice; give it once",
+    ),
+    # An explicit empty path (an unset variable) was the default: the cwd, auto-detection.
+    (
+        ["skip-ci", "--platform", "cuda", "--level", "l2", "--repo="],
+        "error: skip-ci: --repo: an empty path; give one, or leave --repo out",
+    ),
+    (
+        ["step", "--artifact-dir", " ", "--", "touch", "ran"],
+        "error: step: --artifact-dir: an empty path; give one, or leave --artifact-dir out",
+    ),
+    (
+        ["doctor", "--docker", ""],
+        "error: doctor: --docker: an empty path; give one, or leave --docker out",
+    ),
+    # Invoke's core options for c.run(): `--dry` is not `--dry-run`, and ran the command.
+    (
+        ["step", "--dry", "--", "touch", "ran"],
+        "error: --dry: not accepted: Invoke's option for shell commands, which no task runs"
+        " (did you mean --dry-run?)",
+    ),
+    (
+        ["-e", "step", "-R", "--", "touch", "ran"],
+        "error: --echo: not accepted: Invoke's option for shell commands, which no task runs",
+    ),
+    (
+        ["doctor", "-T", "3"],
+        "error: --command-timeout: not accepted: Invoke's option for shell commands, which no"
+        " task runs",
+    ),
+    # cov-split keeps the script's own words; an unknown word comes before a missing --model-id.
+    (["cov-split", "--bogus"], "error: run_cov_split.sh: unknown argument: --bogus"),
+]
 
 
-# ------------------------------------------------------------------- usage errors: 2
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (
-            ["doctor", "--no-such-flag"],
-            "error: doctor: unknown option '--no-such-flag'; options: --builder, --docker, --json"
-            " (see `vllm-omni-ci doctor --help`)",
-        ),
-        (["no-such-task"], "error: no task named 'no-such-task' (see `vllm-omni-ci --list`)"),
-        # A typo gets the closest name (difflib), for tasks and for options.
-        (["paln"], "error: no task named 'paln'; did you mean 'plan'?"),
-        (
-            ["relase.publish-images"],
-            "error: no task named 'relase.publish-images'; did you mean 'release.publish-images'?",
-        ),
-        (["--lsit"], "error: unknown option '--lsit'; did you mean '--list'?"),
-        (
-            ["doctor", "--jsno"],
-            "error: doctor: unknown option '--jsno'; did you mean '--json'? (see `vllm-omni-ci"
-            " doctor --help`)",
-        ),
-        # Invoke's -f/--config loaded a file no task reads: refused before the task starts.
-        (
-            ["-f", "vllm-omni-ci.yaml", "step", "--", "touch", "ran"],
-            "error: -f/--config: config files are not supported (no task reads one); give settings"
-            " as task options or environment variables (see `vllm-omni-ci <task> --help`)",
-        ),
-        (
-            ["--config=ci.yml", "doctor"],
-            "error: -f/--config: config files are not supported (no task reads one); give settings"
-            " as task options or environment variables (see `vllm-omni-ci <task> --help`)",
-        ),
-        # An explicit empty choice (an unset variable) was silently the default.
-        (
-            ["upload-pipeline", "--pipeline", "x.yml", "--platform", "", "--dry-run"],
-            "error: upload-pipeline: --platform: an empty value; allowed values are cuda, npu",
-        ),
-        (
-            ["upload-pipeline", "--pipeline", "x.yml", "--scope=", "--dry-run"],
-            "error: upload-pipeline: --scope: an empty value; allowed values are diff, all, e2e,"
-            " auto",
-        ),
-        (
-            ["build-image", "--platform", "npu", "--variant", " ", "--dry-run"],
-            "error: build-image: --variant: an empty value; allowed values are a2, a3, a5, 310p",
-        ),
-        (
-            ["plan", "--platform", "cuda", "--platform", ""],
-            "error: plan: --platform: an empty value; allowed values are rocm (alias amd), cuda,"
-            " npu, xpu (alias intel)",
-        ),
-        (
-            ["plan", "--format", ""],
-            "error: plan: --format: an empty value; allowed values are table, json, markdown",
-        ),
-        (
-            ["release.publish-images", "--mode", "", "--commit", "abc", "--dry-run"],
-            "error: release.publish-images: --mode: an empty value; allowed values are release,"
-            " nightly",
-        ),
-        (
-            ["run-tests", "--platform", "", "--", "touch ran"],
-            "error: run-tests: --platform: an empty value; allowed values are rocm (alias amd),"
-            " npu, xpu (alias intel)",
-        ),
-        (
-            ["doctor", "extra"],
-            "error: doctor: unexpected argument 'extra' (see `vllm-omni-ci doctor --help`)",
-        ),
-        (
-            ["step", "--summary-tail", "x", "--", "true"],
-            "error: step: --summary-tail: 'x' is not a whole number",
-        ),
-        (
-            ["step", "--summary-tail=ten", "--", "true"],
-            "error: step: --summary-tail: 'ten' is not a whole number",
-        ),
-        (
-            ["step", "--timeout"],
-            "error: step: --timeout needs a value (see `vllm-omni-ci step --help`)",
-        ),
-        (
-            ["skip-ci", "--level"],
-            "error: skip-ci: --level needs a value (see `vllm-omni-ci skip-ci --help`)",
-        ),
-        # A list option without its value ran the task with its defaults.
-        (
-            ["wheelhouse", "--dest"],
-            "error: wheelhouse: --dest needs a value (see `vllm-omni-ci wheelhouse --help`)",
-        ),
-        (
-            ["wheelhouse", "--dest", "--dry-run"],
-            "error: wheelhouse: --dest needs a value (see `vllm-omni-ci wheelhouse --help`)",
-        ),
-        (
-            ["plan", "--platform"],
-            "error: plan: --platform needs a value (see `vllm-omni-ci plan --help`)",
-        ),
-        # A value option given twice: Invoke said "No idea what 'l3' is!".
-        (
-            ["skip-ci", "--platform", "cuda", "--level", "l2", "--level", "l3"],
-            "error: skip-ci: --level is given twice; give it once",
-        ),
-        (
-            ["step", "--timeout=1m", "--timeout", "2m", "--", "touch", "ran"],
-            "error: step: --timeout is given twice; give it once",
-        ),
-        (
-            ["bootstrap", "--platform", "cuda", "--platform", "npu", "--dry-run"],
-            "error: bootstrap: --platform is given twice; give it once",
-        ),
-        # An explicit empty path (an unset variable) was the default: the cwd, auto-detection.
-        (
-            ["skip-ci", "--platform", "cuda", "--level", "l2", "--repo="],
-            "error: skip-ci: --repo: an empty path; give one, or leave --repo out",
-        ),
-        (
-            ["step", "--artifact-dir", " ", "--", "touch", "ran"],
-            "error: step: --artifact-dir: an empty path; give one, or leave --artifact-dir out",
-        ),
-        (
-            ["doctor", "--docker", ""],
-            "error: doctor: --docker: an empty path; give one, or leave --docker out",
-        ),
-        # Invoke's core options for c.run(): `--dry` is not `--dry-run`, and ran the command.
-        (
-            ["step", "--dry", "--", "touch", "ran"],
-            "error: --dry: not accepted: Invoke's option for shell commands, which no task runs"
-            " (did you mean --dry-run?)",
-        ),
-        (
-            ["-e", "step", "-R", "--", "touch", "ran"],
-            "error: --echo: not accepted: Invoke's option for shell commands, which no task runs",
-        ),
-        (
-            ["doctor", "-T", "3"],
-            "error: --command-timeout: not accepted: Invoke's option for shell commands, which no"
-            " task runs",
-        ),
-    ],
-)
-def test_bad_arguments_exit_2_under_vllm_omni_ci(
-    args: list[str], message: str, tmp_path: Path
+@pytest.mark.parametrize(("args", "message"), USAGE)
+def test_bad_arguments_exit_2(
+    args: list[str], message: str, tmp_path: Path, inproc: Callable[..., Outcome]
 ) -> None:
-    check(run_cli(*args, cwd=tmp_path, env=clean_env()), 2, stderr_has=message, stdout="")
+    done = inproc(*args, cwd=tmp_path, env=clean_env())
+    assert (done.code, done.stdout) == (2, ""), done.stderr
+    assert message in error_lines(done.stderr), done.stderr
     assert not (tmp_path / "ran").exists()
 
 
-def test_inv_refuses_dry_too(tmp_path: Path) -> None:
-    """`inv` in the repo root runs the same program: `--dry` does not run the step."""
-    import subprocess
+# ------------------------------------------------------------ not refused: 0
 
-    from tests.conftest import ROOT
+ACCEPTED = [
+    # No task reads Invoke's config: `$INVOKE_RUNTIME_CONFIG` naming no file was a traceback.
+    pytest.param(
+        ["step", "--", "touch", "ran"],
+        {"INVOKE_RUNTIME_CONFIG": "{tmp}/no-such-config"},
+        id="invoke-runtime-config-missing",
+    ),
+    # Only task options are checked for empty values; the words after `--` are the command's.
+    pytest.param(
+        ["step", "--", "bash", "-c", "touch ran", "-", "--platform", ""],
+        {},
+        id="empty-word-after-the-dashes",
+    ),
+]
 
-    marker = tmp_path / "ran"
+
+@pytest.mark.parametrize(("args", "extra"), ACCEPTED)
+def test_what_is_not_refused_runs(
+    args: list[str], extra: dict[str, str], tmp_path: Path, inproc: Callable[..., Outcome]
+) -> None:
+    env = clean_env(**{k: v.format(tmp=tmp_path) for k, v in extra.items()})
+    done = inproc(*args, cwd=tmp_path, env=env)
+    assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "ran").exists()
+
+
+# --------------------------------------------------- input errors no area file has
+
+INPUTS = [
+    pytest.param(
+        ["build-image", "--platform", "cuda", "--commit", "abc", "--dry-run", "--docker", "/nope"],
+        "error: --docker: /nope is not an executable docker client",
+        id="build-image-bad-docker",
+    ),
+    pytest.param(
+        ["skip-ci", "--platform", "cuda", "--level", "l2", "--repo", "{tmp}"],
+        "error: --repo: {tmp} is not a git checkout",
+        id="skip-ci-repo-not-git",  # was exit 1 (run), as if the diff were merely unknown
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "line"), INPUTS)
+def test_an_input_error_exits_2_and_starts_nothing(
+    args: list[str],
+    line: str,
+    sample_repo: GitRepo,
+    standins: StandIns,
+    tmp_path: Path,
+    inproc: Callable[..., Outcome],
+) -> None:
+    for name in ("docker", "buildkite-agent", "buildctl"):
+        standins.add(name, "exit 0")
+    env = standins.env(pr_env(sample_repo))
+    done = inproc(*(a.format(tmp=tmp_path) for a in args), env=env, cwd=sample_repo.path)
+    assert (done.code, done.stdout) == (2, ""), done.stderr
+    assert line.format(tmp=tmp_path) in error_lines(done.stderr), done.stderr
+    assert standins.calls() == []
+
+
+def test_several_problems_give_one_error_line_each(
+    tmp_path: Path, inproc: Callable[..., Outcome]
+) -> None:
+    """Not a git repo (so no commit) and no cache-key inputs: every problem in one round."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = inproc(
+        "build-image", "--platform", "rocm", "--repo", str(empty), "--dry-run",
+        env=clean_env(GIT_CEILING_DIRECTORIES=str(tmp_path)), cwd=tmp_path,
+    )  # fmt: skip
+    assert (done.code, done.stdout) == (2, ""), done.stderr
+    errors = error_lines(done.stderr)
+    assert any(line.startswith("error: BUILDKITE_COMMIT is not set") for line in errors), errors
+    assert any(line.startswith("error: cache-key input does not exist") for line in errors)
+
+
+# ------------------------------------------------ a pipeline that is not text: 1
+
+
+@pytest.fixture(scope="module")
+def latin1_repo(sample_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """A clone of the sample whose CUDA ready pipeline is not UTF-8 (uncommitted)."""
+    folder = tmp_path_factory.mktemp("not-text")
+    clone = GitRepo(folder / "clone")
+    assert sample_repo.origin is not None
+    origin = str(sample_repo.origin)
+    clone.git("clone", "-q", "--branch", "main", origin, str(clone.path), cwd=folder)
+    (clone.path / ".buildkite/cuda/test-ready.yml").write_bytes(b"steps:\n  - label: \xff\n")
+    return clone
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["lint-pipelines"], "error: {repo}/.buildkite/cuda/test-ready.yml: not UTF-8 text"),
+        (
+            ["shellcheck-steps", "--dry-run"],
+            "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
+        ),
+        (
+            ["tier", "--name", "ready", "--platform", "cuda", "--list"],
+            "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
+        ),
+        (
+            ["upload-pipeline", "--pipeline", ".buildkite/cuda/test-ready.yml", "--dry-run"],
+            "error: invalid pipeline YAML: {repo}/.buildkite/cuda/test-ready.yml ('utf-8' codec",
+        ),
+    ],
+    ids=["lint-pipelines", "shellcheck-steps", "tier", "upload-pipeline"],
+)
+def test_a_pipeline_that_is_not_text_is_one_error_line(
+    latin1_repo: GitRepo, args: list[str], line: str, inproc: Callable[..., Outcome]
+) -> None:
+    """A binary or Latin-1 YAML was a UnicodeDecodeError traceback in most readers."""
+    repo = str(latin1_repo.path)
+    done = inproc(*args, "--repo", repo, env=clean_env(), cwd=repo)
+    assert done.code == 1, done.stderr
+    errors = error_lines(done.stderr)
+    assert errors and errors[0].startswith(line.format(repo=repo)), done.stderr
+
+
+# ================================================ the process is the subject
+# `inv` and `vllm-omni-ci` giving the same answer, a full or closed stdout, and a process
+# that may not write where it is told: these run the real program.
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["step", "--dry", "--", "touch", "{ran}"], "error: --dry: not accepted: "),
+        (["-f", "{tmp}/bad.yaml", "doctor", "--json"], "error: -f/--config: config files are not"),
+        (["paln"], "error: no task named 'paln'; did you mean 'plan'?"),
+    ],
+    ids=["dry", "config", "typo"],
+)
+def test_inv_gives_the_same_line_and_code(args: list[str], line: str, tmp_path: Path) -> None:
+    """`inv` in the repo root runs the same program: the same one line, exit 2, nothing run."""
+    (tmp_path / "bad.yaml").write_text("run: [unclosed\n")
+    places = {"tmp": str(tmp_path), "ran": str(tmp_path / "ran")}
     done = subprocess.run(
-        ["inv", "step", "--dry", "--", "touch", str(marker)],
+        ["inv", *(a.format(**places) for a in args)],
         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    check(done, 2, stdout="")
-    assert done.stderr.startswith("error: --dry: not accepted: ")
-    assert not marker.exists()
-
-
-def test_inv_refuses_config_and_suggests_tasks_too(tmp_path: Path) -> None:
-    """`inv` in the repo root runs the same program: the same lines, the same exit code."""
-    import subprocess
-
-    from tests.conftest import ROOT
-
-    config = tmp_path / "bad.yaml"
-    config.write_text("run: [unclosed\n")
-    for args, line in (
-        (["-f", str(config), "doctor", "--json"], "error: -f/--config: config files are not"),
-        (["paln"], "error: no task named 'paln'; did you mean 'plan'?"),
-    ):
-        done = subprocess.run(
-            ["inv", *args], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60
-        )
-        check(done, 2, stdout="")
-        assert done.stderr.startswith(line), done.stderr
-        assert len(done.stderr.splitlines()) == 1
-
-
-def test_an_unreadable_invoke_runtime_config_is_ignored(tmp_path: Path) -> None:
-    """No task reads Invoke's config: `$INVOKE_RUNTIME_CONFIG` naming a bad file was a traceback."""
-    bad = tmp_path / "no-such-config"
-    done = run_cli(
-        "step", "--", "touch", "ran", cwd=tmp_path, env=clean_env(INVOKE_RUNTIME_CONFIG=str(bad))
-    )
-    check(done, 0)
-    assert (tmp_path / "ran").exists()
-
-
-def test_empty_values_after_the_dashes_and_empty_free_values_are_not_refused(
-    tmp_path: Path,
-) -> None:
-    """Only task options are checked; `--branch ''` (select-suites: not main) is a value."""
-    done = run_cli(
-        "step", "--", "bash", "-c", "touch ran", "-", "--platform", "",
-        cwd=tmp_path, env=clean_env(),
-    )  # fmt: skip
-    check(done, 0)
-    assert (tmp_path / "ran").exists()
-    suites = run_cli("select-suites", "--branch", "", cwd=tmp_path, env=clean_env())
-    assert suites.returncode != 2 or "an empty value" not in suites.stderr, suites.stderr
-    assert "Traceback" not in suites.stderr
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.startswith(line) and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not (tmp_path / "ran").exists()
 
 
 DEV_FULL = Path("/dev/full")
@@ -304,10 +396,6 @@ DEV_FULL = Path("/dev/full")
 )
 def test_a_full_stdout_is_one_error_line_not_a_traceback(args: list[str], tmp_path: Path) -> None:
     """`… > /dev/full`: an OSError traceback before; now one line and exit 74 (EX_IOERR)."""
-    import subprocess
-
-    from tests.conftest import cli_path
-
     with DEV_FULL.open("w") as full:
         done = subprocess.run(
             [cli_path(), *args], stdout=full, stderr=subprocess.PIPE, text=True,
@@ -319,345 +407,17 @@ def test_a_full_stdout_is_one_error_line_not_a_traceback(args: list[str], tmp_pa
 
 
 def test_a_reader_that_leaves_early_ends_us_quietly(tmp_path: Path) -> None:
-    """`vllm-omni-ci … | head`: no BrokenPipeError traceback, the shell's 141 (128+SIGPIPE)."""
-    import subprocess
-
-    from tests.conftest import cli_path
-
+    """`vllm-omni-ci … | head`: the shell's 141 (128+SIGPIPE), and not a word on stderr
+    (test_sample_readme's row 141 checks the code; this, the silence)."""
     read, write = os.pipe()
     os.close(read)  # the reader is already gone when the first line is written
     with os.fdopen(write, "w") as stdout:
         done = subprocess.run(
-            [cli_path(), "--list"],
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env=clean_env(),
-            timeout=60,
-        )
+            [cli_path(), "--list"], stdout=stdout, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path, env=clean_env(), timeout=60,
+        )  # fmt: skip
     assert done.returncode == 141, done.stderr
     assert done.stderr == ""
-
-
-# ------------------------------------------------------------------ skip-ci: 0 / 1 / 2
-
-
-@pytest.mark.parametrize(
-    ("files", "args", "code", "stdout"),
-    [
-        ({"docs/extra.md": "more\n"}, ["--platform", "cuda", "--level", "l2"], 0, "skip-all\n"),
-        ({"omni_sample/extra.py": "x = 1\n"}, ["--platform", "cuda", "--level", "l2"], 1, ""),
-        ({"docs/extra.md": "more\n"}, ["--platform", "tpu", "--level", "l2"], 2, ""),
-        ({"docs/extra.md": "more\n"}, ["--platform", "cuda", "--level", "l9"], 2, ""),
-    ],
-    ids=["stop", "run", "bad-platform", "bad-level"],
-)
-def test_skip_ci_stop_run_bad(
-    sample_repo: GitRepo,
-    tmp_path: Path,
-    files: dict[str, str],
-    args: list[str],
-    code: int,
-    stdout: str,
-) -> None:
-    clone = on_branch(sample_repo, files, tmp_path)
-    done = run_cli("skip-ci", *args, env=pr_env(clone), cwd=clone.path)
-    check(done, code, stdout=stdout)
-    if code == 2:
-        assert done.stderr.startswith("error: ")
-
-
-# ------------------------------------------------------- native runner pre-flight: 1
-
-
-def test_native_runner_preflight_failure_exits_1(tmp_path: Path) -> None:
-    done = run_cli(
-        "run-tests", "--platform", "rocm", "--", "touch ran",
-        env=clean_env(BUILDKITE_JOB_ID="exit-codes"), cwd=tmp_path,
-    )  # fmt: skip
-    check(done, 1, stderr_has="Error: MI300 CI must run natively with Docker disabled.")
-    assert not (tmp_path / "ran").exists()
-
-
-# -------------------------------------------------------- uploader validation: 1
-
-
-UPLOAD_YAML = """\
-steps:
-  - label: "Bad preset"
-    commands: ["pytest tests -m 'core_model and cpu'"]
-    mirror_hardwares: no_such_preset
-  - label: "Bad key"
-    commands: ["pytest tests -m 'core_model and cpu'"]
-    source_file_dependencies: no_such_key
-"""
-
-
-def test_uploader_validation_errors_exit_1_all_at_once(
-    sample_repo: GitRepo, tmp_path: Path
-) -> None:
-    clone = on_branch(sample_repo, {".buildkite/cuda/test-bad.yml": UPLOAD_YAML}, tmp_path)
-    done = run_cli(
-        "upload-pipeline", ".buildkite/cuda/test-bad.yml", "--repo", str(clone.path),
-        env=clean_env(), cwd=clone.path,
-    )  # fmt: skip
-    check(done, 1, stdout="")
-    assert "unknown mirror_hardwares 'no_such_preset' in step 'Bad preset'" in done.stderr
-    assert "unknown source_file_dependencies 'no_such_key' in step 'Bad key'" in done.stderr
-
-
-def test_uploader_bad_mirror_hw_exits_1() -> None:
-    done = run_cli(
-        "upload-pipeline", ".buildkite/cuda/test-ready.yml", "--repo", str(SAMPLE),
-        env=clean_env(MIRROR_HW="h100"),
-    )  # fmt: skip
-    check(done, 1, stdout="")
-    assert "unsupported MIRROR_HW='h100'; expected empty or 'b200'" in done.stderr
-
-
-# ------------------------------------------------------------------ bootstrap: 1
-
-
-def test_bootstrap_label_fetch_failure_exits_1(sample_repo: GitRepo) -> None:
-    env = pr_env(sample_repo, VLLM_OMNI_CI_GITHUB_API="http://127.0.0.1:9")
-    done = run_cli("bootstrap", "--platform", "rocm", "--repo", str(sample_repo.path), env=env)
-    check(done, 1, stdout="")
-    assert (
-        "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier."
-        in done.stderr
-    )
-
-
-def test_bootstrap_suite_selector_error_exits_1(sample_repo: GitRepo) -> None:
-    env = pr_env(sample_repo, BUILDKITE_PULL_REQUEST="false", DEBUG_TEST_YAML="weekly")
-    done = run_cli(
-        "bootstrap", "--platform", "rocm", "--repo", str(sample_repo.path), "--dry-run", env=env
-    )
-    check(done, 1, stdout="")
-    assert "DEBUG_TEST_YAML entries must be 'merge', 'nightly', or 'ready', got 'weekly'" in (
-        done.stderr
-    )
-
-
-# --------------------------------------------------------- coverage split args: 2
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--model-id"], "error: run_cov_split.sh: --model-id needs a value"),
-        (["--bogus"], "error: run_cov_split.sh: unknown argument: --bogus"),
-    ],
-)
-def test_cov_split_argument_errors_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
-    done = run_cli("cov-split", *args, env=clean_env(), cwd=tmp_path)
-    check(done, 2, stderr_has=message, stdout="")
-
-
-# ----------------------------------------------------------- nightly cleanup: 1
-
-
-def test_nightly_cleanup_listing_error_exits_1(tmp_path: Path) -> None:
-    """Docker Hub does not answer (a closed local port); a failed delete: test_release_cleanup."""
-    env = clean_env(
-        DOCKERHUB_USERNAME="someone", DOCKERHUB_TOKEN="t0ken-never-shown", HOME=str(tmp_path)
-    )
-    done = run_cli(
-        "release.cleanup-nightly", "--hub-url", "http://127.0.0.1:9", env=env, cwd=tmp_path
-    )
-    check(done, 1)
-    assert "t0ken-never-shown" not in done.stdout + done.stderr
-
-
-# ------------------------------------------------------------ image builds: 2
-
-
-def test_image_build_missing_commit_exits_2() -> None:
-    done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(SAMPLE), "--dry-run",
-        env=clean_env(BUILDKITE="true"),
-    )  # fmt: skip
-    check(done, 2, stderr_has="error: BUILDKITE_COMMIT is not set", stdout="")
-
-
-def test_image_build_missing_cache_key_input_exits_2(tmp_path: Path) -> None:
-    repo = tmp_path / "no-requirements"
-    shutil.copytree(SAMPLE / "docker", repo / "docker")
-    done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(repo), "--dry-run",
-        env=clean_env(BUILDKITE_COMMIT="abc123"),
-    )  # fmt: skip
-    check(done, 2, stdout="")
-    assert any(
-        line.startswith("error: cache-key input does not exist: ")
-        for line in done.stderr.splitlines()
-    ), done.stderr
-
-
-def test_image_build_bad_registry_ref_exits_2() -> None:
-    done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(SAMPLE), "--dry-run",
-        env=clean_env(BUILDKITE_COMMIT="abc123", ROCM_CI_IMAGE_REGISTRY="Bad Ref!"),
-    )  # fmt: skip
-    check(done, 2, stdout="")
-    assert done.stderr.startswith("error: ROCM_CI_IMAGE_REGISTRY: 'Bad Ref!' is not a valid")
-
-
-def test_image_build_missing_vllm_version_exits_2() -> None:
-    done = run_cli(
-        "build-image", "--platform", "xpu", "--repo", str(SAMPLE), "--dry-run",
-        env=clean_env(BUILDKITE_COMMIT="abc123"),
-    )  # fmt: skip
-    check(done, 2, stderr_has="error: VLLM_VERSION must be set", stdout="")
-
-
-def test_image_build_without_a_usable_backend_exits_2(standins: StandIns) -> None:
-    """A docker client whose every subcommand fails: no buildx, no engine."""
-    docker = standins.add("docker", "exit 1")
-    env = clean_env(BUILDKITE_COMMIT="abc123", VLLM_OMNI_CI_DOCKER=str(docker))
-    env["PATH"] = standins.env(env)["PATH"]
-    done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(SAMPLE), "--builder", "buildx",
-        "--no-push", env=env,
-    )  # fmt: skip
-    check(done, 2, stdout="")
-    assert done.stderr.startswith("error: --builder buildx: `docker buildx` does not work")
-    # Only probes ran (`--help`, `version`, `info`): no build, no builder created.
-    assert all(
-        argv[:2] in (["buildx", "version"], ["build", "--help"])
-        or argv[0] in ("version", "--version", "info")
-        for argv in standins.argvs("docker")
-    ), standins.argvs("docker")
-
-
-# ------------------------------------------------------ any other input error: 2
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (
-            ["step", "--timeout", "ten", "--", "true"],
-            "error: --timeout: 'ten' is not a duration (examples: 90s, 80m, 1h30m)",
-        ),
-        (
-            ["doctor", "--docker", "/nope/docker"],
-            "error: --docker: /nope/docker is not an executable docker client",
-        ),
-    ],
-)
-def test_other_input_errors_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
-    check(run_cli(*args, env=clean_env(), cwd=tmp_path), 2, stderr_has=message, stdout="")
-
-
-def test_several_problems_give_one_error_line_each_then_exit(tmp_path: Path) -> None:
-    """Not a git repo, no commit and no requirements/: every problem in one round."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(empty), "--dry-run",
-        env=clean_env(GIT_CEILING_DIRECTORIES=str(tmp_path)), cwd=tmp_path,
-    )  # fmt: skip
-    check(done, 2, stdout="")
-    lines = done.stderr.splitlines()
-    errors = [line for line in lines if line.startswith("error: ")]
-    assert len(errors) >= 2, done.stderr
-    assert any("BUILDKITE_COMMIT is not set" in line for line in errors)
-    assert any("cache-key input does not exist" in line for line in errors)
-
-
-# ------------------------------------------- fuzzed bad inputs: fail closed, nothing run
-#
-# Found by trying every task with empty, mistyped and unknown values (see the
-# project guide's rule 3). Each row: the exit code, the exact error line, no
-# traceback, and no stand-in program (docker, buildkite-agent, buildctl) started.
-
-FUZZED = [
-    pytest.param(
-        ["build-image", "--platform", "cuda", "--commit", "abc", "--dry-run", "--docker", "/nope"],
-        {},
-        2,
-        "error: --docker: /nope is not an executable docker client",
-        id="build-image-dry-run-bad-docker",
-    ),
-    pytest.param(
-        ["step", "--artifact-dir", "{tmp}/file", "--", "true"],
-        {},
-        2,
-        "error: --artifact-dir: '{tmp}/file': {tmp}/file is a file, not a directory",
-        id="step-artifact-dir-is-a-file",
-    ),
-    pytest.param(
-        ["bootstrap", "--platform", "rocm"],
-        {"VLLM_OMNI_CI_GITHUB_API": "not a url"},
-        1,
-        "ERROR: Could not read PR labels; refusing to select an incorrect AMD test tier. "
-        "(VLLM_OMNI_CI_GITHUB_API='not a url': allowed values are http(s) URLs)",
-        id="bootstrap-github-api-not-a-url",
-    ),
-    pytest.param(
-        ["skip-ci", "--platform", "cuda", "--level", "l2", "--repo", "{tmp}"],
-        {},
-        2,
-        "error: --repo: {tmp} is not a git checkout",
-        id="skip-ci-repo-not-git",  # was exit 1 (run), as if the diff were merely unknown
-    ),
-]
-
-
-@pytest.mark.parametrize(("args", "extra", "code", "line"), FUZZED)
-def test_fuzzed_bad_input_fails_closed(
-    sample_repo: GitRepo,
-    standins: StandIns,
-    tmp_path: Path,
-    args: list[str],
-    extra: dict[str, str],
-    code: int,
-    line: str,
-) -> None:
-    for name in ("docker", "buildkite-agent", "buildctl"):
-        standins.add(name, "exit 0")
-    (tmp_path / "file").write_text("not a directory\n")
-    places = {"repo": str(sample_repo.path), "tmp": str(tmp_path)}
-    env = standins.env(pr_env(sample_repo, **extra))
-    done = run_cli(*(a.format(**places) for a in args), env=env, cwd=sample_repo.path)
-    check(done, code, stderr_has=line.format(**places), stdout="")
-    assert standins.calls() == []
-
-
-@pytest.mark.parametrize(
-    ("args", "line"),
-    [
-        (["lint-pipelines"], "error: {repo}/.buildkite/cuda/test-ready.yml: not UTF-8 text"),
-        (
-            ["shellcheck-steps", "--dry-run"],
-            "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
-        ),
-        (
-            ["tier", "--name", "ready", "--platform", "cuda", "--list", "--repo", "{repo}"],
-            "error: .buildkite/cuda/test-ready.yml: not UTF-8 text",
-        ),
-        (
-            ["upload-pipeline", "--pipeline", ".buildkite/cuda/test-ready.yml", "--dry-run"],
-            "error: invalid pipeline YAML: {repo}/.buildkite/cuda/test-ready.yml ('utf-8' codec",
-        ),
-    ],
-    ids=["lint-pipelines", "shellcheck-steps", "tier", "upload-pipeline"],
-)
-def test_a_pipeline_that_is_not_text_is_one_error_line(
-    sample_repo: GitRepo, tmp_path: Path, args: list[str], line: str
-) -> None:
-    """A binary or Latin-1 YAML was a UnicodeDecodeError traceback in most readers."""
-    clone = on_branch(sample_repo, {}, tmp_path)
-    (clone.path / ".buildkite/cuda/test-ready.yml").write_bytes(b"steps:\n  - label: \xff\n")
-    repo = str(clone.path)
-    if args[0] != "tier":
-        args = [*args, "--repo", repo]
-    done = run_cli(*(a.format(repo=repo) for a in args), env=clean_env(), cwd=clone.path)
-    check(done, 1, stdout=None)
-    errors = [e for e in done.stderr.splitlines() if e.startswith("error: ")]
-    assert errors and errors[0].startswith(line.format(repo=repo)), done.stderr
 
 
 def without_dac_override(argv: list[str]) -> list[str]:
@@ -688,10 +448,6 @@ def test_an_unwritable_output_is_exit_2_before_anything_runs(
     tmp_path: Path, args: list[str], line: str
 ) -> None:
     """Were PermissionError tracebacks (after the command ran, for the summary)."""
-    import subprocess
-
-    from tests.conftest import cli_path
-
     ro = tmp_path / "read-only"
     ro.mkdir()
     ro.chmod(0o555)
@@ -700,6 +456,7 @@ def test_an_unwritable_output_is_exit_2_before_anything_runs(
         without_dac_override([cli_path(), *(a.format(**places) for a in args)]),
         cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    check(done, 2, stdout="")
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1].startswith(line.format(**places)), done.stderr
     assert not (tmp_path / "ran").exists()

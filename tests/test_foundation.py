@@ -50,13 +50,6 @@ def test_unknown_platform_exits_2_with_one_error_line() -> None:
     assert done.stdout == ""
 
 
-@pytest.mark.parametrize("args", [["no-such-task"], ["doctor", "--no-such-flag"], ["build-image"]])
-def test_parse_errors_exit_2_under_vllm_omni_ci(args: list[str], tmp_path: Path) -> None:
-    done = run_cli(*args, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("error: ")
-
-
 @pytest.mark.parametrize(
     ("program", "task", "flag"),
     [("vllm-omni-ci", "build-image", "--platform"), ("inv", "upload-pipeline", "--pipeline")],
