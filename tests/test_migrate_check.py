@@ -1,9 +1,12 @@
 """`migrate --check` on a seed-level vLLM-Omni checkout: the old CI and the new one agree.
 
-The checkout is built at test time from ../shared (tests/migrate_fixture.py). The
-whole matrix runs twice: as the user runs it (CLI, JSON), and with a planted
-regression in the new path, which the check must report as exactly that job and
-field.
+The checkout is built once per session from ../shared (tests/migrate_fixture.py);
+no test writes to it (the check works in clones of its own). The whole 140-cell
+matrix runs once per session, as the user runs it (`run_inproc`, JSON), and the
+tests that judge the whole matrix read that one result (`checked`). The planted
+regression in the new path runs only the cells its change can show in: CUDA's
+(`check.run(platforms=..., change_names=...)`). The signal tests start real
+processes, but only need the check to start, not to finish.
 """
 
 from __future__ import annotations
@@ -25,23 +28,29 @@ from ci.migrate.compare import BOTH_FAIL, ERROR_ANNOTATION, Cell, Difference, co
 from ci.migrate.matrix import SITUATIONS
 from ci.migrate.simulate import Outcome, interpolate
 from ci.platforms import Platform
-from tests.conftest import ROOT, cli_path, run_cli
+from tests.conftest import ROOT, cli_path
 from tests.gitrepo import GitRepo, sample_checkout
+from tests.inproc import run_inproc
 from tests.migrate_fixture import make_checkout
 
 DIFFERENCES = (ROOT / "docs" / "differences.md").read_text()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seed-level checkout, built once; every test only reads it (a test that had to
+    write would take its own `git clone --local` of it)."""
     return make_checkout(tmp_path_factory.mktemp("check") / "vllm-omni").path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checked(checkout: Path) -> dict[str, Any]:
+    """The whole matrix, run once per session as `vllm-omni-ci migrate --check --format
+    json` runs it (in this process: the same entry, argv and streams); its JSON report."""
     head = _git_head(checkout)
-    done = run_cli("migrate", "--check", "--repo", str(checkout), "--format", "json", timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    argv = ("migrate", "--check", "--repo", str(checkout), "--format", "json")
+    done = run_inproc(*argv, timeout=900)
+    assert done.code == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _git_head(checkout) == head  # the check works in clones of its own
     parsed: dict[str, Any] = json.loads(done.stdout)
     return parsed
@@ -80,18 +89,33 @@ def test_every_known_difference_is_a_heading_of_docs_differences(row: known.Know
     assert f"\n### {row.heading}\n" in DIFFERENCES
 
 
+# The cells the planted regression can show in: it edits CUDA's test-ready pipeline, so
+# CUDA's column; a docs-only change (nothing uploaded to differ) and a test YAML change.
+PLANTED_PLATFORMS = (Platform.CUDA,)
+PLANTED_CHANGES = ("docs", "test YAML")
+
+
 def test_a_planted_regression_is_reported_as_exactly_that_job_and_field(
     checkout: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Only the cells the change touches run; the rest of the matrix is `checked`'s."""
+
     def migrate_with_regression(clone: Path) -> None:
         edits.apply(clone)
         ready = clone / ".buildkite/cuda/test-ready.yml"
         text = ready.read_text()
         ready.write_text(text.replace("timeout_in_minutes: 20", "timeout_in_minutes: 25", 1))
 
-    code = check.run(checkout, "json", migrate=migrate_with_regression)
+    code = check.run(
+        checkout, "json", migrate=migrate_with_regression,
+        platforms=PLANTED_PLATFORMS, change_names=PLANTED_CHANGES,
+    )  # fmt: skip
     assert code == 1
     cells = json.loads(capsys.readouterr().out)["cells"]
+    assert {(c["platform"], c["change"]) for c in cells} == {
+        (p.value, change) for p in PLANTED_PLATFORMS for change in PLANTED_CHANGES
+    }
+    assert len(cells) == len(SITUATIONS) * len(PLANTED_PLATFORMS) * len(PLANTED_CHANGES)
     found = [
         (c["platform"], d["job"], d["field"], d["before"], d["after"])
         for c in cells
@@ -122,9 +146,18 @@ def test_the_table_and_markdown_name_the_cell_job_field_and_both_values() -> Non
 
 
 def test_a_bad_format_is_one_error_line_exit_2(checkout: Path) -> None:
-    done = run_cli("migrate", "--check", "--repo", str(checkout), "--format", "xml")
-    assert done.returncode == 2
+    done = run_inproc("migrate", "--check", "--repo", str(checkout), "--format", "xml")
+    assert done.code == 2
     assert done.stderr.startswith("error: --format: 'xml' is not one of table, json, markdown")
+
+
+@pytest.mark.parametrize("names", [("docs", "no such change"), ()], ids=["unknown", "none"])
+def test_a_selection_of_no_known_change_fails_before_any_build(
+    checkout: Path, names: tuple[str, ...]
+) -> None:
+    """A typo in a caller's `change_names` must not leave a matrix that runs nothing."""
+    with pytest.raises(ValueError, match=r"^change_names: "):
+        check.run(checkout, "json", change_names=names)
 
 
 @pytest.mark.parametrize(

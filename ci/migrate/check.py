@@ -22,7 +22,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
@@ -48,27 +48,38 @@ SIDES: Final = ("before", "after")
 Clones = dict[tuple[str, str, Platform], tuple[Path, str]]  # side, change, platform: clone, commit
 
 
-def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) -> int:
-    """Build both sides, run the matrix, print the report in `fmt`; the exit code."""
+def run(
+    repo: Path,
+    fmt: str,
+    *,
+    migrate: Callable[[Path], None] | None = None,
+    platforms: Collection[Platform] | None = None,
+    change_names: Collection[str] | None = None,
+) -> int:
+    """Build both sides, run the matrix, print the report in `fmt`; the exit code.
+
+    `platforms` and `change_names` (None: all) keep only those columns and rows of the
+    matrix: a caller that changed one platform's files runs the cells that can show it,
+    not all of them (the planted-regression test does). Every situation still runs."""
     if fmt not in report.FORMATS:
         raise UserError(f"--format: {fmt!r} is not one of {', '.join(report.FORMATS)}")
     checkout = resolve_repo(repo)
     if not door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).ok:
         raise UserError(f"--repo: {checkout} is not a git checkout with a commit")
-    platforms, missing = comparable(checkout)
+    kinds = _selected(changes(checkout), change_names)
+    compared, missing = comparable(checkout, platforms)
     for line in missing:
         door.note(f"note: {line}; not compared")
-    if not platforms:
+    if not compared:
         raise UserError(f"--repo: {checkout}: no platform's old CI entry; nothing to compare")
     if missing:
-        door.note(f"note: compared: {', '.join(p.value for p in platforms)}")
+        door.note(f"note: compared: {', '.join(p.value for p in compared)}")
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     try:
         tools = root / "bin"
         standins.install(tools)
-        kinds = changes(checkout)
-        clones = _prepare(checkout, root, kinds, migrate or edits.apply, platforms)
+        clones = _prepare(checkout, root, kinds, migrate or edits.apply, compared)
         outcomes = _run_all(clones, tools, root)
     finally:
         held = _remove(root)
@@ -80,7 +91,7 @@ def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) 
             outcomes["after", change.name, situation.name, platform],
             situation, known.KNOWN, platform.value,
         ))
-        for change in kinds for situation in SITUATIONS for platform in platforms
+        for change in kinds for situation in SITUATIONS for platform in compared
     ]  # fmt: skip
     seconds = time.monotonic() - started
     print(report.render(cells, fmt, seconds=seconds, not_compared=missing), end="")
@@ -90,16 +101,35 @@ def run(repo: Path, fmt: str, *, migrate: Callable[[Path], None] | None = None) 
 SCRATCH_PREFIX: Final = "vllm-omni-ci-check-"
 
 
+def _selected(kinds: tuple[Change, ...], names: Collection[str] | None) -> tuple[Change, ...]:
+    """The changes named (None: all). A name that is no change, or no name, is the caller's
+    mistake: it fails here rather than leave a matrix that runs nothing and passes."""
+    if names is None:
+        return kinds
+    unknown = set(names) - {change.name for change in kinds}
+    if unknown or not names:
+        known_names = ", ".join(change.name for change in kinds)
+        raise ValueError(f"change_names: {sorted(unknown)} not among {known_names}")
+    return tuple(change for change in kinds if change.name in names)
+
+
 def entry_file(entry: str | Path) -> str:
     """The checkout's file a platform's CI starts from: its entry pipeline, or the script
     that the settings' one step runs."""
     return entry.as_posix() if isinstance(entry, Path) else entry.split()[-1]
 
 
-def comparable(checkout: Path) -> tuple[tuple[Platform, ...], tuple[str, ...]]:
-    """The platforms whose old CI can run at the checkout's HEAD (its entry file is
-    there), and for each other one why not (`cuda: .buildkite/cuda/pipeline.yml not found`)."""
-    wanted = {platform: entry_file(entry) for platform, entry in ENTRIES.items()}
+def comparable(
+    checkout: Path, among: Collection[Platform] | None = None
+) -> tuple[tuple[Platform, ...], tuple[str, ...]]:
+    """The platforms (of `among`; None: all) whose old CI can run at the checkout's HEAD
+    (its entry file is there), and for each other one why not
+    (`cuda: .buildkite/cuda/pipeline.yml not found`)."""
+    wanted = {
+        platform: entry_file(entry)
+        for platform, entry in ENTRIES.items()
+        if among is None or platform in among
+    }
     listed = _git(checkout, "ls-tree", "--name-only", "HEAD", "--", *wanted.values())
     there = set(listed.splitlines())
     return (
