@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -211,6 +212,7 @@ def test_missing_shellcheck_fails_closed(repo: Path, tmp_path: Path) -> None:
     bare = tmp_path / "bin"
     bare.mkdir()
     (bare / "python3").symlink_to(sys.executable)
+    (bare / "git").symlink_to(shutil.which("git") or "git")  # a checkout is read first
     done = run_cli("shellcheck-steps", "--repo", str(repo), env={"PATH": str(bare)})
     assert done.returncode == 2
     assert done.stderr.startswith("error: shellcheck not found on PATH")

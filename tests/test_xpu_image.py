@@ -504,7 +504,7 @@ def test_tier4_source_build_when_nothing_exists(
     assert len(clones) == 1
     src = clones[0][-1]
     assert clones[0] == [
-        *("clone", "--depth", "1", "--branch", version),
+        *("clone", "--depth", "1", "--branch", version, "--"),
         *("https://github.com/vllm-project/vllm", src),
     ]
     assert not Path(src).exists(), "the temp clone is removed"
