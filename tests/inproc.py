@@ -159,6 +159,15 @@ def _read(stream: IO[bytes]) -> str:
     return stream.read().decode("utf-8", errors="replace")
 
 
+def _set_streams(*streams: object) -> None:
+    """sys.stdin, stdout, stderr and their `__dunder__` originals, in that order. Through
+    setattr: typeshed marks the originals final, but the program wraps `sys.__stdout__`
+    exactly as a real process's, so the call must replace them too."""
+    names = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
+    for name, stream in zip(names, streams, strict=True):
+        setattr(sys, name, stream)
+
+
 def run_inproc(
     *argv: str,
     env: Mapping[str, str] | None = None,
@@ -198,9 +207,7 @@ def run_inproc(
                 if cwd is not None:
                     os.chdir(cwd)
                 sys.argv = [PROGRAM, *argv]
-                sys.stdin = sys.__stdin__ = text_in
-                sys.stdout = sys.__stdout__ = text_out
-                sys.stderr = sys.__stderr__ = text_err
+                _set_streams(text_in, text_out, text_err, text_in, text_out, text_err)
                 try:
                     cli.program().run([PROGRAM, *argv])
                     code = 0
@@ -209,15 +216,16 @@ def run_inproc(
         except BaseException as escaped:  # a traceback in a real process: say what it printed
             with contextlib.suppress(Exception):
                 text_err.flush()
-            escaped.add_note(f"argv: {list(argv)!r:.2000}; stderr before it:")
-            escaped.add_note(_read(raw["err"])[-4000:])
+            add_note = getattr(escaped, "add_note", None)  # Python 3.11+
+            if add_note is not None:
+                add_note(f"argv: {list(argv)!r:.2000}; stderr before it:")
+                add_note(_read(raw["err"])[-4000:])
             raise
         finally:
             for stream in (sys.stdout, text_out, text_err):
                 with contextlib.suppress(Exception):
                     stream.flush()
-            sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__ = saved_streams
-            sys.__stderr__ = saved_stderr_dunder
+            _set_streams(*saved_streams, saved_stderr_dunder)
             sys.argv = saved_argv
             for sig, handler in saved_handlers.items():
                 if handler is not None:
