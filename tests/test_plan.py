@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,10 @@ from ci import skipci
 from ci.plan import make_plan
 from ci.plan.inputs import parse_inputs
 from ci.plan.model import BuildPlan
-from tests.conftest import StandIns, run_cli
+from tests.conftest import ROOT, StandIns
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.inproc import run_inproc
 
 MODEL = "vllm_omni/model_executor/models/qwen3_omni/model.py"
 OTHER = "vllm_omni/entrypoints/unrelated_helper.py"
@@ -57,9 +60,37 @@ def corpus_repo(tmp_path: Path, *, register_key: bool = True) -> GitRepo:
     return repo
 
 
+def run_task(
+    *args: str, env: Mapping[str, str] | None = None, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`, the console script's
+    code path), shaped as the subprocess result these tests read; cwd defaults to the
+    project root, as `conftest.run_cli` does. Shared by this area's test files."""
+    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
+    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
+
+
+def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
+    """A writable copy of `template` (and of its bare origin) under `dest`, the origin
+    remote pointing at the copy: built once, each test writes to its own."""
+    shutil.copytree(template.path, dest / template.path.name, symlinks=True)
+    repo = GitRepo(dest / template.path.name)
+    if template.origin is not None:
+        repo.origin = dest / template.origin.name
+        shutil.copytree(template.origin, repo.origin, symlinks=True)
+        repo.git("remote", "set-url", "origin", str(repo.origin))
+    return repo
+
+
+@pytest.fixture(scope="module")
+def corpus_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """`corpus_repo`, built once for the module; tests get copies (`repo`)."""
+    return corpus_repo(tmp_path_factory.mktemp("corpus-template"))
+
+
 @pytest.fixture
-def repo(tmp_path: Path) -> GitRepo:
-    return corpus_repo(tmp_path)
+def repo(corpus_template: GitRepo, tmp_path: Path) -> GitRepo:
+    return copy_repo(corpus_template, tmp_path)
 
 
 def plan_of(repo: GitRepo, **options: Any) -> BuildPlan:
@@ -74,7 +105,7 @@ def labels_of(plan: BuildPlan, platform: str, pipeline: str) -> list[str]:
 
 def plan_cli(*args: str, env: dict[str, str] | None = None) -> Any:
     """`vllm-omni-ci plan ARGS` outside any Buildkite build (the plan ignores that env anyway)."""
-    return run_cli("plan", *args, env=buildkite_env() if env is None else env)
+    return run_task("plan", *args, env=buildkite_env() if env is None else env)
 
 
 def pipeline_of(plan: BuildPlan, platform: str, name: str) -> Any:
@@ -599,7 +630,7 @@ def test_a_pipeline_failing_the_buildkite_schema_is_that_platforms_error(
     assert error.startswith(f"{ready}: rendered pipeline fails the Buildkite schema at steps/")
     assert error.endswith("timeout_in_minutes: 'soon' is not of type 'integer'")
     # The real upload refuses the same file with the same line.
-    upload = run_cli(
+    upload = run_task(
         "upload-pipeline",
         ready,
         "--scope",
@@ -689,6 +720,7 @@ def test_a_secrets_value_given_as_input_is_masked_on_stdout_in_every_format(
             signal.signal(sig, handler)
 
 
+@pytest.mark.process  # a closed stdout: the process itself is the subject
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_a_reader_gone_before_the_plan_is_printed_is_exit_141(repo: GitRepo, fmt: str) -> None:
     """`plan | true` exited 1 with no message in table format (item 18): rich's Console
