@@ -18,8 +18,8 @@ from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
 from ci.platforms import Platform
 from ci.skipci import Decision, decide, decision, decision_for
-from tests.conftest import run_cli
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.test_plan import copy_repo, run_task
 
 ALL = {(p, lvl) for p in skipci.PLATFORMS for lvl in skipci.LEVELS}
 
@@ -42,13 +42,32 @@ def fresh_cache() -> Iterator[None]:
     skipci.clear_cache()
 
 
+# Built repositories by their base files, in a folder of the module's (`_templates`):
+# each base is committed and pushed once, and every test gets its own copy.
+_TEMPLATES: dict[tuple[tuple[str, str], ...], GitRepo] = {}
+_TEMPLATE_FOLDER: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    _TEMPLATE_FOLDER[:] = [tmp_path_factory.mktemp("skipci-templates")]
+    yield
+    _TEMPLATES.clear()
+
+
 def make_repo(tmp_path: Path, base: dict[str, str] | None = None) -> GitRepo:
-    """main with BASE_FILES pushed to a real origin, then branch `pr` checked out."""
-    repo = GitRepo.create(tmp_path / "repo")
-    repo.commit_files(base or BASE_FILES, "base")
-    repo.push("main")
-    repo.branch("pr")
-    return repo
+    """main with BASE_FILES (or `base`) pushed to a real origin, then branch `pr` checked out:
+    a copy of the template for those files, built on first use."""
+    files = base or BASE_FILES
+    key = tuple(sorted(files.items()))
+    if key not in _TEMPLATES:
+        folder = _TEMPLATE_FOLDER[0] / str(len(_TEMPLATES))
+        template = GitRepo.create(folder / "repo")
+        template.commit_files(files, "base")
+        template.push("main")
+        template.branch("pr")
+        _TEMPLATES[key] = template
+    return copy_repo(_TEMPLATES[key], tmp_path)
 
 
 def pr_env(repo: GitRepo, **extra: str) -> dict[str, str]:
@@ -468,7 +487,7 @@ def test_decision_is_computed_and_logged_once(
 
 
 def cli(repo: GitRepo, env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    done = run_cli("skip-ci", *args, env=env, cwd=repo.path)
+    done = run_task("skip-ci", *args, env=env, cwd=repo.path)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -518,7 +537,7 @@ def test_cli_repo_option_on_a_subfolder(tmp_path: Path) -> None:
     outer.push("main")
     outer.branch("pr")
     outer.commit_files({"omni/docs/a.md": "b\n", "y.py": "z\n"}, "docs here, code outside")
-    done = run_cli(
+    done = run_task(
         "skip-ci",
         "--platform",
         "cuda",
