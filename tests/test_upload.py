@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +24,10 @@ from ci.errors import UserError
 from ci.pipeline import mirror, sourcefilter
 from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
-from tests.conftest import StandIns, run_cli
+from tests.conftest import StandIns
 from tests.corpus import make_corpus
 from tests.inproc import Outcome
+from tests.test_plan import run_task
 
 NPU_NIGHTLY = ".buildkite/npu/test-npu-nightly.yml"
 HF = mirror.HF_EXPORT
@@ -557,9 +559,11 @@ PIPELINE = {
 }
 
 
-@pytest.fixture
-def gitrepo(tmp_path: Path) -> Path:
-    repo = make_corpus(tmp_path / "repo")
+@pytest.fixture(scope="module")
+def gitrepo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus with PIPELINE committed on main, then a commit changing pkg/model_a;
+    built once for the module (no origin: the tests read the commit diff)."""
+    repo = make_corpus(tmp_path_factory.mktemp("upload-template") / "repo")
     (repo / ".buildkite/cuda/test-x.yml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
@@ -569,6 +573,12 @@ def gitrepo(tmp_path: Path) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "change model a")
     return repo
+
+
+@pytest.fixture
+def gitrepo(gitrepo_template: Path, tmp_path: Path) -> Path:
+    """A copy of the template for each test (several write files into it)."""
+    return Path(shutil.copytree(gitrepo_template, tmp_path / "repo", symlinks=True))
 
 
 def clean_env(**values: str) -> dict[str, str]:
@@ -589,7 +599,9 @@ def test_p36_main_build_filters_by_the_commit_diff(gitrepo: Path) -> None:
         BUILDKITE_PULL_REQUEST="false",
         BUILDKITE_COMMIT=git(gitrepo, "rev-parse", "HEAD"),
     )
-    done = run_cli("upload-pipeline", ".buildkite/cuda/test-x.yml", "--repo", str(gitrepo), env=env)
+    done = run_task(
+        "upload-pipeline", ".buildkite/cuda/test-x.yml", "--repo", str(gitrepo), env=env
+    )
     assert done.returncode == 0, done.stderr
     assert labels(done.stdout) == ["ungated", "gated_a", "l4"]
     assert "upload_pipeline: skip 'gated_b' (no changes under [pkg/model_b/])" in done.stderr
@@ -598,7 +610,7 @@ def test_p36_main_build_filters_by_the_commit_diff(gitrepo: Path) -> None:
 def test_scope_all_and_aliases(gitrepo: Path) -> None:
     env = clean_env(BUILDKITE_BRANCH="main", BUILDKITE_COMMIT=git(gitrepo, "rev-parse", "HEAD"))
     for flags in (["--all"], ["--scope", "all"], ["--all", "--scope", "all"]):
-        done = run_cli(
+        done = run_task(
             "upload-pipeline", ".buildkite/cuda/test-x.yml", "--repo", str(gitrepo), *flags, env=env
         )
         assert done.returncode == 0, done.stderr
@@ -606,7 +618,7 @@ def test_scope_all_and_aliases(gitrepo: Path) -> None:
 
 
 def test_output_is_yaml_alone_and_schema_valid(gitrepo: Path) -> None:
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--all",
@@ -633,7 +645,7 @@ def test_output_is_yaml_alone_and_schema_valid(gitrepo: Path) -> None:
     ],
 )
 def test_p38_scope_conflicts_exit_2(gitrepo: Path, flags: list[str], message: str) -> None:
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--repo",
@@ -650,7 +662,7 @@ def test_auto_scope_is_diff_for_a_file_without_a_schedule(gitrepo: Path) -> None
     """`--scope auto` (rules: ci.pipeline.bootstrap_mode) falls back to the diff."""
     head = git(gitrepo, "rev-parse", "HEAD")
     env = clean_env(BUILDKITE_BRANCH="main", BUILDKITE_COMMIT=head, NIGHTLY="1", WEEKLY="1")
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--scope",
@@ -666,7 +678,7 @@ def test_auto_scope_is_diff_for_a_file_without_a_schedule(gitrepo: Path) -> None
 def test_p43_relative_path_is_resolved_against_the_repo(gitrepo: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    ok = run_cli(
+    ok = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--all",
@@ -676,7 +688,7 @@ def test_p43_relative_path_is_resolved_against_the_repo(gitrepo: Path, tmp_path:
         env=clean_env(),
     )
     assert ok.returncode == 0, ok.stderr
-    missing = run_cli(
+    missing = run_task(
         "upload-pipeline", "cuda/x.yml", "--repo", str(gitrepo), cwd=elsewhere, env=clean_env()
     )
     assert missing.returncode == 1
@@ -699,7 +711,7 @@ def test_an_unknown_user_in_the_pipeline_path_is_a_missing_file(
 
 def test_p1_cli_bad_mirror_hw_uploads_nothing(gitrepo: Path, standins: StandIns) -> None:
     standins.add("buildkite-agent")
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--upload",
@@ -717,7 +729,7 @@ def test_upload_pipes_the_yaml_to_the_agent(
 ) -> None:
     got = tmp_path / "uploaded.yml"
     standins.add("buildkite-agent", f"cat > {got}")
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--upload",
@@ -734,7 +746,7 @@ def test_upload_pipes_the_yaml_to_the_agent(
 
 def test_failed_upload_passes_the_agent_exit_code(gitrepo: Path, standins: StandIns) -> None:
     standins.add("buildkite-agent", "exit 3")
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--upload",
@@ -748,7 +760,7 @@ def test_failed_upload_passes_the_agent_exit_code(gitrepo: Path, standins: Stand
 
 def test_dry_run_prints_yaml_and_the_command(gitrepo: Path, standins: StandIns) -> None:
     standins.add("buildkite-agent")
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--upload",
@@ -773,7 +785,7 @@ def test_validation_errors_exit_1_and_upload_nothing(gitrepo: Path, standins: St
         ]
     }
     (gitrepo / "bad.yml").write_text(yaml.safe_dump(bad))
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         "bad.yml",
         "--upload",
@@ -787,7 +799,7 @@ def test_validation_errors_exit_1_and_upload_nothing(gitrepo: Path, standins: St
     assert "error: unknown mirror_hardwares 'nope' in step 'y'" in done.stderr
     assert "Traceback" not in done.stderr
     (gitrepo / "bad.yml").write_text(yaml.safe_dump({"steps": [bad["steps"][0]]}))
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         "bad.yml",
         "--upload",
@@ -803,7 +815,7 @@ def test_validation_errors_exit_1_and_upload_nothing(gitrepo: Path, standins: St
 
 def test_invalid_yaml_file(gitrepo: Path) -> None:
     (gitrepo / "broken.yml").write_text("steps: [\n")
-    done = run_cli(
+    done = run_task(
         "upload-pipeline", "broken.yml", "--all", "--repo", str(gitrepo), env=clean_env()
     )
     assert done.returncode == 1
@@ -815,7 +827,7 @@ def test_errors_are_annotated_in_a_buildkite_upload_job(gitrepo: Path, standins:
     bad = {"steps": [{"label": "y", "mirror_hardwares": "nope"}]}
     (gitrepo / "bad.yml").write_text(yaml.safe_dump(bad))
     env = standins.env(clean_env(BUILDKITE="true", BUILDKITE_COMMIT="abc", BUILDKITE_BRANCH="x"))
-    done = run_cli(
+    done = run_task(
         "upload-pipeline", "bad.yml", "--upload", "--all", "--repo", str(gitrepo), env=env
     )
     assert done.returncode == 1
@@ -825,7 +837,7 @@ def test_errors_are_annotated_in_a_buildkite_upload_job(gitrepo: Path, standins:
     # Outside Buildkite, or without --upload, nothing is annotated.
     for extra_env, flags in (({}, ["--upload"]), ({"BUILDKITE": "true"}, [])):
         standins.log.unlink(missing_ok=True)
-        run_cli(
+        run_task(
             "upload-pipeline",
             "bad.yml",
             "--all",
@@ -841,19 +853,19 @@ def test_errors_are_annotated_in_a_buildkite_upload_job(gitrepo: Path, standins:
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_is_printed_not_taken_as_the_positional(task: str, flag: str) -> None:
     """`upload-pipeline` and `bootstrap` have a positional; Invoke would feed it `--help`."""
-    done = run_cli(task, flag)
+    done = run_task(task, flag)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"Usage: vllm-omni-ci [--core-opts] {task} [--options]")
     assert "--repo=STRING" in done.stdout
     assert done.stderr == ""
     # After `--`, `--help` belongs to the forwarded command, not to us.
-    forwarded = run_cli("upload-pipeline", "x.yml", "--", "--help")
+    forwarded = run_task("upload-pipeline", "x.yml", "--", "--help")
     assert "Usage:" not in forwarded.stdout
 
 
 def test_platform_names_a_bootstrap_file(gitrepo: Path) -> None:
     """`--platform` picks the bootstrap platform; with a test YAML it is the loader's guard."""
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         ".buildkite/cuda/test-x.yml",
         "--platform",
