@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import SAMPLE, StandIns, run_cli
+from tests.conftest import SAMPLE, StandIns
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
+from tests.test_plan import copy_repo, run_task
 
 HINT = "(outside Buildkite; set BUILDKITE_PULL_REQUEST/BUILDKITE_BRANCH to choose)"
 MODEL = "vllm_omni/model_executor/models/qwen3_omni/model.py"
@@ -33,16 +34,24 @@ def local_env(**values: str) -> dict[str, str]:
 
 
 def skip_ci(repo: GitRepo, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("skip-ci", "--platform", "cuda", "--level", "l2", *extra, env=env, cwd=repo.path)
+    return run_task(
+        "skip-ci", "--platform", "cuda", "--level", "l2", *extra, env=env, cwd=repo.path
+    )
 
 
-@pytest.fixture
-def docs_repo(tmp_path: Path) -> GitRepo:
-    """main pushed with code and docs; the next commit (on whichever branch) is docs only."""
-    repo = GitRepo.create(tmp_path / "repo")
+@pytest.fixture(scope="module")
+def docs_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """main pushed with code and docs, built once for the module."""
+    repo = GitRepo.create(tmp_path_factory.mktemp("docs-template") / "repo")
     repo.commit_files({"vllm_omni/a.py": "a = 1\n", "docs/a.md": "a\n"}, "base")
     repo.push("main")
     return repo
+
+
+@pytest.fixture
+def docs_repo(docs_template: GitRepo, tmp_path: Path) -> GitRepo:
+    """A copy of `docs_template`; the next commit (on whichever branch) is docs only."""
+    return copy_repo(docs_template, tmp_path)
 
 
 # --------------------------------------------------------------------------- the local rule
@@ -134,14 +143,22 @@ def test_inside_buildkite_nothing_is_defaulted(docs_repo: GitRepo) -> None:
 # --------------------------------------------------------------------------- tasks agree
 
 
-def _corpus(tmp_path: Path) -> GitRepo:
-    repo = GitRepo.create(tmp_path / "omni")
+@pytest.fixture(scope="module")
+def corpus_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """The corpus with a model and a README, pushed on main; built once for the module."""
+    repo = GitRepo.create(tmp_path_factory.mktemp("corpus-template") / "omni")
     make_corpus(repo.path)
     repo.write(MODEL, "class Model:\n    pass\n")
     repo.write("README.md", "# readme\n")
     repo.commit("corpus")
     repo.push("main")
     return repo
+
+
+@pytest.fixture
+def corpus(corpus_template: GitRepo, tmp_path: Path) -> GitRepo:
+    """A copy of `corpus_template` for one test to commit on."""
+    return copy_repo(corpus_template, tmp_path)
 
 
 def _leaf_labels(steps: Any) -> list[str]:
@@ -160,19 +177,19 @@ def _leaf_labels(steps: Any) -> list[str]:
     ids=["pr-like", "main-push"],
 )
 def test_upload_pipeline_and_plan_keep_the_same_steps(
-    tmp_path: Path, branch: str, pipeline: str, name: str
+    corpus: GitRepo, branch: str, pipeline: str, name: str
 ) -> None:
     """Item 5: the README's `upload-pipeline … --dry-run` and `plan` see the same build."""
-    repo = _corpus(tmp_path)
+    repo = corpus
     if branch != "main":
         repo.branch(branch)
     repo.commit_files({MODEL: "class Model:\n    size = 16\n"}, "one model")
     # The PR's labels from Buildkite's variable: plan reads it when --labels is not given.
     env = local_env(BUILDKITE_PULL_REQUEST_LABELS="ready")
     rel = f".buildkite/cuda/{pipeline}"
-    upload = run_cli("upload-pipeline", "--pipeline", rel, "--dry-run", env=env, cwd=repo.path)
+    upload = run_task("upload-pipeline", "--pipeline", rel, "--dry-run", env=env, cwd=repo.path)
     assert upload.returncode == 0, upload.stderr
-    plan = run_cli("plan", "--platform", "cuda", "--format", "json", env=env, cwd=repo.path)
+    plan = run_task("plan", "--platform", "cuda", "--format", "json", env=env, cwd=repo.path)
     assert plan.returncode == 0, plan.stderr
 
     data = json.loads(plan.stdout)
@@ -194,17 +211,17 @@ def test_upload_pipeline_and_plan_keep_the_same_steps(
     assert said in plan.stderr.splitlines()
 
 
-def test_plan_and_upload_pipeline_use_the_pr_base_branch_variable(tmp_path: Path) -> None:
-    repo = _corpus(tmp_path)
+def test_plan_and_upload_pipeline_use_the_pr_base_branch_variable(corpus: GitRepo) -> None:
+    repo = corpus
     repo.git("branch", "release", "main")
     repo.push("release")
     repo.branch("my-change")
     repo.commit_files({MODEL: "class Model:\n    size = 19\n"}, "one model")
     env = local_env(BUILDKITE_PULL_REQUEST_BASE_BRANCH="release")
-    plan = run_cli("plan", "--platform", "xpu", "--format", "json", env=env, cwd=repo.path)
+    plan = run_task("plan", "--platform", "xpu", "--format", "json", env=env, cwd=repo.path)
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["diff"]["range"] == "origin/release...HEAD"
-    upload = run_cli(
+    upload = run_task(
         "upload-pipeline", ".buildkite/cuda/test-ready.yml", "--dry-run", env=env, cwd=repo.path
     )
     assert upload.returncode == 0, upload.stderr
@@ -213,25 +230,25 @@ def test_plan_and_upload_pipeline_use_the_pr_base_branch_variable(tmp_path: Path
     assert said in plan.stderr.splitlines() and said in upload.stderr.splitlines()
 
 
-def test_plan_labels_option_wins_over_the_buildkite_variable(tmp_path: Path) -> None:
-    repo = _corpus(tmp_path)
+def test_plan_labels_option_wins_over_the_buildkite_variable(corpus: GitRepo) -> None:
+    repo = corpus
     repo.branch("my-change")
     repo.commit_files({MODEL: "class Model:\n    size = 17\n"}, "one model")
     env = local_env(BUILDKITE_PULL_REQUEST_LABELS="ready,nightly-test")
     args = ("plan", "--platform", "xpu", "--format", "json")
-    from_env = run_cli(*args, env=env, cwd=repo.path)
-    given = run_cli(*args, "--labels", "merge-test", env=env, cwd=repo.path)
+    from_env = run_task(*args, env=env, cwd=repo.path)
+    given = run_task(*args, "--labels", "merge-test", env=env, cwd=repo.path)
     assert from_env.returncode == given.returncode == 0, from_env.stderr + given.stderr
     assert json.loads(from_env.stdout)["inputs"]["labels"] == ["ready", "nightly-test"]
     assert json.loads(given.stdout)["inputs"]["labels"] == ["merge-test"]
 
 
-def test_plan_branch_defaults_to_buildkite_branch(tmp_path: Path) -> None:
-    repo = _corpus(tmp_path)
+def test_plan_branch_defaults_to_buildkite_branch(corpus: GitRepo) -> None:
+    repo = corpus
     repo.branch("my-change")
     repo.commit_files({MODEL: "class Model:\n    size = 18\n"}, "one model")
     args = ("plan", "--platform", "xpu", "--format", "json")
-    done = run_cli(*args, env=local_env(BUILDKITE_BRANCH="other"), cwd=repo.path)
+    done = run_task(*args, env=local_env(BUILDKITE_BRANCH="other"), cwd=repo.path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["inputs"]["branch"] == "other"
     assert "local build:" not in done.stderr
@@ -240,12 +257,19 @@ def test_plan_branch_defaults_to_buildkite_branch(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- BUILDKITE_COMMIT
 
 
-@pytest.fixture
-def sample(tmp_path: Path) -> GitRepo:
-    repo = sample_checkout(tmp_path / "sample", SAMPLE)
+@pytest.fixture(scope="module")
+def sample_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """The sample pushed on main, a product change on branch `pr`; built once for the module."""
+    repo = sample_checkout(tmp_path_factory.mktemp("sample-template") / "sample", SAMPLE)
     repo.branch("pr")
     repo.commit_files({"omni_sample/new_module.py": "VALUE = 1\n"}, "product change")
     return repo
+
+
+@pytest.fixture
+def sample(sample_template: GitRepo, tmp_path: Path) -> GitRepo:
+    """A copy of `sample_template` for one test."""
+    return copy_repo(sample_template, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -268,7 +292,7 @@ def test_inside_buildkite_a_missing_commit_stops_before_anything(
     env = standins.env(
         local_env(BUILDKITE="true", BUILDKITE_PULL_REQUEST="42", BUILDKITE_BRANCH="pr")
     )
-    done = run_cli(*args, env=env, cwd=sample.path)
+    done = run_task(*args, env=env, cwd=sample.path)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr == (
         "error: BUILDKITE_COMMIT is not set "
@@ -286,7 +310,7 @@ def test_inside_buildkite_a_missing_commit_stops_before_anything(
 
 def test_inside_buildkite_the_tier_wants_the_commit_too(sample: GitRepo) -> None:
     env = local_env(BUILDKITE="true", BUILDKITE_BRANCH="pr")
-    done = run_cli("tier", "ready", "--platform", "rocm", "--native", env=env, cwd=sample.path)
+    done = run_task("tier", "ready", "--platform", "rocm", "--native", env=env, cwd=sample.path)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr.splitlines() == ["error: BUILDKITE_COMMIT is not set"]
 
@@ -310,18 +334,6 @@ def no_git(tmp_path: Path) -> dict[str, str]:
     env = local_env()
     env["PATH"] = str(bin_dir)
     return env
-
-
-def _cli_without_path(
-    args: tuple[str, ...], env: dict[str, str], cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    # The console script next to the interpreter: its shebang names the interpreter,
-    # so it starts without anything on PATH (a pyenv shim would need bash).
-    script = Path(sys.executable).parent / "vllm-omni-ci"
-    assert script.is_file(), f"vllm-omni-ci is not installed next to {sys.executable}"
-    return subprocess.run(
-        [str(script), *args], env=env, cwd=str(cwd), capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.mark.parametrize(
@@ -355,5 +367,5 @@ def test_without_git_on_path_the_task_says_so(
     env = dict(no_git)
     if args[0] == "upload-pipeline":
         env["BUILDKITE_PULL_REQUEST"] = "42"  # was: "origin/main not found locally; trying fetch"
-    done = _cli_without_path((*args, *repo), env, sample.path)
+    done = run_task(*args, *repo, env=env, cwd=sample.path)
     assert (done.returncode, done.stdout, done.stderr) == (127, "", "error: git: not found\n")
