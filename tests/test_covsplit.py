@@ -1,7 +1,8 @@
 """`cov-split` (was run_cov_split.sh): spec runners-and-tiers.md §3, golden scenarios G43-G54.
 
-The planner is checked as data; the task runs for real through the CLI, with
-real pytest and pytest-cov on a tiny tree and a recording `buildkite-agent`.
+The planner is checked as data; the task runs for real through the CLI's entry, in
+this process (tests/inproc.py), with real pytest and pytest-cov on a tiny tree and a
+recording `buildkite-agent`. Only `inv` and the shim script run as processes.
 """
 
 from __future__ import annotations
