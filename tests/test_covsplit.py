@@ -1,7 +1,8 @@
 """`cov-split` (was run_cov_split.sh): spec runners-and-tiers.md §3, golden scenarios G43-G54.
 
-The planner is checked as data; the task runs for real through the CLI, with
-real pytest and pytest-cov on a tiny tree and a recording `buildkite-agent`.
+The planner is checked as data; the task runs for real through the CLI's entry, in
+this process (tests/inproc.py), with real pytest and pytest-cov on a tiny tree and a
+recording `buildkite-agent`. Only `inv` and the shim script run as processes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 
 from ci import covsplit
 from ci.errors import UserError
-from tests.conftest import ROOT, StandIns, run_cli
+from tests.conftest import ROOT, StandIns
+from tests.inproc import Outcome, run_inproc
 from tests.test_runner import minimal_path
 
 SCRIPT_ENV = ("WEEKLY", "NIGHTLY", "BUILDKITE_BRANCH", "BUILDKITE_STEP_ID", "BUILDKITE")
@@ -98,8 +100,8 @@ def test_argument_errors_exit_2_with_the_script_message(
 ) -> None:
     standins.add("pytest")
     standins.add("buildkite-agent")
-    done = run_cli("cov-split", *args, env=clean_env(standins.env()), cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
+    done = run_inproc("cov-split", *args, env=clean_env(standins.env()), cwd=tmp_path)
+    assert done.code == 2, done.stderr
     assert done.stderr == f"error: {message}\n"
     assert standins.calls() == []
 
@@ -110,8 +112,10 @@ def test_a_model_id_must_be_a_name(model_id: str, standins: StandIns, tmp_path: 
     for name in ("pytest", "gzip", "rm", "buildkite-agent"):
         standins.add(name)
     env = clean_env(standins.env(), WEEKLY="1", BUILDKITE_BRANCH="main")  # coverage: rm -f runs
-    done = run_cli("cov-split", "--model-id", model_id, "--offline", "a.py", env=env, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
+    done = run_inproc(
+        "cov-split", "--model-id", model_id, "--offline", "a.py", env=env, cwd=tmp_path
+    )
+    assert done.code == 2, done.stderr
     assert done.stderr == (
         f"error: --model-id: {model_id!r} is not a model name: "
         "use letters, digits, '.', '_' and '-' only, not '.' or '..'\n"
@@ -121,13 +125,14 @@ def test_a_model_id_must_be_a_name(model_id: str, standins: StandIns, tmp_path: 
 
 def test_a_model_id_with_dots_dashes_and_underscores_is_fine(standins: StandIns) -> None:
     env = clean_env(standins.env(), WEEKLY="1", BUILDKITE_BRANCH="main")
-    done = run_cli(
+    done = run_inproc(
         "cov-split", "--model-id", "Qwen2.5-Omni_7B", "--offline", "a", "--dry-run", env=env
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert "coverage-Qwen2.5-Omni_7B-offline-local.xml" in done.stdout
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -158,7 +163,7 @@ def test_argument_errors_under_inv_too(
 
 
 def test_help_states_the_gate_and_the_exit_rules() -> None:
-    text = " ".join(run_cli("cov-split", "--help").stdout.split())
+    text = " ".join(run_inproc("cov-split", "--help").stdout.split())
     assert "Coverage only when WEEKLY=1 and BUILDKITE_BRANCH=main" in text
     assert "exit code is passed through (5 included)" in text
     assert "any failure exits 1" in text
@@ -167,8 +172,8 @@ def test_help_states_the_gate_and_the_exit_rules() -> None:
 
 def test_missing_pytest_says_so(tmp_path: Path) -> None:
     env = clean_env(dict(os.environ), PATH=minimal_path(tmp_path))
-    done = run_cli("cov-split", "--model-id", "m", "--offline", "a", env=env, cwd=tmp_path)
-    assert done.returncode == 127
+    done = run_inproc("cov-split", "--model-id", "m", "--offline", "a", env=env, cwd=tmp_path)
+    assert done.code == 127
     assert "error: command not found: pytest" in done.stderr.splitlines()
 
 
@@ -243,24 +248,40 @@ def test_plan_with_coverage_cleans_both_modes_and_runs_only_requested() -> None:
 
 
 def test_plan_suffix_is_local_without_step_id() -> None:  # G54
+    """The suffix names every file: those removed, written, compressed and uploaded.
+
+    (The CLI's way from an environment without a step id to this plan is
+    `test_a_model_id_with_dots_dashes_and_underscores_is_fine`; running a plan with
+    coverage for real is `test_both_modes_write_gzip_and_upload_per_mode_reports`.)
+    """
     request = covsplit.Request("m", offline=("a",))
     for env in (
         {"WEEKLY": "1", "BUILDKITE_BRANCH": "main"},
         {"WEEKLY": "1", "BUILDKITE_BRANCH": "main", "BUILDKITE_STEP_ID": ""},
     ):
-        upload = covsplit.make_plan(request, env).commands[-1]
-        assert upload.argv[-1] == "coverage-m-*-local.xml.gz"
+        assert [c.argv for c in covsplit.make_plan(request, env).commands] == [
+            (
+                *("rm", "-f", "coverage-m-offline-local.xml", "coverage-m-online-local.xml"),
+                *("coverage-m-offline-local.xml.gz", "coverage-m-online-local.xml.gz"),
+            ),
+            (
+                *("pytest", "-s", "-v", "a"),
+                *("--cov=vllm_omni", "--cov-report=xml:coverage-m-offline-local.xml"),
+            ),
+            ("gzip", "-9", "-f", "coverage-m-offline-local.xml"),
+            ("buildkite-agent", "artifact", "upload", "coverage-m-*-local.xml.gz"),
+        ]
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(standins: StandIns, tmp_path: Path) -> None:
     standins.add("pytest")
     standins.add("buildkite-agent")
     env = clean_env(standins.env(), WEEKLY="1", BUILDKITE_BRANCH="main", BUILDKITE_STEP_ID="s")
-    done = run_cli(
+    done = run_inproc(
         "cov-split", "--model-id", "m", "--offline", "a", "--dry-run", "--", "-m", "a and b",
         env=env, cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert "pytest -s -v a -m 'a and b' --cov=vllm_omni" in done.stdout
     assert "buildkite-agent artifact upload 'coverage-m-*-s.xml.gz'" in done.stdout
     assert standins.calls() == []
@@ -272,12 +293,12 @@ def test_dry_run_prints_the_plan_and_runs_nothing(standins: StandIns, tmp_path: 
 def test_gate_closed_forwards_args_with_quoting_intact(standins: StandIns, tmp_path: Path) -> None:
     """G47, with a stand-in to see the exact argv."""
     standins.add("pytest", "exit 0")
-    done = run_cli(
+    done = run_inproc(
         "cov-split", "--model-id", "m", "--offline", "a", "--online", "b",
         "--", "-m", "advanced_model and cuda", "--run-level", "advanced_model",
         env=clean_env(standins.env()), cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert standins.argvs("pytest") == [
         ["-s", "-v", "a", "b", "-m", "advanced_model and cuda", "--run-level", "advanced_model"]
     ]
@@ -297,12 +318,12 @@ def test_gate_closed_real_pytest_exit_code_passes_through(
 ) -> None:
     standins.add("buildkite-agent")
     env = env_for(standins, tree, COVSPLIT_FAIL=fail, WEEKLY="1", BUILDKITE_BRANCH="feat")
-    done = run_cli(
+    done = run_inproc(
         "cov-split", "--model-id", "m", "--offline", "tests/test_offline.py",
         "--online", "tests/test_online.py", "--", *pytest_args,
         env=env, cwd=tree,
     )  # fmt: skip
-    assert done.returncode == code, done.stderr
+    assert done.code == code, done.stderr
     if pytest_args[:2] == ["-m", "a and b"]:
         assert "2 passed, 2 deselected" in done.stderr
     assert not list(tree.glob("coverage-*"))
@@ -322,8 +343,8 @@ GATE = {"WEEKLY": "1", "BUILDKITE_BRANCH": "main", "BUILDKITE_STEP_ID": "abc"}
 LIST_UPLOAD = 'for f in $4; do echo "uploading $f"; done; ls $4 >/dev/null'
 
 
-def run_both(tree: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(
+def run_both(tree: Path, env: dict[str, str], *extra: str) -> Outcome:
+    return run_inproc(
         "cov-split", "--model-id", "m", "--offline", "tests/test_offline.py",
         "--online", "tests/test_online.py", "--", "-m", "a or not a", *extra,
         env=env, cwd=tree,
@@ -334,7 +355,7 @@ def test_both_modes_write_gzip_and_upload_per_mode_reports(tree: Path, standins:
     """G49."""
     standins.add("buildkite-agent", LIST_UPLOAD)
     done = run_both(tree, env_for(standins, tree, **GATE))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert sorted(p.name for p in tree.glob("coverage-*")) == [
         "coverage-m-offline-abc.xml.gz",
         "coverage-m-online-abc.xml.gz",
@@ -350,11 +371,11 @@ def test_stale_report_of_a_mode_not_run_is_removed(tree: Path, standins: StandIn
     standins.add("buildkite-agent", LIST_UPLOAD)
     (tree / "coverage-m-online-abc.xml.gz").write_bytes(b"stale")
     (tree / "coverage-m-online-abc.xml").write_text("stale")
-    done = run_cli(
+    done = run_inproc(
         "cov-split", "--model-id", "m", "--offline", "tests/test_offline.py",
         env=env_for(standins, tree, **GATE), cwd=tree,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert sorted(p.name for p in tree.glob("coverage-*")) == ["coverage-m-offline-abc.xml.gz"]
 
 
@@ -370,7 +391,7 @@ def test_a_failing_half_gives_1_and_the_other_half_still_runs(
 ) -> None:
     standins.add("buildkite-agent", LIST_UPLOAD)
     done = run_both(tree, env_for(standins, tree, COVSPLIT_FAIL=fail, **GATE), *extra)
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert (tree / "coverage-m-online-abc.xml.gz").is_file()
     assert "offline half failed" in done.stderr
     assert standins.argvs("buildkite-agent") == [["artifact", "upload", "coverage-m-*-abc.xml.gz"]]
@@ -381,11 +402,11 @@ def test_missing_report_fails_its_half_through_gzip(tree: Path, standins: StandI
     standins.add("buildkite-agent")
     env = env_for(standins, tree, **GATE)
     env["PYTEST_ADDOPTS"] = "--no-cov"
-    done = run_cli(
+    done = run_inproc(
         "cov-split", "--model-id", "m", "--online", "tests/test_online.py",
         env=env, cwd=tree,
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert "online half failed (pytest exit 0, gzip exit 1)" in done.stderr
 
 
@@ -393,22 +414,11 @@ def test_failing_upload_gives_1(tree: Path, standins: StandIns) -> None:
     """G52."""
     standins.add("buildkite-agent", "exit 7")
     done = run_both(tree, env_for(standins, tree, **GATE))
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert "artifact upload failed" in done.stderr
 
 
-def test_local_suffix_without_step_id(tree: Path, standins: StandIns) -> None:
-    """G54, for real."""
-    standins.add("buildkite-agent", LIST_UPLOAD)
-    env = env_for(standins, tree, WEEKLY="1", BUILDKITE_BRANCH="main")
-    done = run_both(tree, env)
-    assert done.returncode == 0, done.stderr
-    assert (tree / "coverage-m-offline-local.xml.gz").is_file()
-    assert standins.argvs("buildkite-agent") == [
-        ["artifact", "upload", "coverage-m-*-local.xml.gz"]
-    ]
-
-
+@pytest.mark.process
 def test_shim_script_keeps_the_old_command_line(standins: StandIns, tmp_path: Path) -> None:
     standins.add("pytest", "exit 5")
     shim = Path(__file__).resolve().parents[1] / "scripts" / "common" / "run_cov_split.sh"

@@ -12,7 +12,8 @@ import pytest
 from ci.errors import UserError
 from ci.gates import marks
 from ci.pipeline.markers import MarkerRegistry, parse_marker_lines
-from tests.conftest import SAMPLE, run_cli
+from tests.conftest import SAMPLE
+from tests.inproc import run_inproc
 
 # The registry of MARKERS.md (vLLM-Omni 03ce05ed), as pyproject lines with tags.
 MARKER_LINES = [
@@ -300,8 +301,8 @@ def test_unparsable_file_is_a_problem_not_a_crash() -> None:
 
 def test_cli_clean_tree_exits_0(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, {"tests/unit/test_ok.py": GOOD, "tests/conftest.py": "X = 1\n"})
-    done = run_cli("check-marks", "--repo", str(repo))
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("check-marks", "--repo", str(repo))
+    assert done.code == 0, done.stderr
     assert done.stdout == ""
     assert "1 test files, 2 files scanned: OK" in done.stderr
 
@@ -318,8 +319,8 @@ def test_the_scan_imports_nothing_from_the_tests(tmp_path: Path) -> None:
             "tests/unit/test_ok.py": side_effect + GOOD,
         },
     )
-    done = run_cli("check-marks", "--repo", str(repo))
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_inproc("check-marks", "--repo", str(repo))
+    assert done.code == 0, done.stdout + done.stderr
     assert not witness.exists()
     assert "1 test files, 3 files scanned: OK" in done.stderr
 
@@ -341,8 +342,8 @@ def test_cli_reports_each_problem_per_file_and_exits_1(tmp_path: Path) -> None:
             ),
         },
     )
-    done = run_cli("check-marks", "--repo", str(repo))
-    assert done.returncode == 1, done.stderr
+    done = run_inproc("check-marks", "--repo", str(repo))
+    assert done.code == 1, done.stderr
     assert done.stdout.splitlines() == [
         "tests/e2e/test_nohw.py:",
         "  Hardware: no hardware platform marker (cpu, cuda, gpu, musa, npu, rocm, xpu) "
@@ -369,36 +370,36 @@ def test_cli_checks_only_the_files_after_dashdash(tmp_path: Path) -> None:
             "docs/notes.py": "X = 1\n",
         },
     )
-    ok = run_cli("check-marks", "--repo", str(repo), "--", "tests/test_ok.py", "docs/notes.py")
-    assert ok.returncode == 0, ok.stderr
-    bad = run_cli("check-marks", "--", "tests/test_bad.py", cwd=repo)
-    assert bad.returncode == 2  # no --repo and not a git checkout
-    bad = run_cli("check-marks", "--repo", ".", "--", "tests/test_bad.py", cwd=repo)
-    assert bad.returncode == 1
+    ok = run_inproc("check-marks", "--repo", str(repo), "--", "tests/test_ok.py", "docs/notes.py")
+    assert ok.code == 0, ok.stderr
+    bad = run_inproc("check-marks", "--", "tests/test_bad.py", cwd=repo)
+    assert bad.code == 2  # no --repo and not a git checkout
+    bad = run_inproc("check-marks", "--repo", ".", "--", "tests/test_bad.py", cwd=repo)
+    assert bad.code == 1
     assert bad.stdout.startswith("tests/test_bad.py:\n  Level:")
-    missing = run_cli("check-marks", "--repo", str(repo), "--", "tests/nope.py")
-    assert missing.returncode == 2
+    missing = run_inproc("check-marks", "--repo", str(repo), "--", "tests/nope.py")
+    assert missing.code == 2
     assert missing.stderr.startswith("error: tests/nope.py: no such file")
 
 
 def test_cli_input_errors_exit_2(tmp_path: Path) -> None:
     no_tests = make_repo(tmp_path, {})
-    done = run_cli("check-marks", "--repo", str(no_tests))
-    assert (done.returncode, done.stderr) == (
+    done = run_inproc("check-marks", "--repo", str(no_tests))
+    assert (done.code, done.stderr) == (
         2,
         f"error: --repo: {no_tests} has no tests/ directory\n",
     )
     (no_tests / "pyproject.toml").unlink()
     (no_tests / "tests").mkdir()
-    done = run_cli("check-marks", "--repo", str(no_tests))
-    assert done.returncode == 2
+    done = run_inproc("check-marks", "--repo", str(no_tests))
+    assert done.code == 2
     assert done.stderr == f"error: missing pytest marker registry: {no_tests / 'pyproject.toml'}\n"
     assert "Traceback" not in done.stderr
 
 
 def test_the_sample_passes_and_a_sku_mark_in_it_fails(tmp_path: Path) -> None:
-    done = run_cli("check-marks", "--repo", str(SAMPLE))
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_inproc("check-marks", "--repo", str(SAMPLE))
+    assert done.code == 0, done.stdout + done.stderr
     assert re.search(r"check-marks: [1-9]\d* test files, \d+ files scanned: OK", done.stderr)
     copy = tmp_path / "sample"
     shutil.copytree(SAMPLE / "tests", copy / "tests")
@@ -407,8 +408,8 @@ def test_the_sample_passes_and_a_sku_mark_in_it_fails(tmp_path: Path) -> None:
     gpu.write_text(
         gpu.read_text() + "\n\n@pytest.mark.core_model\n@pytest.mark.L4\ndef test_x():\n    pass\n"
     )
-    broken = run_cli("check-marks", "--repo", str(copy))
-    assert broken.returncode == 1
+    broken = run_inproc("check-marks", "--repo", str(copy))
+    assert broken.code == 1
     assert broken.stdout.startswith("tests/engine/test_engine_gpu.py:\n  Direct SKU: line ")
     assert "pytest.mark.L4;" in broken.stdout
 
@@ -423,26 +424,29 @@ def test_from_ref_checks_only_the_changed_test_files(tmp_path: Path) -> None:
     git.commit_files(
         {"tests/test_new.py": "import pytest\n\n@pytest.mark.cpu\ndef test_x(): ...\n"}
     )
-    done = run_cli("check-marks", "--repo", str(repo), "--from-ref", "main")
-    assert done.returncode == 1, done.stderr
+    done = run_inproc("check-marks", "--repo", str(repo), "--from-ref", "main")
+    assert done.code == 1, done.stderr
     assert done.stdout.splitlines()[0] == "tests/test_new.py:"
     assert "test_old.py" not in done.stdout
-    clean = run_cli("check-marks", "--repo", str(repo), "--from-ref", "HEAD")
-    assert clean.returncode == 0, clean.stderr
+    clean = run_inproc("check-marks", "--repo", str(repo), "--from-ref", "HEAD")
+    assert clean.code == 0, clean.stderr
     assert "no changed .py file under tests/ since HEAD" in clean.stderr
     git.write("tests/test_wip.py", "def test_x(): ...\n")
-    wip = run_cli("check-marks", "--repo", str(repo), "--from-ref", "HEAD", "--to-ref", "WORKTREE")
-    assert wip.returncode == 1
+    wip = run_inproc(
+        "check-marks", "--repo", str(repo), "--from-ref", "HEAD", "--to-ref", "WORKTREE"
+    )
+    assert wip.code == 1
     assert wip.stdout.startswith("tests/test_wip.py:\n  Level:")
-    bad = run_cli("check-marks", "--repo", str(repo), "--from-ref", "no-such-ref")
-    assert bad.returncode == 2
-    both = run_cli("check-marks", "--repo", str(repo), "--from-ref", "main", "--", "tests/x.py")
-    assert (both.returncode, both.stderr) == (
+    bad = run_inproc("check-marks", "--repo", str(repo), "--from-ref", "no-such-ref")
+    assert bad.code == 2
+    both = run_inproc("check-marks", "--repo", str(repo), "--from-ref", "main", "--", "tests/x.py")
+    assert (both.code, both.stderr) == (
         2,
         "error: give files after `--` or --from-ref, not both\n",
     )
 
 
+@pytest.mark.process
 def test_nox_session_runs_the_gate_over_a_repo(tmp_path: Path) -> None:
     """`nox -s check-marks` (no venv): the sample by default, `--repo` otherwise."""
     import subprocess

