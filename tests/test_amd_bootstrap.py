@@ -127,7 +127,8 @@ def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.Thr
     """A GitHub stand-in on 127.0.0.1 (a free port), answering in a background thread."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # A short poll: `shutdown()` at teardown waits up to one poll interval (0.5 s by default).
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     return server
 
 
