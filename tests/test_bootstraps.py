@@ -566,13 +566,31 @@ def test_f8_npu_docs_only_nightly_still_builds_images(
 # --------------------------------------------------------------------------- Intel (F5-F7)
 
 
-@pytest.fixture
-def intel_repo(tmp_path: Path) -> GitRepo:
-    path = make_corpus(tmp_path / "intel", pyproject=False, register_key=False)
+def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
+    """A copy of `template` at `dest`, with its own copy of the bare origin (a test may write)."""
+    repo = GitRepo(dest, dest.parent / f"{dest.name}-origin.git")
+    shutil.copytree(template.path, repo.path, symlinks=True)
+    if template.origin is not None and repo.origin is not None:
+        shutil.copytree(template.origin, repo.origin, symlinks=True)
+        repo.git("remote", "set-url", "origin", str(repo.origin))
+    return repo
+
+
+@pytest.fixture(scope="module")
+def intel_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """The corpus for the Intel bootstrap, built once per module (`intel_repo` copies it)."""
+    path = make_corpus(
+        tmp_path_factory.mktemp("intel-template") / "intel", pyproject=False, register_key=False
+    )
     repo = GitRepo.create(path)
     repo.write("vllm_omni/model.py", "x = 1\n")
     repo.commit("base")
     return repo
+
+
+@pytest.fixture
+def intel_repo(intel_template: GitRepo, tmp_path: Path) -> GitRepo:
+    return copy_repo(intel_template, tmp_path / "intel")
 
 
 def intel_run(
@@ -681,8 +699,14 @@ def test_intel_pipeline_without_the_script_is_refused(
 
 
 @pytest.fixture
-def sample_repo(tmp_path: Path) -> GitRepo:
-    path = tmp_path / "sample"
+def sample_repo(sample_template: GitRepo, tmp_path: Path) -> GitRepo:
+    return copy_repo(sample_template, tmp_path / "sample")
+
+
+@pytest.fixture(scope="module")
+def sample_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """The sample on `main` (pushed) and a product change on `feature`, built once per module."""
+    path = tmp_path_factory.mktemp("sample-template") / "sample"
     shutil.copytree(
         SAMPLE,
         path,
