@@ -217,9 +217,7 @@ def bootstrap_env(
     return env
 
 
-def run_bootstrap(
-    repo: GitRepo, env: dict[str, str], *extra: str
-) -> Outcome:
+def run_bootstrap(repo: GitRepo, env: dict[str, str], *extra: str) -> Outcome:
     return run_inproc("bootstrap", "--platform", "rocm", "--repo", str(repo.path), *extra, env=env)
 
 
@@ -511,7 +509,9 @@ def test_a_subfolder_target_sees_only_its_own_changes(
     outer.commit_files({"omni/docs/a.md": "b\n", "server/app.py": "x = 2\n"}, "docs + outside")
     github.labels["31"] = ["ready"]
     env = bootstrap_env(outer, agent, github, pr="31")
-    done = run_inproc("bootstrap", "--platform", "rocm", "--repo", str(outer.path / "omni"), env=env)
+    done = run_inproc(
+        "bootstrap", "--platform", "rocm", "--repo", str(outer.path / "omni"), env=env
+    )
     assert done.code == 0, done.stderr
     assert "[skip-ci]: CI skipped — docs or pytest skip-mark changes only" in done.stderr
     assert agent.calls() == [ANNOTATE]
