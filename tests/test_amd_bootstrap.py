@@ -27,8 +27,9 @@ from ci import skipci, yamlio
 from ci.amd import bootstrap, combine, render, suites
 from ci.errors import Stop, UserError
 from ci.schema import schema_problems
-from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, need_shared, run_cli
+from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, need_shared
 from tests.gitrepo import GitRepo, buildkite_env, git_counter
+from tests.inproc import Outcome, run_inproc
 
 CORPUS_AMD = SHARED / "vllm-omni" / ".buildkite" / "amd"
 NOT_CRITICAL = "No critical changes, using precompiled wheels"
@@ -79,14 +80,29 @@ def copy_tracked(source: Path, dest: Path) -> None:
         shutil.copy2(source / rel, target)
 
 
-@pytest.fixture
-def amd_repo(tmp_path: Path) -> GitRepo:
-    """main (pushed to a real origin) holds the real AMD suites; work happens on `feature`."""
-    repo = GitRepo.create(tmp_path / "omni")
+@pytest.fixture(scope="module")
+def amd_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """main (pushed to a real origin) holds the real AMD suites; work happens on `feature`.
+
+    Built once per module; tests write to their own copy (`amd_repo`).
+    """
+    repo = GitRepo.create(tmp_path_factory.mktemp("amd-template") / "omni")
     shutil.copytree(corpus_amd(), repo.path / ".buildkite" / "amd")
     repo.commit_files({"vllm_omni/model.py": "x = 1\n", "docs/index.md": "# docs\n"}, "init")
     repo.push("main")
     repo.branch("feature")
+    return repo
+
+
+@pytest.fixture
+def amd_repo(amd_template: GitRepo, tmp_path: Path) -> GitRepo:
+    """A copy of `amd_template` (checkout and bare origin) that this test may change."""
+    assert amd_template.origin is not None
+    repo = GitRepo(tmp_path / "omni", tmp_path / "omni-origin.git")
+    assert repo.origin is not None
+    shutil.copytree(amd_template.path, repo.path, symlinks=True)
+    shutil.copytree(amd_template.origin, repo.origin, symlinks=True)
+    repo.git("remote", "set-url", "origin", str(repo.origin))
     return repo
 
 
@@ -111,7 +127,8 @@ def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.Thr
     """A GitHub stand-in on 127.0.0.1 (a free port), answering in a background thread."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # A short poll: `shutdown()` at teardown waits up to one poll interval (0.5 s by default).
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     return server
 
 
@@ -200,10 +217,8 @@ def bootstrap_env(
     return env
 
 
-def run_bootstrap(
-    repo: GitRepo, env: dict[str, str], *extra: str
-) -> subprocess.CompletedProcess[str]:
-    return run_cli("bootstrap", "--platform", "rocm", "--repo", str(repo.path), *extra, env=env)
+def run_bootstrap(repo: GitRepo, env: dict[str, str], *extra: str) -> Outcome:
+    return run_inproc("bootstrap", "--platform", "rocm", "--repo", str(repo.path), *extra, env=env)
 
 
 def append(text: str) -> Callable[[str], str]:
@@ -372,7 +387,7 @@ def test_b_rows(name: str, amd_repo: GitRepo, agent: Agent, github: GitHub) -> N
     done = run_bootstrap(amd_repo, env)
     lines = done.stderr.splitlines()
 
-    assert done.returncode == row.code, done.stderr
+    assert done.code == row.code, done.stderr
     assert done.stdout == ""  # the pipeline is uploaded, not printed
     assert "Traceback" not in done.stderr
     assert len(github.requests) == row.requests
@@ -414,7 +429,7 @@ def test_b11_env_is_the_union_and_no_temp_file(
     )
     (tmp_path / "t").mkdir()
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     ready, merge = (
         yaml.safe_load((corpus_amd() / f"test-amd-{n}.yml").read_text())["env"]
         for n in ("ready", "merge")
@@ -428,7 +443,7 @@ def test_order_of_operations(amd_repo: GitRepo, agent: Agent, github: GitHub) ->
     amd_repo.commit_files({"setup.py": "x\n"}, "critical")
     github.labels["21"] = ["documentation"]  # no tier label: the ready fallback
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="21"))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert len(github.requests) == 1
     lines = done.stderr.splitlines()
     order = [
@@ -448,7 +463,7 @@ def test_a_failed_upload_exits_with_the_agent_status(
     standins.add("buildkite-agent", '[[ "$1" == pipeline ]] && exit 3; exit 0')
     agent = Agent(standins, Path("unused"))
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
-    assert done.returncode == 3
+    assert done.code == 3
     assert agent.calls() == UPLOADS
     last = done.stderr.splitlines()[-1]  # the door's wording; only its gist is ours
     assert last.startswith("error: ") and "pipeline upload" in last and "exit 3" in last
@@ -463,7 +478,7 @@ def test_a_failed_annotation_is_ignored(
     amd_repo.commit_files(DOCS, "docs")
     github.labels["4"] = ["ready"]
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="4"))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert agent.calls() == [ANNOTATE]
     assert done.stderr.splitlines()[-1] == bootstrap.NOTHING_LEFT
 
@@ -474,7 +489,7 @@ def test_buildkite_without_a_branch_is_an_input_error(
     env = bootstrap_env(amd_repo, agent, github, NIGHTLY="x")
     del env["BUILDKITE_BRANCH"]
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 1
+    assert done.code == 1
     assert done.stderr.splitlines() == [
         "error: BUILDKITE_BRANCH is not set",
         "error: NIGHTLY must be 0 or 1, got 'x'",
@@ -494,8 +509,10 @@ def test_a_subfolder_target_sees_only_its_own_changes(
     outer.commit_files({"omni/docs/a.md": "b\n", "server/app.py": "x = 2\n"}, "docs + outside")
     github.labels["31"] = ["ready"]
     env = bootstrap_env(outer, agent, github, pr="31")
-    done = run_cli("bootstrap", "--platform", "rocm", "--repo", str(outer.path / "omni"), env=env)
-    assert done.returncode == 0, done.stderr
+    done = run_inproc(
+        "bootstrap", "--platform", "rocm", "--repo", str(outer.path / "omni"), env=env
+    )
+    assert done.code == 0, done.stderr
     assert "[skip-ci]: CI skipped — docs or pytest skip-mark changes only" in done.stderr
     assert agent.calls() == [ANNOTATE]
 
@@ -510,7 +527,7 @@ def test_label_request_sends_the_token_and_never_prints_it(
     token = "ghp_canary_token_123456"
     env = bootstrap_env(amd_repo, agent, github, pr="5", GITHUB_TOKEN=token)
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 1
+    assert done.code == 1
     assert github.requests == [f"/repos/vllm-project/vllm-omni/pulls/5 auth=Bearer {token}"]
     assert done.stderr.splitlines() == [
         f"{bootstrap.LABEL_ERROR} (GET {github.url}/repos/vllm-project/vllm-omni/pulls/5: "
@@ -579,7 +596,7 @@ def test_labels_are_not_requested_outside_a_pr_or_with_debug_yaml(
     for pr, debug in (("false", ""), ("", ""), ("4", "ready")):
         env = bootstrap_env(amd_repo, agent, github, pr=pr, DEBUG_TEST_YAML=debug)
         done = run_bootstrap(amd_repo, env, "--dry-run")
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
     assert github.requests == []
 
 
@@ -628,7 +645,7 @@ def test_bad_suites_fail_closed(
     amd_repo.commit(name)
     env = bootstrap_env(amd_repo, agent, github, DEBUG_TEST_YAML="ready")
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 1
+    assert done.code == 1
     lines = done.stderr.splitlines()
     assert [ln for ln in lines if ln.startswith("error:")] == [lines[-1]], done.stderr
     assert lines[-1].startswith("error: ") and error in lines[-1], done.stderr
@@ -666,8 +683,8 @@ def test_bad_inputs_stop_before_anything_runs(
 ) -> None:  # fmt: skip
     """One line per problem and nothing else: no label request, no git log, no upload."""
     full = bootstrap_env(amd_repo, agent, github, pr="3", **env)
-    done = run_cli("bootstrap", *args, "--repo", str(amd_repo.path), env=full)
-    assert done.returncode == (2 if "rocm" not in args else 1)
+    done = run_inproc("bootstrap", *args, "--repo", str(amd_repo.path), env=full)
+    assert done.code == (2 if "rocm" not in args else 1)
     assert done.stderr.splitlines() == expected
     assert done.stdout == ""
     assert github.requests == [] and agent.calls() == []
@@ -925,7 +942,7 @@ def test_end_to_end_on_a_repo_made_from_the_sample(
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
 
     done = run_bootstrap(repo, env)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout == ""
     assert "ghp_sample_secret_987" not in done.stderr
     assert github.requests == [
@@ -953,7 +970,7 @@ def test_end_to_end_on_a_repo_made_from_the_sample(
     # uploaded, on stdout alone, and uploads nothing.
     agent.standins.log.unlink()
     dry = run_bootstrap(repo, env, "--dry-run", "--labels", "documentation,merge-test,ready")
-    assert dry.returncode == 0, dry.stderr
+    assert dry.code == 0, dry.stderr
     assert yaml.safe_load(dry.stdout) == pipeline
     assert len(github.requests) == 1  # still only the real run's
     assert agent.calls() == [] and not (amd_dir / bootstrap.PIPELINE_FILE).exists()
@@ -970,11 +987,11 @@ def test_done_when_sample_dry_run_prints_a_schema_valid_pipeline() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE")}
     env.pop("NIGHTLY", None)
     env["DEBUG_TEST_YAML"] = "ready"
-    done = run_cli(
+    done = run_inproc(
         "bootstrap", "--platform", "rocm", "--repo", "examples/omni-sample", "--dry-run",
         env=env, cwd=ROOT,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     pipeline = yaml.safe_load(done.stdout)
     assert schema_problems(pipeline) == []
     assert yamlio.dumps(pipeline) == done.stdout  # stdout is the YAML and nothing else
@@ -1003,7 +1020,7 @@ def test_an_empty_buildkite_branch_is_a_branch_that_is_not_main(
     main, so the ready fallback (it used to stop with `BUILDKITE_BRANCH is not set`)."""
     amd_repo.commit_files(PRODUCT, "product")
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, branch=""))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert suites.FALLBACK_NOTICE in done.stderr.splitlines()
     assert "AMD test suites: READY_TESTS:test-amd-ready.yml" in done.stderr.splitlines()
     assert agent.calls() == UPLOADS
@@ -1022,7 +1039,7 @@ def test_buildkite_pr_labels_replace_the_github_request(
         amd_repo, agent, github, pr="41", BUILDKITE_PULL_REQUEST_LABELS="merge-test,ready"
     )
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert github.requests == []
     assert [g["group"] for g in agent.pipeline()["steps"][1:]] == ["READY_TESTS", "MERGE_TESTS"]
 
@@ -1033,7 +1050,7 @@ def test_empty_buildkite_pr_labels_mean_no_labels(
     github.status = 500
     env = bootstrap_env(amd_repo, agent, github, pr="42", BUILDKITE_PULL_REQUEST_LABELS="")
     done = run_bootstrap(amd_repo, env, "--dry-run")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert github.requests == []
     assert suites.FALLBACK_NOTICE in done.stderr.splitlines()
     assert labels_of(yaml.safe_load(done.stdout)) == suite_labels("ready")
@@ -1045,7 +1062,7 @@ def test_the_labels_option_wins_and_makes_no_request(
     github.status = 500
     env = bootstrap_env(amd_repo, agent, github, pr="43", BUILDKITE_PULL_REQUEST_LABELS="ready")
     done = run_bootstrap(amd_repo, env, "--labels", "merge-test")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert github.requests == []
     assert "AMD test suites: MERGE_TESTS:test-amd-merge.yml" in done.stderr.splitlines()
     assert labels_of(agent.pipeline()) == suite_labels("merge")
@@ -1057,7 +1074,7 @@ def test_a_pr_dry_run_without_labels_stops_before_any_request(
     """`BUILDKITE_PULL_REQUEST=1 … --dry-run` asked GitHub (and failed offline)."""
     github.labels["1"] = ["ready"]
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr="1"), "--dry-run")
-    assert done.returncode == 2, done.stderr
+    assert done.code == 2, done.stderr
     assert done.stderr.splitlines() == [
         "error: PR #1 needs its labels and --dry-run makes no GitHub request: give them with"
         " --labels (comma-separated, '' for none) or BUILDKITE_PULL_REQUEST_LABELS"
@@ -1068,7 +1085,7 @@ def test_a_pr_dry_run_without_labels_stops_before_any_request(
     for args, extra in ((["--labels", "ready"], {}), ([], {bootstrap.LABELS_ENV: "ready"})):
         env = bootstrap_env(amd_repo, agent, github, pr="1", **extra)
         ok = run_bootstrap(amd_repo, env, "--dry-run", *args)
-        assert ok.returncode == 0, ok.stderr
+        assert ok.code == 0, ok.stderr
         assert labels_of(yaml.safe_load(ok.stdout)) == suite_labels("ready")
     assert github.requests == []
 
@@ -1078,11 +1095,11 @@ def test_labels_are_an_option_of_the_rocm_bootstrap_only(
     platform: str, amd_repo: GitRepo, agent: Agent, github: GitHub
 ) -> None:
     env = bootstrap_env(amd_repo, agent, github)
-    done = run_cli(
+    done = run_inproc(
         "bootstrap", "--platform", platform, "--labels", "ready", "--repo", str(amd_repo.path),
         "--dry-run", env=env,
     )  # fmt: skip
-    assert done.returncode == 2
+    assert done.code == 2
     assert done.stderr.splitlines() == [
         f"error: --labels: only for --platform rocm; the {platform} bootstrap uploads `if`"
         " conditions that Buildkite evaluates against the PR's labels itself"
@@ -1103,7 +1120,7 @@ def test_a_pr_number_that_is_not_digits_is_an_input_error(
     env = bootstrap_env(amd_repo, agent, github, pr=value, GITHUB_TOKEN=token)
     for extra in ([], ["--labels", "ready"], ["--dry-run"]):
         done = run_bootstrap(amd_repo, env, *extra)
-        assert done.returncode == 2, done.stderr
+        assert done.code == 2, done.stderr
         assert done.stderr.splitlines() == [
             f"error: BUILDKITE_PULL_REQUEST: {value!r} is not a PR number: allowed values are"
             " digits or 'false' (empty: unset)"
@@ -1122,7 +1139,7 @@ def test_an_empty_or_false_pr_is_not_a_pr(
     value: str, amd_repo: GitRepo, agent: Agent, github: GitHub
 ) -> None:
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github, pr=value), "--dry-run")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert github.requests == []
     assert suites.FALLBACK_NOTICE in done.stderr.splitlines()
 
@@ -1183,7 +1200,7 @@ def test_a_redirect_is_refused_and_the_token_goes_nowhere(
     env = bootstrap_env(amd_repo, agent, github, pr="7", GITHUB_TOKEN=token)
     env[bootstrap.GITHUB_API_ENV] = api.url
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert api.requests == [("/repos/vllm-project/vllm-omni/pulls/7", f"Bearer {token}")]
     assert elsewhere.requests == []  # neither the request nor the token arrived there
     (line,) = done.stderr.splitlines()
@@ -1206,7 +1223,7 @@ def test_a_mirror_value_of_another_suite_is_known_but_uploads_the_image_alone(
     amd_repo.commit("nightly step mirrored on mi355x")
     env = bootstrap_env(amd_repo, agent, github, AMD_MIRROR_HW="mi355x")
     done = run_bootstrap(amd_repo, env, "--dry-run")  # ready: no step lists mi355x
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert rendered_leaves(yaml.safe_load(done.stdout)) == []
     assert (
         "warning: AMD_MIRROR_HW='mi355x' is in no selected step's mirror_hardwares"
@@ -1214,11 +1231,11 @@ def test_a_mirror_value_of_another_suite_is_known_but_uploads_the_image_alone(
     ) in done.stderr.splitlines()
     env["DEBUG_TEST_YAML"] = "nightly"
     chosen = run_bootstrap(amd_repo, env, "--dry-run")
-    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.code == 0, chosen.stderr
     assert len(rendered_leaves(yaml.safe_load(chosen.stdout))) == 1
     env["AMD_MIRROR_HW"] = "mi355"  # the error lists what the suites use
     typo = run_bootstrap(amd_repo, env, "--dry-run")
-    assert typo.returncode == 1
+    assert typo.code == 1
     assert typo.stderr.splitlines() == [
         "error: AMD_MIRROR_HW='mi355' is not a mirror_hardwares value of the AMD suites:"
         " allowed values are amdproduction, mi355x"
@@ -1245,7 +1262,7 @@ def test_another_bootstrap_on_the_checkout_cannot_change_what_we_upload(
     )
     agent = Agent(standins, uploaded)
     done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert agent.calls() == UPLOADS
     assert labels_of(agent.pipeline()) == suite_labels("ready")
 
@@ -1262,7 +1279,7 @@ def test_a_checkout_we_cannot_write_to_still_uploads(
         done = run_bootstrap(amd_repo, bootstrap_env(amd_repo, agent, github))
     finally:
         amd_dir.chmod(0o755)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert agent.calls() == UPLOADS
     assert labels_of(agent.pipeline()) == suite_labels("ready")
@@ -1278,11 +1295,11 @@ def test_plan_keeps_the_bootstraps_log_lines_off_its_stderr(
     amd_repo: GitRepo, agent: Agent, github: GitHub
 ) -> None:
     amd_repo.commit_files({"setup.py": "x\n"}, "critical")
-    planned = run_cli(
+    planned = run_inproc(
         "plan", "--repo", str(amd_repo.path), "--platform", "rocm", "--labels", "ready,merge-test",
         "--format", "json", env=buildkite_env(),
     )  # fmt: skip
-    assert planned.returncode == 0, planned.stderr
+    assert planned.code == 0, planned.stderr
     assert json.loads(planned.stdout)["platforms"][0]["status"] == "run"
     noise = [
         ln
@@ -1294,7 +1311,7 @@ def test_plan_keeps_the_bootstraps_log_lines_off_its_stderr(
     # The bootstrap itself keeps them.
     env = bootstrap_env(amd_repo, agent, github, pr="5", BUILDKITE_PULL_REQUEST_LABELS="ready")
     booted = run_bootstrap(amd_repo, env, "--dry-run")
-    assert booted.returncode == 0, booted.stderr
+    assert booted.code == 0, booted.stderr
     for prefix in LEGACY_LINES:
         assert any(ln.startswith(prefix) for ln in booted.stderr.splitlines()), prefix
     assert FROM_SOURCE in booted.stderr.splitlines()
@@ -1305,7 +1322,7 @@ def test_every_bad_env_input_is_reported_at_once_and_a_bad_pr_wins_exit_2(
 ) -> None:
     env = bootstrap_env(amd_repo, agent, github, pr="1 2", NIGHTLY="x", AMD_MIRROR_HW="typo")
     done = run_bootstrap(amd_repo, env)
-    assert done.returncode == 2
+    assert done.code == 2
     assert done.stderr.splitlines() == [
         "error: BUILDKITE_PULL_REQUEST: '1 2' is not a PR number: allowed values are digits or"
         " 'false' (empty: unset)",

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ci.amd.suites import FALLBACK_NOTICE
-from tests.conftest import run_cli
+from tests.inproc import run_inproc
 
 READY = "READY_TESTS:test-amd-ready.yml"
 MERGE = "MERGE_TESTS:test-amd-merge.yml"
@@ -41,11 +41,11 @@ NIGHTLY = "NIGHTLY_TESTS:test-amd-nightly.yml"
 def test_selection(
     row: str, branch: str, labels: str, debug: str, nightly: str, expected: list[str], notice: bool
 ) -> None:
-    done = run_cli(
+    done = run_inproc(
         "select-suites", "--branch", branch, "--labels", labels,
         "--debug-test-yaml", debug, "--nightly", nightly,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout.splitlines() == expected
     assert (FALLBACK_NOTICE in done.stderr) is notice
 
@@ -70,15 +70,15 @@ def test_selection(
     ],
 )
 def test_selection_errors_exit_2(row: str, args: list[str], message: str) -> None:
-    done = run_cli("select-suites", "--branch", "feature", *args)
-    assert done.returncode == 2
+    done = run_inproc("select-suites", "--branch", "feature", *args)
+    assert done.code == 2
     assert done.stdout == ""
     assert done.stderr == f"error: {message}\n"
 
 
 def test_missing_branch_and_bad_values_are_reported_together() -> None:
-    done = run_cli("select-suites", "--nightly", "2", "--debug-test-yaml", "weekly")
-    assert done.returncode == 2
+    done = run_inproc("select-suites", "--nightly", "2", "--debug-test-yaml", "weekly")
+    assert done.code == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
         "error: the following arguments are required: --branch",  # argparse's words
@@ -89,18 +89,18 @@ def test_missing_branch_and_bad_values_are_reported_together() -> None:
 
 def test_an_empty_branch_option_selects_like_the_script() -> None:
     """`select_test_suites.py --branch ""` exits 0 with the ready fallback."""
-    done = run_cli("select-suites", "--branch", "")
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("select-suites", "--branch", "")
+    assert done.code == 0, done.stderr
     assert done.stdout == f"{READY}\n"
     assert done.stderr == f"{FALLBACK_NOTICE}\n"
-    assert run_cli("select-suites", "--branch=").stdout == f"{READY}\n"
+    assert run_inproc("select-suites", "--branch=").stdout == f"{READY}\n"
 
 
 @pytest.mark.parametrize("task", ["select-suites", "bootstrap"])
 def test_help_documents_every_option(task: str) -> None:
     """`<task> --help` prints help (it was once taken for the branch / platform value)."""
-    done = run_cli(task, "--help")
-    assert done.returncode == 0, done.stderr
+    done = run_inproc(task, "--help")
+    assert done.code == 0, done.stderr
     options = {
         "select-suites": ("--branch", "--labels", "--debug-test-yaml", "--nightly"),
         "bootstrap": ("--platform", "--repo", "--dry-run", "--labels"),
@@ -114,5 +114,5 @@ def test_help_documents_every_option(task: str) -> None:
 def test_labels_split_at_newlines_and_commas() -> None:
     """docs/differences.md, "`select-suites --labels` also splits at commas"."""
     for labels in ("ready\nmerge-test", "ready,merge-test", " ready , merge-test\n"):
-        done = run_cli("select-suites", "--branch", "feature", "--labels", labels)
-        assert (done.returncode, done.stdout, done.stderr) == (0, f"{READY}\n{MERGE}\n", "")
+        done = run_inproc("select-suites", "--branch", "feature", "--labels", labels)
+        assert (done.code, done.stdout, done.stderr) == (0, f"{READY}\n{MERGE}\n", "")

@@ -25,8 +25,9 @@ from ci.pipeline import bootstrap_mode, ifexpr
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import render_bootstrap
 from ci.schema import schema_problems
-from tests.conftest import ROOT, SHARED, need_shared, run_cli
+from tests.conftest import ROOT, SHARED, need_shared
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.inproc import run_inproc
 
 CORPUS = SHARED / "vllm-omni" / ".buildkite"
 CUDA_FILE = CORPUS / "cuda" / "bootstrap-upload-steps.yml"
@@ -327,14 +328,14 @@ def main_env(repo: GitRepo, **extra: str) -> dict[str, str]:
 
 
 def test_cli_bootstrap_file_docs_only_on_main(cuda_repo: GitRepo) -> None:
-    done = run_cli(
+    done = run_inproc(
         "upload-pipeline",
         ".buildkite/cuda/bootstrap-upload-steps.yml",
         "--repo",
         str(cuda_repo.path),
         env=main_env(cuda_repo),
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     steps = by_key(yaml.safe_load(done.stdout))
     assert steps["upload-ready-pipeline"]["if"] == wrapped("WEEKLY_E2E")
     assert "[skip-ci]: CI skipped — docs or pytest skip-mark changes only" in done.stderr
@@ -345,7 +346,7 @@ def test_cli_bootstrap_file_docs_only_on_main(cuda_repo: GitRepo) -> None:
 def test_u10_all_and_e2e_are_ignored(cuda_repo: GitRepo) -> None:
     outputs = set()
     for flags in ([], ["--all"], ["--e2e"], ["--scope", "auto"]):
-        done = run_cli(
+        done = run_inproc(
             "upload-pipeline",
             ".buildkite/cuda/bootstrap-upload-steps.yml",
             "--repo",
@@ -353,7 +354,7 @@ def test_u10_all_and_e2e_are_ignored(cuda_repo: GitRepo) -> None:
             *flags,
             env=main_env(cuda_repo),
         )
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
         outputs.add(done.stdout)
     assert len(outputs) == 1
 
@@ -361,15 +362,15 @@ def test_u10_all_and_e2e_are_ignored(cuda_repo: GitRepo) -> None:
 def test_cli_platform_flag_overrides_the_path(cuda_repo: GitRepo) -> None:
     args = ("upload-pipeline", ".buildkite/cuda/bootstrap-upload-steps.yml")
     env = main_env(cuda_repo)
-    as_npu = run_cli(*args, "--platform", "npu", "--repo", str(cuda_repo.path), env=env)
-    assert as_npu.returncode == 0, as_npu.stderr
+    as_npu = run_inproc(*args, "--platform", "npu", "--repo", str(cuda_repo.path), env=env)
+    assert as_npu.code == 0, as_npu.stderr
     # NPU docs-only: ready (and merge, weekly) omitted.
     assert set(by_key(yaml.safe_load(as_npu.stdout))) == {
         "image-build",
         "upload-nightly-pipeline",
     }
-    bad = run_cli(*args, "--platform", "xpu", "--repo", str(cuda_repo.path), env=env)
-    assert bad.returncode == 2
+    bad = run_inproc(*args, "--platform", "xpu", "--repo", str(cuda_repo.path), env=env)
+    assert bad.code == 2
     assert bad.stdout == ""
     assert "error: --platform: bootstrap-upload-steps.yml exists for cuda and npu" in bad.stderr
 
@@ -378,14 +379,14 @@ def test_cli_invalid_bootstrap_file_exits_1(tmp_path: Path) -> None:
     repo = GitRepo.create(tmp_path / "bad", origin=False)
     repo.write(".buildkite/cuda/bootstrap-upload-steps.yml", "steps: nope\n")
     repo.commit("bad")
-    done = run_cli(
+    done = run_inproc(
         "upload-pipeline",
         ".buildkite/cuda/bootstrap-upload-steps.yml",
         "--repo",
         str(repo.path),
         env=cli_env(),
     )
-    assert done.returncode == 1
+    assert done.code == 1
     path = repo.path.resolve() / ".buildkite/cuda/bootstrap-upload-steps.yml"
     assert done.stderr.strip().endswith(
         f"error: bootstrap steps YAML must contain steps: list in {path}"

@@ -29,9 +29,10 @@ from ci.pipeline import bootstrap_mode, ifexpr, model
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.schema import schema_problems
-from tests.conftest import ROOT, SAMPLE, StandIns, need_shared, run_cli
+from tests.conftest import ROOT, SAMPLE, StandIns, need_shared
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.inproc import run_inproc
 from tests.test_bootstrap_mode import wrapped
 
 TIERS = ("ready", "merge", "nightly", "weekly")
@@ -323,14 +324,14 @@ def test_upload_pipeline_bootstrap_mode_gives_the_same_gates(
     repo, shas = corpus_repo
     for kind in ("docs", "code", "cuda-ready-yaml"):
         env = cli_env(build_env(shas[kind], "pr:ready")[2])
-        done = run_cli(
+        done = run_inproc(
             "upload-pipeline",
             ".buildkite/cuda/bootstrap-upload-steps.yml",
             "--repo",
             str(repo.path),
             env=env,
         )
-        assert done.returncode == 0, done.stderr
+        assert done.code == 0, done.stderr
         gates = {s["key"]: s.get("if") for s in leaves(yaml.safe_load(done.stdout))}
         skipci.clear_cache()
         planned = bootstraps.plan_pipeline("cuda", repo.path, env)
@@ -443,8 +444,8 @@ def bootstrap_and_run(
     env = standins.env(cli_env(values))
     out = tmp_path / f"agent-{platform}-{build.replace(':', '_')}"
     agent(standins, out)
-    done = run_cli("bootstrap", "--platform", platform, env=env, cwd=repo.path)
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("bootstrap", "--platform", platform, env=env, cwd=repo.path)
+    assert done.code == 0, done.stderr
     assert done.stdout == ""
     (pipeline,) = uploads(out)
     ctx = ifexpr.Context.of(branch, labels, values)
@@ -456,8 +457,8 @@ def bootstrap_and_run(
             continue
         before = len(uploads(out))
         words = shlex.split(step["commands"][0])
-        child = run_cli(*words[1:], env=env, cwd=repo.path)
-        assert child.returncode == 0, child.stderr
+        child = run_inproc(*words[1:], env=env, cwd=repo.path)
+        assert child.code == 0, child.stderr
         tier = key.removeprefix("upload-").removesuffix("-pipeline")
         tiers[tier] = uploads(out)[before]
         logs[tier] = child.stderr
@@ -465,8 +466,8 @@ def bootstrap_and_run(
 
 
 def rendered(repo: GitRepo, path: str, flags: list[str], env: Mapping[str, str]) -> dict[str, Any]:
-    done = run_cli("upload-pipeline", path, *flags, env=env, cwd=repo.path)
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("upload-pipeline", path, *flags, env=env, cwd=repo.path)
+    assert done.code == 0, done.stderr
     document: dict[str, Any] = yaml.safe_load(done.stdout)
     return document
 
@@ -565,13 +566,31 @@ def test_f8_npu_docs_only_nightly_still_builds_images(
 # --------------------------------------------------------------------------- Intel (F5-F7)
 
 
-@pytest.fixture
-def intel_repo(tmp_path: Path) -> GitRepo:
-    path = make_corpus(tmp_path / "intel", pyproject=False, register_key=False)
+def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
+    """A copy of `template` at `dest`, with its own copy of the bare origin (a test may write)."""
+    repo = GitRepo(dest, dest.parent / f"{dest.name}-origin.git")
+    shutil.copytree(template.path, repo.path, symlinks=True)
+    if template.origin is not None and repo.origin is not None:
+        shutil.copytree(template.origin, repo.origin, symlinks=True)
+        repo.git("remote", "set-url", "origin", str(repo.origin))
+    return repo
+
+
+@pytest.fixture(scope="module")
+def intel_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """The corpus for the Intel bootstrap, built once per module (`intel_repo` copies it)."""
+    path = make_corpus(
+        tmp_path_factory.mktemp("intel-template") / "intel", pyproject=False, register_key=False
+    )
     repo = GitRepo.create(path)
     repo.write("vllm_omni/model.py", "x = 1\n")
     repo.commit("base")
     return repo
+
+
+@pytest.fixture
+def intel_repo(intel_template: GitRepo, tmp_path: Path) -> GitRepo:
+    return copy_repo(intel_template, tmp_path / "intel")
 
 
 def intel_run(
@@ -584,7 +603,7 @@ def intel_run(
             BUILDKITE_BRANCH="main", BUILDKITE_PULL_REQUEST="false", BUILDKITE_COMMIT=repo.sha()
         )
     )
-    done = run_cli("bootstrap", "--platform", "xpu", *extra, env=env, cwd=repo.path)
+    done = run_inproc("bootstrap", "--platform", "xpu", *extra, env=env, cwd=repo.path)
     return done, standins.argvs("buildkite-agent"), uploads(out)
 
 
@@ -593,7 +612,7 @@ def test_f5_intel_docs_only_annotates_and_uploads_nothing(
 ) -> None:
     intel_repo.commit_files({"docs/a.md": "# a\n"})
     done, argvs, uploaded = intel_run(intel_repo, standins, tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout == ""
     assert argvs == [["annotate", SKIP_ANNOTATION, "--style", "info"]]
     assert uploaded == []
@@ -611,8 +630,8 @@ def test_f5_annotation_failure_is_ignored(
             BUILDKITE_COMMIT=intel_repo.sha(),
         )
     )
-    done = run_cli("bootstrap", "--platform", "intel", env=env, cwd=intel_repo.path)
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("bootstrap", "--platform", "intel", env=env, cwd=intel_repo.path)
+    assert done.code == 0, done.stderr
 
 
 def test_f6_intel_other_platform_yaml_stops_quietly(
@@ -621,7 +640,7 @@ def test_f6_intel_other_platform_yaml_stops_quietly(
     text = (intel_repo.path / ".buildkite/cuda/test-merge.yml").read_text()
     intel_repo.commit_files({".buildkite/cuda/test-merge.yml": text + "# touched\n"})
     done, argvs, uploaded = intel_run(intel_repo, standins, tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert "intel/l2: skip-l23" in done.stderr
     assert argvs == [] and uploaded == []
 
@@ -631,7 +650,7 @@ def test_f7_intel_product_change_uploads_the_rewritten_pipeline(
 ) -> None:
     intel_repo.commit_files({"vllm_omni/model.py": "x = 2\n"})
     done, argvs, uploaded = intel_run(intel_repo, standins, tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout == ""
     assert argvs == [["pipeline", "upload"]]
     (pipeline,) = uploaded
@@ -653,7 +672,7 @@ def test_intel_dry_run_prints_the_yaml_alone(
 ) -> None:
     intel_repo.commit_files({"vllm_omni/model.py": "x = 2\n"})
     done, argvs, uploaded = intel_run(intel_repo, standins, tmp_path, "--dry-run")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert argvs == [] and uploaded == []
     document = yaml.safe_load(done.stdout)
     assert schema_problems(document) == []
@@ -671,7 +690,7 @@ def test_intel_pipeline_without_the_script_is_refused(
         }
     )
     done, argvs, uploaded = intel_run(intel_repo, standins, tmp_path)
-    assert done.returncode == 1
+    assert done.code == 1
     assert "no step runs run-xpu-test.sh" in done.stderr
     assert argvs == [] and uploaded == []
 
@@ -680,8 +699,14 @@ def test_intel_pipeline_without_the_script_is_refused(
 
 
 @pytest.fixture
-def sample_repo(tmp_path: Path) -> GitRepo:
-    path = tmp_path / "sample"
+def sample_repo(sample_template: GitRepo, tmp_path: Path) -> GitRepo:
+    return copy_repo(sample_template, tmp_path / "sample")
+
+
+@pytest.fixture(scope="module")
+def sample_template(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """The sample on `main` (pushed) and a product change on `feature`, built once per module."""
+    path = tmp_path_factory.mktemp("sample-template") / "sample"
     shutil.copytree(
         SAMPLE,
         path,
@@ -733,8 +758,8 @@ def test_sample_intel_end_to_end(sample_repo: GitRepo, standins: StandIns, tmp_p
             BUILDKITE_COMMIT=sample_repo.sha(),
         )
     )
-    done = run_cli("bootstrap", "--platform", "xpu", env=env, cwd=sample_repo.path)
-    assert done.returncode == 0, done.stderr
+    done = run_inproc("bootstrap", "--platform", "xpu", env=env, cwd=sample_repo.path)
+    assert done.code == 0, done.stderr
     (pipeline,) = uploads(out)
     assert schema_problems(pipeline) == []
     assert pipeline["steps"][0]["steps"][0]["commands"] == [
@@ -758,10 +783,10 @@ def test_sample_docs_only_pr_cuda_gates_everything_off(
 
 @pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])
 def test_done_when_dry_run_on_the_sample_prints_a_valid_pipeline(platform: str) -> None:
-    done = run_cli(
+    done = run_inproc(
         "bootstrap", "--platform", platform, "--repo", str(SAMPLE), "--dry-run", env=cli_env()
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     document = yaml.safe_load(done.stdout)
     assert schema_problems(document) == []
     assert document["steps"]
@@ -779,10 +804,10 @@ def test_upload_step_without_a_test_yaml_is_refused(tmp_path: Path) -> None:
         "  - key: upload-ready-pipeline\n    command: echo hi\n",
     )
     repo.commit("odd")
-    done = run_cli(
+    done = run_inproc(
         "bootstrap", "--platform", "cuda", "--repo", str(repo.path), "--dry-run", env=cli_env()
     )
-    assert done.returncode == 1
+    assert done.code == 1
     assert done.stdout == ""
     assert "error: bootstrap step 'upload-ready-pipeline': cannot tell which test pipeline" in (
         done.stderr
@@ -833,9 +858,9 @@ def test_npu_depends_on_keeps_other_dependencies() -> None:
 
 def test_a_failed_upload_passes_the_agent_exit_code(standins: StandIns) -> None:
     standins.add("buildkite-agent", "cat > /dev/null; exit 5")
-    done = run_cli(
+    done = run_inproc(
         "bootstrap", "--platform", "npu", "--repo", str(SAMPLE), env=standins.env(cli_env())
     )
-    assert done.returncode == 5
+    assert done.code == 5
     assert done.stdout == ""
     assert standins.argvs("buildkite-agent") == [["pipeline", "upload"]]
