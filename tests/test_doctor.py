@@ -13,6 +13,7 @@ import pytest
 from ci import doctor
 from tests.conftest import TEST_LABEL, StandIns, run_cli
 from tests.inproc import Outcome
+from tests.test_plan import run_task
 
 
 @pytest.mark.docker
@@ -62,7 +63,7 @@ def test_doctor_sees_a_working_buildx(standins: StandIns, docker_cli: str) -> No
 
 
 def test_explicit_docker_that_does_not_exist_is_an_input_error() -> None:
-    done = run_cli("doctor", "--docker", "/nope/docker")
+    done = run_task("doctor", "--docker", "/nope/docker")
     assert done.returncode == 2
     assert "error: --docker: /nope/docker is not an executable docker client" in done.stderr
 
@@ -79,7 +80,7 @@ def test_a_bad_docker_stops_before_any_client_runs(
     standins.add("docker", "exit 0")
     for env in ({doctor.DOCKER_ENV: named}, {}):
         args = ["--docker", named] if not env else []
-        done = run_cli("doctor", *args, env={**standins.env(), **env}, cwd=tmp_path)
+        done = run_task("doctor", *args, env={**standins.env(), **env}, cwd=tmp_path)
         source = doctor.DOCKER_ENV if env else "--docker"
         assert done.returncode == 2, done.stderr
         assert done.stderr == f"error: {source}: {named} is not an executable docker client\n"
@@ -108,7 +109,7 @@ def test_pick_docker_prefers_a_buildkit_capable_client() -> None:
 def test_env_var_chooses_the_client_and_every_probe_goes_to_it(standins: StandIns) -> None:
     """VLLM_OMNI_CI_DOCKER wins over auto-detection, even for a client that can do nothing."""
     chosen = standins.add("docker-from-env", "exit 1")
-    done = run_cli("doctor", "--json", env={**standins.env(), doctor.DOCKER_ENV: str(chosen)})
+    done = run_task("doctor", "--json", env={**standins.env(), doctor.DOCKER_ENV: str(chosen)})
     assert done.returncode == 1  # judged: that client reaches no engine
     assert "error: engine: no engine answers" in done.stderr
     report = json.loads(done.stdout)
@@ -123,14 +124,14 @@ def test_docker_option_overrides_the_env_var(standins: StandIns) -> None:
     from_env = standins.add("docker-env", "exit 1")
     from_flag = standins.add("docker-flag", "exit 1")
     env = {**standins.env(), doctor.DOCKER_ENV: str(from_env)}
-    done = run_cli("doctor", "--json", "--docker", str(from_flag), env=env)
+    done = run_task("doctor", "--json", "--docker", str(from_flag), env=env)
     assert done.returncode == 1, done.stderr  # a client that can do nothing fails the checks
     assert json.loads(done.stdout)["chosen"] == str(from_flag)
     assert ["info", "--format", "{{json .}}"] not in standins.argvs("docker-env")
 
 
 def test_a_bad_env_var_is_an_input_error_naming_it() -> None:
-    done = run_cli("doctor", env={**os.environ, doctor.DOCKER_ENV: "/nope/docker"})
+    done = run_task("doctor", env={**os.environ, doctor.DOCKER_ENV: "/nope/docker"})
     assert done.returncode == 2
     assert (
         done.stderr
@@ -168,11 +169,11 @@ def test_probe_is_a_library_call_that_tells_the_truth(docker_cli: str) -> None:
 
 def test_doctor_judges_an_unreachable_engine_exit_1_with_its_fix(tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no.sock", "VLLM_OMNI_CI_DOCKER": ""}
-    done = run_cli("doctor", env=env)
+    done = run_task("doctor", env=env)
     assert done.returncode == 1
     engine = [ln for ln in done.stderr.splitlines() if ln.startswith("error: engine: ")]
     assert len(engine) == 1 and "fix: run `vllm-omni-ci sandbox up`" in engine[0]
-    as_json = run_cli("doctor", "--json", env=env)
+    as_json = run_task("doctor", "--json", env=env)
     assert as_json.returncode == 1
     report = json.loads(as_json.stdout)
     assert report["ok"] is False

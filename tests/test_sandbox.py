@@ -19,6 +19,7 @@ from ci.sandbox.layout import Layout
 from ci.sandbox.parts import _program
 from tests.conftest import StandIns, run_cli
 from tests.inproc import Outcome
+from tests.test_plan import run_task
 
 PARTS = ["engine", "buildx", "registry", "base image", "builder"]
 
@@ -73,7 +74,7 @@ def test_status_names_a_missing_engine_with_its_fix_and_exits_1(tmp_path: Path) 
 
 
 def test_down_leaves_alone_what_up_did_not_start(tmp_path: Path) -> None:
-    done = run_cli("sandbox", "down", "--root", str(tmp_path))
+    done = run_task("sandbox", "down", "--root", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "registry: not started by sandbox up: left as it is" in done.stdout
     assert "engine: not started by sandbox up: left as it is" in done.stdout
@@ -88,11 +89,11 @@ def test_down_stops_the_service_up_recorded_and_only_once(tmp_path: Path) -> Non
         (tmp_path / "state.json").write_text(
             json.dumps({"services": {"registry": record}, "links": []})
         )
-        done = run_cli("sandbox", "down", "--root", str(tmp_path))
+        done = run_task("sandbox", "down", "--root", str(tmp_path))
         assert done.returncode == 0, done.stderr
         assert f"registry: stopped (pid {service.pid})" in done.stdout
         assert service.wait(timeout=30) == -15  # SIGTERM
-        again = run_cli("sandbox", "down", "--root", str(tmp_path))
+        again = run_task("sandbox", "down", "--root", str(tmp_path))
         assert "registry: not started by sandbox up" in again.stdout
     finally:
         service.kill()
@@ -105,7 +106,7 @@ def test_a_recycled_pid_is_never_signalled(tmp_path: Path) -> None:
     try:
         record = {"pid": service.pid, "started": 1.0, "argv": ["dockerd"], "log": ""}
         (tmp_path / "state.json").write_text(json.dumps({"services": {"engine": record}}))
-        done = run_cli("sandbox", "down", "--root", str(tmp_path))
+        done = run_task("sandbox", "down", "--root", str(tmp_path))
         assert f"engine: already stopped (pid {service.pid})" in done.stdout
         assert service.poll() is None
     finally:
@@ -122,7 +123,7 @@ def test_a_recycled_pid_is_never_signalled(tmp_path: Path) -> None:
     ],
 )
 def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:
-    done = run_cli(*args)
+    done = run_task(*args)
     assert done.returncode == 2
     assert done.stderr.startswith(message), done.stderr
     assert "Traceback" not in done.stderr
@@ -188,7 +189,7 @@ def test_without_docker_on_path_buildx_is_missing_with_the_path_fix(tmp_path: Pa
     bare = tmp_path / "bin"
     bare.mkdir()
     env = {**os.environ, "PATH": f"{bare}{os.pathsep}{Path(sys.executable).parent}"}
-    done = run_cli("sandbox", "status", "--root", str(tmp_path / "root"), env=env)
+    done = run_task("sandbox", "status", "--root", str(tmp_path / "root"), env=env)
     assert done.returncode == 1
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("buildx: "))
     assert line.startswith("buildx: missing: no `docker` on PATH")
