@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from ci.images.cachekey import cuda_key, rocm_key
-from tests.conftest import SAMPLE, StandIns, run_cli
+from tests.conftest import SAMPLE, StandIns
+from tests.test_plan import run_task
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SWR = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry/vllm-omni-ci-npu"
@@ -52,7 +53,7 @@ def no_engine(tmp_path: Path) -> dict[str, str]:
 
 
 def dry_run(env: dict[str, str], *args: str) -> str:
-    done = run_cli(
+    done = run_task(
         "build-image", "--repo", str(SAMPLE), "--commit", COMMIT, "--dry-run", *args, env=env
     )
     assert done.returncode == 0, done.stderr
@@ -172,7 +173,7 @@ def test_an_option_of_another_platform_is_an_input_error(
     """Fail closed: an option the platform does not use is never silently ignored."""
     for tool in ("docker", "buildctl", "git", "aws"):
         standins.add(tool, "exit 99")
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", platform, "--repo", str(SAMPLE), "--commit", COMMIT,
         *args, env=standins.env(),
     )  # fmt: skip
@@ -183,7 +184,7 @@ def test_an_option_of_another_platform_is_an_input_error(
 
 def test_every_problem_of_an_npu_build_at_once(standins: StandIns) -> None:
     standins.add("buildctl", "exit 99")
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "npu", "--repo", str(SAMPLE), "--variant", "a9",
         "--tag", "bad tag", "--arch", "x", "--dry-run", env=standins.env(),
     )  # fmt: skip
@@ -198,7 +199,7 @@ def test_every_problem_of_an_npu_build_at_once(standins: StandIns) -> None:
 def test_every_problem_of_an_xpu_build_at_once(standins: StandIns, tmp_path: Path) -> None:
     standins.add("docker", "exit 99")
     env = {k: v for k, v in standins.env().items() if k not in ("VLLM_VERSION", "BUILDKITE")}
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "xpu", "--repo", str(tmp_path), "--commit", "-bad",
         "--upstream-repo", "Bad Repo", "--arch", "x", env=env,
     )  # fmt: skip
@@ -235,7 +236,7 @@ def test_every_problem_of_an_xpu_build_at_once(standins: StandIns, tmp_path: Pat
     ],
 )  # fmt: skip
 def test_every_option_has_help_text(task: str, options: list[str]) -> None:
-    text = run_cli(task, "--help").stdout
+    text = run_task(task, "--help").stdout
     lines = text.splitlines()
     for option in options:
         (line,) = [ln for ln in lines if re.match(rf"\s*(-\w( [A-Z]+)?, )?--{option}(=|\s|$)", ln)]
@@ -254,7 +255,7 @@ def test_a_repo_that_is_not_a_directory_is_one_error_line(
     for tool in ("docker", "buildctl", "git"):
         standins.add(tool, "exit 99")
     missing = tmp_path / "no-checkout"
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", platform, "--repo", str(missing), "--commit", COMMIT,
         *extra, env=standins.env(),
     )  # fmt: skip

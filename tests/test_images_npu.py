@@ -20,7 +20,8 @@ from ci.errors import UserError
 from ci.images import npu, refs, variants
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
-from tests.conftest import StandIns, cli_path, run_cli
+from tests.conftest import StandIns, cli_path
+from tests.test_plan import run_task
 
 REG = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
 ADDR = "tcp://buildkitd-service.buildkitd:1234"
@@ -276,7 +277,7 @@ def test_buildctl_receives_the_scripts_argv(
     standins: StandIns, repo: Path, creds: Path, name: str, key: str, tag_suffix: str, device: str
 ) -> None:
     standins.add("buildctl", env_keys=("DOCKER_CONFIG",))
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "npu", "--variant", name, "--repo", str(repo),
         "--tls-dir", str(creds), "--docker-config", str(creds / "config.json"),
         env=cli_env(standins),
@@ -297,7 +298,7 @@ def test_buildctl_receives_the_scripts_argv(
 
 def test_buildctl_failure_code_is_kept(standins: StandIns, repo: Path, creds: Path) -> None:
     standins.add("buildctl", "echo 'push rejected' >&2; exit 7")
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "npu", "--repo", str(repo), "--tls-dir", str(creds),
         "--docker-config", str(creds / "config.json"), env=cli_env(standins),
     )  # fmt: skip
@@ -310,7 +311,7 @@ def test_missing_buildctl_fails_closed_and_names_it(
     standins: StandIns, repo: Path, creds: Path
 ) -> None:
     standins.add("wget")
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "npu", "--repo", str(repo), "--tls-dir", str(creds),
         "--docker-config", str(creds / "config.json"), env=cli_env(standins),
     )  # fmt: skip
@@ -324,7 +325,7 @@ def test_missing_tls_files_fail_before_buildctl(
     standins: StandIns, repo: Path, tmp_path: Path
 ) -> None:
     standins.add("buildctl")
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "npu", "--repo", str(repo),
         "--tls-dir", str(tmp_path / "none"), env=cli_env(standins),
     )  # fmt: skip
@@ -341,7 +342,7 @@ def test_missing_tls_files_fail_before_buildctl(
 def test_dry_run_needs_no_buildctl_and_runs_nothing(standins: StandIns, repo: Path) -> None:
     standins.add("wget")
     for name, _key, tag_suffix, _device in TABLE:
-        done = run_cli(
+        done = run_task(
             "build-image", "--platform", "npu", "--variant", name, "--repo", str(repo), "--dry-run",
             env=cli_env(standins),
         )  # fmt: skip
@@ -387,7 +388,7 @@ def test_install_buildctl_downloads_then_builds(
     )
     tools = install_dir = tmp_path / "tools-bin"
     install_dir.mkdir()
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "npu", "--variant", "a3", "--repo", str(repo),
         "--tls-dir", str(creds), "--docker-config", str(creds / "config.json"),
         "--install-buildctl",
@@ -418,6 +419,7 @@ def shim_env(standins: StandIns) -> dict[str, str]:
     return env
 
 
+@pytest.mark.process  # the drop-in shim
 @pytest.mark.parametrize(("name", "key", "tag_suffix", "device"), TABLE)
 def test_shim_keeps_the_old_arguments(
     standins: StandIns, repo: Path, creds: Path, name: str, key: str, tag_suffix: str, device: str
@@ -437,6 +439,7 @@ def test_shim_keeps_the_old_arguments(
     assert standins.argvs("buildctl") == [expected[1:]]
 
 
+@pytest.mark.process  # the drop-in shim
 def test_shim_missing_tag_is_the_scripts_error(standins: StandIns, repo: Path) -> None:
     done = subprocess.run(
         ["bash", str(SHIM), "Dockerfile.npu.ci"],

@@ -23,6 +23,7 @@ from ci.images.cachekey import rocm_inputs, rocm_key, rocm_stream
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
 from tests.conftest import ROOT, SAMPLE, StandIns, run_cli
+from tests.test_plan import run_task
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 BUILDER = "vllm-omni-rocm-builder"
@@ -196,7 +197,7 @@ def test_arch_list_with_semicolons_is_kept_verbatim(f2: Path) -> None:
 def test_cli_arch_with_a_newline_is_one_error_line(f2: Path, standins: StandIns) -> None:
     standins.add("docker", "exit 0")
     env = standins.env({**os.environ, **NO_BUILD_ENV, "PYTORCH_ROCM_ARCH": "gfx942\ngfx950"})
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "rocm", "--repo", str(f2), "--commit", COMMIT, env=env
     )
     assert done.returncode == 2
@@ -290,7 +291,7 @@ def test_dry_run_cli_prints_key_refs_and_every_command(f2: Path, standins: Stand
     standins.add("git", "exit 99")
     # Only the stand-ins and Python on PATH: no docker here can build, as on a bare agent.
     path = f"{standins.bin_dir}{os.pathsep}{Path(sys.executable).parent}"
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "rocm", "--repo", str(f2), "--commit", COMMIT, "--dry-run",
         env={**os.environ, **NO_BUILD_ENV, "PATH": path},
     )  # fmt: skip
@@ -315,7 +316,7 @@ def test_sample_dry_run_without_any_docker_on_path(tmp_path: Path) -> None:
     bare.mkdir()
     (bare / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
     env = {**os.environ, **NO_BUILD_ENV, "PATH": f"{bare}:{Path(sys.executable).parent}"}
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "rocm", "--repo", "examples/omni-sample", "--dry-run",
         env=env, cwd=ROOT,
     )  # fmt: skip
@@ -394,7 +395,7 @@ def test_missing_commit_in_buildkite_exits_2_before_any_command(
 ) -> None:
     standins.add("docker", "exit 0")
     env = standins.env({**os.environ, **NO_BUILD_ENV, "BUILDKITE": "true"})
-    done = run_cli("build-image", "--platform", "rocm", "--repo", str(f2), env=env)
+    done = run_task("build-image", "--platform", "rocm", "--repo", str(f2), env=env)
     assert (done.returncode, done.stderr, done.stdout) == (
         2,
         "error: BUILDKITE_COMMIT is not set\n",
@@ -408,7 +409,7 @@ def test_cli_input_errors_exit_2_with_one_line_each_and_run_nothing(
 ) -> None:
     standins.add("docker", "exit 0")
     (f2 / "setup.py").unlink()
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "rocm", "--repo", str(f2), "--commit", COMMIT,
         "--builder", "nope", env=standins.env({**os.environ, **NO_BUILD_ENV}),
     )  # fmt: skip
@@ -447,6 +448,7 @@ def world_readable_f2() -> Iterator[Path]:
         shutil.rmtree(top)
 
 
+@pytest.mark.process  # runs as another user (setpriv): a process of its own
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root+setpriv")
 @pytest.mark.parametrize("rel", ["pyproject.toml", "requirements/_b.txt"])
 def test_unreadable_input_is_an_error_not_a_silently_wrong_key(
@@ -464,6 +466,7 @@ def test_unreadable_input_is_an_error_not_a_silently_wrong_key(
     assert denied.stderr == f"error: cache-key input is not readable: {rel}\n"
 
 
+@pytest.mark.process  # runs as another user (setpriv): a process of its own
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root+setpriv")
 def test_unlistable_requirements_dir_is_an_error(world_readable_f2: Path) -> None:
     repo = world_readable_f2
@@ -482,6 +485,7 @@ def test_unlistable_requirements_dir_is_an_error(world_readable_f2: Path) -> Non
     ("shim", "platform"),
     [("scripts/amd/build-ci-image.sh", "rocm"), ("scripts/cuda/build-ci-image.sh", "cuda")],
 )
+@pytest.mark.process  # the drop-in shim against the console script
 def test_shim_is_a_drop_in_for_the_task(f2: Path, shim: str, platform: str) -> None:
     write(f2, "docker/Dockerfile.ci", "f\n")
     env = {**os.environ, **NO_BUILD_ENV}

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from ci.redact import MASK
-from tests.conftest import cli_path, run_cli
+from tests.conftest import cli_path
 from tests.inproc import Outcome
+from tests.test_plan import run_task
 
 QUOTED = "pa'ss_X-41f7"  # shell quoting splits it: 'pa'"'"'ss_X-41f7'
 MULTI = "-----BEGIN TEST KEY-----\nline-one-7c1e0a\nline-two-9b3d2f\n-----END TEST KEY-----"
@@ -47,7 +48,7 @@ def assert_hidden(secret: str, *texts: str) -> None:
 
 
 def test_a_quote_in_a_secret_does_not_unmask_the_dry_run_plan() -> None:
-    done = run_cli(
+    done = run_task(
         "step", "--dry-run", "--", "echo", QUOTED, f"--password={QUOTED}",
         env=env(QUOTE_TOKEN=QUOTED),
     )  # fmt: skip
@@ -58,7 +59,7 @@ def test_a_quote_in_a_secret_does_not_unmask_the_dry_run_plan() -> None:
 
 
 def test_a_quote_in_a_secret_does_not_unmask_the_echo_or_the_output() -> None:
-    done = run_cli("step", "--", "echo", QUOTED, env=env(QUOTE_TOKEN=QUOTED))
+    done = run_task("step", "--", "echo", QUOTED, env=env(QUOTE_TOKEN=QUOTED))
     assert done.returncode == 0, done.stderr
     assert_hidden(QUOTED, done.stdout, done.stderr)
     assert "ss_X-41f7" not in done.stderr
@@ -67,7 +68,7 @@ def test_a_quote_in_a_secret_does_not_unmask_the_echo_or_the_output() -> None:
 
 
 def test_a_quote_in_a_secret_does_not_unmask_the_timeout_note() -> None:
-    done = run_cli(
+    done = run_task(
         "step", "--timeout", "1s", "--", "bash", "-c", "sleep 30", QUOTED,
         env=env(QUOTE_TOKEN=QUOTED),
     )  # fmt: skip
@@ -85,7 +86,7 @@ def test_each_line_of_a_multi_line_secret_is_masked() -> None:
         "import os; key = os.environ['TEST_PRIVATE_KEY']; lines = key.splitlines();"
         "print(lines[1]); print(lines[2][:4] + '|'); print(repr(key)); print(key)"
     )
-    done = run_cli("step", "--", *python(code), env=env(TEST_PRIVATE_KEY=MULTI))
+    done = run_task("step", "--", *python(code), env=env(TEST_PRIVATE_KEY=MULTI))
     assert done.returncode == 0, done.stderr
     assert_hidden(MULTI, done.stdout, done.stderr)
     assert "line-one-7c1e0a" not in done.stderr and "line-two-9b3d2f" not in done.stderr
@@ -104,13 +105,14 @@ def test_a_secret_the_child_prints_in_pieces_is_masked() -> None:
         "sys.stderr.write('err ' + s + '\\n')"
     )
     secret = "pieces-secret-0d9e2c"
-    done = run_cli("step", "--", *python(code), env=env(PIECES_TOKEN=secret))
+    done = run_task("step", "--", *python(code), env=env(PIECES_TOKEN=secret))
     assert done.returncode == 0, done.stderr
     assert_hidden(secret, done.stdout, done.stderr)
     lines = done.stderr.splitlines()
     assert f"before {MASK} after" in lines and f"err {MASK}" in lines
 
 
+@pytest.mark.process  # the bytes the process writes (Outcome holds decoded text)
 def test_output_without_secrets_is_copied_byte_for_byte() -> None:
     """Not UTF-8, no final newline, a carriage return: all as written."""
     code = "import sys; sys.stdout.buffer.write(b'a\\xff\\xfe b\\r\\nprogress 50%\\rdone')"
@@ -124,6 +126,7 @@ def test_output_without_secrets_is_copied_byte_for_byte() -> None:
     assert done.stderr.endswith(b"a\xff\xfe b\r\nprogress 50%\rdone")
 
 
+@pytest.mark.process  # the process's stderr is a terminal (pty)
 def test_through_a_terminal_the_child_still_sees_one_and_its_output_is_masked() -> None:
     """Buildkite runs jobs on a terminal: the child keeps isatty() and colours, minus secrets."""
     secret = "tty-secret-3a8b7e"
@@ -170,14 +173,14 @@ def test_through_a_terminal_the_child_still_sees_one_and_its_output_is_masked() 
 def test_names_of_the_spec_rule_are_masked(name: str) -> None:
     """The runners spec's `*_TOKEN|*_KEY|*_SECRET|*PASSWORD*`, and TOKEN/SECRET as a name part."""
     secret = "named-secret-6f2a91"
-    done = run_cli("step", "--", "echo", secret, env=env(**{name: secret}))
+    done = run_task("step", "--", "echo", secret, env=env(**{name: secret}))
     assert done.returncode == 0, done.stderr
     assert_hidden(secret, done.stdout, done.stderr)
 
 
 def test_a_secret_that_is_a_common_word_masks_it_everywhere_and_a_short_one_never() -> None:
     """Fail closed, as Buildkite's agent does; under 6 characters nothing is masked."""
-    done = run_cli(
+    done = run_task(
         "step", "--", "echo", "python", "abcde",
         env=env(SHORTISH_TOKEN="python", TINY_TOKEN="abcde"),
     )  # fmt: skip
@@ -187,7 +190,7 @@ def test_a_secret_that_is_a_common_word_masks_it_everywhere_and_a_short_one_neve
 
 
 def test_tokenizer_settings_are_not_secrets(tmp_path: Path) -> None:
-    done = run_cli(
+    done = run_task(
         "step", "--", "echo", "tokenizer-name",
         env=env(TOKENIZERS_PARALLELISM="tokenizer-name"),
     )  # fmt: skip
