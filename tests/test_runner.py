@@ -28,7 +28,8 @@ from ci.runner.program import (
     render_program,
     shown_commands,
 )
-from tests.conftest import ROOT, StandIns, run_cli
+from tests.conftest import ROOT, StandIns
+from tests.inproc import run_inproc
 
 ALLOW_MESSAGE = (
     "Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success."
@@ -39,6 +40,16 @@ ROCM = SHELLS[Platform.ROCM]
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def run_task(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`, the console script's
+    code path), shaped as the subprocess result these tests read; cwd defaults to the
+    project root, as `conftest.run_cli` does."""
+    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
+    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
 
 
 @pytest.fixture
@@ -305,7 +316,7 @@ def test_cache_variables_and_dirs(job: dict[str, str]) -> None:
 def cli(
     job: dict[str, str], *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return run_cli("run-tests", "--platform", "rocm", *args, env=job, cwd=cwd)
+    return run_task("run-tests", "--platform", "rocm", *args, env=job, cwd=cwd)
 
 
 @pytest.mark.parametrize(
@@ -344,6 +355,7 @@ def test_g06_positional_args_join_with_spaces(job: dict[str, str]) -> None:
     assert "pytest a pytest b" in done.stderr.splitlines()
 
 
+@pytest.mark.process  # the drop-in shim starts vllm-omni-ci
 def test_shim_forwards_positional_args(job: dict[str, str]) -> None:
     shim = ROOT / "scripts" / "amd" / "run-amd-test.sh"
     done = subprocess.run(
@@ -581,7 +593,7 @@ def test_a_bad_gpu_count_stops_before_any_folder_is_made(
     """Issue 23 item 30d: the cache folders and HF_HOME were made before the count was checked."""
     hf_home = tmp_path / "hf-not-made"
     env = {**job, "VLLM_CI_EXPECTED_GPU_COUNT": value, "HF_HOME": str(hf_home)}
-    done = run_cli("run-tests", "--platform", "rocm", "--", "touch ran", env=env, cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "rocm", "--", "touch ran", env=env, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"error: VLLM_CI_EXPECTED_GPU_COUNT must be a non-negative integer, got '{value}'."
@@ -686,7 +698,7 @@ def test_signal_n_gives_128_plus_n(signum: int, job: dict[str, str]) -> None:
 
 
 def npu(commands: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_cli("run-tests", "--platform", "npu", env={**env, "TEST_COMMANDS": commands})
+    return run_task("run-tests", "--platform", "npu", env={**env, "TEST_COMMANDS": commands})
 
 
 def test_npu_stops_at_first_failure(job: dict[str, str]) -> None:
@@ -715,7 +727,7 @@ def test_npu_env_and_no_rocm_preflight(job: dict[str, str]) -> None:
 
 
 def test_npu_no_commands(job: dict[str, str]) -> None:
-    done = run_cli("run-tests", "--platform", "npu", env=job)
+    done = run_task("run-tests", "--platform", "npu", env=job)
     assert done.returncode == 1
     assert NO_COMMANDS in done.stderr.splitlines()
 
@@ -759,6 +771,7 @@ def test_what_run_npu_test_did_that_we_drop_is_listed() -> None:
 # --------------------------------------------------------------------------- task
 
 
+@pytest.mark.process  # `inv` and `vllm-omni-ci` give the same result
 def test_inv_gives_the_same_usage_errors(job: dict[str, str]) -> None:
     """`inv run-tests` in the repo root behaves as `vllm-omni-ci run-tests` (exit 2, one line)."""
     done = subprocess.run(
@@ -776,12 +789,12 @@ def test_inv_gives_the_same_usage_errors(job: dict[str, str]) -> None:
 
 
 def test_platform_is_required_and_help_works(job: dict[str, str]) -> None:
-    done = run_cli("run-tests", "--", "true", env=job)
+    done = run_task("run-tests", "--", "true", env=job)
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "error: --platform is required: rocm (alias amd), npu or xpu (alias intel)"
     )
-    helped = run_cli("run-tests", "--help", env=job)
+    helped = run_task("run-tests", "--help", env=job)
     assert helped.returncode == 0
     text = " ".join(helped.stdout.split())
     assert "PYTORCH_ROCM_ARCH (forced empty)" in text
@@ -797,20 +810,20 @@ def test_platform_is_required_and_help_works(job: dict[str, str]) -> None:
 
 
 def test_unsupported_platform_is_a_usage_error(job: dict[str, str]) -> None:
-    done = run_cli("run-tests", "--platform", "cuda", "--", "true", env=job)
+    done = run_task("run-tests", "--platform", "cuda", "--", "true", env=job)
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "error: --platform: run-tests does not support cuda: allowed values are "
         "rocm (alias amd), npu, xpu (alias intel)"
     )
-    bad = run_cli("run-tests", "--platform", "arm", "--", "true", env=job)
+    bad = run_task("run-tests", "--platform", "arm", "--", "true", env=job)
     assert bad.returncode == 2
     assert "unknown platform 'arm'" in bad.stderr
 
 
 def test_dry_run_prints_the_program_and_runs_nothing(job: dict[str, str], tmp_path: Path) -> None:
     env = {**job, "TEST_COMMANDS": "touch ran", "HF_TOKEN": "hf_dryrunsecret"}
-    done = run_cli("run-tests", "--platform", "amd", "--dry-run", env=env, cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "amd", "--dry-run", env=env, cwd=tmp_path)
     assert done.returncode == 0
     assert not (tmp_path / "ran").exists()
     assert done.stdout.startswith("#!/usr/bin/env bash\n")

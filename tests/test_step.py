@@ -30,7 +30,8 @@ from ci.runner.artifacts import mask_texts
 from ci.runner.leaks import FAIL_LINE, PASS_LINE, Proc
 from ci.runner.leaks import PREFIX as LEAK
 from ci.runner.step import LEAK_FILE, LOG_FILE, SUMMARY_FILE, StepOptions, StepPlan, plan_step
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
+from tests.inproc import run_inproc
 from tests.test_runner_signals import (
     HOSTILE,
     MARKS,
@@ -268,7 +269,7 @@ def test_artifact_and_junit_dirs_blocked_by_a_file(tmp_path: Path) -> None:
 
 def test_an_artifact_dir_that_cannot_be_made_exits_2_before_the_command(tmp_path: Path) -> None:
     marker = tmp_path / "ran"  # /proc is the working directory: nothing can be made there
-    done = run_cli("step", "--artifact-dir", "no-such/dir", "--", "touch", str(marker), cwd="/proc")
+    done = step("--artifact-dir", "no-such/dir", "--", "touch", str(marker), cwd="/proc")
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1].startswith(
         "error: --artifact-dir: cannot create /proc/no-such/dir: "
@@ -353,8 +354,23 @@ def test_snapshots_see_a_real_child_by_identity() -> None:
 
 
 def step(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci step ARGS` in this process (`tests.inproc.run_inproc`, the console
+    script's code path), shaped as the subprocess result these tests read; cwd defaults
+    to the project root, as `conftest.run_cli` does."""
+    done = run_inproc("step", *args, env=env, cwd=cwd or ROOT)
+    return subprocess.CompletedProcess(
+        ["vllm-omni-ci", "step", *args], done.code, done.stdout, done.stderr
+    )
+
+
+def step_process(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci step ARGS` as a process of its own: for the tests whose subject is what
+    the command leaves running or a timeout ending its tree (the leak check counts the
+    step's own descendants, which in-process would be the test runner's)."""
     return run_cli("step", *args, env=env, cwd=cwd)
 
 
@@ -487,6 +503,7 @@ def test_artifacts_junit_and_summary_even_on_failure(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- leaks
 
 
+@pytest.mark.process
 def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
     watch = start(
         [
@@ -510,6 +527,7 @@ def test_leak_check_catches_a_leaked_sleep(tmp_path: Path) -> None:
         watch.cleanup()
 
 
+@pytest.mark.process
 def test_a_summary_does_not_wait_for_a_leaked_process(tmp_path: Path) -> None:
     """Issue 32 item 6: with --summary-tail the tee waited for the background job, which
     held its pipe open, and then reported no leak. The leak is found and ended as without."""
@@ -534,6 +552,7 @@ def test_a_summary_does_not_wait_for_a_leaked_process(tmp_path: Path) -> None:
         end_marked(marker)
 
 
+@pytest.mark.process
 def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
     """A leaked parent that never reaps its exited child: both are listed, the child as a zombie."""
     # The child exits at once; the parent marks "forked" once it is a zombie (waitid
@@ -573,19 +592,23 @@ def test_g42_a_zombie_counts_as_a_leak(tmp_path: Path) -> None:
         watch.cleanup()
 
 
+@pytest.mark.process
 def test_leak_check_passes_and_keeps_the_failing_code(tmp_path: Path) -> None:
-    clean = step("--leak-check", "--artifact-dir", "out", "--", "true", cwd=tmp_path)
+    clean = step_process("--leak-check", "--artifact-dir", "out", "--", "true", cwd=tmp_path)
     assert clean.returncode == 0
     assert LEAK + PASS_LINE in clean.stderr.splitlines()
     assert (tmp_path / "out" / "process-cleanup.txt").read_text() == PASS_LINE + "\n"
-    failing = step("--leak-check", "--leak-settle", "0", "--", "bash", "-c", "sleep 333 & exit 3")
+    failing = step_process(
+        "--leak-check", "--leak-settle", "0", "--", "bash", "-c", "sleep 333 & exit 3"
+    )
     assert failing.returncode == 3
     assert LEAK + FAIL_LINE in failing.stderr.splitlines()
 
 
+@pytest.mark.process
 def test_a_passing_leak_check_is_not_read_as_the_step_passing(tmp_path: Path) -> None:
     """Issue 23 item 7: `--leak-check -- false` said `status=PASS …` and exited 1."""
-    done = step("--leak-check", "--artifact-dir", "out", "--", "false", cwd=tmp_path)
+    done = step_process("--leak-check", "--artifact-dir", "out", "--", "false", cwd=tmp_path)
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert "leak check: status=PASS leaked_processes=0" in lines
@@ -598,6 +621,7 @@ def test_a_passing_leak_check_is_not_read_as_the_step_passing(tmp_path: Path) ->
 # --------------------------------------------------------------------------- timeouts and signals
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("script", "code"),
     [
@@ -622,13 +646,14 @@ def test_timeout_ends_the_whole_tree(script: str, code: int) -> None:
 WRITES_THEN_HANGS = "mkdir -p out && echo partial > out/result.txt && echo line-1 && sleep 371"
 
 
+@pytest.mark.process
 def test_artifacts_are_copied_after_a_timeout(tmp_path: Path) -> None:
     """The copy into the checkout is the last thing a timed-out step did not do before."""
     app, checkout = tmp_path / "app", tmp_path / "checkout"
     app.mkdir()
     checkout.mkdir()
     env = {**os.environ, "BUILDKITE_BUILD_CHECKOUT_PATH": str(checkout)}
-    done = step(
+    done = step_process(
         "--timeout", "2s", "--kill-after", "1s", "--artifact-dir", "out", "--summary-tail", "5",
         "--", "bash", "-c", WRITES_THEN_HANGS,
         env=env, cwd=app,
@@ -638,6 +663,7 @@ def test_artifacts_are_copied_after_a_timeout(tmp_path: Path) -> None:
     assert (checkout / "out" / "pytest-summary.txt").read_text() == "line-1\n"
 
 
+@pytest.mark.process
 def test_artifacts_are_copied_after_sigterm(tmp_path: Path) -> None:
     app, checkout = tmp_path / "app", tmp_path / "checkout"
     app.mkdir()
@@ -656,6 +682,7 @@ def test_artifacts_are_copied_after_sigterm(tmp_path: Path) -> None:
         watch.cleanup()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGQUIT, 131)], ids=["TERM", "QUIT"]
 )
@@ -671,6 +698,7 @@ def test_a_signal_to_step_ends_the_whole_tree(signum: int, code: int) -> None:
         watch.cleanup()
 
 
+@pytest.mark.process
 def test_a_second_signal_kills_the_tree_without_waiting_out_the_grace() -> None:
     """Issue 32 item 22: TERM, then INT while the tree (which ignores TERM) had its grace,
     waited the grace out. The exit is the first signal's."""
@@ -692,6 +720,7 @@ def test_a_second_signal_kills_the_tree_without_waiting_out_the_grace() -> None:
 # ------------------------------------------------------------------------ what the command leaves
 
 
+@pytest.mark.process
 def test_what_the_command_leaves_running_is_ended_and_its_code_kept(tmp_path: Path) -> None:
     """Issue 23 item 27c: without --leak-check, background children used to outlive `step`."""
     marker = new_marker()
@@ -705,6 +734,7 @@ def test_what_the_command_leaves_running_is_ended_and_its_code_kept(tmp_path: Pa
         end_marked(marker)
 
 
+@pytest.mark.process
 def test_a_signal_while_the_leak_check_settles_ends_the_leaked_processes(tmp_path: Path) -> None:
     """Issue 23 item 27a: a TERM during the settling used to leave the leaked sleep running."""
     marker = new_marker()
@@ -758,6 +788,7 @@ def test_the_log_and_summary_have_secrets_masked(tmp_path: Path) -> None:
     assert log.splitlines()[-1] == "last-line"
 
 
+@pytest.mark.process
 def test_process_cleanup_txt_has_secrets_masked(tmp_path: Path) -> None:
     marker = new_marker()
     env = {**os.environ, "FOO_TOKEN": SECRET}
@@ -874,6 +905,7 @@ def full_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@pytest.mark.process
 def test_a_full_disk_keeps_the_commands_exit_code(full_dir: Path, tmp_path: Path) -> None:
     """Issue 23 item 26a: the tee's write error replaced the command's 3 with 1."""
     code, stderr = run_to_file(
@@ -895,6 +927,7 @@ def test_a_full_disk_keeps_the_commands_exit_code(full_dir: Path, tmp_path: Path
     assert "Traceback" not in stderr
 
 
+@pytest.mark.process
 def test_a_full_disk_does_not_stop_the_leak_check(full_dir: Path, tmp_path: Path) -> None:
     """Issue 23 item 26b: writing process-cleanup.txt raised, and the leak was never ended."""
     marker = new_marker()

@@ -26,6 +26,7 @@ from ci.platforms import Platform
 from ci.runner import xpu
 from ci.runner.program import SHELLS, render_program
 from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run_cli
+from tests.inproc import run_inproc
 
 # --------------------------------------------------------------------------- table and program
 
@@ -110,6 +111,16 @@ def test_docker_run_argv_with_and_without_devices() -> None:
 # --------------------------------------------------------------------------- CLI with a stand-in
 
 
+def run_task(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`, the console script's
+    code path), shaped as the subprocess result these tests read; cwd defaults to the
+    project root, as `conftest.run_cli` does."""
+    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
+    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
+
+
 def runner_env(base: dict[str, str], **extra: str) -> dict[str, str]:
     env = {k: v for k, v in base.items() if not k.startswith(("BUILDKITE", "HF_", "ZE_"))}
     env.update(extra)
@@ -129,7 +140,7 @@ def test_cli_docker_run_argv_exact(with_devices: bool, tmp_path: Path, standins:
         HF_CACHE=str(hf),
         VLLM_OMNI_CI_DEV_ROOT=str(dev),
     )
-    done = run_cli("run-tests", "--platform", "intel", env=env, cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "intel", env=env, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     calls = standins.argvs("docker")
     assert len(calls) == 1
@@ -158,7 +169,7 @@ def test_differences_from_the_script_are_recorded() -> None:
 def test_missing_docker_client_says_so(tmp_path: Path) -> None:
     env = runner_env(dict(os.environ), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
     env["PATH"] = str(tmp_path / "empty-bin")
-    done = run_cli("run-tests", "--platform", "xpu", env=env, cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "xpu", env=env, cwd=tmp_path)
     assert done.returncode == 127, done.stderr
     assert "error: command not found: docker" in done.stderr.splitlines()
 
@@ -166,9 +177,9 @@ def test_missing_docker_client_says_so(tmp_path: Path) -> None:
 def test_prune_is_opt_in(tmp_path: Path, standins: StandIns) -> None:
     standins.add("docker", "exit 0")
     env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
-    assert run_cli("run-tests", "--platform", "xpu", env=env, cwd=tmp_path).returncode == 0
+    assert run_task("run-tests", "--platform", "xpu", env=env, cwd=tmp_path).returncode == 0
     assert [a[0] for a in standins.argvs("docker")] == ["run"]
-    done = run_cli("run-tests", "--platform", "xpu", "--prune", env=env, cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "xpu", "--prune", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert [a[:3] for a in standins.argvs("docker")][1:] == [
         ["run", "--pull=never", "--net=host"],
@@ -193,14 +204,14 @@ def test_input_errors_exit_2_before_docker(
 ) -> None:
     standins.add("docker")
     env = runner_env(standins.env(), **env_extra)
-    done = run_cli("run-tests", "--platform", "xpu", *args, env=env, cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "xpu", *args, env=env, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(message), done.stderr
     assert standins.calls() == []
 
 
 def test_xpu_options_are_refused_for_other_platforms(tmp_path: Path) -> None:
-    done = run_cli("run-tests", "--platform", "rocm", "--timeout", "5m", cwd=tmp_path)
+    done = run_task("run-tests", "--platform", "rocm", "--timeout", "5m", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == "error: --timeout and --prune are for --platform xpu, not rocm\n"
 
@@ -208,7 +219,7 @@ def test_xpu_options_are_refused_for_other_platforms(tmp_path: Path) -> None:
 def test_dry_run_prints_the_plan(tmp_path: Path, standins: StandIns) -> None:
     standins.add("docker")
     env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
-    done = run_cli("run-tests", "--platform", "xpu", "--dry-run", "--prune", env=env)
+    done = run_task("run-tests", "--platform", "xpu", "--dry-run", "--prune", env=env)
     assert done.returncode == 0, done.stderr
     assert "docker run --pull=never --net=host --ipc=host" in done.stdout
     assert "# always, also on failure/timeout/SIGTERM: remove container xpu_c_" in done.stdout
@@ -461,6 +472,7 @@ def test_timeout_kills_and_removes_the_container(
 
 
 @pytest.mark.docker
+@pytest.mark.process  # SIGTERM sent to the running vllm-omni-ci
 def test_sigterm_removes_the_container(
     job: dict[str, str], docker_cli: str, tmp_path: Path
 ) -> None:
@@ -536,6 +548,7 @@ exit 0
 """
 
 
+@pytest.mark.process  # the drop-in shim starts vllm-omni-ci
 def test_run_xpu_test_shim_builds_then_runs(tmp_path: Path, standins: StandIns) -> None:
     repo = tmp_path / "omni"
     (repo / "docker").mkdir(parents=True)
@@ -579,6 +592,7 @@ def test_missing_image_is_never_pulled(docker_cli: str, tmp_path: Path) -> None:
     assert containers(docker_cli, commit) == []
 
 
+@pytest.mark.process  # the drop-in shim starts vllm-omni-ci
 def test_g55_shim_without_vllm_version_stops_before_any_build(
     tmp_path: Path, standins: StandIns
 ) -> None:
