@@ -688,7 +688,7 @@ def test_artifacts_are_copied_after_sigterm(tmp_path: Path) -> None:
 )
 def test_a_signal_to_step_ends_the_whole_tree(signum: int, code: int) -> None:
     """Issue 32 item 21: SIGQUIT ended step and left the command's tree running."""
-    watch = start(["step", "--", "bash", "-c", HOSTILE], os.environ)
+    watch = start(["step", "--kill-after", "1s", "--", "bash", "-c", HOSTILE], os.environ)
     try:
         watch.wait_for(MARKS)
         watch.proc.send_signal(signum)
