@@ -368,12 +368,33 @@ def test_the_new_commands_are_those_the_bootstraps_write(checkout: Path) -> None
     assert "            vllm-omni-ci cov-split \\\n              --model-id qwen3_tts \\\n" in merge
 
 
-@pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])
-def test_a_migrated_checkout_bootstraps_to_the_same_pipeline(tmp_path: Path, platform: str) -> None:
-    """The bootstrap rewrites old commands at upload time: the migrated YAML gives the same."""
-    repo = GitRepo.create(make_checkout(tmp_path / "omni"))
+@pytest.fixture(scope="module")
+def committed_checkout(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """`make_checkout` committed in a git repo with a bare origin, plus one model change:
+    built once for the module; tests migrate a copy (`copy_repo`)."""
+    repo = GitRepo.create(make_checkout(tmp_path_factory.mktemp("committed") / "omni"))
     repo.commit("corpus")
     repo.commit_files({"vllm_omni/model.py": "x = 1\n"})
+    return repo
+
+
+def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
+    """A writable copy of `template` and of its bare origin, the origin remote at the copy."""
+    repo = GitRepo(dest / template.path.name)
+    shutil.copytree(template.path, repo.path, symlinks=True)
+    if template.origin is not None:
+        repo.origin = dest / template.origin.name
+        shutil.copytree(template.origin, repo.origin, symlinks=True)
+        repo.git("remote", "set-url", "origin", str(repo.origin))
+    return repo
+
+
+@pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])
+def test_a_migrated_checkout_bootstraps_to_the_same_pipeline(
+    committed_checkout: GitRepo, tmp_path: Path, platform: str
+) -> None:
+    """The bootstrap rewrites old commands at upload time: the migrated YAML gives the same."""
+    repo = copy_repo(committed_checkout, tmp_path)
     env = buildkite_env(NIGHTLY="1")
     args = ("bootstrap", "--platform", platform, "--repo", str(repo.path), "--dry-run")
     before = run_task(*args, env=env)
