@@ -3,7 +3,8 @@
 A temporary checkout holds the real `.buildkite/` corpus (../shared/vllm-omni,
 copied at test time), a pre-commit config and the four CI Dockerfiles written
 here; `--delete-replaced` also gets the original scripts (../shared/vllm-omni-scripts).
-Every run goes through the CLI, as a maintainer would type it.
+Every run goes through the CLI's code path, as a maintainer would type it, in this
+process (`tests.inproc.run_inproc`): no test here has the process as its subject.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import stat
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,9 @@ import yaml
 from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
 from ci.migrate import edits
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
-from tests.conftest import SHARED, need_shared, run_cli
+from tests.conftest import ROOT, SHARED, need_shared
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.inproc import run_inproc
 from tests.migrate_fixture import PRE_COMMIT
 from tests.migrate_fixture import make_checkout as make_seed_checkout
 
@@ -97,8 +100,15 @@ def checkout(tmp_path: Path) -> Path:
     return make_checkout(tmp_path / "omni")
 
 
+def run_task(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`), from the project
+    root as the subprocess helper ran it, shaped as the subprocess result these tests read."""
+    done = run_inproc(*args, env=env, cwd=ROOT)
+    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
+
+
 def migrate(repo: Path, *args: str) -> Any:
-    return run_cli("migrate", "--repo", str(repo), *args)
+    return run_task("migrate", "--repo", str(repo), *args)
 
 
 def snapshot(repo: Path) -> dict[str, str]:
@@ -358,18 +368,39 @@ def test_the_new_commands_are_those_the_bootstraps_write(checkout: Path) -> None
     assert "            vllm-omni-ci cov-split \\\n              --model-id qwen3_tts \\\n" in merge
 
 
-@pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])
-def test_a_migrated_checkout_bootstraps_to_the_same_pipeline(tmp_path: Path, platform: str) -> None:
-    """The bootstrap rewrites old commands at upload time: the migrated YAML gives the same."""
-    repo = GitRepo.create(make_checkout(tmp_path / "omni"))
+@pytest.fixture(scope="module")
+def committed_checkout(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """`make_checkout` committed in a git repo with a bare origin, plus one model change:
+    built once for the module; tests migrate a copy (`copy_repo`)."""
+    repo = GitRepo.create(make_checkout(tmp_path_factory.mktemp("committed") / "omni"))
     repo.commit("corpus")
     repo.commit_files({"vllm_omni/model.py": "x = 1\n"})
+    return repo
+
+
+def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
+    """A writable copy of `template` and of its bare origin, the origin remote at the copy."""
+    repo = GitRepo(dest / template.path.name)
+    shutil.copytree(template.path, repo.path, symlinks=True)
+    if template.origin is not None:
+        repo.origin = dest / template.origin.name
+        shutil.copytree(template.origin, repo.origin, symlinks=True)
+        repo.git("remote", "set-url", "origin", str(repo.origin))
+    return repo
+
+
+@pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])
+def test_a_migrated_checkout_bootstraps_to_the_same_pipeline(
+    committed_checkout: GitRepo, tmp_path: Path, platform: str
+) -> None:
+    """The bootstrap rewrites old commands at upload time: the migrated YAML gives the same."""
+    repo = copy_repo(committed_checkout, tmp_path)
     env = buildkite_env(NIGHTLY="1")
     args = ("bootstrap", "--platform", platform, "--repo", str(repo.path), "--dry-run")
-    before = run_cli(*args, env=env)
+    before = run_task(*args, env=env)
     assert before.returncode == 0 and "steps:" in before.stdout, before.stderr
     assert migrate(repo.path, "--apply").returncode == 0
-    after = run_cli(*args, env=env)
+    after = run_task(*args, env=env)
     assert (after.returncode, after.stdout) == (0, before.stdout), after.stderr
 
 

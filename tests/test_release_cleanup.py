@@ -28,7 +28,8 @@ import pytest
 from ci.errors import Stop, UserError
 from ci.release import cleanup
 from ci.release.hub import HubClient, HubError, Response
-from tests.conftest import cli_path, run_cli
+from tests.conftest import cli_path
+from tests.inproc import Outcome, run_inproc
 
 USERNAME = "vllmbot"
 TOKEN = "CANARY-hub-token-7d1e0f4a9b2c"
@@ -192,14 +193,16 @@ def expected_doomed(keep: int = 14) -> list[str]:
     return order[keep:]
 
 
-def run(hub_url: str, tmp_path: Path, *args: str, **env: str):  # type: ignore[no-untyped-def]
+def run(hub_url: str, tmp_path: Path, *args: str, **env: str) -> Outcome:
+    """The task in this process (`tests.inproc.run_inproc`, the console script's code path);
+    the fake hub answers from its own thread."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("DOCKERHUB_")}
     base.update(
         {"DOCKERHUB_USERNAME": USERNAME, "DOCKERHUB_TOKEN": TOKEN, "HOME": str(tmp_path), **env}
     )
-    return run_cli(
+    return run_inproc(
         "release.cleanup-nightly", "--hub-url", hub_url, "--delete-interval", "0s", *args,
-        env=base, cwd=tmp_path,
+        env=base, cwd=tmp_path, timeout=120,
     )  # fmt: skip
 
 
@@ -219,7 +222,7 @@ def test_deletes_all_but_the_newest_14_over_every_page(
     fake, url = hub
     assert len(catalogue()) == 40 and -(-40 // SERVER_PAGE) == 3
     done = run(url, tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     doomed = expected_doomed()
     assert len(doomed) == 11
     assert fake.deleted == doomed
@@ -244,7 +247,7 @@ def test_failed_delete_exits_1_after_trying_the_rest(
     doomed = expected_doomed()
     fake.fail_delete = {doomed[2]: 403}
     done = run(url, tmp_path)
-    assert done.returncode == 1
+    assert done.code == 1
     assert fake.deleted == [t for t in doomed if t != doomed[2]]
     assert f"Error: Failed to delete tag {doomed[2]} (HTTP 403): cannot delete {doomed[2]}" in (
         done.stderr
@@ -259,7 +262,7 @@ def test_http_500_while_listing_exits_1_and_deletes_nothing(
     fake, url = hub
     fake.fail_list_page = 2
     done = run(url, tmp_path)
-    assert done.returncode == 1
+    assert done.code == 1
     assert "error: failed to list tags (page 2)" in done.stderr and "HTTP 500" in done.stderr
     pages = [p.split("&")[0] for m, p in fake.requests if m == "GET"]
     assert pages == [f"{REPO_PATH}?page={n}" for n in (1, 2, 2, 2)]  # retried twice
@@ -272,14 +275,14 @@ def test_http_500_on_first_page_is_not_no_tags(hub: tuple[FakeHub, str], tmp_pat
     fake, url = hub
     fake.fail_list_page = 1
     done = run(url, tmp_path)
-    assert done.returncode == 1
+    assert done.code == 1
     assert "No tags found to clean up" not in done.stderr
 
 
 def test_dry_run_lists_and_deletes_nothing(hub: tuple[FakeHub, str], tmp_path: Path) -> None:
     fake, url = hub
     done = run(url, tmp_path, "--dry-run")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout.splitlines() == expected_doomed()
     assert not any(m == "DELETE" for m, _ in fake.requests)
     assert_no_canary(tmp_path, done.stdout, done.stderr)
@@ -296,7 +299,7 @@ def test_dry_run_needs_no_credentials(
     fake, url = hub
     fake.anonymous_reads = True
     done = run(url, tmp_path, "--dry-run", **dict.fromkeys(missing, ""))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout.splitlines() == expected_doomed()
     assert [m for m, _ in fake.requests] == ["GET", "GET", "GET"]  # no login, no delete
     assert "listing tags anonymously" in done.stderr
@@ -311,7 +314,7 @@ def test_a_real_run_still_needs_credentials_though_listing_would_work(
     fake, url = hub
     fake.anonymous_reads = True
     done = run(url, tmp_path, DOCKERHUB_TOKEN="")
-    assert done.returncode == 1
+    assert done.code == 1
     assert "Error: DOCKERHUB_TOKEN environment variable is not set" in done.stderr
     assert fake.requests == []
 
@@ -319,13 +322,16 @@ def test_a_real_run_still_needs_credentials_though_listing_would_work(
 def test_keep_option(hub: tuple[FakeHub, str], tmp_path: Path) -> None:
     _fake, url = hub
     done = run(url, tmp_path, "--keep", "30", "--dry-run")
-    assert done.returncode == 0
+    assert done.code == 0
     assert done.stdout == ""
     assert "No tags need to be deleted (only 25 tags found, keeping 30)" in done.stderr
 
 
+@pytest.mark.process
 def test_delete_interval_waits_between_deletes(hub: tuple[FakeHub, str], tmp_path: Path) -> None:
-    """With an hour between deletes, the second never starts: stopped in the wait, one is gone."""
+    """With an hour between deletes, the second never starts: stopped in the wait, one is gone.
+
+    A process of its own: the subject is SIGTERM sent to it while it waits (exit 143)."""
     fake, url = hub
     fake.tags = [t for t in fake.tags if str(t["name"]).startswith("nightly-")][:16]
     proc = subprocess.Popen(
@@ -366,7 +372,7 @@ def test_credential_problems_exit_1(
 ) -> None:
     fake, url = hub
     done = run(url, tmp_path, **env)
-    assert done.returncode == 1
+    assert done.code == 1
     assert message in done.stderr
     assert not any(m == "GET" for m, _ in fake.requests)
     assert_no_canary(tmp_path, done.stdout, done.stderr)
@@ -374,7 +380,7 @@ def test_credential_problems_exit_1(
 
 def test_bad_options_exit_2(tmp_path: Path) -> None:
     done = run("http://example.com", tmp_path, "--keep", "0")
-    assert done.returncode == 2
+    assert done.code == 2
     assert done.stderr.splitlines() == [
         "error: --hub-url: 'http://example.com' must be an https:// URL "
         "(plain http only for 127.0.0.1/localhost)",
@@ -396,10 +402,10 @@ def test_bad_options_exit_2(tmp_path: Path) -> None:
 def test_bad_values_are_one_error_line_not_a_traceback(
     tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    done = run_cli(
+    done = run_inproc(
         "release.cleanup-nightly", *args, env={**os.environ, "DOCKERHUB_TOKEN": TOKEN}, cwd=tmp_path
     )
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
+    assert (done.code, done.stdout, done.stderr) == (2, "", message + "\n")
 
 
 # --------------------------------------------------------------------------- library
@@ -513,7 +519,7 @@ def test_a_failed_login_keeps_the_scripts_line_and_adds_its_cause(
     """docs/differences.md, "Failures say their cause": the script's words, then (why)."""
     _fake, url = hub
     done = run(url, tmp_path, DOCKERHUB_USERNAME="someone")
-    assert done.returncode == 1
+    assert done.code == 1
     assert done.stderr.splitlines()[-1] == (
         f"Error: Failed to get DockerHub bearer token (POST {url}/v2/users/login: HTTP 401, "
         "no token)"

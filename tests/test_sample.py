@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import BASE_IMAGE, ROOT, SAMPLE, SHARED, need_shared, run_cli
+from tests.conftest import BASE_IMAGE, ROOT, SAMPLE, SHARED, need_shared
+from tests.inproc import run_inproc
 
 BUILDKITE = SAMPLE / ".buildkite"
 DOCKER = SAMPLE / "docker"
@@ -272,8 +273,8 @@ def test_every_test_path_in_the_yamls_exists_in_the_sample() -> None:
 
 
 def test_lint_pipelines_accepts_the_sample() -> None:
-    result = run_cli("lint-pipelines", "--repo", str(SAMPLE))
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_inproc("lint-pipelines", "--repo", str(SAMPLE), cwd=ROOT)
+    assert result.code == 0, result.stdout + result.stderr
     assert "0 problem(s)" in result.stdout
 
 

@@ -30,6 +30,7 @@ from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail
 from ci.tiers.session import parse_args
 from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
 from tests.corpus import make_corpus
+from tests.inproc import run_inproc
 
 CORPUS = SHARED / "vllm-omni"
 
@@ -41,6 +42,13 @@ def run(tier: str, words: list[str]) -> int:
 
     (context,) = program().parse(["vllm-omni-ci", "tier", tier, *words])
     return session.run(**context.as_kwargs)
+
+
+def run_task(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`vllm-omni-ci ARGS` through the console script's code path in this process
+    (`tests.inproc.run_inproc`), from the project root, shaped as a subprocess result."""
+    done = run_inproc(*args, env=env, cwd=ROOT)
+    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
 
 
 def corpus() -> Path:
@@ -358,9 +366,7 @@ def test_parse_args_rejects_bad_input() -> None:
 
 
 def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
-    from tests.conftest import run_cli
-
-    text = " ".join(run_cli("tier", "--help").stdout.split())
+    text = " ".join(run_task("tier", "--help").stdout.split())
     assert text.startswith("Usage: vllm-omni-ci [--core-opts] tier ")
     assert "every -m in it has a positive `cpu` term" in text
     assert "reported as `needs <hardware>: <why>` and does not run unless --force" in text
@@ -567,26 +573,24 @@ def test_buildkite_groups_artifacts_and_annotation_through_the_agent(
 
 
 def test_tier_task_lists_and_fails_closed() -> None:
-    from tests.conftest import run_cli
-
-    listed = run_cli("tier", "ready", "--platform", "amd", "--repo", str(SAMPLE), "--list")
+    listed = run_task("tier", "ready", "--platform", "amd", "--repo", str(SAMPLE), "--list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
-    missing_pair = run_cli("tier", "weekly", "--platform", "amd", "--repo", str(SAMPLE))
+    missing_pair = run_task("tier", "weekly", "--platform", "amd", "--repo", str(SAMPLE))
     assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
-    bad = run_cli("tier", "bogus")
+    bad = run_task("tier", "bogus")
     assert (bad.returncode, bad.stderr) == (
         2,
         "error: --name: unknown tier 'bogus': allowed values are ready, merge, nightly, weekly\n",
     )
-    empty = run_cli("tier", "ready", "--repo", "", "--results=")
+    empty = run_task("tier", "ready", "--repo", "", "--results=")
     assert (empty.returncode, empty.stderr) == (
         2,
         "error: tier: --repo: an empty path; give one, or leave --repo out\n"
         "error: tier: --results: an empty path; give one, or leave --results out\n",
     )
 
-    bad_docker = run_cli(
+    bad_docker = run_task(
         "tier", "ready", "--repo", str(SAMPLE),
         env={**os.environ, "VLLM_OMNI_CI_DOCKER": str(SAMPLE)},
     )  # fmt: skip
@@ -594,13 +598,13 @@ def test_tier_task_lists_and_fails_closed() -> None:
         2,
         f"error: VLLM_OMNI_CI_DOCKER: {SAMPLE} is not an executable docker client\n",
     )  # was "no CI image for the ready tier is present locally"
-    unknown = run_cli("tier", "ready", "--nonsense")
+    unknown = run_task("tier", "ready", "--nonsense")
     assert unknown.returncode == 2
     assert unknown.stderr.startswith(
         "error: tier: unknown option '--nonsense'; options: --cpu-only, --exact-sku, --force,"
     )
     assert unknown.stderr.endswith(" (see `vllm-omni-ci tier --help`)\n")
-    old_form = run_cli("tier", "ready", "--", "--platform", "rocm")
+    old_form = run_task("tier", "ready", "--", "--platform", "rocm")
     assert (old_form.returncode, old_form.stderr) == (
         2,
         "error: tier: options go before `--`: vllm-omni-ci tier ready --platform rocm …"
@@ -927,8 +931,6 @@ def test_rich_table_has_the_columns_and_one_row_per_job(tmp_path: Path) -> None:
 @pytest.mark.parametrize("platform", ["rocm", "cuda", "npu", "xpu"])
 def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
     """Container mode looks for exactly the image `build-image --repo` would make."""
-    from tests.conftest import run_cli
-
     env = {
         "BUILDKITE_COMMIT": "abc123",
         "VLLM_VERSION": "0.1.0",
@@ -936,7 +938,7 @@ def test_image_ref_is_the_tag_build_image_gives(platform: str) -> None:
         "IMAGE_REGISTRY": "127.0.0.1:5000/tiers",
     }
     ref = ci_image(Platform(platform), "abc123", env)
-    built = run_cli(
+    built = run_task(
         "build-image", "--platform", platform, "--repo", str(SAMPLE), "--no-push", "--dry-run",
         env=env,
     )  # fmt: skip
