@@ -126,3 +126,15 @@ def git_counter(tmp_path: Path) -> tuple[Path, Path]:
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
     return bin_dir, log
+
+
+def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
+    """A writable copy of `template` (and of its bare origin) under `dest`, the origin
+    remote pointing at the copy: a fixture built once, each test writing to its own."""
+    repo = GitRepo(dest / template.path.name)
+    shutil.copytree(template.path, repo.path, symlinks=True)
+    if template.origin is not None:
+        repo.origin = dest / template.origin.name
+        shutil.copytree(template.origin, repo.origin, symlinks=True)
+        repo.git("remote", "set-url", "origin", str(repo.origin))
+    return repo

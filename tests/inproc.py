@@ -31,13 +31,16 @@ import contextlib
 import io
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 PROGRAM = "vllm-omni-ci"
+ROOT = Path(__file__).resolve().parents[1]
 # The handlers `ci.door.install_interrupt_handlers` and `ci.runner.guard` set, plus the
 # ones a task could touch through the door's child handling.
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE)
@@ -247,3 +250,12 @@ def _exit_code(value: object, stderr: IO[str]) -> int:
         return value & 0xFF
     print(value, file=stderr)
     return 1
+
+
+def run_task(
+    *args: str, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`run_inproc`, shaped as the subprocess result that tests written for `run_cli`
+    read, with the working directory the project root unless given, as `run_cli`'s."""
+    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
+    return subprocess.CompletedProcess([PROGRAM, *args], done.code, done.stdout, done.stderr)

@@ -12,8 +12,7 @@ import pytest
 
 from ci import doctor
 from tests.conftest import TEST_LABEL, StandIns, run_cli
-from tests.inproc import Outcome
-from tests.test_plan import run_task
+from tests.inproc import Outcome, run_task
 
 
 @pytest.mark.docker

@@ -19,7 +19,7 @@ import pytest
 
 from ci.images.cachekey import cuda_key, rocm_key
 from tests.conftest import SAMPLE, StandIns
-from tests.test_plan import run_task
+from tests.inproc import run_task
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SWR = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry/vllm-omni-ci-npu"

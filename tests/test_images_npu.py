@@ -21,7 +21,7 @@ from ci.images import npu, refs, variants
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
 from tests.conftest import StandIns, cli_path
-from tests.test_plan import run_task
+from tests.inproc import run_task
 
 REG = "swr.cn-southwest-2.myhuaweicloud.com/modelfoundry"
 ADDR = "tcp://buildkitd-service.buildkitd:1234"

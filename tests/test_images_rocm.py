@@ -23,7 +23,7 @@ from ci.images.cachekey import rocm_inputs, rocm_key, rocm_stream
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
 from tests.conftest import ROOT, SAMPLE, StandIns, run_cli
-from tests.test_plan import run_task
+from tests.inproc import run_task
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 BUILDER = "vllm-omni-rocm-builder"

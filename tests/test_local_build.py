@@ -21,8 +21,8 @@ import yaml
 
 from tests.conftest import SAMPLE, StandIns
 from tests.corpus import make_corpus
-from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
-from tests.test_plan import copy_repo, run_task
+from tests.gitrepo import GitRepo, buildkite_env, copy_repo, sample_checkout
+from tests.inproc import run_task
 
 HINT = "(outside Buildkite; set BUILDKITE_PULL_REQUEST/BUILDKITE_BRANCH to choose)"
 MODEL = "vllm_omni/model_executor/models/qwen3_omni/model.py"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import shutil
 import stat
-import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ import yaml
 from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
 from ci.migrate import edits
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
-from tests.conftest import ROOT, SHARED, need_shared
-from tests.gitrepo import GitRepo, buildkite_env
-from tests.inproc import run_inproc
+from tests.conftest import SHARED, need_shared
+from tests.gitrepo import GitRepo, buildkite_env, copy_repo
+from tests.inproc import run_task
 from tests.migrate_fixture import PRE_COMMIT
 from tests.migrate_fixture import make_checkout as make_seed_checkout
 
@@ -98,13 +97,6 @@ def make_checkout(root: Path, *, scripts: bool = False) -> Path:
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     return make_checkout(tmp_path / "omni")
-
-
-def run_task(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`), from the project
-    root as the subprocess helper ran it, shaped as the subprocess result these tests read."""
-    done = run_inproc(*args, env=env, cwd=ROOT)
-    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
 
 
 def migrate(repo: Path, *args: str) -> Any:
@@ -375,17 +367,6 @@ def committed_checkout(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     repo = GitRepo.create(make_checkout(tmp_path_factory.mktemp("committed") / "omni"))
     repo.commit("corpus")
     repo.commit_files({"vllm_omni/model.py": "x = 1\n"})
-    return repo
-
-
-def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
-    """A writable copy of `template` and of its bare origin, the origin remote at the copy."""
-    repo = GitRepo(dest / template.path.name)
-    shutil.copytree(template.path, repo.path, symlinks=True)
-    if template.origin is not None:
-        repo.origin = dest / template.origin.name
-        shutil.copytree(template.origin, repo.origin, symlinks=True)
-        repo.git("remote", "set-url", "origin", str(repo.origin))
     return repo
 
 

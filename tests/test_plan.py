@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,10 @@ from ci import skipci
 from ci.plan import make_plan
 from ci.plan.inputs import parse_inputs
 from ci.plan.model import BuildPlan
-from tests.conftest import ROOT, StandIns
+from tests.conftest import StandIns
 from tests.corpus import make_corpus
-from tests.gitrepo import GitRepo, buildkite_env
-from tests.inproc import run_inproc
+from tests.gitrepo import GitRepo, buildkite_env, copy_repo
+from tests.inproc import run_task
 
 MODEL = "vllm_omni/model_executor/models/qwen3_omni/model.py"
 OTHER = "vllm_omni/entrypoints/unrelated_helper.py"
@@ -57,28 +57,6 @@ def corpus_repo(tmp_path: Path, *, register_key: bool = True) -> GitRepo:
     repo.commit("corpus")
     repo.push("main")
     repo.branch("feature")
-    return repo
-
-
-def run_task(
-    *args: str, env: Mapping[str, str] | None = None, cwd: Path | str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`, the console script's
-    code path), shaped as the subprocess result these tests read; cwd defaults to the
-    project root, as `conftest.run_cli` does. Shared by this area's test files."""
-    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
-    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
-
-
-def copy_repo(template: GitRepo, dest: Path) -> GitRepo:
-    """A writable copy of `template` (and of its bare origin) under `dest`, the origin
-    remote pointing at the copy: built once, each test writes to its own."""
-    shutil.copytree(template.path, dest / template.path.name, symlinks=True)
-    repo = GitRepo(dest / template.path.name)
-    if template.origin is not None:
-        repo.origin = dest / template.origin.name
-        shutil.copytree(template.origin, repo.origin, symlinks=True)
-        repo.git("remote", "set-url", "origin", str(repo.origin))
     return repo
 
 
@@ -725,7 +703,6 @@ def test_a_secrets_value_given_as_input_is_masked_on_stdout_in_every_format(
 def test_a_reader_gone_before_the_plan_is_printed_is_exit_141(repo: GitRepo, fmt: str) -> None:
     """`plan | true` exited 1 with no message in table format (item 18): rich's Console
     turned the closed pipe into its own exit 1; now it is 141, as every other format's."""
-    import subprocess
 
     from tests.conftest import cli_path
 
@@ -754,7 +731,6 @@ def test_a_git_whose_output_is_nonsense_stops_the_plan_with_one_line(
     repo: GitRepo, script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 32, item 15: a `git` that exits 0 with nonsense gave FileNotFoundError (head.tar)."""
-    import shutil
 
     from ci.errors import UserError
     from ci.plan.snapshot import files_at

@@ -19,8 +19,7 @@ import pytest
 
 from ci.redact import MASK
 from tests.conftest import cli_path
-from tests.inproc import Outcome
-from tests.test_plan import run_task
+from tests.inproc import Outcome, run_task
 
 QUOTED = "pa'ss_X-41f7"  # shell quoting splits it: 'pa'"'"'ss_X-41f7'
 MULTI = "-----BEGIN TEST KEY-----\nline-one-7c1e0a\nline-two-9b3d2f\n-----END TEST KEY-----"

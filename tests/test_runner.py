@@ -29,7 +29,7 @@ from ci.runner.program import (
     shown_commands,
 )
 from tests.conftest import ROOT, StandIns
-from tests.inproc import run_inproc
+from tests.inproc import run_task
 
 ALLOW_MESSAGE = (
     "Pytest collected no tests; VLLM_CI_ALLOW_NO_TESTS=1, treating exit code 5 as success."
@@ -40,16 +40,6 @@ ROCM = SHELLS[Platform.ROCM]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def run_task(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`, the console script's
-    code path), shaped as the subprocess result these tests read; cwd defaults to the
-    project root, as `conftest.run_cli` does."""
-    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
-    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
 
 
 @pytest.fixture

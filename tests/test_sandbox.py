@@ -18,8 +18,7 @@ from ci.sandbox.debs import ENGINE, Pin
 from ci.sandbox.layout import Layout
 from ci.sandbox.parts import _program
 from tests.conftest import StandIns, run_cli
-from tests.inproc import Outcome
-from tests.test_plan import run_task
+from tests.inproc import Outcome, run_task
 
 PARTS = ["engine", "buildx", "registry", "base image", "builder"]
 

@@ -18,8 +18,8 @@ from ci.diff import WORKTREE, resolve_diff
 from ci.errors import UserError
 from ci.platforms import Platform
 from ci.skipci import Decision, decide, decision, decision_for
-from tests.gitrepo import GitRepo, buildkite_env
-from tests.test_plan import copy_repo, run_task
+from tests.gitrepo import GitRepo, buildkite_env, copy_repo
+from tests.inproc import run_task
 
 ALL = {(p, lvl) for p in skipci.PLATFORMS for lvl in skipci.LEVELS}
 

@@ -30,7 +30,7 @@ from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail
 from ci.tiers.session import parse_args
 from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
 from tests.corpus import make_corpus
-from tests.inproc import run_inproc
+from tests.inproc import run_task
 
 CORPUS = SHARED / "vllm-omni"
 
@@ -42,13 +42,6 @@ def run(tier: str, words: list[str]) -> int:
 
     (context,) = program().parse(["vllm-omni-ci", "tier", tier, *words])
     return session.run(**context.as_kwargs)
-
-
-def run_task(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`vllm-omni-ci ARGS` through the console script's code path in this process
-    (`tests.inproc.run_inproc`), from the project root, shaped as a subprocess result."""
-    done = run_inproc(*args, env=env, cwd=ROOT)
-    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
 
 
 def corpus() -> Path:

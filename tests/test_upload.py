@@ -26,8 +26,7 @@ from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
 from tests.conftest import StandIns
 from tests.corpus import make_corpus
-from tests.inproc import Outcome
-from tests.test_plan import run_task
+from tests.inproc import Outcome, run_task
 
 NPU_NIGHTLY = ".buildkite/npu/test-npu-nightly.yml"
 HF = mirror.HF_EXPORT

@@ -26,7 +26,7 @@ from ci.platforms import Platform
 from ci.runner import xpu
 from ci.runner.program import SHELLS, render_program
 from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run_cli
-from tests.inproc import run_inproc
+from tests.inproc import run_task
 
 # --------------------------------------------------------------------------- table and program
 
@@ -109,16 +109,6 @@ def test_docker_run_argv_with_and_without_devices() -> None:
 
 
 # --------------------------------------------------------------------------- CLI with a stand-in
-
-
-def run_task(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`vllm-omni-ci ARGS` in this process (`tests.inproc.run_inproc`, the console script's
-    code path), shaped as the subprocess result these tests read; cwd defaults to the
-    project root, as `conftest.run_cli` does."""
-    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
-    return subprocess.CompletedProcess(["vllm-omni-ci", *args], done.code, done.stdout, done.stderr)
 
 
 def runner_env(base: dict[str, str], **extra: str) -> dict[str, str]:
