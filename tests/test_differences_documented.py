@@ -23,7 +23,7 @@ def headings() -> set[str]:
 def test_cov_split_headers_go_to_stderr_and_say_so(tree: Path, standins: StandIns) -> None:
     standins.add("buildkite-agent", LIST_UPLOAD)
     done = run_both(tree, env_for(standins, tree, **GATE))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     # The group marker is `--- ` in Buildkite and `▶ ` in a terminal; the text is the same.
     for header in ("coverage: m offline", "coverage: m online"):
         assert header in done.stderr, header
