@@ -12,12 +12,14 @@ A group ends when its steps have ended, and its steps start only when its own
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ci.pipeline import model
 from ci.pipeline.commands import step_name
+
+N = TypeVar("N", int, str)  # a graph's node: an entry's index, or a name
 
 Keys = tuple[str, ...]
 
@@ -108,14 +110,14 @@ def problems(documents: Iterable[Any], source: str) -> list[str]:
     return found
 
 
-def _cycles(edges: Mapping[int, list[int]]) -> Iterator[tuple[int, ...]]:
-    """One cycle (in document order from its first entry) per strongly connected part of
-    more than one entry: Tarjan's algorithm, iterative (a deep chain is no recursion)."""
-    index_of: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    parts: list[list[int]] = []
+def strongly_connected(edges: Mapping[N, Sequence[N]]) -> list[list[N]]:
+    """Every strongly connected part of more than one node, each sorted, in sorted order:
+    Tarjan's algorithm, iterative (a deep chain is no recursion). Every node is a key."""
+    index_of: dict[N, int] = {}
+    low: dict[N, int] = {}
+    on_stack: set[N] = set()
+    stack: list[N] = []
+    parts: list[list[N]] = []
     for root in edges:
         if root in index_of:
             continue
@@ -136,7 +138,7 @@ def _cycles(edges: Mapping[int, list[int]]) -> Iterator[tuple[int, ...]]:
                     low[node] = min(low[node], index_of[target])
                 continue
             if low[node] == index_of[node]:
-                part: list[int] = []
+                part: list[N] = []
                 while True:
                     member = stack.pop()
                     on_stack.discard(member)
@@ -148,7 +150,13 @@ def _cycles(edges: Mapping[int, list[int]]) -> Iterator[tuple[int, ...]]:
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
-    for part in sorted(parts):
+    return sorted(parts)
+
+
+def _cycles(edges: Mapping[int, list[int]]) -> Iterator[tuple[int, ...]]:
+    """One cycle (in document order from its first entry) per strongly connected part of
+    more than one entry."""
+    for part in strongly_connected(edges):
         yield _path(edges, set(part), part[0])
 
 
