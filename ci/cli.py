@@ -174,8 +174,8 @@ class CiProgram(Program):
         UserError.collect(problems)
 
     def print_version(self) -> None:
-        """`--version`: the installed distribution's version (setuptools-scm wrote it from the
-        git tags at install time), looked up only when asked, so that startup stays cheap."""
+        """`--version`: the installed distribution's version (the build read it from VERSION),
+        looked up only when asked, so that startup stays cheap."""
         from importlib import metadata
 
         try:

@@ -56,8 +56,8 @@ class WheelhouseOptions:
 
 
 def built_version(dest: Path) -> str:
-    """The version in the name of the one vllm-omni-ci wheel in `dest`: setuptools-scm derives
-    it from the git tags while the wheel builds, so only the built wheel knows it."""
+    """The version in the name of the one vllm-omni-ci wheel in `dest`: the wheel that was
+    built is the one the images install, whatever the installed copy says."""
     wheels = sorted(dest.glob(OUR_WHEELS))
     if len(wheels) != 1:
         names = ", ".join(w.name for w in wheels) or "none"

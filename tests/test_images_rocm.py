@@ -439,9 +439,16 @@ except UserError as exc:
 
 @pytest.fixture
 def world_readable_f2() -> Iterator[Path]:
-    """F2 in a directory the unprivileged user can traverse (pytest's tmp_path is 0700)."""
+    """F2 in a directory the unprivileged user can traverse (pytest's tmp_path is 0700).
+
+    Beside it, `lib/ci` is a copy of our package: the clone itself may lie in a folder
+    that user cannot enter (CI's folder is not ours to choose), so PYTHONPATH points there.
+    """
     top = Path(tempfile.mkdtemp(prefix="vllm-omni-ci-rocm-key-"))
     top.chmod(0o755)
+    shutil.copytree(ROOT / "ci", top / "lib" / "ci", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in (top / "lib", *(top / "lib").rglob("*")):
+        folder.chmod(0o755 if folder.is_dir() else 0o644)
     try:
         yield make_f2(top / "repo")
     finally:
@@ -456,7 +463,7 @@ def test_unreadable_input_is_an_error_not_a_silently_wrong_key(
 ) -> None:
     repo = world_readable_f2
     run = [*UNPRIVILEGED, "/usr/bin/python3", "-c", AS_CLI, str(repo)]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/tmp"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo.parent / "lib"), "HOME": "/tmp"}
     readable = subprocess.run(run, env=env, capture_output=True, text=True)
     assert readable.returncode == 0, readable.stderr
     assert f"# cache key: {F2_KEY}" in readable.stdout
@@ -472,7 +479,7 @@ def test_unlistable_requirements_dir_is_an_error(world_readable_f2: Path) -> Non
     repo = world_readable_f2
     (repo / "requirements").chmod(0o311)  # traversable, not listable
     run = [*UNPRIVILEGED, "/usr/bin/python3", "-c", AS_CLI, str(repo)]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/tmp"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo.parent / "lib"), "HOME": "/tmp"}
     denied = subprocess.run(run, env=env, capture_output=True, text=True)
     assert denied.returncode == 2
     assert (

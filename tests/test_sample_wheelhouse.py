@@ -78,7 +78,7 @@ def test_offline_variant_only_adds_no_index(tmp_path: Path) -> None:
 
 
 def test_version_is_the_built_wheels(tmp_path: Path) -> None:
-    """setuptools-scm names the version while the wheel builds; the pin reads it from there."""
+    """The pin reads the version from the wheel that was built, not from the installed copy."""
     assert wh.plan(options(tmp_path)).commands[1].argv[-2] == f"vllm-omni-ci=={wh.BUILT}"
     (tmp_path / "vllm_omni_ci-0.1.1.dev2+g1a2b3c4-py3-none-any.whl").write_bytes(b"")
     (tmp_path / "vllm_omni-0.9-py3-none-any.whl").write_bytes(b"")  # another project's
