@@ -71,7 +71,14 @@ def tests(session: nox.Session) -> None:
     session.run("python", "--version")
     if shutil.which("docker"):
         session.run("docker", "--version", external=True, success_codes=[0, 1])
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *_parallel(session.posargs), *session.posargs)
+
+
+def _parallel(posargs: list[str]) -> list[str]:
+    """One pytest worker per core, in the groups tests/conftest.py gives, unless the
+    arguments choose (`-n 0` runs in this process, as a debugger needs)."""
+    chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in posargs)
+    return [] if chosen or "no:xdist" in posargs else ["-n", "auto", "--dist", "loadgroup"]
 
 
 @nox.session(name="lint-pipelines", venv_backend="none")

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.gitrepo import copy_tracked
 from tests.inproc import Outcome, run_inproc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +93,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{NEEDS_SHARED}: a parameter standing in for values read from ../shared"
     )
+
+
+# Tests run on both cores (pytest-xdist, `--dist loadgroup`; the nox `tests` session asks for
+# it). A group runs on one worker, one test after another:
+# - every Docker test is in one group: they share the engine, its build cache (some prune it
+#   all), the registry and the builder;
+# - every other test is in its module's group, so a module's or the session's fixtures (the
+#   migrate matrix, git templates) are built once, not once per worker;
+# - the modules in SHARED_GROUPS share a fixed path outside their tmp_path (the native
+#   runner's /tmp/vllm-omni-native-<job id>, a contract of the runner) and take one group.
+DOCKER_GROUP = "docker"
+SHARED_GROUPS = {"test_runner": "native-runner", "test_runner_legacy": "native-runner"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("docker") is not None:
+            group = DOCKER_GROUP
+        else:
+            module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            group = SHARED_GROUPS.get(module, module)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -304,10 +328,7 @@ def sample_with_wheelhouse(parent: Path, wheelhouse: Path | None = None) -> Path
     (`session_wheelhouse`, built once per session); the sample's own
     wheelhouse directory, filled or not, is never used.
     """
-    repo = parent / "omni-sample"
-    shutil.copytree(
-        SAMPLE, repo, symlinks=True, ignore=lambda d, _: {"wheelhouse"} if d == str(SAMPLE) else ()
-    )
+    repo = copy_tracked(SAMPLE, parent / "omni-sample")
     copy_wheelhouse(wheelhouse or _the_session_wheelhouse(), repo / "wheelhouse")
     return repo
 

@@ -93,20 +93,28 @@ class GitRepo:
         self.git("fetch", "-q", "origin")
 
 
+def copy_tracked(source: Path, dest: Path, *within: str) -> Path:
+    """The files git tracks under `source` (only those under the `within` paths, if given),
+    copied to `dest`: what a fresh clone holds. The caches, wheelhouses and build outputs
+    that runs leave in the working tree (another test may be writing them right now) stay.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *within], cwd=source, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, target, follow_symlinks=False)
+    return dest
+
+
 def sample_checkout(path: Path, sample: Path) -> GitRepo:
     """The embedded sample as a vLLM-Omni checkout of its own: committed on `main`, pushed.
 
-    Build outputs and wheelhouses are left out; callers branch from here.
+    Only what git tracks is copied; callers branch from here.
     """
-    import shutil
-
     repo = GitRepo.create(path)
-    shutil.copytree(
-        sample,
-        path,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("wheelhouse", "build", "__pycache__", "*.egg-info"),
-    )
+    copy_tracked(sample, path)
     repo.commit("sample")
     repo.push("main")
     return repo

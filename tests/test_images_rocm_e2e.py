@@ -5,6 +5,10 @@ build imports every deps step from the registry cache ref; change one
 requirements file and the key changes, the old key's cache is neither consulted
 nor touched, and the deps RUN steps after it run again.
 
+The ROCm buildx scenario's cold build also serves the README's main job: a
+`--no-push` build, warm from that build's local cache, sends nothing off the
+machine and runs exactly the commands its `--dry-run` printed.
+
 buildx runs the spec's exact argv against the plugin `sandbox up` installs,
 on the engine's own `docker`-driver builder (named with --buildx-builder: the
 docker-container driver needs an image that cannot be pulled here). The engine
@@ -124,6 +128,7 @@ def import_step(steps: list[progress.BuildVertex], cache_ref: str) -> progress.B
 
 
 SCENARIOS = [Scenario("rocm", "buildx"), Scenario("cuda", "buildx"), Scenario("rocm", "engine")]
+NO_PUSH_SCENARIO = SCENARIOS[0]  # the README's main job: ROCm, buildx found by --builder auto
 
 
 @pytest.mark.docker
@@ -151,6 +156,8 @@ def test_registry_cache_cold_warm_and_invalidated(
     cold_runs = [s for s in progress.stage_steps(cold, "deps") if s.instruction == "RUN"]
     assert cold_runs and [s.status for s in cold_runs] == ["DONE"] * len(cold_runs)
     assert registry_digest(image_ref) and registry_digest(cache_ref)
+    if scenario == NO_PUSH_SCENARIO:
+        no_push_run_is_its_dry_run(sample_copy, arch, docker_cli)
 
     # 2. Wipe every local trace: this test's images and the whole build cache.
     wipe(docker_cli, [image_ref, cache_ref])
@@ -192,25 +199,6 @@ def _requirements_index(steps: list[progress.BuildVertex]) -> int:
     (copy,) = [s for s in steps if s.name.startswith("COPY requirements/")]
     assert copy.index is not None
     return copy.index
-
-
-@pytest.mark.docker
-def test_no_push_build_sends_nothing_off_the_machine(sample_copy: Path, docker_cli: str) -> None:
-    """The README's main job: with the default (Docker Hub) registry, no request leaves here."""
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
-    env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
-    commit = f"e2e-nopush-{uuid.uuid4().hex[:8]}"
-    done = run_cli(
-        "build-image", "--platform", "rocm", "--repo", str(sample_copy), "--commit", commit,
-        "--builder", "buildx", "--buildx-builder", builder_name(docker_cli), "--no-push",
-        env=env, timeout=900,
-    )  # fmt: skip
-    try:
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert "registry-1.docker.io" not in done.stderr
-        assert "importing cache manifest" not in done.stderr
-    finally:
-        subprocess.run([docker_cli, "rmi", "-f", f"rocm/vllm-omni:{commit}"], capture_output=True)
 
 
 def test_progress_parser_reads_cached_done_and_error() -> None:
@@ -258,14 +246,18 @@ def echoed_lines(stderr: str) -> list[str]:
     return [ln[2:].strip() for ln in stderr.splitlines() if ln.startswith("$ ")]
 
 
-@pytest.mark.docker
-def test_the_dry_run_is_what_the_run_runs_here(sample_copy: Path, docker_cli: str) -> None:
-    """Same backend and the same client words: every command the run echoes was planned."""
+def no_push_run_is_its_dry_run(repo: Path, arch: str, docker: str) -> None:
+    """The README's main job (`--no-push`, `--builder auto`): with the default Docker Hub
+    registry no request leaves here, and every command the run echoes was planned.
+
+    Called after a cold build of the same arch, so its deps steps come from the local cache.
+    """
     env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
     env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
-    commit = f"e2e-dry-{uuid.uuid4().hex[:8]}"
-    argv = ["build-image", "--platform", "rocm", "--repo", str(sample_copy), "--commit", commit]
-    argv += ["--buildx-builder", builder_name(docker_cli), "--no-push"]  # --builder auto
+    env.pop("VLLM_OMNI_CI_BUILDX_BUILDER", None)
+    commit = f"e2e-nopush-{uuid.uuid4().hex[:8]}"
+    argv = ["build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit]
+    argv += ["--arch", arch, "--buildx-builder", builder_name(docker), "--no-push"]
     planned = run_cli(*argv, "--dry-run", env=env)
     assert planned.returncode == 0, planned.stderr
     assert "# backend: buildx (builder " in planned.stdout  # auto found buildx here
@@ -273,7 +265,9 @@ def test_the_dry_run_is_what_the_run_runs_here(sample_copy: Path, docker_cli: st
         ran = run_cli(*argv, env=env, timeout=900)
         assert ran.returncode == 0, ran.stderr[-4000:]
     finally:
-        subprocess.run([docker_cli, "rmi", "-f", f"rocm/vllm-omni:{commit}"], capture_output=True)
+        subprocess.run([docker, "rmi", "-f", f"rocm/vllm-omni:{commit}"], capture_output=True)
+    assert "registry-1.docker.io" not in ran.stderr
+    assert "importing cache manifest" not in ran.stderr
     echoed = echoed_lines(ran.stderr)
     plan = plan_lines(planned.stdout)
     assert echoed and all(line in plan for line in echoed), (echoed, plan)

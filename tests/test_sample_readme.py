@@ -125,19 +125,20 @@ def test_has_a_section_for_vllm_omni_checkouts() -> None:
     assert "\n## Running on a vLLM-Omni checkout\n" in README
 
 
-def checkout_commands() -> list[Any]:
-    """The lines of the "Running on a vLLM-Omni checkout" block that need no image build.
-
-    `doctor` checks the engine and the registry, so its line is a Docker test.
-    """
+def checkout_commands() -> list[str]:
+    """The lines of the "Running on a vLLM-Omni checkout" block that need no image build."""
     section = README.split("\n## Running on a vLLM-Omni checkout\n", 1)[1]
     block = re.search(r"^```bash\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
     assert block is not None
     skipped = ("pip install ", "cd ", "#", "vllm-omni-ci build-image", "vllm-omni-ci tier")
-    lines = [ln for ln in block.group(1).splitlines() if ln and not ln.startswith(skipped)]
+    return [ln for ln in block.group(1).splitlines() if ln and not ln.startswith(skipped)]
+
+
+def checkout_command_params() -> list[Any]:
+    """`checkout_commands`, with doctor's line a Docker test: it checks the engine and registry."""
     return [
         pytest.param(ln, marks=pytest.mark.docker) if ln.startswith("vllm-omni-ci doctor") else ln
-        for ln in lines
+        for ln in checkout_commands()
     ]
 
 
@@ -193,7 +194,7 @@ def test_checkout_block_has_the_everyday_commands() -> None:
         assert any(f"vllm-omni-ci {task}" in ln for ln in lines), task
 
 
-@pytest.mark.parametrize("line", checkout_commands())
+@pytest.mark.parametrize("line", checkout_command_params())
 def test_checkout_command_runs_as_written(line: str, checkout: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BUILDKITE", "VLLM_CI_"))}
     env.pop("CI", None)

@@ -30,6 +30,7 @@ from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail
 from ci.tiers.session import parse_args
 from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
 from tests.corpus import make_corpus
+from tests.gitrepo import copy_tracked
 from tests.inproc import run_task
 
 CORPUS = SHARED / "vllm-omni"
@@ -1032,8 +1033,7 @@ def test_tier_list_and_native_run_with_a_gpu_here(
     """A fake nvidia-smi: the sample's CUDA GPU steps run natively without --force."""
     standins.add("nvidia-smi", "echo '0, NVIDIA H200, 143771'")
     repo = tmp_path / "sample"
-    ignore = shutil.ignore_patterns("wheelhouse", "__pycache__", ".pytest_cache")
-    shutil.copytree(SAMPLE, repo, ignore=ignore)
+    copy_tracked(SAMPLE, repo)
     monkeypatch.setenv("PATH", standins.env()["PATH"])
     monkeypatch.setenv("BUILDKITE_COMMIT", "gpu-host")
     monkeypatch.delenv("BUILDKITE", raising=False)

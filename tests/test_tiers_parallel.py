@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -31,6 +30,7 @@ from ci.tiers.execute import JobOutcome, on_free_devices, run_jobs
 from ci.tiers.model import Tier, TierStep
 from ci.tiers.plan import Job, Options, plan_step
 from tests.conftest import SAMPLE, StandIns, cli_path
+from tests.gitrepo import copy_tracked
 from tests.test_runner_signals import end_marked, marked
 from tests.test_tiers import run as run_tier
 from tests.tiers_fixture import fixture_repo
@@ -341,8 +341,7 @@ def recorded_env(out: Path, name: str) -> dict[str, str]:
 def cuda_repo(tmp_path: Path, out: Path) -> Path:
     """The sample with a CUDA ready tier of a CPU step, an h100_1 and an h100_2 step."""
     repo = tmp_path / "sample"
-    ignore = shutil.ignore_patterns("wheelhouse", "__pycache__", ".pytest_cache")
-    shutil.copytree(SAMPLE, repo, ignore=ignore)
+    copy_tracked(SAMPLE, repo)
     steps = [
         {"label": "CPU", "mirror_hardwares": "l4_1", "commands": [record("cpu", out), CPU_PYTEST]},
         {"label": "One", "mirror_hardwares": "h100_1", "commands": [record("one", out, 1)]},

@@ -7,10 +7,10 @@ step after it, so `--keep-going` and the exit status can be checked.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from tests.conftest import SAMPLE
+from tests.gitrepo import copy_tracked
 
 TIER = """\
 env:
@@ -58,11 +58,7 @@ steps:
 def fixture_repo(dest: Path) -> Path:
     """A copy of the sample's tests and package with TIER as its AMD ready tier."""
     dest.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache")
-    for name in ("tests", "omni_sample"):
-        shutil.copytree(SAMPLE / name, dest / name, ignore=ignore)
-    for name in ("pyproject.toml", "setup.py"):
-        shutil.copy2(SAMPLE / name, dest / name)
+    copy_tracked(SAMPLE, dest, "tests", "omni_sample", "pyproject.toml", "setup.py")
     amd = dest / ".buildkite" / "amd"
     amd.mkdir(parents=True)
     (amd / "test-amd-ready.yml").write_text(TIER)
