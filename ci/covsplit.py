@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ci import door
+from ci import door, topology
 from ci.errors import Stop, UserError
 from ci.runner import run_reporting
 
@@ -36,7 +36,7 @@ class Request:
 
 def coverage_gate(env: Mapping[str, str]) -> bool:
     """Only the weekly sweep on main measures coverage (the bootstrap's --e2e gate)."""
-    return env.get("WEEKLY", "") == "1" and env.get("BUILDKITE_BRANCH", "") == "main"
+    return env.get(topology.WEEKLY_ENV, "") == "1" and env.get("BUILDKITE_BRANCH", "") == "main"
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,14 @@ LABELS: Final[Mapping[Tier, str]] = {
     NIGHTLY: "nightly-test",
     WEEKLY: "weekly-test",
 }
-_E2E_WEEKLY = AutoRule("e2e", ("WEEKLY",))
-_ALL_NIGHTLY = AutoRule("all", ("NIGHTLY",))
+# The schedule variables a build's env sets ("1": on), which the tiers' rules read: the
+# bootstraps' gates, `--scope auto`, `plan`, the AMD nightly selection and cov-split.
+NIGHTLY_ENV: Final = "NIGHTLY"
+WEEKLY_ENV: Final = "WEEKLY"
+NON_CRITICAL_ENV: Final = "NON_CRITICAL"
+SCHEDULE_ENV: Final = (NIGHTLY_ENV, WEEKLY_ENV, NON_CRITICAL_ENV)
+_E2E_WEEKLY = AutoRule("e2e", (WEEKLY_ENV,))
+_ALL_NIGHTLY = AutoRule("all", (NIGHTLY_ENV,))
 
 TABLE: Final[tuple[TierRow, ...]] = (
     TierRow(R, READY, ".buildkite/amd/test-amd-ready.yml", "l2"),
@@ -77,7 +83,7 @@ TABLE: Final[tuple[TierRow, ...]] = (
     ),
     TierRow(
         C, WEEKLY, ".buildkite/cuda/test-weekly.yml", "l45",
-        "upload-weekly-pipeline", AutoRule("all", ("WEEKLY", "NON_CRITICAL")),
+        "upload-weekly-pipeline", AutoRule("all", (WEEKLY_ENV, NON_CRITICAL_ENV)),
     ),
     TierRow(N, READY, ".buildkite/npu/test-npu-ready.yml", "l2", "upload-ready-pipeline"),
     TierRow(

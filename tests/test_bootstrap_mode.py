@@ -9,6 +9,7 @@ of the vLLM-Omni corpus (read from ../shared at test time).
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -392,3 +393,24 @@ def test_cli_invalid_bootstrap_file_exits_1(tmp_path: Path) -> None:
         f"error: bootstrap steps YAML must contain steps: list in {path}"
     )
     assert done.stdout == ""
+
+
+def test_a_renamed_label_reaches_the_cuda_and_the_npu_gates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gates read the tier labels from the topology: rename one there, and both
+    platforms' gates follow (a copy typed into the gates would keep the old name)."""
+    from ci import topology
+
+    normal = skipci.Decision(skip_all=False, yaml_gated=False, message="normal")
+    monkeypatch.setitem(topology.LABELS, topology.READY, "ready-renamed")  # type: ignore[index]
+    try:
+        renamed = importlib.reload(bootstrap_mode)
+        for platform in ("cuda", "npu"):
+            ready = renamed.gates(normal, platform).ready
+            assert not isinstance(ready, bool)
+            assert 'labels includes "ready-renamed"' in ifexpr.render(ready), platform
+            assert 'labels includes "ready"' not in ifexpr.render(ready), platform
+    finally:
+        monkeypatch.undo()
+        importlib.reload(bootstrap_mode)

@@ -1,4 +1,4 @@
-"""`ci/`'s import graph, read from the source, has no cycle.
+"""`ci/`'s import graph, read from the source, has no cycle and follows the README's layers.
 
 Every `import ci…` / `from ci… import …` counts, also one inside a function:
 an import moved into a function to dodge a cycle still makes the two modules
@@ -10,6 +10,7 @@ find. And those imports sit at module top, outside `ci/tasks/` and LOCAL_IMPORTS
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from ci.pipeline.depgraph import strongly_connected
@@ -109,3 +110,61 @@ def test_ci_imports_ci_modules_at_module_top() -> None:
     assert ("ci.door", "ci.proctree") in local, "the walk found the function-level imports"
     assert sorted(local - LOCAL_IMPORTS.keys()) == [], "hoist these to module top"
     assert sorted(LOCAL_IMPORTS.keys() - local) == [], "stale LOCAL_IMPORTS entries"
+
+
+# --------------------------------------------------------------------------- the layers
+
+
+def layer_table() -> list[tuple[str, list[str]]]:
+    """The README's layer table, top first: (layer, the `ci/` paths its modules column
+    names). A path ending in `/` is a package with everything in it; paths outside
+    `ci/` (tasks.py, noxfile.py) are left out."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### The layers of `ci/`", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("layer", "") or set(cells[0]) <= {"-"}:
+            continue
+        paths = [p for p in re.findall(r"`([^`]+)`", cells[1]) if p not in OUTSIDE_CI]
+        rows.append((cells[0], paths))
+    return rows
+
+
+OUTSIDE_CI = {"tasks.py", "noxfile.py"}
+
+
+def layer_of(module: str, table: list[tuple[str, list[str]]]) -> int | None:
+    """The index of the row whose most specific path holds `module` (None: no row)."""
+    rel = modules()[module].relative_to(PACKAGE).as_posix()
+    best: tuple[int, int] | None = None  # (path length, row)
+    for index, (_, paths) in enumerate(table):
+        for path in paths:
+            holds = rel == path or (path.endswith("/") and rel.startswith(path))
+            if holds and (best is None or len(path) > best[0]):
+                best = (len(path), index)
+    return None if best is None else best[1]
+
+
+def test_every_module_of_ci_has_a_row_in_the_layer_table() -> None:
+    table = layer_table()
+    assert [name for name, _ in table][:2] == ["vocabulary", "outside world"]
+    unplaced = [m for m in modules() if m != "ci" and layer_of(m, table) is None]
+    # A folder's row holds its modules, unless a more specific row names one.
+    assert layer_of("ci.amd.combine", table) == layer_of("ci.amd", table)
+    assert layer_of("ci.amd.suites", table) != layer_of("ci.amd", table)
+    assert unplaced == [], "add these to README's layer table"
+
+
+def test_a_module_imports_only_its_own_layer_and_the_layers_above() -> None:
+    """The README's order, enforced: a lower layer may use a higher one, never the
+    reverse (every import counts, also one inside a function)."""
+    table, known = layer_table(), modules()
+    upward = []
+    for name, path in known.items():
+        mine = layer_of(name, table)
+        for target in sorted(imports(name, path, known)):
+            theirs = layer_of(target, table)
+            if mine is not None and theirs is not None and theirs > mine:
+                upward.append(f"{name} ({table[mine][0]}) imports {target} ({table[theirs][0]})")
+    assert upward == []

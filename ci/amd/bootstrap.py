@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import door, skipci, webclient, yamlio
+from ci import door, skipci, topology, webclient, yamlio
 from ci.amd import combine, render, suites
 from ci.amd.suites import attempt
 from ci.diff import resolve_diff
@@ -112,7 +112,8 @@ class Inputs:
             branch = env["BUILDKITE_BRANCH"]
         else:
             branch = attempt(problems, lambda: resolve_branch(repo, env=env), "")
-        nightly = attempt(problems, lambda: suites.parse_nightly(env.get("NIGHTLY") or "0"), False)
+        nightly_flag = env.get(topology.NIGHTLY_ENV) or "0"
+        nightly = attempt(problems, lambda: suites.parse_nightly(nightly_flag), False)
         debug = env.get("DEBUG_TEST_YAML") or ""
         if debug:
             attempt(problems, lambda: suites.parse_debug_suites(debug), None)

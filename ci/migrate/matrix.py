@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ci import yamlio
+from ci import topology, yamlio
 from ci.pipeline.ifexpr import Context
 from ci.pipeline.registries import SOURCE_REGISTRY as REGISTRY
 
@@ -51,14 +51,15 @@ class BuildCase:
         return Context.of(self.branch, self.labels, self.schedule)
 
 
+_READY, _MERGE, _NIGHTLY = (topology.LABELS[t] for t in topology.Tier if t is not topology.WEEKLY)
 SITUATIONS: Final = (
     BuildCase("pr", "feature"),
-    BuildCase("pr ready", "feature", ("ready",)),
-    BuildCase("pr ready,merge-test", "feature", ("ready", "merge-test")),
-    BuildCase("pr nightly-test", "feature", ("nightly-test",)),
+    BuildCase(f"pr {_READY}", "feature", (_READY,)),
+    BuildCase(f"pr {_READY},{_MERGE}", "feature", (_READY, _MERGE)),
+    BuildCase(f"pr {_NIGHTLY}", "feature", (_NIGHTLY,)),
     BuildCase("main", "main"),
-    BuildCase("nightly", "main", schedule={"NIGHTLY": "1"}),
-    BuildCase("weekly", "main", schedule={"WEEKLY": "1"}),
+    BuildCase("nightly", "main", schedule={topology.NIGHTLY_ENV: "1"}),
+    BuildCase("weekly", "main", schedule={topology.WEEKLY_ENV: "1"}),
 )
 
 

@@ -42,26 +42,30 @@ IMAGE_KEYS: Final = frozenset(
 UPLOAD_KEYS: Final = topology.upload_keys()  # ready, merge, nightly, weekly
 
 
+# The labels and schedule variables are the topology's (one source for every platform).
+_LABEL = topology.LABELS
+_NIGHTLY, _WEEKLY, _NON_CRITICAL = topology.SCHEDULE_ENV
+
 # The named gate expressions. Each reference to another name keeps its own
 # parentheses (`_p`, always one more pair), so the text is the spec's, character for character.
 _p = Paren
 
-NIGHTLY_MAIN: Final[Expr] = all_of(branch_eq(MAIN), env_eq("NIGHTLY", "1"))
+NIGHTLY_MAIN: Final[Expr] = all_of(branch_eq(MAIN), env_eq(_NIGHTLY, "1"))
 NIGHTLY_LABEL: Final[Expr] = any_of(
-    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes("nightly-test")))
+    _p(NIGHTLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes(_LABEL[topology.NIGHTLY])))
 )
-WEEKLY_E2E: Final[Expr] = all_of(branch_eq(MAIN), env_eq("WEEKLY", "1"))
+WEEKLY_E2E: Final[Expr] = all_of(branch_eq(MAIN), env_eq(_WEEKLY, "1"))
 WEEKLY_MAIN: Final[Expr] = all_of(
-    branch_eq(MAIN), _p(any_of(env_eq("WEEKLY", "1"), env_eq("NON_CRITICAL", "1")))
+    branch_eq(MAIN), _p(any_of(env_eq(_WEEKLY, "1"), env_eq(_NON_CRITICAL, "1")))
 )
 WEEKLY_LABEL: Final[Expr] = any_of(
-    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes("weekly-test")))
+    _p(WEEKLY_MAIN), _p(all_of(branch_ne(MAIN), ifexpr.LabelIncludes(_LABEL[topology.WEEKLY])))
 )
-READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("ready"))
-MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes("merge-test"))
+READY_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes(_LABEL[topology.READY]))
+MERGE_LABEL: Final[Expr] = all_of(branch_ne(MAIN), ifexpr.LabelIncludes(_LABEL[topology.MERGE]))
 MERGE_MAIN: Final[Expr] = all_of(
     branch_eq(MAIN),
-    *(Compare(Env(name), "!=", "1") for name in ("NIGHTLY", "WEEKLY", "NON_CRITICAL")),
+    *(Compare(Env(name), "!=", "1") for name in topology.SCHEDULE_ENV),
 )
 READY_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(READY_LABEL))
 MERGE_UPLOAD: Final[Expr] = any_of(_p(WEEKLY_E2E), _p(any_of(_p(MERGE_MAIN), _p(MERGE_LABEL))))

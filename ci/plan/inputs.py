@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Final
 
+from ci import topology
 from ci.amd.suites import split_labels
 from ci.diff import BASE_ENV, default_base
 from ci.errors import BAD_INPUT, UserError
@@ -50,7 +51,8 @@ class PlanInputs:
 
     def env(self) -> dict[str, str]:
         """The schedule env of the build (what `build.env(...)` and `--scope auto` read)."""
-        flags = {"NIGHTLY": self.nightly, "WEEKLY": self.weekly, "NON_CRITICAL": self.non_critical}
+        on = (self.nightly, self.weekly, self.non_critical)
+        flags = dict(zip(topology.SCHEDULE_ENV, on, strict=True))
         env = {name: "1" for name, on in flags.items() if on}
         if self.mirror_hw:
             env["MIRROR_HW"] = self.mirror_hw

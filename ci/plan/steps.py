@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ci import topology
 from ci.pipeline import ifexpr, model
 from ci.pipeline.render import Dropped
 from ci.plan.model import NOT_EVALUATED, PlannedStep
@@ -27,7 +28,7 @@ def one_line(text: str) -> str:
 
 # The build env a plan knows: what its options set (off means unset). Any other
 # `build.env(...)` (a schedule's own variable, a Buildkite one) is unknown here.
-KNOWN_ENV = frozenset({"NIGHTLY", "WEEKLY", "NON_CRITICAL", "MIRROR_HW"})
+KNOWN_ENV = frozenset({*topology.SCHEDULE_ENV, "MIRROR_HW"})
 
 
 def known_only(expr: ifexpr.Expr) -> ifexpr.Expr:
