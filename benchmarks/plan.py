@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from ci import schema, skipci  # noqa: E402
-from ci.plan import make_plan  # noqa: E402
 from ci.plan.inputs import parse_inputs  # noqa: E402
+from ci.plan.make import make_plan  # noqa: E402
 from tests.corpus import make_corpus  # noqa: E402
 from tests.gitrepo import GitRepo  # noqa: E402
 

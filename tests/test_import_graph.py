@@ -168,3 +168,21 @@ def test_a_module_imports_only_its_own_layer_and_the_layers_above() -> None:
             if mine is not None and theirs is not None and theirs > mine:
                 upward.append(f"{name} ({table[mine][0]}) imports {target} ({table[theirs][0]})")
     assert upward == []
+
+
+# ci/tasks/__init__.py is the task namespace: it loads every task module to list them.
+NAMESPACE_PACKAGES = {"ci.tasks"}
+
+
+def test_a_package_init_loads_nothing_of_its_own_package() -> None:
+    """`import ci.images.variants` runs ci/images/__init__.py first: were it to import its
+    siblings, every user of one small module would pay for the whole package."""
+    known = modules()
+    packages = [n for n, p in known.items() if p.name == "__init__.py"]
+    assert "ci.images" in packages and "ci.plan" in packages
+    heavy = {
+        name: sorted(t for t in imports(name, known[name], known) if t.startswith(f"{name}."))
+        for name in packages
+        if name not in NAMESPACE_PACKAGES
+    }
+    assert {name: found for name, found in heavy.items() if found} == {}

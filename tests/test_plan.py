@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from ci import skipci
-from ci.plan import make_plan
 from ci.plan.inputs import parse_inputs
+from ci.plan.make import make_plan
 from ci.plan.model import BuildPlan
 from tests.conftest import StandIns
 from tests.corpus import make_corpus

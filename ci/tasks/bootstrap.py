@@ -149,7 +149,7 @@ def plan(
     options = {name: value for name, value in locals().items() if name != "c"}
     import os
 
-    from ci.plan import run
     from ci.plan.inputs import parse_inputs
+    from ci.plan.make import run
 
     run(parse_inputs(os.environ, **options))

@@ -68,7 +68,7 @@ def build_image(
     Input errors exit 2, one `error:` line each, before any command runs.
     """
     options = {name: value for name, value in locals().items() if name not in ("c", "no_push")}
-    from ci.images import build
+    from ci.images.dispatch import build
     from ci.images.options import BuildOptions
     from ci.platforms import platform_option
 
