@@ -253,9 +253,12 @@ def _exit_code(value: object, stderr: IO[str]) -> int:
 
 
 def run_task(
-    *args: str, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`run_inproc`, shaped as the subprocess result that tests written for `run_cli`
     read, with the working directory the project root unless given, as `run_cli`'s."""
-    done = run_inproc(*args, env=env, cwd=cwd or ROOT)
+    done = run_inproc(*args, env=env, cwd=cwd or ROOT, timeout=timeout)
     return subprocess.CompletedProcess([PROGRAM, *args], done.code, done.stdout, done.stderr)

@@ -26,8 +26,9 @@ import yaml
 
 from ci.migrate import standins
 from ci.schema import schema_problems
-from tests.conftest import ROOT, SHARED, need_shared, run_cli
+from tests.conftest import ROOT, SHARED, need_shared
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.inproc import run_task
 from tests.test_amd_bootstrap import CONTAINER, GPU, T, step
 from tests.test_amd_bootstrap import T_ROWS as RENDER_ROWS
 
@@ -248,7 +249,7 @@ def new_of(repo: GitRepo, suite: str) -> dict[str, Any]:
     for key in ("NIGHTLY", "AMD_MIRROR_HW", "VLLM_USE_PRECOMPILED", "RUN_ALL", "DEBUG_TEST_YAML"):
         env.pop(key, None)
     env["DEBUG_TEST_YAML"] = suite
-    done = run_cli(
+    done = run_task(
         "bootstrap", "--platform", "rocm", "--repo", str(repo.path), "--dry-run", env=env
     )
     assert done.returncode == 0, done.stderr

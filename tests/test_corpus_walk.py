@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from ci.images import npu
-from tests.conftest import run_cli
 from tests.corpus import make_corpus
 from tests.gitrepo import GitRepo, buildkite_env
+from tests.inproc import run_task
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_generated_npu_image_steps_can_opt_into_the_buildctl_download(
 ) -> None:
     # The script downloaded buildctl when missing; build-image needs an opt-in, and the
     # bootstrap generates the image commands, so the opt-in must travel in the step env.
-    done = run_cli(
+    done = run_task(
         "bootstrap", "--platform", "npu", "--dry-run", env=ci_env(corpus), cwd=corpus.path
     )
     assert done.returncode == 0, done.stderr
@@ -84,13 +84,13 @@ def test_generated_npu_image_steps_can_opt_into_the_buildctl_download(
         argv = shlex.split(command)
         assert argv[:2] == ["vllm-omni-ci", "build-image"]
         env = {**ci_env(corpus), **{k: str(v) for k, v in env_block.items()}, "PATH": str(bin_dir)}
-        ran = run_cli(*argv[1:], "--dry-run", env=env, cwd=corpus.path)
+        ran = run_task(*argv[1:], "--dry-run", env=env, cwd=corpus.path)
         assert ran.returncode == 0, ran.stderr
         assert "# buildctl: not on PATH; --install-buildctl downloads https://" in ran.stdout
         assert "mkdir -p /tmp/buildkit" in ran.stdout
     # Without the opt-in a real run stops before anything, naming both ways to opt in.
     env = {**ci_env(corpus), "PATH": str(bin_dir)}
-    ran = run_cli("build-image", "--platform", "npu", "--variant", "a2", env=env, cwd=corpus.path)
+    ran = run_task("build-image", "--platform", "npu", "--variant", "a2", env=env, cwd=corpus.path)
     assert ran.returncode == 2
     assert f"pass --install-buildctl (or set {npu.INSTALL_ENV}=1)" in ran.stderr
 
@@ -99,7 +99,7 @@ def test_upload_pipeline_of_an_amd_suite_yaml_names_the_task_to_use(corpus: GitR
     # It used to render the template data and print one error per step (25 for ready).
     for name in ("test-amd-ready.yml", "test-amd-merge.yml", "test-amd-nightly.yml"):
         pipeline = f".buildkite/amd/{name}"
-        done = run_cli(
+        done = run_task(
             "upload-pipeline", pipeline, "--dry-run", env=ci_env(corpus), cwd=corpus.path
         )
         assert done.returncode == 1
@@ -114,7 +114,7 @@ def test_invalid_pipeline_yaml_says_why(corpus: GitRepo) -> None:
     # The corpus' entry pipeline is two YAML documents (lint-pipelines checks each); the
     # uploader said only `invalid pipeline YAML: <path>`.
     pipeline = ".buildkite/cuda/pipeline.yml"
-    done = run_cli("upload-pipeline", pipeline, "--dry-run", env=ci_env(corpus), cwd=corpus.path)
+    done = run_task("upload-pipeline", pipeline, "--dry-run", env=ci_env(corpus), cwd=corpus.path)
     assert done.returncode == 1
     assert done.stdout == ""
     assert (

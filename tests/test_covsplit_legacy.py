@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StandIns, run_cli
+from tests.conftest import StandIns
+from tests.inproc import run_task
 from tests.seeds import RUN_COV_SPLIT, write_script
 from tests.test_covsplit import ARG_ERRORS, clean_env
 
@@ -92,7 +93,7 @@ def both(
                 timeout=120,
             )
         else:
-            done = run_cli("cov-split", *args, env=full, cwd=cwd)
+            done = run_task("cov-split", *args, env=full, cwd=cwd)
         results.append(outcome(done, standins, cwd))
         errs.append(done.stderr)
     return results[0], results[1], errs[0], errs[1]

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, run_cli
+from tests.conftest import SAMPLE
 from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
+from tests.inproc import run_task
 
 HANG = 60
 
@@ -55,7 +56,7 @@ def repo(sample: GitRepo, tmp_path: Path) -> Path:
 def gate(*args: str) -> tuple[int, str, str]:
     env = buildkite_env()
     env.pop("MIRROR_HW", None)
-    done = run_cli(*args, env=env, timeout=HANG)
+    done = run_task(*args, env=env, timeout=HANG)
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
     return done.returncode, done.stdout, done.stderr
 
@@ -167,7 +168,7 @@ def test_an_empty_amd_suite_fails_like_the_bootstrap(repo: Path, task: str) -> N
     path = repo / ".buildkite/amd/test-amd-merge.yml"
     path.write_text("# nothing here yet\n")
     env = buildkite_env(DEBUG_TEST_YAML="merge")
-    bootstrap = run_cli(
+    bootstrap = run_task(
         "bootstrap", "--platform", "rocm", "--dry-run", "--repo", str(repo), env=env, timeout=HANG
     )
     assert bootstrap.returncode == 1
@@ -203,7 +204,7 @@ def test_shellcheck_steps_refuses_a_test_yaml_the_uploader_refuses(repo: Path) -
     does too, with the uploader's line (it used to check both documents and pass)."""
     path = repo / ".buildkite/cuda/test-extra.yml"
     path.write_text("steps:\n  - command: echo a\n---\nsteps:\n  - command: echo b\n")
-    upload = run_cli(
+    upload = run_task(
         "upload-pipeline", str(path), "--dry-run", "--scope", "all", "--repo", str(repo),
         timeout=HANG,
     )  # fmt: skip

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLE, run_cli
+from tests.conftest import SAMPLE
 from tests.gitrepo import buildkite_env
+from tests.inproc import run_task
 
 
 @pytest.mark.parametrize("gate", ["check-marks", "lint-pipelines", "shellcheck-steps"])
 def test_the_sample_passes_every_gate(gate: str) -> None:
     env = buildkite_env()
     env.pop("MIRROR_HW", None)
-    done = run_cli(gate, "--repo", str(SAMPLE), env=env, timeout=300)
+    done = run_task(gate, "--repo", str(SAMPLE), env=env, timeout=300)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "error:" not in done.stderr
     if gate == "shellcheck-steps":

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, SAMPLE, run_cli
+from tests.conftest import ROOT, SAMPLE
 from tests.gitrepo import GitRepo, sample_checkout
+from tests.inproc import run_task
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -162,7 +163,7 @@ def test_output_matches_its_golden_file(
     case: Case, sample: tuple[GitRepo, dict[str, str]], request: pytest.FixtureRequest
 ) -> None:
     repo, shas = sample
-    done = run_cli(*case.args, "--repo", str(repo.path), env=build_env(case, shas[case.change]))
+    done = run_task(*case.args, "--repo", str(repo.path), env=build_env(case, shas[case.change]))
     assert done.returncode == case.exit_code, f"{case.name}: exit {done.returncode}\n{done.stderr}"
     check_golden(case, done.stdout, bool(request.config.getoption("--update-golden")))
     # A skipped build prints nothing (an empty YAML document); anything else is a pipeline.

@@ -18,7 +18,8 @@ from ci.images import keyed
 from ci.images.cachekey import cuda_inputs, cuda_key
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
-from tests.conftest import StandIns, run_cli
+from tests.conftest import StandIns
+from tests.inproc import run_task
 from tests.test_images_rocm import COMMIT, NO_BUILD_ENV, make_f1, make_f2, write
 
 REPO = "public.ecr.aws/q9t5s3a7/vllm-ci-test-repo"
@@ -63,7 +64,7 @@ def test_f2_vector_and_c_byte_order(f2: Path) -> None:
 
 def test_key_does_not_depend_on_the_locale(f2: Path) -> None:
     env = {**os.environ, **NO_BUILD_ENV, "LC_ALL": "en_US.UTF-8", "LANG": "en_US.UTF-8"}
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "cuda", "--repo", str(f2), "--commit", COMMIT, "--dry-run",
         env=env,
     )  # fmt: skip
@@ -193,7 +194,7 @@ def cuda_standins(standins: StandIns, tmp_path: Path, aws: str = f"echo {CANARY}
 def run_cuda(standins: StandIns, repo: Path) -> tuple[int, str, str]:
     env = standins.env({**os.environ, **NO_BUILD_ENV})
     env.pop("VLLM_OMNI_CI_DOCKER", None)
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "cuda", "--repo", str(repo), "--commit", COMMIT, env=env
     )
     return done.returncode, done.stdout, done.stderr
@@ -248,7 +249,7 @@ def test_engine_cache_push_failure_fails_like_the_scripts_cache_export(
     )
     env = standins.env({**os.environ, **NO_BUILD_ENV})
     env.pop("VLLM_OMNI_CI_DOCKER", None)
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "cuda", "--repo", str(f2), "--commit", COMMIT,
         "--registry", "127.0.0.1:5000/omni/cuda", env=env,
     )  # fmt: skip

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StandIns, run_cli
+from tests.conftest import StandIns
+from tests.inproc import run_task
 from tests.test_images_rocm import COMMIT, NO_BUILD_ENV, make_f2, write
 
 PROBE_ENV = "VLLM_OMNI_CI_REGISTRY_PROBE"
@@ -126,7 +127,7 @@ def build_image(
     env.pop("VLLM_OMNI_CI_DOCKER", None)
     if probe:
         env.pop(PROBE_ENV)
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", platform, "--repo", str(repo), "--commit", COMMIT, *args,
         env=env, timeout=120,
     )  # fmt: skip
@@ -168,7 +169,7 @@ def test_a_local_cache_is_probed_under_no_push_too(
     env = standins.env({**os.environ, **NO_BUILD_ENV, **env_registry})
     env.pop(PROBE_ENV)
     env.pop("VLLM_OMNI_CI_DOCKER", None)
-    done = run_cli(
+    done = run_task(
         "build-image", "--platform", "rocm", "--repo", str(repo), "--commit", COMMIT,
         "--no-push", env=env, timeout=120,
     )  # fmt: skip

@@ -16,18 +16,19 @@ import pytest
 
 from ci import yamlio
 from ci.pipeline.commands import command_text
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT
+from tests.inproc import run_task
 
 PIPELINE = ROOT / ".buildkite" / "pipeline.yml"
 TAG_ONLY = "build.tag =~ /^v[0-9]/"
 
 
 def test_the_release_pipeline_passes_lint_and_the_schema() -> None:
-    done = run_cli("lint-pipelines", "--repo", str(ROOT))
+    done = run_task("lint-pipelines", "--repo", str(ROOT))
     assert done.returncode == 0, done.stderr
     # The file was linted (a non-test YAML gets the consumer and schema checks only).
     assert re.search(r"^ok +\.buildkite/pipeline\.yml: \d+ step\(s\), 0 problem", done.stdout, re.M)
-    shell = run_cli("shellcheck-steps", "--repo", str(ROOT))
+    shell = run_task("shellcheck-steps", "--repo", str(ROOT))
     assert shell.returncode == 0, shell.stdout + shell.stderr
 
 
@@ -49,7 +50,7 @@ VERSION = (ROOT / "VERSION").read_text(encoding="utf-8").strip()
 
 def test_version_prints_the_version_files_version() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+(?:(?:a|b|rc|\.dev)\d+)?", VERSION), VERSION
-    done = run_cli("--version")
+    done = run_task("--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"vllm-omni-ci {VERSION}\n"
     assert metadata.version("vllm-omni-ci") == VERSION

@@ -9,8 +9,8 @@ import pytest
 
 from ci import wheelhouse as wh
 from ci.errors import UserError
-from tests.conftest import ROOT, SAMPLE, run_cli
-from tests.inproc import Outcome
+from tests.conftest import ROOT, SAMPLE
+from tests.inproc import Outcome, run_task
 
 
 def options(tmp_path: Path, **kw: object) -> wh.WheelhouseOptions:
@@ -114,7 +114,7 @@ def test_sync_mirrors_wheels_and_drops_stale_ones(tmp_path: Path) -> None:
 
 def test_cli_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path) -> None:
     dest = tmp_path / "wheels"
-    result = run_cli("wheelhouse", "--dest", str(dest), "--dry-run")
+    result = run_task("wheelhouse", "--dest", str(dest), "--dry-run")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("# plan: wheelhouse\n")
     assert f"--wheel-dir {dest}" in result.stdout
@@ -122,14 +122,14 @@ def test_cli_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path) -> None
 
 
 def test_cli_defaults_to_this_repo_and_the_sample(tmp_path: Path) -> None:
-    result = run_cli("wheelhouse", "--dry-run", cwd=tmp_path)
+    result = run_task("wheelhouse", "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"# wheelhouse: {ROOT / 'wheelhouse'}\n" in result.stdout
     assert f"# copied to: {SAMPLE / 'wheelhouse'}\n" in result.stdout
 
 
 def test_cli_bad_input_exits_2_with_one_error_line() -> None:
-    result = run_cli("wheelhouse", "--python-version", "3", "--dry-run")
+    result = run_task("wheelhouse", "--python-version", "3", "--dry-run")
     assert result.returncode == 2
     assert result.stderr == "error: --python-version must look like 3.11, got '3'\n"
     assert result.stdout == ""
@@ -147,7 +147,7 @@ def test_cli_bad_dest_exits_2_before_pip(tmp_path: Path, dest: str, message: str
     """`--dest ''` was the current directory, and a file failed after the wheel build."""
     taken = tmp_path / "taken"
     taken.write_text("x")
-    result = run_cli("wheelhouse", "--dest", dest.format(file=taken), "--dry-run", cwd=tmp_path)
+    result = run_task("wheelhouse", "--dest", dest.format(file=taken), "--dry-run", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == message.format(file=taken)
     assert result.stdout == ""

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, run_cli
+from tests.conftest import SAMPLE
+from tests.inproc import run_task
 from tests.tiers_fixture import fixture_repo
 
 MARKED_TIER = """\
@@ -87,7 +88,7 @@ def tier_env(tmp_path: Path, **values: str) -> dict[str, str]:
 def native_tier(
     repo: Path, env: dict[str, str], cwd: Path, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    return run_cli(
+    return run_task(
         "tier", "ready", "--platform", "rocm", "--repo", str(repo), "--native", *args,
         env=env, cwd=cwd,
     )  # fmt: skip
@@ -214,7 +215,7 @@ def test_an_engine_that_cannot_be_reached_is_not_a_missing_image(
     if docker is None:
         pytest.skip("no docker client on PATH")
     env = tier_env(tmp_path, DOCKER_HOST="unix:///nonexistent.sock", VLLM_OMNI_CI_DOCKER=docker)
-    done = run_cli("tier", "ready", *platform, "--repo", str(SAMPLE), env=env, cwd=tmp_path)
+    done = run_task("tier", "ready", *platform, "--repo", str(SAMPLE), env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(

@@ -18,8 +18,9 @@ from ci import yamlio
 from ci.pipeline.render import Rendered
 from ci.pipeline.upload import render_file
 from ci.schema import schema_problems
-from tests.conftest import from_shared, run_cli, shared_params
+from tests.conftest import from_shared, shared_params
 from tests.corpus import MISSING_KEY, make_corpus, uploader_yamls
+from tests.inproc import run_task
 
 YAMLS = from_shared(uploader_yamls, [])
 PIPELINES = shared_params(lambda: YAMLS)
@@ -230,7 +231,7 @@ def test_unset_mirror_hw_prefers_h100_then_l4(corpus: Path) -> None:
 def test_unmodified_corpus_nightly_names_the_unregistered_key(tmp_path: Path) -> None:
     for pyproject in (True, False):
         repo = make_corpus(tmp_path / f"raw-{pyproject}", pyproject=pyproject, register_key=False)
-        done = run_cli(
+        done = run_task(
             "upload-pipeline", ".buildkite/cuda/test-nightly.yml", "--all", "--repo", str(repo)
         )
         assert done.returncode == 1
@@ -269,7 +270,7 @@ def test_p2_the_task_reads_mirror_hw_stripped_and_lower_cased(corpus: Path) -> N
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE")}
     pipeline = ".buildkite/cuda/test-nightly.yml"
-    done = run_cli(
+    done = run_task(
         "upload-pipeline",
         pipeline,
         "--all",

@@ -16,8 +16,9 @@ import yaml
 
 from ci import yamlio
 from ci.errors import UserError
-from tests.conftest import SAMPLE, SHARED, need_shared, run_cli, shared_params
+from tests.conftest import SAMPLE, SHARED, need_shared, shared_params
 from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
+from tests.inproc import run_task
 
 CUDA = ".buildkite/cuda/test-ready.yml"
 AMD = ".buildkite/amd/test-amd-ready.yml"
@@ -80,12 +81,12 @@ def target(sample: GitRepo, tmp_path: Path, rel: str, edit: str | bytes) -> Path
     return repo
 
 
-def run_task(name: str, repo: Path) -> tuple[int, str, str]:
+def run_named(name: str, repo: Path) -> tuple[int, str, str]:
     args, _file = TASKS[name]
     env = buildkite_env(DEBUG_TEST_YAML="ready")
     for unset in ("MIRROR_HW", "NIGHTLY", "CI"):
         env.pop(unset, None)
-    done = run_cli(*(str(repo) if a == "R" else a for a in args), env=env, timeout=HANG)
+    done = run_task(*(str(repo) if a == "R" else a for a in args), env=env, timeout=HANG)
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
     return done.returncode, done.stdout, done.stderr
 
@@ -123,7 +124,7 @@ def test_an_alias_bomb_stops_every_task_with_one_line(
     them with MemoryError, when the first walk, copy or dump expanded it."""
     rel = TASKS[task][1]
     repo = target(sample, tmp_path, rel, laughs(10, 6) + (sample.path / rel).read_text())
-    code, out, err = run_task(task, repo)
+    code, out, err = run_named(task, repo)
     assert code == 1, err
     errors = [line for line in error_lines(out, err) if "alias bomb" in line]
     assert len(errors) == 1, err
@@ -134,7 +135,7 @@ def test_deep_nesting_is_refused_not_a_crash(sample: GitRepo, tmp_path: Path) ->
     """30,000 nested `[` (60 KB) killed the process in libyaml's composer (SIGSEGV)."""
     deep = "steps: " + "[" * 30_000 + "]" * 30_000 + "\n"
     repo = target(sample, tmp_path, CUDA, deep)
-    code, _out, err = run_task("lint-pipelines", repo)
+    code, _out, err = run_named("lint-pipelines", repo)
     assert code == 1, (code, err)
     assert f"error: {repo / CUDA}: YAML nested deeper than 100 levels (at line 1)" in err
     with pytest.raises(UserError, match="nested deeper than 100 levels"):
@@ -180,7 +181,7 @@ def test_a_duplicate_key_is_an_error_naming_file_line_and_key(
 ) -> None:
     """`lint-pipelines` passed a step with two `command:` keys; YAML kept the second."""
     repo = target(sample, tmp_path, CUDA, TWICE)
-    code, out, err = run_task(task, repo)
+    code, out, err = run_named(task, repo)
     assert code == 1, err
     (line,) = [e for e in error_lines(out, err) if "duplicate key" in e]
     assert "duplicate key 'command' at line 4, column 5 (first at line 3)" in line
@@ -209,7 +210,7 @@ def test_a_duplicate_key_in_a_registry_names_the_registry(sample: GitRepo, tmp_p
         rel,
         text.replace("mirror_hardwares:\n", "mirror_hardwares:\nmirror_hardwares:\n", 1),
     )
-    code, _out, err = run_task("upload-pipeline", repo)
+    code, _out, err = run_named("upload-pipeline", repo)
     assert code == 1
     assert (
         f"error: invalid CI mirror_hardwares registry: {repo / rel} "
@@ -246,7 +247,7 @@ def test_a_command_that_is_no_shell_text_stops_every_task(
     rel = TASKS[task][1]
     amd = rel == AMD
     repo = target(sample, tmp_path, rel, with_command((sample.path / rel).read_text(), value))
-    code, out, err = run_task(task, repo)
+    code, out, err = run_named(task, repo)
     assert code == 1, (code, out, err)
     step = AMD_STEP if amd else CUDA_STEP
     message = f"step '{step}': `{field}` must be a string or a list of strings, got {got}"
@@ -292,7 +293,7 @@ def test_a_huge_integer_stops_every_task_with_one_line(
     traceback in lint-pipelines, upload-pipeline, plan and shellcheck-steps."""
     rel = TASKS[task][1]
     repo = target(sample, tmp_path, rel, f"x-big: {HUGE}\n" + (sample.path / rel).read_text())
-    code, out, err = run_task(task, repo)
+    code, out, err = run_named(task, repo)
     assert code == 1, (code, err)
     (line,) = [e for e in error_lines(out, err) if "a YAML integer of 5,000 characters" in e]
     assert "at line 1, column 8 (at most 1,000;" in line
@@ -368,7 +369,7 @@ def test_parallelism_out_of_range_stops_every_task(
     rel = TASKS[task][1]
     text = with_parallelism((sample.path / rel).read_text(), value)
     repo = target(sample, tmp_path, rel, text)
-    code, out, err = run_task(task, repo)
+    code, out, err = run_named(task, repo)
     assert code == 1, (code, out, err)
     step = AMD_STEP if rel == AMD else CUDA_STEP
     message = f"step '{step}': `parallelism` must be a whole number of jobs from 1 to 1000"
