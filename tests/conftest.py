@@ -118,6 +118,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Under `--dist loadgroup`, every test a worker collected carries its group (xdist
+    appends `@group` to its id); without them the Docker tests would run on two workers
+    at once and flake, so the run stops here instead, saying why."""
+    if node.config.getoption("dist", None) != "loadgroup":
+        return
+    lost = [nodeid for nodeid in ids if "@" not in nodeid]
+    if lost:
+        pytest.exit(
+            f"error: pytest-xdist applied no group to {len(lost)} tests (e.g. {lost[0]}):"
+            " this pytest and pytest-xdist disagree on test ids; install the versions"
+            " pyproject.toml allows, or run with -n 0",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     # In the call phase, so that the test fails (a fixture would make it an error).
