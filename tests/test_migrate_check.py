@@ -187,7 +187,9 @@ def test_a_signal_stops_the_check_at_once_with_128_plus_n_and_leaves_nothing(
     folder first (issue 32, item 7)."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {**os.environ, "TMPDIR": str(scratch)}
+    # PYTHONFAULTHANDLER: were it still running after Buildkite's 10 s, SIGABRT makes it
+    # print every thread's stack, and the failure shows where it waited.
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONFAULTHANDLER": "1"}
     argv = [cli_path(), "migrate", "--check", "--repo", str(checkout)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -198,7 +200,12 @@ def test_a_signal_stops_the_check_at_once_with_128_plus_n_and_leaves_nothing(
             time.sleep(0.05)
         sent = time.monotonic()
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=10)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"still running 10 s after {sig.name}:\n{err.decode()[-6000:]}")
         print(f"migrate --check stopped {time.monotonic() - sent:.2f} s after {sig.name}")
     finally:
         if proc.poll() is None:
