@@ -23,7 +23,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -251,8 +252,14 @@ def _run_all(
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
     pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1)
     try:
-        for done in pool.map(one_clone, order):
-            outcomes.update(done)
+        pending = {pool.submit(one_clone, key) for key in order}
+        while pending:
+            # Wake up often: the kernel may hand a signal to a worker thread, and Python runs
+            # its handler only when this (main) thread runs, which a wait without a timeout
+            # would put off until a whole clone's builds had finished.
+            done, pending = futures.wait(pending, timeout=_POLL, return_when=FIRST_COMPLETED)
+            for future in done:
+                outcomes.update(future.result())
     except BaseException as exc:
         with _signals_held():
             cancel.append(exc.code - 128 if isinstance(exc, door.Interrupted) else signal.SIGTERM)
@@ -263,3 +270,4 @@ def _run_all(
 
 
 _COST: Final = (Platform.CUDA, Platform.NPU, Platform.ROCM, Platform.XPU)
+_POLL: Final = 0.2  # seconds between the main thread's looks at the workers (and at signals)
