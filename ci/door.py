@@ -25,7 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final, Literal
 
 from ci.errors import Stop
-from ci.redact import MASK, Redactor, StreamRedactor, remember
+from ci.redact import MASK, Redactor, StreamRedactor
 
 if TYPE_CHECKING:
     import psutil
@@ -56,12 +56,9 @@ class Command:
     timeout: float | None = None
     grace: float = DEFAULT_GRACE
     # Its policy as a step of a plan, which `execute` applies and `Plan.render` shows.
-    # All off: it runs, and its failure ends the plan with its exit code.
+    # Off: it runs, and its failure ends the plan with its exit code. Steps tied to each
+    # other (`a || b`, `a | b`) are their caller's plain code (ci/images/steps.py).
     tolerate: str | None = None  # a failure goes on, noted as this text ({code}: the exit; "": not)
-    only_after_failure: bool = False  # runs only when the step before it failed (`prev || cmd`)
-    forgive_if: Command | None = None  # a failure is forgiven when this check then succeeds
-    stdin_from_previous: bool = False  # stdin is the step before's stdout (`prev | cmd`)
-    secret_output: bool = False  # stdout is a secret: captured, masked from then on, never shown
     output: Output | None = None  # where this step's output goes, when not where the plan's does
 
     def __post_init__(self) -> None:
@@ -98,17 +95,9 @@ class Command:
         """Masks this command's secrets: marked, secret stdin, env's, os.environ's, remembered."""
         return Redactor.for_env(self.env, extra=self.all_secrets())
 
-    def policy(self, number: int) -> str:
-        """The step's policy in words (` [only if step 1 failed]`), "" for the plain one."""
-        check = self.forgive_if
-        words = [
-            f"only if step {number - 1} failed" * self.only_after_failure,
-            f"stdin: step {number - 1}'s output" * self.stdin_from_previous,
-            "its output is a secret, not shown" * self.secret_output,
-            "a failure is tolerated" * (self.tolerate is not None),
-            f"a failure is forgiven if `{check.line()}` then succeeds" if check else "",
-        ]
-        return f" [{'; '.join(filter(None, words))}]" if any(words) else ""
+    def policy(self) -> str:
+        """The step's policy in words (` [a failure is tolerated]`), "" for the plain one."""
+        return " [a failure is tolerated]" if self.tolerate is not None else ""
 
 
 def _quote(word: str) -> str:
@@ -130,7 +119,7 @@ class Plan:
         lines += [redact(f"# {k}: {v}") for k, v in self.facts]
         for i, cmd in enumerate(self.commands, 1):
             head = f"{i}. {cmd.description}" if cmd.description else f"{i}."
-            lines.append(redact(head + cmd.policy(i)))
+            lines.append(redact(head + cmd.policy()))
             lines.append(redact("   " + cmd.line(redact)))
         return "\n".join(lines) + "\n"
 
@@ -138,8 +127,7 @@ class Plan:
         """The dry-run as log lines, for a task whose stdout carries another result."""
         redact = self.redactor()
         return [
-            redact(f"(dry-run) not run: {cmd.line(redact)}{cmd.policy(i)}")
-            for i, cmd in enumerate(self.commands, 1)
+            redact(f"(dry-run) not run: {cmd.line(redact)}{cmd.policy()}") for cmd in self.commands
         ]
 
     def redactor(self) -> Redactor:
@@ -583,8 +571,8 @@ def execute(
     runner: Runner = run,
     log: Callable[[str], None] | None = None,
 ) -> int:
-    """Run the plan's steps in order, each under its policy; the first failure neither
-    tolerated nor forgiven ends it with its exit code (`CommandFailed` with `check`).
+    """Run the plan's steps in order, each under its policy; the first failure not
+    tolerated ends it with its exit code (`CommandFailed` with `check`).
     `dry_run` prints the plan on stdout, or with `log_dry_run` as `(dry-run) not run: …`
     lines through `log` (default: stderr)."""
     if dry_run:
@@ -595,31 +583,11 @@ def execute(
             sys.stdout.write(plan.render())
             sys.stdout.flush()
         return 0
-    previous: Result | None = None
-    for i, cmd in enumerate(plan.commands):
-        if cmd.only_after_failure and (previous is None or previous.ok):
-            continue  # what it stands in for did not fail: the plan goes on as it was
-        if cmd.stdin_from_previous:
-            cmd = dataclasses.replace(
-                cmd, stdin=previous.stdout if previous else "", stdin_secret=True
-            )
-        piping = cmd.secret_output or any(
-            c.stdin_from_previous for c in plan.commands[i + 1 : i + 2]
-        )
-        strict = check and cmd.tolerate is None and cmd.forgive_if is None
-        result = runner(cmd, "capture" if piping else cmd.output or output, strict)
-        if cmd.secret_output and result.stdout.strip():
-            # From here on the secret is masked in everything this process prints:
-            # echoed lines, error lines, and what later commands write.
-            remember(result.stdout)
-        previous = result
+    for cmd in plan.commands:
+        result = runner(cmd, cmd.output or output, check and cmd.tolerate is None)
         if result.ok:
             continue
-        forgive = cmd.forgive_if
-        if forgive is not None and runner(forgive, "null", False).ok:
-            note(forgive.description)  # says why the failure does not matter
-            previous = Result(0, result.stdout)
-        elif cmd.tolerate is not None:
+        if cmd.tolerate is not None:
             if cmd.tolerate:
                 note(cmd.tolerate.format(code=result.code))
         elif check:

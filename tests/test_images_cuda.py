@@ -220,6 +220,38 @@ def test_login_password_travels_on_stdin_only(standins: StandIns, f2: Path, tmp_
     assert calls == expected()
 
 
+def test_the_password_is_masked_in_every_later_line(
+    standins: StandIns, f2: Path, tmp_path: Path
+) -> None:
+    """The build echoes the password docker login got; no variable names it, so only its
+    being remembered once `aws` printed it masks it."""
+    stdin_file = cuda_standins(standins, tmp_path)
+    script = standins.bin_dir / "docker"
+    echo = f'"buildx build") echo "login token $(cat {stdin_file})" >&2; exit 4 ;;\n'
+    script.write_text(script.read_text().replace('"buildx inspect")', echo + '"buildx inspect")'))
+    code, out, err = run_cuda(standins, f2)
+    assert code == 4
+    assert CANARY not in out and CANARY not in err
+    assert "login token [REDACTED]" in err.splitlines()
+
+
+def test_dry_run_says_the_password_is_piped_and_create_follows_a_failed_inspect(f2: Path) -> None:
+    env = {**os.environ, **NO_BUILD_ENV}
+    done = run_task(
+        "build-image", "--platform", "cuda", "--repo", str(f2), "--commit", COMMIT, "--dry-run",
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    heads = [line for line in done.stdout.splitlines() if line[:1].isdigit()]
+    assert heads[:4] == [
+        "1. get the ECR Public login password [its output is a secret, not shown]",
+        "2. log in to public.ecr.aws/q9t5s3a7 [stdin: the step before's output]",
+        f"3. inspect builder {BUILDER} (create it if missing) [a failure is tolerated]",
+        f"4. create builder {BUILDER} [only if the step before failed; a failure is forgiven"
+        f" if `docker buildx inspect --builder {BUILDER}` then succeeds]",
+    ]
+
+
 def test_failed_password_fetch_stops_before_login_and_build(
     standins: StandIns, f2: Path, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ci.errors import UserError
+from ci.images.steps import SecretPipe
 from ci.release import publish
 from tests.conftest import StandIns, cli_path
 from tests.inproc import run_inproc
@@ -218,8 +219,10 @@ def test_steps_mark_only_manifest_rm_as_tolerated() -> None:
         ("docker", "manifest", "rm", "vllm/vllm-omni:nightly"),
         ("docker", "manifest", "rm", "vllm/vllm-omni:nightly-abc"),
     ]
-    assert [s.secret_output for s in steps].count(True) == 1
-    assert steps[1].stdin_from_previous and steps[1].stdin_secret
+    login = publish.sequence(publish.publication("nightly", "abc", ""))[0]
+    assert isinstance(login, SecretPipe)  # the password: captured, then docker login's stdin
+    assert [c.argv[0] for c in login.commands] == ["aws", "docker"]
+    assert steps[:2] == login.commands and steps[1].stdin_secret
 
 
 @pytest.mark.parametrize(

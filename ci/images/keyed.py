@@ -28,6 +28,7 @@ from ci.images import backends, cachekey, deadline, refs, registry
 from ci.images.cachekey import CacheKey
 from ci.images.options import BuildOptions, gather
 from ci.images.registry import Target
+from ci.images.steps import EnsureBuilder, SecretPipe, Step, plan_commands, run_steps
 from ci.platforms import Platform
 from ci.target import resolve_commit, resolve_repo
 
@@ -88,28 +89,24 @@ RECIPES = {
 }
 
 
-def ecr_login(docker: str, namespace: str, cwd: str | None = None) -> list[door.Command]:
-    """`aws ecr-public get-login-password | docker login --password-stdin`, as two commands.
+def ecr_login(docker: str, namespace: str, cwd: str | None = None) -> SecretPipe:
+    """`aws ecr-public get-login-password | docker login --password-stdin`.
 
     The password travels from the first command's captured stdout to the
     second's stdin: never in argv, and masked in every line once known.
     """
-    return [
+    return SecretPipe(
         door.Command(
             ("aws", "ecr-public", "get-login-password", "--region", ECR_REGION),
             description="get the ECR Public login password",
-            secret_output=True,
             cwd=cwd,
         ),
         door.Command(
             (docker, "login", "--username", "AWS", "--password-stdin", namespace),
             description=f"log in to {namespace}",
-            stdin="",
-            stdin_secret=True,
-            stdin_from_previous=True,
             cwd=cwd,
         ),
-    ]
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,33 +156,23 @@ class KeyedBuild:
         flags += ["--target", self.recipe.target] if self.recipe.target else []
         return flags + (["--build-arg", f"ARG_PYTORCH_ROCM_ARCH={self.arch}"] if self.arch else [])
 
-    def buildx_steps(self) -> list[door.Command]:
+    def buildx_steps(self) -> list[Step]:
         """inspect → create (only if inspect fails) → [bootstrap] → build, all with `--builder`.
         A create that fails because another job created the builder meanwhile is forgiven."""
         command = functools.partial(door.Command, cwd=str(self.repo))
         name, docker = self.builder, self.docker
         on = ("--builder", name)
         inspect = (docker, "buildx", "inspect", *on)
-        steps = [
-            command(
-                inspect,
-                description=f"inspect builder {name} (create it if missing)",
-                tolerate="",
-                output="null",
-            ),
-            command(
-                (docker, "buildx", "create", *on, "--name", name, "--driver", "docker-container"),
-                description=f"create builder {name}",
-                only_after_failure=True,
-                forgive_if=command(
-                    inspect,
-                    description="the builder was created concurrently by another job; using it",
-                ),
-            ),
+        create = (docker, "buildx", "create", *on, "--name", name, "--driver", "docker-container")
+        found: list[Step] = [
+            EnsureBuilder(
+                command(inspect, description=f"inspect builder {name} (create it if missing)"),
+                command(create, description=f"create builder {name}"),
+            )
         ]
         if self.recipe.bootstrap:
             bootstrap = (*inspect, "--bootstrap")
-            steps.append(command(bootstrap, description=f"bootstrap builder {name}"))
+            found.append(command(bootstrap, description=f"bootstrap builder {name}"))
         argv = [docker, "buildx", "build", *on, "--push" if self.push else "--load"]
         argv += self.common_flags()
         if self.reads_remote:
@@ -195,9 +182,9 @@ class KeyedBuild:
             argv += ["--cache-to", f"type=registry,ref={self.cache_ref},{options}"]
         argv += ["--file", self.recipe.dockerfile, self.recipe.tag_flag, self.image_ref, "."]
         what = "build and push" if self.push else "build and load (no push)"
-        return [*steps, command(tuple(argv), description=f"{what} {self.image_ref}")]
+        return [*found, command(tuple(argv), description=f"{what} {self.image_ref}")]
 
-    def engine_steps(self) -> list[door.Command]:
+    def engine_steps(self) -> list[Step]:
         """One BuildKit build with an inline cache, tagged as image and cache ref; push both."""
         command = functools.partial(door.Command, cwd=str(self.repo))
         tag, docker = self.recipe.tag_flag, self.docker
@@ -225,15 +212,15 @@ class KeyedBuild:
             ),
         ]
 
-    def login(self) -> list[door.Command]:
+    def login(self) -> list[Step]:
         """CUDA only, as its script: log in to the ECR Public namespace (`public.ecr.aws/<alias>`)
         it pushes to; no login for other registries."""
         parts = self.registry.split("/")
         if not self.cuda or parts[0] != ECR_PUBLIC or len(parts) < 3 or not self.push:
             return []
-        return ecr_login(self.docker, "/".join(parts[:2]), cwd=str(self.repo))
+        return [ecr_login(self.docker, "/".join(parts[:2]), cwd=str(self.repo))]
 
-    def steps(self) -> list[door.Command]:
+    def steps(self) -> list[Step]:
         return self.buildx_steps() if self.backend == backends.BUILDX else self.engine_steps()
 
     def describe_backend(self) -> str:
@@ -245,7 +232,7 @@ class KeyedBuild:
         return registry.target(self.image_ref, self.cache_ref, self.push)
 
     def plan(self) -> door.Plan:
-        login = self.login()
+        login = plan_commands(self.login())
         facts = (
             ("cache key", self.cache_tag if self.cuda else self.key.key),
             ("key inputs", ", ".join(self.key.inputs)),
@@ -258,7 +245,7 @@ class KeyedBuild:
             ("note", registry.plan_note(self.registry_target())),
             *((("login", login[1].argv[-1] if login else "none"),) if self.cuda else ()),
         )
-        return door.Plan((*login, *self.steps()), facts, title=self.recipe.title)
+        return door.Plan((*login, *plan_commands(self.steps())), facts, title=self.recipe.title)
 
 
 def setting(
@@ -349,6 +336,6 @@ def build(options: BuildOptions) -> None:
     _run(job.steps())
 
 
-def _run(steps: Sequence[door.Command]) -> None:
+def _run(steps: Sequence[Step]) -> None:
     """Run the steps under the build's deadline; a failure ends the task with its exit code."""
-    door.execute(door.Plan(tuple(steps)), check=True, runner=deadline.step)
+    run_steps(steps, runner=deadline.step)

@@ -3,8 +3,9 @@
 Replaces `.buildkite/release/scripts/publish-release-images.sh`: the same
 tags, the same docker commands in the same order, the same manifest
 sequence (`rm`, failure tolerated; `create`; `push`), the CUDA build's ECR
-login (the password on stdin, never printed). All of it is door commands, so
-the dry-run prints the plan that runs.
+login (the password on stdin, never printed). All of it is door commands (the
+login's two tied by `ci.images.steps.SecretPipe`), so the dry-run prints the
+plan that runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ci import door
 from ci.errors import FAILURE, UserError
 from ci.images.keyed import ecr_login
 from ci.images.refs import TAG
+from ci.images.steps import Step, plan_commands, run_steps
 
 DOCKERHUB_REPO = "vllm/vllm-omni"
 ECR_REGISTRY = "public.ecr.aws/q9t5s3a7"
@@ -78,9 +80,9 @@ def published(plan: door.Plan) -> list[str]:
     return [c.argv[-1] for c in plan.commands if "push" in c.argv[1:3]]
 
 
-def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
-    """The script's command sequence, in order."""
-    out = ecr_login("docker", ECR_REGISTRY)
+def sequence(pub: Publication) -> list[Step]:
+    """The script's steps, in order: the ECR login, then one docker command each."""
+    out: list[Step] = [ecr_login("docker", ECR_REGISTRY)]
     out += [_docker("pull", pub.source(arch), description=f"pull {arch}") for arch in ARCHES]
     for tag in pub.primary_tags:
         refs = [(arch, f"{DOCKERHUB_REPO}:{tag}-{arch}") for arch in ARCHES]
@@ -91,8 +93,13 @@ def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan
         out += _manifest(tag, tag)
     for tag in pub.extra_tags:
         out += _manifest(tag, pub.primary_tags[0])
+    return out
+
+
+def plan(pub: Publication, facts: tuple[tuple[str, str], ...] = ()) -> door.Plan:
+    """The script's command sequence, in order (what `sequence` runs)."""
     return door.Plan(
-        commands=tuple(out),
+        commands=plan_commands(sequence(pub)),
         facts=(
             ("mode", pub.mode),
             ("commit", pub.commit),
@@ -155,6 +162,6 @@ def publish(
     head = [f"Publishing {pub.mode} images to {DOCKERHUB_REPO}", f"  Commit: {pub.commit}"]
     head += [f"  Primary tags: {' '.join(pub.primary_tags)}", *extra]
     door.note("\n".join(["=" * 40, *head, "=" * 40]))
-    door.execute(the_plan, check=True)
+    run_steps(sequence(pub))
     door.note(f"\nSuccessfully published {pub.mode} images")
     print(*published(the_plan), sep="\n")
