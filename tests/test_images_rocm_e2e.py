@@ -109,12 +109,18 @@ class Scenario:
         return argv
 
 
+def build_env() -> dict[str, str]:
+    """Our environment without what would pick the client, commit, registry, arch or builder:
+    the test's options decide them."""
+    drop = ("VLLM_OMNI_CI_DOCKER", "VLLM_OMNI_CI_BUILDX_BUILDER")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**env, "BUILDKITE_COMMIT": "", "ROCM_CI_IMAGE_REGISTRY": "", "PYTORCH_ROCM_ARCH": ""}
+
+
 def build(
     scenario: Scenario, repo: Path, registry: str, arch: str, commit: str, docker: str, *extra: str
 ) -> tuple[str, list[progress.BuildVertex]]:
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
-    env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
-    env.pop("VLLM_OMNI_CI_BUILDX_BUILDER", None)
+    env = build_env()
     done = run_cli(
         *scenario.argv(repo, registry, arch, commit, docker), *extra, env=env, timeout=900
     )
@@ -252,9 +258,7 @@ def no_push_run_is_its_dry_run(repo: Path, arch: str, docker: str) -> None:
 
     Called after a cold build of the same arch, so its deps steps come from the local cache.
     """
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_OMNI_CI_DOCKER"}
-    env.update(BUILDKITE_COMMIT="", ROCM_CI_IMAGE_REGISTRY="", PYTORCH_ROCM_ARCH="")
-    env.pop("VLLM_OMNI_CI_BUILDX_BUILDER", None)
+    env = build_env()
     commit = f"e2e-nopush-{uuid.uuid4().hex[:8]}"
     argv = ["build-image", "--platform", "rocm", "--repo", str(repo), "--commit", commit]
     argv += ["--arch", arch, "--buildx-builder", builder_name(docker), "--no-push"]

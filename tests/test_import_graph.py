@@ -134,25 +134,30 @@ def layer_table() -> list[tuple[str, list[str]]]:
 OUTSIDE_CI = {"tasks.py", "noxfile.py"}
 
 
-def layer_of(module: str, table: list[tuple[str, list[str]]]) -> int | None:
-    """The index of the row whose most specific path holds `module` (None: no row)."""
-    rel = modules()[module].relative_to(PACKAGE).as_posix()
-    best: tuple[int, int] | None = None  # (path length, row)
-    for index, (_, paths) in enumerate(table):
-        for path in paths:
-            holds = rel == path or (path.endswith("/") and rel.startswith(path))
-            if holds and (best is None or len(path) > best[0]):
-                best = (len(path), index)
-    return None if best is None else best[1]
+def layers(table: list[tuple[str, list[str]]]) -> dict[str, int | None]:
+    """Each module of `ci/` -> the index of the row whose most specific path holds it
+    (None: no row)."""
+    found: dict[str, int | None] = {}
+    for module, file in modules().items():
+        rel = file.relative_to(PACKAGE).as_posix()
+        best: tuple[int, int] | None = None  # (path length, row)
+        for index, (_, paths) in enumerate(table):
+            for path in paths:
+                holds = rel == path or (path.endswith("/") and rel.startswith(path))
+                if holds and (best is None or len(path) > best[0]):
+                    best = (len(path), index)
+        found[module] = None if best is None else best[1]
+    return found
 
 
 def test_every_module_of_ci_has_a_row_in_the_layer_table() -> None:
     table = layer_table()
+    layer = layers(table)
     assert [name for name, _ in table][:2] == ["vocabulary", "outside world"]
-    unplaced = [m for m in modules() if m != "ci" and layer_of(m, table) is None]
+    unplaced = [m for m, row in layer.items() if m != "ci" and row is None]
     # A folder's row holds its modules, unless a more specific row names one.
-    assert layer_of("ci.amd.combine", table) == layer_of("ci.amd", table)
-    assert layer_of("ci.amd.suites", table) != layer_of("ci.amd", table)
+    assert layer["ci.amd.combine"] == layer["ci.amd"]
+    assert layer["ci.amd.suites"] != layer["ci.amd"]
     assert unplaced == [], "add these to README's layer table"
 
 
@@ -160,11 +165,12 @@ def test_a_module_imports_only_its_own_layer_and_the_layers_above() -> None:
     """The README's order, enforced: a lower layer may use a higher one, never the
     reverse (every import counts, also one inside a function)."""
     table, known = layer_table(), modules()
+    layer = layers(table)
     upward = []
     for name, path in known.items():
-        mine = layer_of(name, table)
+        mine = layer[name]
         for target in sorted(imports(name, path, known)):
-            theirs = layer_of(target, table)
+            theirs = layer[target]
             if mine is not None and theirs is not None and theirs > mine:
                 upward.append(f"{name} ({table[mine][0]}) imports {target} ({table[theirs][0]})")
     assert upward == []

@@ -23,8 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from concurrent import futures
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Final
 
@@ -257,7 +256,7 @@ def _run_all(
             # Wake up often: the kernel may hand a signal to a worker thread, and Python runs
             # its handler only when this (main) thread runs, which a wait without a timeout
             # would put off until a whole clone's builds had finished.
-            done, pending = futures.wait(pending, timeout=_POLL, return_when=FIRST_COMPLETED)
+            done, pending = wait(pending, timeout=_POLL, return_when=FIRST_COMPLETED)
             for future in done:
                 outcomes.update(future.result())
     except BaseException as exc:

@@ -51,7 +51,9 @@ class BuildCase:
         return Context.of(self.branch, self.labels, self.schedule)
 
 
-_READY, _MERGE, _NIGHTLY = (topology.LABELS[t] for t in topology.Tier if t is not topology.WEEKLY)
+_READY, _MERGE, _NIGHTLY = (
+    topology.LABELS[t] for t in (topology.READY, topology.MERGE, topology.NIGHTLY)
+)
 SITUATIONS: Final = (
     BuildCase("pr", "feature"),
     BuildCase(f"pr {_READY}", "feature", (_READY,)),
