@@ -1,8 +1,7 @@
-"""Invoke entry point: `inv --list`. The tasks live in `ci.tasks`, shared with `vllm-omni-ci`."""
+"""`inv`'s tasks: the task definitions of `ci.tasks` as an Invoke collection (`ci.inv`)."""
 
-from ci.cli import adopt_inv
-from ci.tasks import ns
+from ci.inv import collection, take_over
 
-__all__ = ["ns"]
+ns = collection()
 
-adopt_inv()  # `inv` runs as `vllm-omni-ci` does: same usage errors and exit codes
+take_over()  # `inv` exits as `vllm-omni-ci` does: a usage error is 2, not Invoke's 1

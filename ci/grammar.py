@@ -1,4 +1,4 @@
-"""The one command-line grammar of every task, with every error said in our words.
+"""The command line of `vllm-omni-ci`, parsed from the task definitions, every error in our words.
 
 `[CORE-OPTIONS] TASK [OPTIONS] [TASK [OPTIONS]]... [-- WORDS]`: an option is
 `--name VALUE`, `--name=VALUE` or its short flag; a value is never one of the
@@ -7,160 +7,215 @@ given as its option; core options may follow a task name. Each problem is one
 `error:` line naming task, option and what it accepts, exit 2. A task with
 `script=` keeps the script's grammar: a value option takes the next word, a
 repeated one keeps the last value, errors are worded as the script's.
+
+`inv` parses with Invoke's own parser instead (`ci.inv`); the checks that are about
+values, not words (`refuse_empty_values`), are shared.
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
-
-from invoke.parser.argument import Argument
-from invoke.parser.context import ParserContext
-from invoke.parser.parser import ParseResult
 
 from ci.errors import UserError
 from ci.platforms import ALLOWED
+from ci.taskdef import Option, TaskDef
+
+# The core options, long and short: `--help [TASK]`, `--list`, `--version`.
+CORE = {"--help": "-h", "--list": "-l", "--version": "-V"}
 
 
-def parse(
-    words: list[str],
-    initial: ParserContext,
-    contexts: Mapping[str, ParserContext],
-    scripts: Mapping[str, str],
-    binary: str,
-) -> ParseResult:
-    """[the core context, each task's context...], values set; `.remainder` is after `--`."""
-    cut = words.index("--") if "--" in words else len(words)
-    body, remainder = words[:cut], words[cut + 1 :]
-    result = ParseResult([initial])
-    result.remainder = " ".join(remainder)
-    context, script = initial, ""
+@dataclass
+class Call:
+    """One task on the command line and the values given for its options."""
+
+    task: TaskDef
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def missing(self) -> list[Option]:
+        return [o for o in self.task.options if o.positional and o.name not in self.values]
+
+
+@dataclass
+class CommandLine:
+    """What a command line asks for: core options, the tasks, the words after `--`."""
+
+    help: str | bool = False  # True: the program's help; a name: that task's
+    listing: bool = False  # --list
+    version: bool = False
+    calls: list[Call] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+
+
+def parse(words: Sequence[str], tasks: Mapping[str, TaskDef], binary: str) -> CommandLine:
+    """The command line `words` (program name excluded), checked; raises UserError."""
+    cut = list(words).index("--") if "--" in words else len(words)
+    body, line = list(words[:cut]), CommandLine(words=list(words[cut + 1 :]))
+    call: Call | None = None
     i = 0
     while i < len(body):
         word = body[i]
         i += 1
+        script = call.task.script if call else ""
         if word.startswith("-") and len(word) > 1:
             flag, eq, inline = word.partition("=")
             if not eq and not flag.startswith("--") and len(flag) > 2:  # -nr, -rPATH
-                if flag[:2] in context.flags and context.flags[flag[:2]].takes_value:
+                first = _lookup(call, flag[:2])
+                if first is not None and first.kind is not bool:
                     flag, eq, inline = flag[:2], "=", flag[2:]
                 else:
                     body[i:i] = [f"-{letter}" for letter in flag[2:]]
                     flag = flag[:2]
-            arg, inverse = _lookup(context, initial, flag)
-            if arg is None:
-                raise UserError(_unknown(context, initial, flag, word, script, binary))
-            if arg.name == "help" and context is not initial:
-                arg.set_value(context.name, cast=False)
+            option = _lookup(call, flag)
+            if option is None:
+                taken = _core(line, call, flag, inline if eq else None, body[i:])
+                if taken is None:
+                    raise UserError(_unknown(call, flag, word, binary))
+                i += taken
                 continue
-            if not arg.takes_value:
-                arg.set_value(not inverse, cast=False)
+            if option.kind is bool:
+                if eq:
+                    raise UserError(f"{_where(call)}{option.flag} takes no value")
+                call.values[option.name] = True  # type: ignore[union-attr]
                 continue
             if eq:
                 value: str | None = inline
-            elif i < len(body) and (script or not _is_flag(context, body[i])):
+            elif i < len(body) and (script or _lookup(call, body[i].split("=", 1)[0]) is None):
                 value, i = body[i], i + 1
             else:
                 value = None
-            if value is None and arg.optional:
-                arg.set_value(True, cast=False)
-            elif value is None:
-                raise UserError(_needs_value(context, arg, script, binary))
-            elif arg.kind is not list and arg.got_value and not script:
-                raise UserError(f"{context.name}: {option(arg)} is given twice; give it once")
-            else:
-                try:
-                    arg.value = value  # cast to its kind: an `int` option takes a whole number
-                except ValueError:
-                    where = f"{context.name}: " if context.name else ""
-                    raise UserError(
-                        f"{where}{option(arg)}: {value!r} is not a whole number"
-                    ) from None
-        elif context is not initial and context.missing_positional_args:
-            context.missing_positional_args[0].set_value(word)
-        elif word in contexts:
-            _complete(context, initial, binary)
-            context = copy.deepcopy(contexts[word])
-            script = scripts.get(context.name or "", "")
-            result.append(context)
+            assert call is not None
+            if value is None:
+                raise UserError(_needs_value(call, option, binary))
+            _set(call, option, value)
+        elif call is not None and call.missing():
+            call.values[call.missing()[0].name] = word
+        elif word in tasks:
+            _complete(call, line, binary)
+            call = Call(tasks[word])
+            line.calls.append(call)
         else:
-            raise UserError(unexpected(context, contexts, word, script, binary))
-    _complete(context, initial, binary)
-    return result
+            raise UserError(unexpected(call, tasks, word, binary))
+    _complete(call, line, binary)
+    if isinstance(line.help, str) and line.help not in tasks:  # `--help NAME`
+        raise UserError(unexpected(None, tasks, line.help, binary))
+    for call in line.calls:
+        if line.words and not call.task.words and not line.help:
+            raise UserError(takes_no_words(call.task.name, binary))
+    return line
 
 
-def _lookup(context: ParserContext, initial: ParserContext, flag: str) -> tuple[Any, bool]:
-    """The argument `flag` names: the task's own first, then a core option; and if `--no-X`."""
-    if flag in context.flags:
-        return context.flags[flag], False
-    if flag in context.inverse_flags:
-        return context.flags[context.inverse_flags[flag]], True
-    return (initial.flags[flag] if flag in initial.flags else None), False  # aliases: no .get
+def takes_no_words(task: str, binary: str) -> str:
+    """Words after `--` for a task that takes none were ignored (`tier ready -- --platform
+    rocm` ran every platform)."""
+    return (
+        f"{task}: takes no words after `--`; its options go before (see `{binary} {task} --help`)"
+    )
 
 
-def _is_flag(context: ParserContext, word: str) -> bool:
-    flag = word.split("=", 1)[0]
-    return flag in context.flags or flag in context.inverse_flags
+def _lookup(call: Call | None, flag: str) -> Option | None:
+    """The task option `flag` names, if any (core options are looked up apart)."""
+    if call is None:
+        return None
+    for option in call.task.options:
+        if flag in (option.flag, option.short) and flag:
+            return option
+    return None
 
 
-def option(arg: Argument) -> str:
-    """The option as users type it: `--summary-tail`, whichever flag they gave."""
-    return "--" + (arg.name or "").replace("_", "-")
+def _core(
+    line: CommandLine, call: Call | None, flag: str, inline: str | None, rest: list[str]
+) -> int | None:
+    """Set core option `flag`, if it is one (after a task name too), and say how many of the
+    `rest` words it took: `--help` after a task name is that task's help, `--help NAME`
+    before any task NAME's. None: `flag` is no core option."""
+    name = next((long for long, short in CORE.items() if flag in (long, short)), None)
+    if name is None:
+        return None
+    if name != "--help" and inline is not None:
+        raise UserError(f"{name} takes no value")
+    if name == "--list":
+        line.listing = True
+    elif name == "--version":
+        line.version = True
+    elif call is not None:
+        line.help = call.task.name
+    elif inline is not None:
+        line.help = inline
+    elif rest and not rest[0].startswith("-"):
+        line.help = rest[0]
+        return 1
+    else:
+        line.help = True
+    return 0
 
 
-def _complete(context: ParserContext, initial: ParserContext, binary: str) -> None:
-    """A task's required arguments are given, unless its help is asked for."""
-    missing = context.missing_positional_args
-    if context is initial or not missing or initial.args["help"].value:
+def _set(call: Call, option: Option, value: str) -> None:
+    script = call.task.script
+    if option.kind is list:
+        call.values.setdefault(option.name, []).append(value)
         return
-    task = context.name
-    flags = ", ".join(option(arg) for arg in missing)
-    raise UserError(f"{task}: {flags} is required (see `{binary} {task} --help`)")
+    if option.name in call.values and not script:
+        raise UserError(f"{call.task.name}: {option.flag} is given twice; give it once")
+    if option.kind is int:
+        try:
+            call.values[option.name] = int(value)
+        except ValueError:
+            raise UserError(
+                f"{call.task.name}: {option.flag}: {value!r} is not a whole number"
+            ) from None
+        return
+    call.values[option.name] = value
 
 
-def _needs_value(context: ParserContext, arg: Argument, script: str, binary: str) -> str:
-    if script:
-        return f"{script}: {option(arg)} needs a value"
-    if context.name is None:
-        return f"{option(arg)} needs a value (see `{binary} --help`)"
-    return f"{context.name}: {option(arg)} needs a value (see `{binary} {context.name} --help`)"
+def _where(call: Call | None) -> str:
+    return f"{call.task.name}: " if call else ""
 
 
-def _unknown(
-    context: ParserContext, initial: ParserContext, flag: str, word: str, script: str, binary: str
-) -> str:
-    if script:
-        return f"{script}: unknown argument: {word}"
-    if context is initial:
-        guess = close_match(flag, set(initial.flags) - REFUSED)
+def _complete(call: Call | None, line: CommandLine, binary: str) -> None:
+    """A task's required arguments are given, unless its help is asked for."""
+    if call is None or line.help:
+        return
+    missing = call.missing()
+    if missing:
+        name = call.task.name
+        flags = ", ".join(option.flag for option in missing)
+        raise UserError(f"{name}: {flags} is required (see `{binary} {name} --help`)")
+
+
+def _needs_value(call: Call, option: Option, binary: str) -> str:
+    if call.task.script:
+        return f"{call.task.script}: {option.flag} needs a value"
+    name = call.task.name
+    return f"{name}: {option.flag} needs a value (see `{binary} {name} --help`)"
+
+
+def _unknown(call: Call | None, flag: str, word: str, binary: str) -> str:
+    if call is not None and call.task.script:
+        return f"{call.task.script}: unknown argument: {word}"
+    if call is None:
+        guess = close_match(flag, CORE)
         if guess:
             return f"unknown option {flag!r}; did you mean {guess!r}?"
         return f"unknown option {word!r} (see `{binary} --help`)"
-    see = f"see `{binary} {context.name} --help`"
-    options = sorted(f for f in context.flags if f.startswith("--"))
+    name = call.task.name
+    see = f"see `{binary} {name} --help`"
+    options = sorted(o.flag for o in call.task.options)
     guess = close_match(flag, options)
     if guess:
-        return f"{context.name}: unknown option {flag!r}; did you mean {guess!r}? ({see})"
+        return f"{name}: unknown option {flag!r}; did you mean {guess!r}? ({see})"
     listed = ", ".join(options) or "none"
-    return f"{context.name}: unknown option {flag!r}; options: {listed} ({see})"
+    return f"{name}: unknown option {flag!r}; options: {listed} ({see})"
 
 
-def unexpected(
-    context: ParserContext,
-    contexts: Mapping[str, ParserContext],
-    word: str,
-    script: str,
-    binary: str,
-) -> str:
-    if script:
-        return f"{script}: unknown argument: {word}"
-    if context.name is not None:
-        return (
-            f"{context.name}: unexpected argument {word!r} (see `{binary} {context.name} --help`)"
-        )
-    guess = close_match(word, contexts)
+def unexpected(call: Call | None, tasks: Iterable[str], word: str, binary: str) -> str:
+    if call is not None and call.task.script:
+        return f"{call.task.script}: unknown argument: {word}"
+    if call is not None:
+        name = call.task.name
+        return f"{name}: unexpected argument {word!r} (see `{binary} {name} --help`)"
+    guess = close_match(word, tasks)
     if guess:
         return f"no task named {word!r}; did you mean {guess!r}?"
     return f"no task named {word!r} (see `{binary} --list`)"
@@ -168,23 +223,10 @@ def unexpected(
 
 def close_match(word: str, candidates: Iterable[str]) -> str | None:
     """The candidate `word` most likely misspells (`paln` → `plan`), if one is close."""
+    import difflib  # only on an error
+
     found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return found[0] if found else None
-
-
-# Invoke core options that only steer `Context.run()`, which no task calls, and
-# `--config`, whose file no task reads: accepted by the grammar, then refused by
-# the program in one line each, so never offered as a guess.
-RUN_ONLY_CORE = (
-    "dry",
-    "echo",
-    "pty",
-    "warn-only",
-    "command-timeout",
-    "hide",
-    "prompt-for-sudo-password",
-)
-REFUSED = {f"--{name}" for name in (*RUN_ONLY_CORE, "config")}
 
 
 # Task options for which an explicit empty value is an error, by what they take: a path, a
@@ -198,21 +240,23 @@ NOT_EMPTY = {
 }
 
 
-def refuse_empty_values(tasks: Iterable[ParserContext]) -> None:
+def refuse_empty_values(given: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
     """`--repo ''` or `--platform ''` is a mistake (an unset variable), not the default,
-    which a task cannot tell from a missing option."""
+    which a task cannot tell from a missing option. `given`: (task, the options the
+    command line gave, by name), from either front end."""
     problems = []
-    for context in tasks:
-        for arg in context.args.values():
+    for task, values in given:
+        for name, value in values.items():
             # A list option's value is empty when one of its items is.
-            values = arg.value if isinstance(arg.value, list) else [arg.value]
-            kind = NOT_EMPTY.get(arg.name or "")
-            if not kind or not arg.got_value or all(str(value).strip() for value in values):
+            items = value if isinstance(value, list) else [value]
+            kind = NOT_EMPTY.get(name)
+            if not kind or all(str(item).strip() for item in items):
                 continue
-            task, flag = context.name, option(arg)
+            flag = "--" + name.replace("_", "-")
             if kind == "choice":
-                allowed = choices(task or "", arg.name)
-                problems.append(f"{task}: {flag}: an empty value; allowed values are {allowed}")
+                problems.append(
+                    f"{task}: {flag}: an empty value; allowed values are {choices(task, name)}"
+                )
             else:
                 problems.append(f"{task}: {flag}: an empty {kind}; give one, or leave {flag} out")
     UserError.collect(problems)

@@ -1,11 +1,11 @@
 """Run `vllm-omni-ci ARGS` inside the test process: the default way for a test to run a task.
 
 `run_inproc` takes the code path of the console script (`ci.cli:main`, that is
-`ci.cli.program().run([...])`) with the process state a fresh `vllm-omni-ci`
+`ci.cli.run([...])`) with the process state a fresh `vllm-omni-ci`
 would have, and puts everything it touched back afterwards:
 
 - `os.environ` is `env` for the call (the caller's environment by default);
-- `sys.argv` is the command line (`ci.taskkit.after_dashdash` reads the words
+- `sys.argv` is the command line (`ci.taskdef.after_dashdash` reads the words
   after `--` from it, quoting intact);
 - the working directory is `cwd`;
 - stdin, stdout and stderr are real temporary files, because `ci/door.py` hands
@@ -177,13 +177,15 @@ def run_inproc(
     cwd: str | os.PathLike[str] | None = None,
     stdin: str = "",
     timeout: float | None = None,
+    front: str = PROGRAM,
 ) -> Outcome:
     """`vllm-omni-ci ARGV` in this process, as the console script runs it (module docstring).
 
     `timeout` (seconds) raises `InprocTimeout` out of the call, where a real process
-    would hang; None waits.
+    would hang; None waits. `front="inv"`: the Invoke front end instead (`ci.inv`), as
+    `inv` runs it once it has loaded tasks.py.
     """
-    from ci import cli
+    from ci import cli, inv
 
     environ = dict(os.environ if env is None else env)
     encoding, errors = _stdout_codec(environ)
@@ -209,10 +211,13 @@ def run_inproc(
             with _environment(environ), _descriptors(raw), _alarm(timeout):
                 if cwd is not None:
                     os.chdir(cwd)
-                sys.argv = [PROGRAM, *argv]
+                sys.argv = [front, *argv]
                 _set_streams(text_in, text_out, text_err, text_in, text_out, text_err)
                 try:
-                    cli.program().run([PROGRAM, *argv])
+                    if front == "inv":
+                        inv.InvProgram(front).run(sys.argv)
+                    else:
+                        cli.run(argv)
                     code = 0
                 except SystemExit as done:
                     code = _exit_code(done.code, text_err)

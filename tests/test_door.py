@@ -288,12 +288,12 @@ def _run_in_child(script: str, grace: float) -> subprocess.Popen[str]:
     command's own `grace` (the door never waits longer than SIGNAL_GRACE, 5 s)."""
     code = f"""
         import sys
-        from ci import door, taskkit
+        from ci import door, stdio
         door.install_interrupt_handlers()
         try:
             door.run(door.Command(("bash", "-c", {script!r}), grace={grace!r}))
         except door.Interrupted as exc:
-            sys.exit(taskkit.report(exc))
+            sys.exit(stdio.report(exc))
         """
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, stderr=subprocess.PIPE, text=True

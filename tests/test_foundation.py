@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from ci.durations import parse_duration
 from ci.errors import UserError
 from ci.platforms import Platform, parse_platform
 from ci.target import resolve_branch, resolve_commit
-from ci.taskkit import after_dashdash
+from ci.taskdef import after_dashdash
 from tests.conftest import ROOT, SAMPLE, cli_path, run_cli
 
 
@@ -57,28 +56,31 @@ def test_unknown_platform_exits_2_with_one_error_line() -> None:
 def test_a_missing_required_argument_is_named_as_the_flag_users_type(
     program: str, task: str, flag: str
 ) -> None:
+    """Invoke words its own message (`inv`); both exit 2 with one `error:` line."""
     argv = [program, task] if program == "inv" else [cli_path(), task]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 2
-    assert done.stderr == f"error: {task}: {flag} is required (see `{program} {task} --help`)\n"
-    assert done.stdout == ""
+    assert (done.returncode, done.stdout) == (2, "")
+    if program == "inv":
+        assert done.stderr.startswith(f"error: '{task}' did not receive required positional")
+    else:
+        assert done.stderr == f"error: {task}: {flag} is required (see `{program} {task} --help`)\n"
 
 
 def test_a_short_flag_means_one_thing_in_every_task() -> None:
     """`-r` was --repo, --root and --dry-run; `-p` four options. Core short flags are not reused."""
-    from ci.cli import program
-    from ci.tasks import ns
+    from ci.grammar import CORE
+    from ci.inv import InvProgram
+    from ci.tasks import definitions
 
-    core = program().initial_context
-    meaning = {n: arg.name for arg in core.args.values() for n in arg.names if len(n) == 1}
+    core = {short for short in CORE.values()}
+    core |= {f"-{n}" for arg in InvProgram().core_args() for n in arg.names if len(n) == 1}
     used: dict[str, set[str]] = {}
-    for context in ns.to_contexts():
-        for arg in context.args.values():
-            for short in (n for n in arg.names if len(n) == 1):
-                assert context.flags[f"-{short}"] is arg, (context.name, short)
-                used.setdefault(short, set()).add(arg.name)
-                assert meaning.setdefault(short, arg.name) == arg.name, (context.name, short)
-    assert used == {"r": {"repo"}, "n": {"dry_run"}, "j": {"jobs"}}
+    for task in definitions().values():
+        for option in task.options:
+            if option.short:
+                assert option.short not in core, (task.name, option.short)
+                used.setdefault(option.short, set()).add(option.name)
+    assert used == {"-r": {"repo"}, "-n": {"dry_run"}, "-j": {"jobs"}}
 
 
 def test_vllm_omni_ci_works_from_any_directory(tmp_path: Path) -> None:
@@ -89,15 +91,14 @@ def test_vllm_omni_ci_works_from_any_directory(tmp_path: Path) -> None:
 
 def test_inv_list_shows_one_line_of_help_per_task() -> None:
     """Every task is listed with the first line of its docstring (Invoke may wrap it)."""
-    from ci.tasks import ns
+    from ci.tasks import definitions
 
     done = subprocess.run(["inv", "--list"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     listing = " ".join(done.stdout.split())
-    for name in ns.task_names:
-        doc = (ns[name].__doc__ or "").strip()
-        assert doc, f"task {name} has no docstring"
-        first = " ".join(doc.splitlines()[0].split())
+    for name, task in definitions().items():
+        assert task.summary, f"task {name} has no docstring"
+        first = " ".join(task.summary.split())
         assert f" {name} {first}" in listing, (name, first)
 
 
@@ -108,32 +109,6 @@ def test_after_dashdash_keeps_words_intact() -> None:
     argv = ["inv", "step", "--timeout", "1m", "--", "pytest", "-m", "core_model and cpu", "--", "x"]
     assert after_dashdash(argv) == ["pytest", "-m", "core_model and cpu", "--", "x"]
     assert after_dashdash(["inv", "step"]) == []
-
-
-def test_dashdash_arrives_as_one_argument_under_inv(tmp_path: Path) -> None:
-    """`inv` itself (not our Program) must hand the words over unsplit, too."""
-    (tmp_path / "tasks.py").write_text(
-        textwrap.dedent(
-            """
-            import json
-            from invoke import task
-            from ci.taskkit import after_dashdash
-
-            @task
-            def show(c):
-                print(json.dumps(after_dashdash()))
-            """
-        )
-    )
-    done = subprocess.run(
-        ["inv", "show", "--", "pytest", "-m", "core_model and cpu"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == ["pytest", "-m", "core_model and cpu"]
 
 
 def test_dashdash_arrives_as_one_argument_under_inv_in_this_repo() -> None:
@@ -162,12 +137,19 @@ def test_dashdash_arrives_as_one_argument_under_vllm_omni_ci() -> None:
 # --------------------------------------------------------------------------- start-up
 
 
-def test_importing_tasks_pulls_in_no_heavy_module() -> None:
-    """Invoke itself imports yaml; beyond what `import invoke` loads, we add none of them."""
-    heavy = "('docker', 'rich', 'yaml', 'jsonschema', 'psutil')"
+@pytest.mark.parametrize(
+    ("before", "load"),
+    [
+        ("pass", "import ci.cli; from ci.tasks import definitions; definitions()"),
+        ("import invoke, invoke.program", "import tasks"),  # Invoke itself imports yaml
+    ],
+    ids=["vllm-omni-ci", "inv"],
+)
+def test_loading_the_tasks_pulls_in_no_heavy_module(before: str, load: str) -> None:
+    """`vllm-omni-ci` loads no Invoke; neither front end loads a library no task has asked for."""
+    heavy = "('invoke', 'docker', 'rich', 'yaml', 'jsonschema', 'psutil')"
     code = (
-        "import sys, invoke, invoke.program; base = set(sys.modules);"
-        "import tasks, ci.cli; ci.cli.program();"
+        f"import sys; {before}; base = set(sys.modules); {load};"
         f"print(','.join(m for m in {heavy} if m in sys.modules and m not in base))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -206,8 +188,9 @@ def test_the_programs_config_opens_no_file_at_any_level(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """System (/etc cannot be written here: a stand-in prefix), user, project and runtime
-    files, and INVOKE_* variables: the config class our program uses loads none of them."""
-    from ci.cli import program
+    files, and INVOKE_* variables: the config class `inv` runs with loads none of them
+    (`vllm-omni-ci` has no config at all)."""
+    from ci.inv import InvProgram, NoConfig
 
     marker = tmp_path / "ran"
     for where in ("etc/invoke.py", "home/.invoke.py", "project/invoke.py", "runtime.py"):
@@ -215,7 +198,7 @@ def test_the_programs_config_opens_no_file_at_any_level(
         (tmp_path / where).write_text(_marker_code(marker) + "run = {'echo': True}\n")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("INVOKE_RUN_ECHO", "1")
-    ours = program()
+    ours = InvProgram()
     config = ours.config_class(
         system_prefix=f"{tmp_path}/etc/",
         project_location=str(tmp_path / "project"),
@@ -229,8 +212,8 @@ def test_the_programs_config_opens_no_file_at_any_level(
     config = config.clone()
     assert not marker.exists()
     assert config.run.echo is False
-    ours.parse(["vllm-omni-ci", "--list"])
-    assert isinstance(ours.config, ours.config_class)
+    ours.create_config()
+    assert isinstance(ours.config, NoConfig)
 
 
 def _with_stdout_closed(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:

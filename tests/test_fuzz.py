@@ -61,9 +61,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
-from invoke.parser import Parser
 
-from ci.tasks import ns
+from ci.tasks import definitions
 from tests.conftest import ROOT, SAMPLE
 from tests.gitrepo import GitRepo, sample_checkout
 from tests.inproc import Outcome, run_inproc
@@ -575,17 +574,15 @@ TASKS: dict[str, tuple[Variant, ...]] = {
     ),
 }
 
-_CONTEXTS = Parser(contexts=ns.to_contexts()).contexts
-
 
 def task_names() -> list[str]:
     """Every task of the namespace, as `vllm-omni-ci --list` names them."""
-    return sorted(_CONTEXTS)
+    return sorted(definitions())
 
 
 def task_options(task: str) -> dict[str, Any]:
-    """The task's options: name -> invoke Argument."""
-    return {arg.name: arg for arg in _CONTEXTS[task].args.values()}
+    """The task's options: name -> its definition (`ci.taskdef.Option`)."""
+    return {option.name: option for option in definitions()[task].options}
 
 
 def flag(name: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci import skipci
-from ci.cli import program
+from ci.cli import run as run_cli
 from tests.conftest import SAMPLE
 from tests.gitrepo import GitRepo, sample_checkout
 
@@ -88,11 +88,11 @@ def run(
     """The task in-process: its exit code and stderr (an exception is a traceback: fails)."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    argv = ["vllm-omni-ci", *args]
+    argv = list(args)
     if args[0] != "select-suites":
         argv += ["--repo", str(repo)]
     try:
-        program().run(argv)
+        run_cli(argv)
     except SystemExit as done:
         return int(done.code or 0), ""
     return 0, ""

@@ -673,21 +673,21 @@ def test_a_secrets_value_given_as_input_is_masked_on_stdout_in_every_format(
     stderr masked it (item 3): every format now goes through the program's stdout masker."""
     import signal
 
-    from ci.cli import program
+    from ci.cli import run
 
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     for name in [k for k in os.environ if k.startswith("BUILDKITE")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HF_TOKEN", SECRET)
     given = {"labels": ["--labels", f"ready,{SECRET}"], "branch": ["--branch", SECRET], "env": []}
-    plan = ["vllm-omni-ci", "plan", "-r", str(repo.path), "--format"]
+    plan = ["plan", "-r", str(repo.path), "--format"]
     try:
         for fmt in ("table", "json", "markdown"):
             for how, words in given.items():
                 with monkeypatch.context() as scoped:
                     if how == "env":
                         scoped.setenv("BUILDKITE_BRANCH", SECRET)
-                    program().run([*plan, fmt, *words])
+                    run([*plan, fmt, *words])
                 out, err = capsys.readouterr()
                 assert SECRET not in out + err, (fmt, how)
                 assert "[REDACTED]" in out, (fmt, how)

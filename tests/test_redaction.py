@@ -207,12 +207,12 @@ def test_stdout_masks_a_secret_split_across_writes_and_one_learnt_later(
     whole, and a secret `remember`ed after the first write is masked from then on."""
     import io
 
-    from ci.cli import _GuardedStdout
     from ci.redact import remember
+    from ci.stdio import GuardedStdout
 
     monkeypatch.setenv("HF_TOKEN", "split-secret-4c1e")
     sink = io.StringIO()
-    out = _GuardedStdout(sink)
+    out = GuardedStdout(sink)
     out.write("a split-sec")
     out.write("ret-4c1e b\n")
     remember("learnt-secret-77d2")
@@ -229,7 +229,7 @@ def test_masked_upload_pipeline_yaml_still_parses(
 
     import yaml
 
-    from ci.cli import program
+    from ci.cli import run
     from tests.conftest import SAMPLE
 
     secret = "upload-ready-pipeline"  # the sample's `depends_on:` key
@@ -237,7 +237,7 @@ def test_masked_upload_pipeline_yaml_still_parses(
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         pipeline = ".buildkite/cuda/test-ready.yml"
-        program().run(["vllm-omni-ci", "upload-pipeline", pipeline, "-r", str(SAMPLE), "-n"])
+        run(["upload-pipeline", pipeline, "-r", str(SAMPLE), "-n"])
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

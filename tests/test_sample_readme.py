@@ -33,9 +33,9 @@ def table_names(kind: str) -> list[str]:
 
 
 def task_names() -> set[str]:
-    from ci.tasks import ns
+    from ci.tasks import definitions
 
-    return set(ns.task_names)
+    return set(definitions())
 
 
 def session_names() -> set[str]:

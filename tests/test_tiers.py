@@ -38,11 +38,12 @@ CORPUS = SHARED / "vllm-omni"
 
 def run(tier: str, words: list[str]) -> int:
     """`vllm-omni-ci tier TIER WORDS...` in this process: the task's grammar, then the session."""
-    from ci.cli import program
+    from ci.cli import parse_line
     from ci.tiers import session
 
-    (context,) = program().parse(["vllm-omni-ci", "tier", tier, *words])
-    return session.run(**context.as_kwargs)
+    (call,) = parse_line(["tier", tier, *words]).calls
+    arguments = call.task.arguments(call.values)
+    return session.run(**{**arguments, "label": arguments["label"] or ()})
 
 
 def corpus() -> Path:
@@ -361,7 +362,7 @@ def test_parse_args_rejects_bad_input() -> None:
 
 def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
     text = " ".join(run_task("tier", "--help").stdout.split())
-    assert text.startswith("Usage: vllm-omni-ci [--core-opts] tier ")
+    assert text.startswith("Usage: vllm-omni-ci tier [OPTIONS] NAME ")
     assert "every -m in it has a positive `cpu` term" in text
     assert "reported as `needs <hardware>: <why>` and does not run unless --force" in text
     assert "agent_pool (rocm) or the preset the upload resolves (cuda, npu)" in text
@@ -369,7 +370,7 @@ def test_help_states_the_cpu_rule_the_hardware_and_the_ifs() -> None:
     assert "--exact-sku run a GPU step only on devices whose name has its SKU" in text
     assert "--cpu-only run no GPU step without --force" in text
     assert "evaluated as for a PR carrying the tier's label" in text
-    assert "--step=STRING only steps whose label contains this text" in text
+    assert "--step STEP only steps whose label contains this text" in text
 
 
 # --------------------------------------------------------------------------- reports
@@ -601,8 +602,8 @@ def test_tier_task_lists_and_fails_closed() -> None:
     old_form = run_task("tier", "ready", "--", "--platform", "rocm")
     assert (old_form.returncode, old_form.stderr) == (
         2,
-        "error: tier: options go before `--`: vllm-omni-ci tier ready --platform rocm …"
-        " (under nox: nox -s ready -- --platform rocm …)\n",
+        "error: tier: takes no words after `--`; its options go before (see `vllm-omni-ci tier"
+        " --help`)\n",
     )
 
 

@@ -854,8 +854,8 @@ def test_help_is_printed_not_taken_as_the_positional(task: str, flag: str) -> No
     """`upload-pipeline` and `bootstrap` have a positional; Invoke would feed it `--help`."""
     done = run_task(task, flag)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"Usage: vllm-omni-ci [--core-opts] {task} [--options]")
-    assert "--repo=STRING" in done.stdout
+    assert done.stdout.startswith(f"Usage: vllm-omni-ci {task} [OPTIONS]")
+    assert "-r, --repo REPO" in done.stdout
     assert done.stderr == ""
     # After `--`, `--help` belongs to the forwarded command, not to us.
     forwarded = run_task("upload-pipeline", "x.yml", "--", "--help")

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from invoke.context import Context
-
-from ci.taskkit import task
+from ci.taskdef import task
 
 
 @task(
@@ -21,7 +19,6 @@ from ci.taskkit import task
     }
 )
 def bootstrap(
-    c: Context,
     platform: str = "",
     repo: str = "",
     dry_run: bool = False,
@@ -61,7 +58,7 @@ def bootstrap(
         "level": "l2 (ready) or l3 (merge); required",
     }
 )
-def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> None:
+def skip_ci(platform: str = "", level: str = "", repo: str = "") -> None:
     """Exit 0 with `skip-all` or `skip-l23` on stdout to stop; exit 1 to run the tests.
 
     The range comes from git and the Buildkite env, as README's "Which build" says;
@@ -83,7 +80,6 @@ def skip_ci(c: Context, platform: str = "", level: str = "", repo: str = "") -> 
     }
 )
 def select_suites(
-    c: Context,
     branch: str | None = None,
     labels: str = "",
     debug_test_yaml: str = "",
@@ -124,7 +120,6 @@ def select_suites(
     },
 )
 def plan(
-    c: Context,
     base: str = "",
     head: str = "",
     worktree: bool = False,
@@ -146,7 +141,7 @@ def plan(
     input. Details: docs/plan.md.
     """
     # Every option by its own name: parse_inputs takes exactly these.
-    options = {name: value for name, value in locals().items() if name != "c"}
+    options = {name: value for name, value in locals().items()}
     import os
 
     from ci.plan.inputs import parse_inputs

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from invoke.context import Context
-
-from ci.taskkit import task
+from ci.taskdef import task
 
 
 @task(
@@ -38,7 +36,6 @@ from ci.taskkit import task
     },
 )
 def build_image(
-    c: Context,
     platform: str,
     repo: str = "",
     commit: str = "",
@@ -67,7 +64,7 @@ def build_image(
     xpu: the base resolution and image build of run-xpu-test.sh (local image).
     Input errors exit 2, one `error:` line each, before any command runs.
     """
-    options = {name: value for name, value in locals().items() if name not in ("c", "no_push")}
+    options = {name: value for name, value in locals().items() if name != "no_push"}
     from ci.images.dispatch import build
     from ci.images.options import BuildOptions
     from ci.platforms import platform_option

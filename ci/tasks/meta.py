@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from invoke.context import Context
-
-from ci.taskkit import task
+from ci.taskdef import task
 
 
 @task(
@@ -16,7 +14,7 @@ from ci.taskkit import task
         " `docker buildx` must work) or engine",
     }
 )
-def doctor(c: Context, docker: str = "", json: bool = False, builder: str = "auto") -> None:
+def doctor(docker: str = "", json: bool = False, builder: str = "auto") -> None:
     """Report the docker clients, engine, buildx, buildctl, registry and shellcheck here.
 
     Then judge: exit 1, with one `error:` line and its fix per problem, when the
@@ -30,7 +28,6 @@ def doctor(c: Context, docker: str = "", json: bool = False, builder: str = "aut
 
 
 @task(
-    positional=["action"],
     help={
         "action": "up (bring every part up, reusing what works), status, or down",
         "json": "status: print the parts as JSON",
@@ -39,9 +36,7 @@ def doctor(c: Context, docker: str = "", json: bool = False, builder: str = "aut
         "~/.local/share/vllm-omni-ci/sandbox)",
     },
 )
-def sandbox(
-    c: Context, action: str, json: bool = False, purge: bool = False, root: str = ""
-) -> None:
+def sandbox(action: str, json: bool = False, purge: bool = False, root: str = "") -> None:
     """Make this machine able to run every task offline: `up`, `status` (exit 1: missing), `down`.
 
     `up` brings up, in order: a Docker engine with the containerd image store
@@ -77,7 +72,6 @@ def sandbox(
     },
 )
 def wheelhouse(
-    c: Context,
     dest: list[str] | None = None,
     python_version: str = "",
     dry_run: bool = False,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from invoke.context import Context
-
-from ci.taskkit import task
+from ci.taskdef import task
 
 
 @task(
@@ -19,7 +17,6 @@ from ci.taskkit import task
     }
 )
 def migrate(
-    c: Context,
     repo: str = "",
     apply: bool = False,
     pin: str = "",

@@ -7,13 +7,12 @@ these check vLLM-Omni (`--repo`), not vllm-omni-ci.
 
 from __future__ import annotations
 
-from invoke.context import Context
+from collections.abc import Sequence
 
-from ci.taskkit import after_dashdash, task
+from ci.taskdef import task
 
 
 @task(
-    positional=["pipeline"],
     help={
         "pipeline": "pipeline YAML, relative to the repo root (.buildkite/cuda/test-ready.yml)",
         "scope": "diff (default: filter by the build's diff), all, e2e, or auto",
@@ -26,7 +25,6 @@ from ci.taskkit import after_dashdash, task
     },
 )
 def upload_pipeline(
-    c: Context,
     pipeline: str,
     scope: str = "",
     all: bool = False,
@@ -44,7 +42,7 @@ def upload_pipeline(
     bootstrap-upload-steps.yml gets the skip-ci `if` gates. Problems exit 1 and
     upload nothing; a failed upload gives buildkite-agent's code; bad options exit 2.
     """
-    options = {k: v for k, v in locals().items() if k not in ("c", "scope", "all", "e2e")}
+    options = {k: v for k, v in locals().items() if k not in ("scope", "all", "e2e")}
     from ci.pipeline import scope as scopes
     from ci.pipeline.upload import UploadOptions
     from ci.pipeline.upload import upload_pipeline as run
@@ -53,7 +51,7 @@ def upload_pipeline(
 
 
 @task()
-def lint_pipelines(c: Context, repo: str = "") -> None:
+def lint_pipelines(repo: str = "") -> None:
     """Check every test YAML: keys, presets, expansion and schema, whatever the diff.
 
     Replaces the check-buildkite pre-commit hook: CUDA/NPU test YAMLs rendered under
@@ -70,7 +68,9 @@ def lint_pipelines(c: Context, repo: str = "") -> None:
         "from_ref": "check only the tests/ files changed since this git revision",
     }
 )
-def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = "") -> None:
+def check_marks(
+    repo: str = "", from_ref: str = "", to_ref: str = "", words: Sequence[str] = ()
+) -> None:
     """Every test file has a CI level and a hardware marker, and no direct SKU marker.
 
     A static scan of the files after `--` (default: every .py under tests/).
@@ -78,7 +78,7 @@ def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = ""
     """
     from ci.gates.marks import check_marks as run
 
-    run(repo, after_dashdash(), from_ref=from_ref, to_ref=to_ref)
+    run(repo, words, from_ref=from_ref, to_ref=to_ref)
 
 
 @task(
@@ -90,13 +90,13 @@ def check_marks(c: Context, repo: str = "", from_ref: str = "", to_ref: str = ""
     }
 )
 def shellcheck_steps(
-    c: Context,
     repo: str = "",
     severity: str = "style",
     exclude: str = "",
     dry_run: bool = False,
     from_ref: str = "",
     to_ref: str = "",
+    words: Sequence[str] = (),
 ) -> None:
     """shellcheck the commands of every pipeline step, in the shell dialect it runs under.
 
@@ -104,7 +104,7 @@ def shellcheck_steps(
     .buildkite/); `$$` is the job shell's `$`. Exit 1 on findings or a pipeline its
     consumer refuses; 2 on bad input or when shellcheck is missing.
     """
-    options = {name: value for name, value in locals().items() if name not in ("c", "repo")}
+    options = {name: value for name, value in locals().items() if name not in ("repo", "words")}
     from ci.gates.shellsteps import shellcheck_steps as run
 
-    run(repo, after_dashdash(), **options)
+    run(repo, words, **options)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from invoke.collection import Collection
-from invoke.context import Context
+from ci.taskdef import task
 
-from ci.taskkit import task
+NAMESPACE = "release"  # the prefix of these tasks' names
 
 
 @task(
-    name="publish-images",
     help={
         "mode": "release (default: latest, v<version>) or nightly (nightly, nightly-<commit>)",
         "commit": "source commit of the ECR staging images (default: $BUILDKITE_COMMIT)",
@@ -18,7 +16,6 @@ from ci.taskkit import task
     },
 )
 def publish_images(
-    c: Context,
     mode: str = "release",
     commit: str = "",
     release_version: str = "",
@@ -37,7 +34,6 @@ def publish_images(
 
 
 @task(
-    name="cleanup-nightly",
     help={
         "hub_url": "Docker Hub API base URL (default: https://hub.docker.com)",
         "keep": "how many of the newest nightly- tags to keep (default: 14)",
@@ -47,7 +43,6 @@ def publish_images(
     },
 )
 def cleanup_nightly(
-    c: Context,
     hub_url: str = "https://hub.docker.com",
     keep: str = "14",
     delete_interval: str = "1s",
@@ -65,6 +60,3 @@ def cleanup_nightly(
 
     count, interval = parse_keep(keep), parse_duration(delete_interval, name="--delete-interval")
     cleanup(hub_url=hub_url, keep=count, delete_interval=interval, dry_run=dry_run)
-
-
-collection = Collection("release", publish_images, cleanup_nightly)

@@ -4,9 +4,9 @@ the nox tier sessions' runner, for places without nox (CI pods)."""
 
 from __future__ import annotations
 
-from invoke.context import Context
+from collections.abc import Sequence
 
-from ci.taskkit import after_dashdash, task
+from ci.taskdef import task
 
 
 @task(
@@ -18,7 +18,11 @@ from ci.taskkit import after_dashdash, task
     },
 )
 def run_tests(
-    c: Context, platform: str = "", dry_run: bool = False, timeout: str = "", prune: bool = False
+    platform: str = "",
+    dry_run: bool = False,
+    timeout: str = "",
+    prune: bool = False,
+    words: Sequence[str] = (),
 ) -> None:
     """Run the job's commands: $TEST_COMMANDS, else the words after `--` joined by spaces.
 
@@ -49,7 +53,7 @@ def run_tests(
     """
     from ci.runner.native import run_tests as dispatch
 
-    dispatch(platform, after_dashdash(), timeout=timeout, prune=prune, dry_run=dry_run)
+    dispatch(platform, words, timeout=timeout, prune=prune, dry_run=dry_run)
 
 
 @task(
@@ -76,7 +80,6 @@ def run_tests(
     },
 )
 def step(
-    c: Context,
     timeout: str = "",
     kill_after: str = "2m",
     shard: str = "",
@@ -88,6 +91,7 @@ def step(
     leak_scope: str = "tree",
     leak_settle: str = "5s",
     dry_run: bool = False,
+    words: Sequence[str] = (),
 ) -> None:
     """Run `-- COMMAND...` with timeout, shard, artifacts and leak check; pass its exit code.
 
@@ -97,10 +101,10 @@ def step(
     needed) on timeout; 2 for bad options, before anything runs. What the command
     leaves running is ended afterwards and listed on stderr.
     """
-    options = {name: value for name, value in locals().items() if name not in ("c", "dry_run")}
+    options = {name: value for name, value in locals().items() if name not in ("dry_run", "words")}
     from ci.runner.step import StepOptions, run_step
 
-    run_step(StepOptions(**options), after_dashdash(), dry_run=dry_run)
+    run_step(StepOptions(**options), words, dry_run=dry_run)
 
 
 @task(
@@ -116,11 +120,11 @@ def step(
     },
 )
 def cov_split(
-    c: Context,
     model_id: str = "",
     offline: list[str] | None = None,
     online: list[str] | None = None,
     dry_run: bool = False,
+    words: Sequence[str] = (),
 ) -> None:
     """Run a model's tests once per mode with coverage on weekly main; else one plain pytest.
 
@@ -137,7 +141,7 @@ def cov_split(
     from ci import covsplit
 
     paths = tuple(offline or ()), tuple(online or ())
-    request = covsplit.Request(model_id, *paths, pytest_args=tuple(after_dashdash()))
+    request = covsplit.Request(model_id, *paths, pytest_args=tuple(words))
     covsplit.run(request, os.environ, dry_run=dry_run)
 
 
@@ -168,7 +172,6 @@ def cov_split(
     },
 )
 def tier(
-    c: Context,
     name: str,
     platform: str = "",
     repo: str = "",
@@ -204,15 +207,10 @@ def tier(
     a step of the tier waits for it, and is not run when that step did not
     pass. Exit 1 only when a blocking step fails.
     """
-    options = {key: value for key, value in locals().items() if key not in ("c", "label")}
-    from ci.errors import Stop, UserError
+    options = {key: value for key, value in locals().items() if key != "label"}
+    from ci.errors import Stop
     from ci.tiers.session import run
 
-    if c.remainder:  # the form before the options were the task's own
-        raise UserError(
-            f"tier: options go before `--`: vllm-omni-ci tier {name} --platform rocm …"
-            f" (under nox: nox -s {name} -- --platform rocm …)"
-        )
     code = run(**options, label=label or ())
     if code:
         raise Stop(code)
