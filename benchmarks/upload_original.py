@@ -105,7 +105,9 @@ def scenarios(repo: GitRepo) -> list[Scenario]:
         flags = ["--all"] if scope == "all" else []
         if scope == "diff":
             sha = commit_change(repo, changed or [pipeline])
-            env.update(BUILDKITE_BRANCH="main", BUILDKITE_PULL_REQUEST="false", BUILDKITE_COMMIT=sha)
+            env.update(
+                BUILDKITE_BRANCH="main", BUILDKITE_PULL_REQUEST="false", BUILDKITE_COMMIT=sha
+            )
         original = [sys.executable, ORIGINAL, *flags, pipeline]
         ours = [cli, "upload-pipeline", "--pipeline", pipeline, *flags, "--dry-run"]
         built.append(Scenario(name, original, ours, env))
