@@ -341,7 +341,10 @@ class _Compiler:
         def number_ok(value: Any) -> bool:
             if not _is_number(value):
                 return not strict
-            return (least is None or value >= least) and (most is None or value <= most)
+            # Fail on `<` and `>` as jsonschema does, so NaN passes both bounds.
+            return not (
+                (least is not None and value < least) or (most is not None and value > most)
+            )
 
         return number_ok
 
@@ -379,6 +382,11 @@ def _compiler() -> _Compiler:
 def compiled(pointer: str = "#") -> Check:
     """The compiled test of a place in the schema (`#/definitions/...`; `#` is all)."""
     return _compiler().ref(pointer)
+
+
+def compile_schema(node: Any) -> Check:
+    """A fresh test of any schema `node` whose `$ref`s point into the packaged schema."""
+    return _Compiler().compile(node, "#")
 
 
 # -- the messages: jsonschema's, loaded only for an invalid pipeline ----------------------
