@@ -11,6 +11,8 @@ updated official schema cannot be checked by half.
 Only an invalid pipeline loads jsonschema, to word the problems; an invalid
 step is validated again against the definition its shape selects, so the line
 names the field: `steps/0/steps/5/timeout_in_minutes: 'soon' is not of type 'integer'`.
+Where no step is to blame, jsonschema's own errors on the whole pipeline are
+the answer.
 """
 
 from __future__ import annotations
@@ -380,8 +382,8 @@ def _compiler() -> _Compiler:
 
 
 def compiled(pointer: str = "#") -> Check:
-    """The compiled test of a place in the schema (`#/definitions/...`; `#` is all)."""
-    return _compiler().ref(pointer)
+    """The compiled test of a place in the schema (`#/definitions/...`; `#` or "" is all)."""
+    return _compiler().ref(pointer or "#")
 
 
 def compile_schema(node: Any) -> Check:

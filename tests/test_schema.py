@@ -275,6 +275,7 @@ TRICKY: list[tuple[Any, list[Any]]] = [
     ({"items": {"type": "string"}}, [[], ["a"], ["a", 1], [None], ("a", 1), "ab", {"0": 1}]),
     ({"items": [{"type": "string"}, {"type": "integer"}]}, [[], ["a"], ["a", 1], [1, "a"]]),
     ({"items": [{"type": "string"}]}, [["a", 1, None], [1]]),
+    ({"items": False}, [[], [1], "x"]),
     ({"type": "array", "minItems": 1}, [[], [None], (), "a", {}]),
     ({"minItems": 2, "maxItems": 3}, [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], "abcd", {}]),
     ({"pattern": "^\\d+g$"}, ["10g", "10G", "g", "10g\n", "x10g", 10, None]),
