@@ -1,18 +1,25 @@
 """Every pipeline we emit, checked first against Buildkite's schema (a packaged copy).
 
 A bad pipeline is an exit-1 line naming the field, not a rejection after upload.
-For speed, a plain step (command, group, wait, block, input, trigger) is valid
-exactly when its keys are allowed and each value is: checked key by key, each
-distinct value once; a step this cannot accept goes to jsonschema, whose
-verdict is final. An invalid step is validated again against the definition
-its shape selects, so the line names the field:
-`steps/0/steps/5/timeout_in_minutes: 'soon' is not of type 'integer'`.
+The verdict comes from the schema compiled once per process into plain Python
+tests, one per schema node, each equal to jsonschema's draft-07 `is_valid`
+there (tests/test_schema.py holds them to it on the corpus and on tricky
+values). So a valid pipeline never imports jsonschema: importing it costs more
+than the whole check. The compiler refuses a keyword it does not know, so an
+updated official schema cannot be checked by half.
+
+Only an invalid pipeline loads jsonschema, to word the problems; an invalid
+step is validated again against the definition its shape selects, so the line
+names the field: `steps/0/steps/5/timeout_in_minutes: 'soon' is not of type 'integer'`.
+Where no step is to blame, jsonschema's own errors on the whole pipeline are
+the answer.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any, Final
@@ -23,9 +30,36 @@ SCHEMA_FILE = "buildkite-pipeline.schema.json"
 MAX_MESSAGE = 160
 # A step's kind is the first of these keys it has (`groupStep`...), else `commandStep`.
 _KINDS: Final = tuple((key, f"{key}Step") for key in ("group", "trigger", "block", "input", "wait"))
-_STEP_LISTS: Final = ("pipelineSteps", "groupSteps")
-_ANNOTATIONS: Final = frozenset({"description", "title", "examples", "deprecated", "$comment"})
-_MEMO: dict[tuple[str, str, str], bool] = {}
+
+Check = Callable[[Any], bool]
+
+# Keywords that say nothing about validity: the compiler skips them. `definitions`
+# holds the `$ref` targets; `fileMatch` is SchemaStore's, which jsonschema ignores.
+ANNOTATIONS: Final = frozenset(
+    {"$schema", "$comment", "title", "description", "examples", "default", "deprecated"}
+    | {"definitions", "fileMatch"}
+)
+# The keywords each family of instance applies to (any other instance passes them).
+_OBJECT: Final = frozenset(
+    {"properties", "additionalProperties", "required", "propertyNames"}
+    | {"maxProperties", "minProperties"}
+)
+_ARRAY: Final = frozenset({"items", "minItems", "maxItems"})
+_STRING: Final = frozenset({"pattern", "minLength", "maxLength"})
+_NUMBER: Final = frozenset({"minimum", "maximum"})
+# `format` is an annotation to jsonschema unless it is given a format checker
+# (we give none), so it is compiled to nothing.
+KEYWORDS: Final = (
+    _OBJECT
+    | _ARRAY
+    | _STRING
+    | _NUMBER
+    | {"$ref", "type", "enum", "const", "anyOf", "oneOf", "allOf", "not", "format"}
+)
+
+
+class UnknownKeyword(Exception):
+    """The packaged schema uses a keyword the compiler has no rule for."""
 
 
 def schema_text() -> bytes:
@@ -33,8 +67,8 @@ def schema_text() -> bytes:
 
 
 def clear_cache() -> None:
-    """Forget remembered values (benchmarks measure a cold plan)."""
-    _MEMO.clear()
+    """Forget the compiled schema (benchmarks measure a cold plan)."""
+    _compiler.cache_clear()
 
 
 @cache
@@ -42,8 +76,17 @@ def _schema() -> dict[str, Any]:
     return json.loads(schema_text())  # type: ignore[no-any-return]
 
 
+def _at(pointer: str) -> Any:
+    """The schema node at a local pointer (`#/definitions/...`; `#` or "" is the root)."""
+    node: Any = _schema()
+    for part in pointer.removeprefix("#").split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
 def _node(pointer: str) -> Any:
-    """The schema at `#/definitions/...`, following `$ref`s (draft-07 ignores their siblings)."""
+    """The schema at `pointer`, following `$ref`s (draft-07 ignores their siblings)."""
     seen: set[str] = set()
     node: Any = {"$ref": pointer}
     while isinstance(node, dict) and isinstance(node.get("$ref"), str):
@@ -51,9 +94,7 @@ def _node(pointer: str) -> Any:
         if target in seen or not target.startswith("#/"):
             break
         seen.add(target)
-        node = _schema()
-        for part in target.removeprefix("#/").split("/"):
-            node = node[part]
+        node = _at(target)
     return node
 
 
@@ -68,84 +109,295 @@ def validator(pointer: str = "") -> Any:
     return cls({**_node(pointer), "definitions": full["definitions"]} if pointer else full)
 
 
-@cache
-def _alternatives(step_list: str) -> tuple[str, ...]:
-    """Names of the step types a step list's `items.anyOf` allows."""
-    items = _schema()["definitions"][step_list].get("items", {})
-    refs = [alt.get("$ref", "") for alt in items.get("anyOf", []) if isinstance(alt, dict)]
-    return tuple(ref.rsplit("/", 1)[-1] for ref in refs if ref.startswith("#/definitions/"))
+# -- the compiler: one Python test per schema node, jsonschema's verdict ------------------
 
 
-# Types whose jsonschema check is a plain isinstance (not "integer": 1.0 is one, True is not).
-_TYPES: Final[dict[str, type]] = {"string": str, "object": dict, "array": list, "null": type(None)}
-
-
-def _predicate(node: Any) -> Callable[[Any], bool] | None:
-    """A Python test equal to jsonschema's for the common shapes (`type` of the types above,
-    arrays and `anyOf` of them), else None: such values rarely repeat, a memo would not help."""
-    if not isinstance(node, dict):
-        return None
-    keys = set(node) - _ANNOTATIONS
-    names = node.get("type")
-    names = names if isinstance(names, list) else [names]
-    if keys == {"type"} and all(name in _TYPES for name in names):
-        kinds = tuple(_TYPES[name] for name in names)
-        return lambda value: isinstance(value, kinds)
-    if keys == {"type", "items"} and names == ["array"] and (item := _predicate(node["items"])):
-        return lambda value: isinstance(value, list) and all(item(v) for v in value)
-    if keys == {"anyOf"} and isinstance(node["anyOf"], list):
-        options = [check for option in node["anyOf"] if (check := _predicate(option))]
-        if len(options) == len(node["anyOf"]):
-            return lambda value: any(option(value) for option in options)
-    return None
-
-
-@cache
-def _quick(pointer: str) -> Callable[[Any], bool] | None:
-    return _predicate(_node(pointer))
-
-
-def _value_ok(name: str, key: str, value: Any) -> bool:
-    pointer = f"#/definitions/{name}/properties/{key}"
-    quick = _quick(pointer)
-    if quick is not None:
-        return quick(value)
-    # `repr` with the type tells list from tuple, 1 from "1" from 1.0 from True.
-    memo = (name, key, f"{type(value).__name__}:{value!r}")
-    found = _MEMO.get(memo)
-    if found is None:
-        found = _MEMO[memo] = bool(validator(pointer).is_valid(value))
-    return found
-
-
-def _object_ok(name: str, instance: dict[Any, Any]) -> bool:
-    """Is `instance` valid against step definition `name`? Each of them in the packaged schema
-    is an object of `properties`, `additionalProperties: false` and perhaps `required`."""
-    definition = _schema()["definitions"][name]
-    properties = definition["properties"]
-    if not set(definition.get("required", ())) <= instance.keys():
+def _is_integer(value: Any) -> bool:
+    # Draft 6 and later: 1.0 is an integer; True never is (bool is an int to Python only).
+    if isinstance(value, bool):
         return False
-    for key, value in instance.items():
-        rule = properties.get(key) if isinstance(key, str) else None
-        if rule is None:
-            return False
-        target = rule.get("$ref", "").rsplit("/", 1)[-1] if isinstance(rule, dict) else ""
-        if target in _STEP_LISTS and set(rule) == {"$ref"}:
-            if not _steps_ok(target, value):
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, (int, float)):  # what JSON and YAML give; `numbers` costs an import
+        return not isinstance(value, bool)
+    import numbers
+
+    return isinstance(value, numbers.Number)
+
+
+# Types that are one isinstance test ("boolean" is: bool has no subclass).
+_CLASSES: Final[dict[str, type]] = {
+    "string": str,
+    "object": dict,
+    "array": list,
+    "boolean": bool,
+    "null": type(None),
+}
+_TESTS: Final[dict[str, Check]] = {"integer": _is_integer, "number": _is_number}
+
+
+def _equal(one: Any, two: Any) -> bool:
+    """JSON equality as jsonschema's `enum` and `const` see it: True is not 1, 1.0 is 1,
+    and any sequence or mapping is compared item by item."""
+    if one is two:
+        return True
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, Sequence) and isinstance(two, Sequence):
+        return len(one) == len(two) and all(_equal(a, b) for a, b in zip(one, two, strict=True))
+    if isinstance(one, Mapping) and isinstance(two, Mapping):
+        return len(one) == len(two) and all(k in two and _equal(v, two[k]) for k, v in one.items())
+    if isinstance(one, bool) or isinstance(two, bool):
+        return one is two
+    return bool(one == two)
+
+
+def _all(checks: list[Check]) -> Check:
+    if not checks:
+        return lambda value: True
+    if len(checks) == 1:
+        return checks[0]
+
+    def every(value: Any) -> bool:
+        for check in checks:
+            if not check(value):
                 return False
-        elif not _value_ok(name, key, value):
-            return False
-    return True
+        return True
+
+    return every
 
 
-def _steps_ok(step_list: str, steps: Any) -> bool:
-    """Is `steps` valid against the step list definition `step_list` (an array of items)?"""
-    least = _schema()["definitions"][step_list].get("minItems", 0)
-    return (
-        isinstance(steps, list)
-        and len(steps) >= least
-        and all(_step_ok(s, step_list) for s in steps)
-    )
+class _Compiler:
+    """Compiles schema nodes; each `$ref` target once, shared by every place that names it."""
+
+    def __init__(self) -> None:
+        self._refs: dict[str, Check] = {}
+
+    def ref(self, pointer: str) -> Check:
+        found = self._refs.get(pointer)
+        if found is None:
+            # A target that refers back to itself reaches the finished test through `late`.
+            late: list[Check] = []
+            self._refs[pointer] = lambda value: late[0](value)
+            found = self._refs[pointer] = self.compile(_at(pointer), pointer)
+            late.append(found)
+        return found
+
+    def compile(self, node: Any, where: str) -> Check:
+        if node is True or node is False:
+            verdict = bool(node)
+            return lambda value: verdict
+        if not isinstance(node, dict):
+            raise UnknownKeyword(f"{where}: a schema must be an object or a boolean, not {node!r}")
+        if "$ref" in node:  # draft-07: the siblings of `$ref` are ignored
+            target = node["$ref"]
+            if not isinstance(target, str) or not target.startswith("#"):
+                raise UnknownKeyword(f"{where}: only local `$ref`s are compiled, not {target!r}")
+            return self.ref(target)
+        unknown = sorted(set(node) - KEYWORDS - ANNOTATIONS)
+        if unknown:
+            raise UnknownKeyword(f"{where}: no compiled rule for schema keyword(s) {unknown}")
+        names = node.get("type")
+        checks: list[Check] = []
+        typed = False  # is the type tested by a family's test?
+        for family, kind, build in (
+            (_OBJECT, "object", self._object),
+            (_ARRAY, "array", self._array),
+            (_STRING, "string", self._string),
+            (_NUMBER, "number", self._number),
+        ):
+            if family & node.keys():
+                # Given its own single type, the family's test fails any other value.
+                typed = typed or names == kind
+                checks.append(build(node, where, names == kind))
+        if names is not None and not typed:
+            checks.insert(0, self._type(names, where))
+        if "enum" in node:
+            options = node["enum"]
+            if all(isinstance(option, str) for option in options):
+                strings = frozenset(options)
+                checks.append(lambda value: isinstance(value, str) and value in strings)
+            else:
+                checks.append(lambda value: any(_equal(option, value) for option in options))
+        if "const" in node:
+            const = node["const"]
+            checks.append(lambda value: _equal(value, const))
+        if "allOf" in node:
+            checks.append(_all(self._each(node["allOf"], f"{where}/allOf")))
+        if "anyOf" in node:
+            checks.append(_any(self._each(node["anyOf"], f"{where}/anyOf")))
+        if "oneOf" in node:
+            checks.append(_one(self._each(node["oneOf"], f"{where}/oneOf")))
+        if "not" in node:
+            inner = self.compile(node["not"], f"{where}/not")
+            checks.append(lambda value: not inner(value))
+        return _all(checks)
+
+    def _each(self, nodes: list[Any], where: str) -> list[Check]:
+        return [self.compile(node, f"{where}/{i}") for i, node in enumerate(nodes)]
+
+    @staticmethod
+    def _type(names: Any, where: str) -> Check:
+        names = [names] if isinstance(names, str) else names
+        unknown = [name for name in names if name not in _CLASSES and name not in _TESTS]
+        if unknown:
+            raise UnknownKeyword(f"{where}: no compiled rule for type(s) {unknown}")
+        classes = tuple(_CLASSES[name] for name in names if name in _CLASSES)
+        tests = [_TESTS[name] for name in names if name in _TESTS]
+        if not tests:
+            return lambda value: isinstance(value, classes)
+        return lambda value: isinstance(value, classes) or any(test(value) for test in tests)
+
+    def _object(self, node: dict[str, Any], where: str, strict: bool) -> Check:
+        """properties, additionalProperties, required, propertyNames, min/maxProperties:
+        one pass over the keys. `strict`: the node's type is "object", so a non-object fails."""
+        properties = {
+            key: self.compile(sub, f"{where}/properties/{key}")
+            for key, sub in node.get("properties", {}).items()
+        }
+        extra_node = node.get("additionalProperties", True)
+        closed = extra_node is False
+        extra = None  # the test of each key `properties` does not name, if any
+        if isinstance(extra_node, dict):
+            extra = self.compile(extra_node, f"{where}/additionalProperties")
+        elif not isinstance(extra_node, bool):
+            raise UnknownKeyword(f"{where}/additionalProperties: {extra_node!r} is no schema")
+        required = tuple(node.get("required", ()))
+        names_node = node.get("propertyNames")
+        names = None if names_node is None else self.compile(names_node, f"{where}/propertyNames")
+        most = node.get("maxProperties")
+        least = node.get("minProperties", 0)
+
+        def object_ok(value: Any) -> bool:
+            if not isinstance(value, dict):
+                return not strict
+            if most is not None and len(value) > most:
+                return False
+            if len(value) < least:
+                return False
+            for name in required:
+                if name not in value:
+                    return False
+            for key, item in value.items():
+                if names is not None and not names(key):
+                    return False
+                rule = properties.get(key)
+                if rule is not None:
+                    if not rule(item):
+                        return False
+                elif closed or (extra is not None and not extra(item)):
+                    return False
+            return True
+
+        return object_ok
+
+    def _array(self, node: dict[str, Any], where: str, strict: bool) -> Check:
+        least = node.get("minItems", 0)
+        most = node.get("maxItems")
+        items = node.get("items", True)
+        each: Check | None = None
+        positions: list[Check] = []
+        if isinstance(items, list):  # draft-07 tuple form: item i against schema i
+            positions = self._each(items, f"{where}/items")
+        elif items is not True:
+            each = self.compile(items, f"{where}/items")
+
+        def array_ok(value: Any) -> bool:
+            if not isinstance(value, list):
+                return not strict
+            if len(value) < least or (most is not None and len(value) > most):
+                return False
+            if each is not None:
+                for item in value:
+                    if not each(item):
+                        return False
+            for check, item in zip(positions, value, strict=False):
+                if not check(item):
+                    return False
+            return True
+
+        return array_ok
+
+    @staticmethod
+    def _string(node: dict[str, Any], where: str, strict: bool) -> Check:
+        pattern = re.compile(node["pattern"]) if "pattern" in node else None
+        least = node.get("minLength", 0)
+        most = node.get("maxLength")
+
+        def string_ok(value: Any) -> bool:
+            if not isinstance(value, str):
+                return not strict
+            if len(value) < least or (most is not None and len(value) > most):
+                return False
+            return pattern is None or pattern.search(value) is not None
+
+        return string_ok
+
+    @staticmethod
+    def _number(node: dict[str, Any], where: str, strict: bool) -> Check:
+        least = node.get("minimum")
+        most = node.get("maximum")
+
+        def number_ok(value: Any) -> bool:
+            if not _is_number(value):
+                return not strict
+            # Fail on `<` and `>` as jsonschema does, so NaN passes both bounds.
+            return not (
+                (least is not None and value < least) or (most is not None and value > most)
+            )
+
+        return number_ok
+
+
+def _any(checks: list[Check]) -> Check:
+    def any_ok(value: Any) -> bool:
+        for check in checks:
+            if check(value):
+                return True
+        return False
+
+    return any_ok
+
+
+def _one(checks: list[Check]) -> Check:
+    """Exactly one passes (as jsonschema, which stops at the second)."""
+
+    def one_ok(value: Any) -> bool:
+        found = False
+        for check in checks:
+            if check(value):
+                if found:
+                    return False
+                found = True
+        return found
+
+    return one_ok
+
+
+@cache
+def _compiler() -> _Compiler:
+    return _Compiler()
+
+
+def compiled(pointer: str = "#") -> Check:
+    """The compiled test of a place in the schema (`#/definitions/...`; `#` or "" is all)."""
+    return _compiler().ref(pointer or "#")
+
+
+def compile_schema(node: Any) -> Check:
+    """A fresh test of any schema `node` whose `$ref`s point into the packaged schema."""
+    return _Compiler().compile(node, "#")
+
+
+# -- the messages: jsonschema's, loaded only for an invalid pipeline ----------------------
+
+
+def _format(path: list[Any], message: str) -> str:
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    return f"{'/'.join(str(p) for p in path) or '<root>'}: {message}"
 
 
 def _kind(step: dict[Any, Any]) -> str:
@@ -153,18 +405,7 @@ def _kind(step: dict[Any, Any]) -> str:
 
 
 def _step_ok(step: Any, step_list: str) -> bool:
-    """jsonschema's verdict on one item of `step_list`, without `anyOf` for a plain step."""
-    if isinstance(step, dict):
-        kind = _kind(step)
-        if kind in _alternatives(step_list) and _object_ok(kind, step):
-            return True
-    return bool(validator(f"#/definitions/{step_list}/items").is_valid(step))
-
-
-def _format(path: list[Any], message: str) -> str:
-    if len(message) > MAX_MESSAGE:
-        message = message[: MAX_MESSAGE - 3] + "..."
-    return f"{'/'.join(str(p) for p in path) or '<root>'}: {message}"
+    return compiled(f"#/definitions/{step_list}/items")(step)
 
 
 def _against(definition: str, instance: Any, path: list[Any]) -> list[str]:
@@ -176,7 +417,7 @@ def _against(definition: str, instance: Any, path: list[Any]) -> list[str]:
 
 
 def _messages(step: Any, path: list[Any]) -> list[str]:
-    """Why an invalid step is invalid, said at its fields (may be empty: see schema_problems)."""
+    """Why an invalid step is invalid, said at its fields (may be empty: see _problems)."""
     if not isinstance(step, dict):
         return [_format(path, f"{step!r} is not a valid step")]
     kind = _kind(step)
@@ -190,23 +431,27 @@ def _messages(step: Any, path: list[Any]) -> list[str]:
     return found
 
 
-def schema_problems(pipeline: Any) -> list[str]:
-    """One `path: message` line per problem (empty exactly when jsonschema accepts it)."""
+def _problems(pipeline: Any) -> list[str]:
+    """jsonschema's words for a pipeline the compiled test rejected: the top level
+    without its steps, then each rejected step at its fields."""
     steps = pipeline.get("steps") if isinstance(pipeline, dict) else None
     rest = {**pipeline, "steps": []} if isinstance(steps, list) else pipeline
-    errors = validator().iter_errors(rest)  # quick: the steps are checked one by one below
+    errors = validator().iter_errors(rest)
     found = dict.fromkeys(_format(list(e.absolute_path), e.message) for e in errors)
-    invalid = bool(found)
     for i, step in enumerate(steps if isinstance(steps, list) else ()):
         if not _step_ok(step, "pipelineSteps"):
-            invalid = True
             found.update(dict.fromkeys(_messages(step, ["steps", i])))
-    if invalid and not found:  # the per-step view missed it (a group in a group): jsonschema's own
+    if not found:  # the per-step view missed it (a group in a group): jsonschema's own
         errors = sorted(validator().iter_errors(pipeline), key=lambda e: list(e.absolute_path))
         return [
             f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors
         ]
     return list(found)
+
+
+def schema_problems(pipeline: Any) -> list[str]:
+    """One `path: message` line per problem (empty exactly when jsonschema accepts it)."""
+    return [] if compiled()(pipeline) else _problems(pipeline)
 
 
 def require_valid(pipeline: Any, source: str) -> None:
