@@ -24,7 +24,7 @@ from invoke.exceptions import Exit, UnexpectedExit
 from invoke.parser import Parser, ParseResult
 from invoke.program import Program
 
-from ci.errors import STDOUT_FAILED, Stop, Unavailable, UserError
+from ci.errors import STDOUT_FAILED, Stop, TaskError, Unavailable, UserError
 from ci.grammar import REFUSED, RUN_ONLY_CORE, parse, refuse_empty_values, unexpected
 from ci.redact import Redactor, StreamRedactor, learnt
 from ci.taskkit import PASS_ERRORS, message_lines, report
@@ -103,7 +103,7 @@ class CiProgram(Program):
                 self.parse_cleanup()
                 self.update_config()
                 self.execute()
-            except UserError as exc:
+            except TaskError as exc:
                 if PASS_ERRORS.get():
                     raise
                 code = report(exc)
@@ -343,7 +343,7 @@ def nox_tier(session: NoxSession, tier: str, *, default_repo: str) -> None:
         session.skip(exc.reason)
     except Interrupted:
         raise KeyboardInterrupt from None
-    except (UserError, Stop) as exc:
+    except (TaskError, Stop) as exc:
         said = "; ".join(line.removeprefix("error: ").rstrip(":") for line in message_lines(exc))
         session.error(said or f"a blocking step failed (exit {exc.code}); see the summary")
     except SystemExit as exc:  # the program's own ways out (74: stdout not written)

@@ -19,7 +19,7 @@ from invoke.parser.argument import Argument
 from invoke.tasks import Task
 from invoke.tasks import task as invoke_task
 
-from ci.errors import Stop, UserError
+from ci.errors import Stop, TaskError
 from ci.redact import Redactor
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,15 +37,15 @@ def after_dashdash(argv: Sequence[str] | None = None) -> list[str]:
 PASS_ERRORS: ContextVar[bool] = ContextVar("PASS_ERRORS", default=False)
 
 
-def message_lines(exc: UserError | Stop) -> list[str]:
+def message_lines(exc: TaskError | Stop) -> list[str]:
     """What `report` prints for `exc`, redacted: one `error: ...` line per problem."""
     redact = Redactor.for_env()
-    if isinstance(exc, UserError):
+    if isinstance(exc, TaskError):
         return [redact(p if p.startswith("error:") else f"error: {p}") for p in exc.problems]
     return [redact(line) for line in exc.lines]
 
 
-def report(exc: UserError | Stop) -> int:
+def report(exc: TaskError | Stop) -> int:
     for line in message_lines(exc):
         sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -95,7 +95,7 @@ def task(**kwargs: Any) -> Callable[[F], Task[Any]]:
             try:
                 install_interrupt_handlers()
                 return fn(*a, **kw)
-            except (UserError, Stop) as exc:
+            except (TaskError, Stop) as exc:
                 if PASS_ERRORS.get():
                     raise
                 raise Exit(code=report(exc)) from None
