@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import Failure, Stop, UserError
+from ci.errors import Failure, Stop, TaskError
 from ci.gates import shellsteps
 from ci.pipeline.stepsource import ShellStep
 from tests.conftest import SHARED, need_shared
@@ -66,7 +66,7 @@ def check(
     try:
         shellsteps.shellcheck_steps(str(repo), severity=severity, exclude=exclude)
         code = 0
-    except (Stop, UserError) as exc:
+    except (Stop, TaskError) as exc:
         code = exc.code
     return code, capsys.readouterr().out
 
