@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ci import door, skipci, topology, yamlio
 from ci.amd import bootstrap as amd
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 from ci.images import variants
 from ci.pipeline import bootstrap_mode, files, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
@@ -72,10 +72,9 @@ def uploaded_pipeline(step: model.Step) -> str:
         found += [w for w in words if not w.startswith(("-", "$")) and w != "auto"]
     paths = [w for w in found if w.endswith((".yml", ".yaml"))]
     if len(paths) != 1:
-        raise UserError(
+        raise Failure(
             f"bootstrap step {label!r}: cannot tell which test pipeline it uploads "
             f"(expected one .yml argument of upload_pipeline.py, found {paths or 'none'})",
-            code=FAILURE,
         )
     return paths[0]
 
@@ -172,7 +171,7 @@ def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) 
     relative = BOOTSTRAP_FILES[platform]
     path = repo / relative
     if not files.exists(path):  # a looping or dangling link is there, and unreadable below
-        raise UserError(f"missing bootstrap steps file: {path}", code=FAILURE)
+        raise Failure(f"missing bootstrap steps file: {path}")
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = bootstrap_mode.load_document(text, str(path))
     rewritten, image_keys = rewrite_steps(document, platform)
@@ -212,7 +211,7 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
     """`pipeline-intel.yml` with the test step running vllm-omni-ci instead of the script."""
     tree = model.parse(document)
     if tree.steps is None:
-        raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
+        raise Failure(f"invalid pipeline YAML: {source}")
     found = 0
 
     def rewrite(step: model.Step, _outer: object) -> model.Step:
@@ -225,7 +224,7 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
 
     rewritten = tree.with_steps(model.prune(tree.steps, rewrite, keep_empty=True))
     if not found:
-        raise UserError(f"{source}: no step runs {INTEL_SCRIPT}; nothing to rewrite", code=FAILURE)
+        raise Failure(f"{source}: no step runs {INTEL_SCRIPT}; nothing to rewrite")
     return rewritten
 
 
@@ -236,10 +235,10 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
         return None, word
     path = repo / INTEL_PIPELINE
     if not files.exists(path):
-        raise UserError(f"missing pipeline file: {path}", code=FAILURE)
+        raise Failure(f"missing pipeline file: {path}")
     document = yamlio.load(path)
     if not isinstance(document, dict):
-        raise UserError(f"invalid pipeline YAML: {path}", code=FAILURE)
+        raise Failure(f"invalid pipeline YAML: {path}")
     return rewrite_intel(document, str(path)), None
 
 

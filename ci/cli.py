@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
 from ci import stdio
-from ci.errors import Stop, Unavailable, UserError
+from ci.errors import Stop, TaskError, Unavailable
 from ci.grammar import CommandLine, parse, refuse_empty_values
 from ci.taskdef import TaskDef
 
@@ -168,7 +168,7 @@ def nox_tier(session: NoxSession, tier: str, *, default_repo: str) -> None:
         session.skip(exc.reason)
     except Interrupted:
         raise KeyboardInterrupt from None
-    except (UserError, Stop) as exc:
+    except (TaskError, Stop) as exc:
         said = "; ".join(
             line.removeprefix("error: ").rstrip(":") for line in stdio.message_lines(exc)
         )

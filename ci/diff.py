@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from ci import door
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, UserError
 from ci.pipeline import files
 from ci.refnames import branch_error, revision_error
 from ci.target import check_build_env, git, is_object_name, resolve_build
@@ -182,7 +182,7 @@ class Diff:
             try:
                 # Raw bytes read without blocking: a FIFO in the tree must not hang us.
                 data = files.read_bytes(self.repo / path, path)
-            except UserError:
+            except Failure:
                 return None
             return data.decode("utf-8", errors="replace")
         if self.head is None:
@@ -217,9 +217,8 @@ def _cat_blobs(repo: Path, head: str, paths: list[str]) -> dict[str, str | None]
     read = git(repo, "cat-file", "--buffer", f"--batch={marker}%(objectname)", stdin=asked)
     chunks = read.stdout.split(marker)[1:]
     if not read.ok or len(chunks) != len(wanted):
-        raise UserError(
+        raise Failure(
             f"`git cat-file --batch` in {repo} printed {len(chunks)} of {len(wanted)} files",
-            code=FAILURE,
         )
     # Each chunk: `<oid>\n<content>\n`.
     return {p: c.partition("\n")[2][:-1] for p, c in zip(wanted, chunks, strict=True)}
@@ -380,9 +379,7 @@ def _explicit(
         reason = f"worktree against merge-base with {base_ref}"
         point = (merge_base.stdout.strip(),)
         if not is_object_name(point[0]):
-            raise UserError(
-                f"`git merge-base` printed {point[0][:80]!r} in {repo}, not a commit", code=FAILURE
-            )
+            raise Failure(f"`git merge-base` printed {point[0][:80]!r} in {repo}, not a commit")
         diff = _finish(repo, "worktree", point, f"{base_ref}...(worktree)", reason, base=base_ref)
         if diff.paths is None:
             return diff

@@ -24,7 +24,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 
 SCHEMA_FILE = "buildkite-pipeline.schema.json"
 MAX_MESSAGE = 160
@@ -456,10 +456,9 @@ def schema_problems(pipeline: Any) -> list[str]:
 
 def require_valid(pipeline: Any, source: str) -> None:
     """Stop (exit 1) with one line per problem: what every upload checks before it leaves."""
-    UserError.collect(
+    Failure.collect(
         (
             f"{source}: rendered pipeline fails the Buildkite schema at {p}"
             for p in schema_problems(pipeline)
         ),
-        code=FAILURE,
     )

@@ -18,23 +18,23 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
 
-from ci.errors import STDOUT_FAILED, Stop, UserError
+from ci.errors import STDOUT_FAILED, Stop, TaskError
 from ci.redact import Redactor, StreamRedactor, learnt
 
-# Set by a caller that reports UserError and Stop its own way (the nox tier sessions):
+# Set by a caller that reports a TaskError or a Stop its own way (the nox tier sessions):
 # `run` then lets them through unprinted.
 PASS_ERRORS: ContextVar[bool] = ContextVar("PASS_ERRORS", default=False)
 
 
-def message_lines(exc: UserError | Stop) -> list[str]:
+def message_lines(exc: TaskError | Stop) -> list[str]:
     """What `report` prints for `exc`, redacted: one `error: ...` line per problem."""
     redact = Redactor.for_env()
-    if isinstance(exc, UserError):
+    if isinstance(exc, TaskError):
         return [redact(p if p.startswith("error:") else f"error: {p}") for p in exc.problems]
     return [redact(line) for line in exc.lines]
 
 
-def report(exc: UserError | Stop) -> int:
+def report(exc: TaskError | Stop) -> int:
     for line in message_lines(exc):
         sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -68,7 +68,7 @@ def _run(body: Callable[[], None]) -> None:
     try:
         try:
             body()
-        except (UserError, Stop) as exc:
+        except (TaskError, Stop) as exc:
             if PASS_ERRORS.get():
                 raise
             code = report(exc)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from ci import door
-from ci.errors import FAILURE, Stop, UserError
+from ci.errors import Failure, ProgramMissing, Stop, UserError
 from ci.refnames import branch_error, revision_error
 
 MAIN: Final = "main"
@@ -70,7 +70,7 @@ def git(cwd: Path | str, *args: str, stdin: str | None = None) -> door.Result:
         cmd = door.Command(("git", *args), cwd=str(cwd), stdin=stdin, timeout=limit)
         result = door.run(cmd, "capture", quiet=True, leaves_nothing=True)
     if result.code == 127 and result.stderr == "error: command not found: git":
-        raise UserError("git: not found", code=127)  # the exit-code table's "not found"
+        raise ProgramMissing("git: not found")  # the exit-code table's "not found"
     if result.timed_out:
         shown = " ".join(("git", *args))
         shown = shown if len(shown) <= 200 else shown[:199] + "…"
@@ -81,7 +81,7 @@ def git(cwd: Path | str, *args: str, stdin: str | None = None) -> door.Result:
 def require_git() -> None:
     """Every task that reads a checkout needs git, also where this one call would not."""
     if shutil.which("git") is None:
-        raise UserError("git: not found", code=127)
+        raise ProgramMissing("git: not found")
 
 
 def working_directory() -> str:
@@ -168,7 +168,7 @@ def _from_buildkite_or_git(
         raise UserError(f"{message}, and {unnamed} in {repo}")
     if not sane(found):
         shown = " ".join(("git", *git_args))
-        raise UserError(f"{message}, and `{shown}` printed {found[:80]!r} in {repo}", code=FAILURE)
+        raise Failure(f"{message}, and `{shown}` printed {found[:80]!r} in {repo}")
     return found
 
 
@@ -245,9 +245,8 @@ def resolve_build(repo: Path, source: Mapping[str, str], *, need_commit: bool = 
     # BUILDKITE_PULL_REQUEST unset too, a PR against the base unless that branch is main.
     branch = _git(repo, "rev-parse", "--abbrev-ref", "HEAD") or "HEAD"  # detached, or no commit
     if not is_branch_answer(branch):
-        raise UserError(
+        raise Failure(
             f"`git rev-parse --abbrev-ref HEAD` printed {branch[:80]!r} in {repo}, not a branch",
-            code=FAILURE,
         )
     if branch == MAIN:
         kind, what = "main", f"push to {MAIN}"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.door import Command, Plan, execute, note, run
-from ci.errors import FAILURE, Stop, UserError
+from ci.errors import Failure, Stop, UserError
 
 # Debian bookworm's python3, the interpreter of every image built offline here.
 DEFAULT_PYTHON_VERSION = "3.11"
@@ -61,9 +61,7 @@ def built_version(dest: Path) -> str:
     wheels = sorted(dest.glob(OUR_WHEELS))
     if len(wheels) != 1:
         names = ", ".join(w.name for w in wheels) or "none"
-        raise UserError(
-            f"wheelhouse: expected one vllm-omni-ci wheel in {dest}, found {names}", code=FAILURE
-        )
+        raise Failure(f"wheelhouse: expected one vllm-omni-ci wheel in {dest}, found {names}")
     return wheels[0].name.split("-")[1]
 
 

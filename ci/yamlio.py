@@ -27,7 +27,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 from ci.pipeline import files
 
 # Nodes that aliases may add to the expanded tree, beyond those written in the file.
@@ -51,8 +51,9 @@ _TAGS = "tag:yaml.org,2002:"
 _BUILD_ERRORS = (ValueError, LookupError, AttributeError, TypeError, OverflowError)
 
 
-class InvalidYAML(UserError):
-    """Text that is not YAML at all; a caller whose spec words that error itself catches it."""
+class InvalidYAML(Failure):
+    """Text that is not YAML at all (exit 1, as every problem of a file the loader reads);
+    a caller whose spec words that error itself catches it."""
 
 
 @cache
@@ -188,7 +189,7 @@ def _documents(text: str, source: str, *, single: bool) -> list[Any]:
             nodes = []
             while loader.check_node():
                 nodes.append(loader.get_node())
-        UserError.collect((p for n in nodes for p in _problems(loader, n, source)), code=FAILURE)
+        Failure.collect(p for n in nodes for p in _problems(loader, n, source))
         try:
             documents = [_construct(loader, n) for n in nodes]
         except _BUILD_ERRORS as exc:
@@ -199,8 +200,8 @@ def _documents(text: str, source: str, *, single: bool) -> list[Any]:
             # events _check_depth reads: the same refusal, in the same words.
             mark = getattr(exc, "problem_mark", None)
             line = getattr(mark, "line", 0) + 1
-            raise UserError(f"{source}: {_too_deep(line)}", code=FAILURE) from None
-        raise InvalidYAML(f"{source}: invalid YAML{_where(exc)}", code=FAILURE) from None
+            raise Failure(f"{source}: {_too_deep(line)}") from None
+        raise InvalidYAML(f"{source}: invalid YAML{_where(exc)}") from None
     finally:
         loader.dispose()
     return documents
@@ -218,7 +219,7 @@ def _check_depth(text: str, source: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 line = getattr(event.start_mark, "line", 0) + 1
-                raise UserError(f"{source}: {_too_deep(line)}", code=FAILURE)
+                raise Failure(f"{source}: {_too_deep(line)}")
         elif isinstance(event, ends):
             depth -= 1
 

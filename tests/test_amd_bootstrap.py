@@ -25,7 +25,7 @@ import yaml
 
 from ci import skipci, yamlio
 from ci.amd import bootstrap, combine, render, suites
-from ci.errors import Stop, UserError
+from ci.errors import Failure, Stop, UserError
 from ci.schema import schema_problems
 from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, need_shared
 from tests.gitrepo import GitRepo, buildkite_env, git_counter
@@ -833,7 +833,7 @@ def test_export_values_escape_quotes_and_keep_buildkite_dollars() -> None:
 
 
 def test_a_bad_pool_is_an_error_naming_the_step() -> None:
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         render.render_step(step(agent_pool="mi300_x"), {})
     assert caught.value.problems == (
         "step 'X': agent_pool 'mi300_x' must end in _<gpu count> (e.g. mi300_1)",

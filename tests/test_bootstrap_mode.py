@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from ci import skipci
-from ci.errors import UserError
+from ci.errors import Failure, UserError
 from ci.pipeline import bootstrap_mode, ifexpr
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import render_bootstrap
@@ -249,11 +249,11 @@ def test_output_is_schema_valid_for_every_decision() -> None:
 
 
 def test_document_shape_errors_are_the_spec_messages() -> None:
-    with pytest.raises(UserError) as bad:
+    with pytest.raises(Failure) as bad:
         bootstrap_mode.load_document("- a\n", "/r/x.yml")
     assert bad.value.problems == ("invalid bootstrap steps YAML for /r/x.yml",)
     assert bad.value.code == 1
-    with pytest.raises(UserError) as no_steps:
+    with pytest.raises(Failure) as no_steps:
         bootstrap_mode.load_document("steps: {}\n", "/r/x.yml")
     assert no_steps.value.problems == ("bootstrap steps YAML must contain steps: list in /r/x.yml",)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import Stop, UserError
+from ci.errors import Failure, Stop, TaskError
 from ci.gates import shellsteps
 from ci.pipeline.stepsource import ShellStep
 from tests.conftest import SHARED, need_shared
@@ -66,7 +66,7 @@ def check(
     try:
         shellsteps.shellcheck_steps(str(repo), severity=severity, exclude=exclude)
         code = 0
-    except (Stop, UserError) as exc:
+    except (Stop, TaskError) as exc:
         code = exc.code
     return code, capsys.readouterr().out
 
@@ -343,7 +343,7 @@ def test_a_file_it_cannot_read_is_reported_and_the_rest_still_checked(
 
 def test_only_unreadable_files_is_still_an_error(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, {"test-old.yml": "# all: commented\n", "bad.yml": "steps: [\n"})
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         shellsteps.shellcheck_steps(str(repo))
     assert caught.value.code == 1
     assert [p.split(":", 1)[0] for p in caught.value.problems] == [

@@ -425,13 +425,13 @@ def test_cli_input_errors_exit_2_with_one_line_each_and_run_nothing(
 UNPRIVILEGED = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 AS_CLI = """
 import sys
-from ci.errors import UserError
+from ci.errors import TaskError
 from ci.images import keyed
 from ci.images.options import BuildOptions
 from ci.platforms import Platform
 try:
     keyed.build(BuildOptions(platform=Platform.ROCM, repo=sys.argv[1], commit="abc", dry_run=True))
-except UserError as exc:
+except TaskError as exc:
     sys.stderr.write("".join(f"error: {p}\\n" for p in exc.problems))
     sys.exit(exc.code)
 """

@@ -732,7 +732,7 @@ def test_a_git_whose_output_is_nonsense_stops_the_plan_with_one_line(
 ) -> None:
     """Issue 32, item 15: a `git` that exits 0 with nonsense gave FileNotFoundError (head.tar)."""
 
-    from ci.errors import UserError
+    from ci.errors import Failure
     from ci.plan.snapshot import files_at
 
     real = shutil.which("git")
@@ -743,7 +743,7 @@ def test_a_git_whose_output_is_nonsense_stops_the_plan_with_one_line(
     first = repo.sha()
     repo.commit_files({MODEL: "class Model:\n    size = 14\n"}, "a later commit")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    with pytest.raises(UserError) as caught, files_at(repo.path, first):
+    with pytest.raises(Failure) as caught, files_at(repo.path, first):
         pass
     assert caught.value.code == 1
     (line,) = caught.value.problems

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci import wheelhouse as wh
-from ci.errors import UserError
+from ci.errors import Failure, UserError
 from tests.conftest import ROOT, SAMPLE
 from tests.inproc import Outcome, run_task
 
@@ -84,7 +84,7 @@ def test_version_is_the_built_wheels(tmp_path: Path) -> None:
     (tmp_path / "vllm_omni-0.9-py3-none-any.whl").write_bytes(b"")  # another project's
     assert wh.built_version(tmp_path) == "0.1.1.dev2+g1a2b3c4"
     (tmp_path / "vllm_omni_ci-0.1.0-py3-none-any.whl").write_bytes(b"")
-    with pytest.raises(UserError, match=r"expected one vllm-omni-ci wheel in .*, found .*0\.1\.0"):
+    with pytest.raises(Failure, match=r"expected one vllm-omni-ci wheel in .*, found .*0\.1\.0"):
         wh.built_version(tmp_path)
 
 

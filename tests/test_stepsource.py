@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import UserError
+from ci.errors import Failure, UserError
 from ci.pipeline import stepsource
 from ci.pipeline.stepsource import AMD_RUNNER, JOB_SHELL, ShellStep
 from tests.conftest import SHARED, need_shared
@@ -171,7 +171,7 @@ def test_missing_buildkite_dir_and_bad_yaml_are_input_errors(tmp_path: Path) -> 
         stepsource.read_steps(tmp_path)
     (tmp_path / ".buildkite").mkdir()
     (tmp_path / ".buildkite" / "bad.yml").write_text("steps: [\n")
-    with pytest.raises(UserError, match=r"\.buildkite/bad\.yml: invalid YAML") as caught:
+    with pytest.raises(Failure, match=r"\.buildkite/bad\.yml: invalid YAML") as caught:
         stepsource.read_steps(tmp_path)
     assert caught.value.code == 1
 
@@ -191,7 +191,7 @@ def test_an_unloadable_pipeline_is_one_error_line(
     """Not a traceback (UnicodeDecodeError), nor PyYAML's three-line message."""
     (tmp_path / ".buildkite").mkdir()
     (tmp_path / ".buildkite" / "bad.yml").write_bytes(content)
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         stepsource.read_steps(tmp_path)
     (problem,) = caught.value.problems
     assert problem.startswith(f".buildkite/bad.yml: {line}")

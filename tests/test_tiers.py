@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ci.errors import UserError
+from ci.errors import Failure, UserError
 from ci.images.refs import ci_image
 from ci.pipeline.mirror import HF_EXPORT
 from ci.platforms import Platform
@@ -178,7 +178,7 @@ def test_a_tier_file_without_steps_is_an_error(tmp_path: Path, text: str) -> Non
     """Not an empty tier that "passes" with nothing run."""
     (tmp_path / ".buildkite" / "amd").mkdir(parents=True)
     (tmp_path / ".buildkite" / "amd" / "test-amd-ready.yml").write_text(text)
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         load_tier(tmp_path, Tier.READY, Platform.ROCM, {})
     assert caught.value.problems == (
         ".buildkite/amd/test-amd-ready.yml: not a test pipeline (a mapping with a `steps` list)",
@@ -1089,7 +1089,7 @@ def test_a_depends_on_cycle_stops_the_tier_before_anything_runs(
     (repo / ".buildkite/amd/test-amd-ready.yml").write_text(CYCLE_TIER)
     monkeypatch.setenv("BUILDKITE_COMMIT", "fixture")
     results = tmp_path / "results"
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         run(
             "ready",
             ["--platform", "rocm", "--repo", str(repo), "--native", "--results", str(results)],
@@ -1129,7 +1129,7 @@ def test_what_the_uploader_or_buildkite_refuses_is_refused_by_the_tier(
     first = first.replace("    key: a\n    depends_on: b\n", "")
     text = first + extra + '  - label: "Waits for A"\n' + second.replace("[a, amd-build]", "x")
     (tmp_path / ".buildkite" / "amd" / "test-amd-ready.yml").write_text(text)
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         load_tier(tmp_path, Tier.READY, Platform.ROCM, {})
     (line,) = caught.value.problems
     assert line.startswith(f".buildkite/amd/test-amd-ready.yml: {problem}"), line

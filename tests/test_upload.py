@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ci.errors import UserError
+from ci.errors import Failure
 from ci.pipeline import mirror, sourcefilter
 from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
@@ -89,7 +89,7 @@ def gpus(expanded: dict[str, Any]) -> int:
 
 
 def test_p1_unsupported_mirror_hw_fails_before_any_step(corpus: Path) -> None:
-    with pytest.raises(UserError) as err:
+    with pytest.raises(Failure) as err:
         render(corpus, [{"label": "cpu", "command": "true"}], mirror_hw="b20o")
     assert err.value.problems == ("unsupported MIRROR_HW='b20o'; expected empty or 'b200'",)
     assert err.value.code == 1
@@ -522,7 +522,7 @@ def test_every_problem_is_reported_at_once(corpus: Path) -> None:
 
 
 def test_invalid_document(corpus: Path) -> None:
-    with pytest.raises(UserError, match=r"invalid pipeline YAML: p\.yml"):
+    with pytest.raises(Failure, match=r"invalid pipeline YAML: p\.yml"):
         render_test_pipeline(
             [1], scope="all", changed=None, registries=Registries.for_repo(corpus), source="p.yml"
         )
@@ -907,7 +907,7 @@ def test_compose_messages_without_count_presets_or_registered_count() -> None:
     )
     assert rendered.problems == ["not cards_* in step 'lbl' has no CUDA count presets for h100"]
     ask = mirror.MarkAsk(frozenset({"h100"}), 16)
-    with pytest.raises(UserError) as err:
+    with pytest.raises(Failure) as err:
         mirror.compose_preset("lbl", ask, None, registries.presets(), markers.card_counts)
     assert err.value.problems == (
         "cards_16 in step 'lbl' is not a registered cards_* mark; supported: cards_1, cards_2",

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ci import yamlio
-from ci.errors import UserError
+from ci.errors import Failure
 from tests.conftest import SAMPLE, SHARED, need_shared, shared_params
 from tests.gitrepo import GitRepo, buildkite_env, sample_checkout
 from tests.inproc import run_task
@@ -106,7 +106,7 @@ def error_lines(stdout: str, stderr: str) -> list[str]:
 def test_a_billion_laughs_is_refused_before_it_is_expanded() -> None:
     bomb = laughs(9, 9)  # 9**9 ≈ 387 million leaves
     assert len(bomb) < 1024
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         yamlio.loads(bomb, source="laughs.yml")
     (problem,) = caught.value.problems
     assert problem.startswith("laughs.yml: YAML aliases expand 30 written nodes to ")
@@ -138,7 +138,7 @@ def test_deep_nesting_is_refused_not_a_crash(sample: GitRepo, tmp_path: Path) ->
     code, _out, err = run_named("lint-pipelines", repo)
     assert code == 1, (code, err)
     assert f"error: {repo / CUDA}: YAML nested deeper than 100 levels (at line 1)" in err
-    with pytest.raises(UserError, match="nested deeper than 100 levels"):
+    with pytest.raises(Failure, match="nested deeper than 100 levels"):
         yamlio.loads("[" * 101 + "]" * 101)
     assert yamlio.loads("[" * 100 + "]" * 100) is not None
 
@@ -158,7 +158,7 @@ def test_the_corpus_loads_as_before(rel: Path) -> None:
 
 
 def test_a_recursive_alias_is_refused() -> None:
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         yamlio.loads("steps: &s\n  - *s\n", source="r.yml")
     assert caught.value.problems == (
         "r.yml: a YAML alias refers to the node that contains it (line 1)",
@@ -190,14 +190,14 @@ def test_a_duplicate_key_is_an_error_naming_file_line_and_key(
 
 def test_duplicate_keys_anywhere_and_merge_keys() -> None:
     text = "env:\n  A: 1\n  B: 2\n  A: 3\nx: &x {k: 1}\ny:\n  <<: *x\n  k: 2\n"
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         yamlio.loads(text, source="d.yml")
     assert caught.value.problems == (
         "d.yml: duplicate key 'A' at line 4, column 3 (first at line 2)",
     )
     # A `<<` merge is overridden on purpose; `1` and `true` are one key to Python.
     assert yamlio.loads(text.replace("  A: 3\n", ""), source="d.yml")["y"] == {"k": 2}
-    with pytest.raises(UserError, match="duplicate key 'true' at line 1"):
+    with pytest.raises(Failure, match="duplicate key 'true' at line 1"):
         yamlio.loads("{1: a, true: b}", source="d.yml")
 
 
@@ -312,7 +312,7 @@ def test_a_huge_integer_stops_every_task_with_one_line(
     ],
 )
 def test_a_huge_integer_is_refused_wherever_it_is_written(text: str) -> None:
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(Failure) as caught:
         yamlio.loads(text, source="big.yml")
     (problem,) = caught.value.problems
     assert problem.startswith("big.yml: a YAML integer of ")
@@ -344,6 +344,7 @@ def test_a_scalar_its_tag_cannot_build_is_one_located_line(text: str, where: str
         yamlio.loads(text, source="t.yml")
     (problem,) = caught.value.problems
     assert problem.startswith(f"t.yml: invalid YAML {where}"), problem
+    assert caught.value.code == 1  # as every other invalid YAML (was 2: an input error)
 
 
 # --------------------------------------------- issue 32 item 12: parallelism, one bound

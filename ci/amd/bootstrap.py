@@ -22,7 +22,7 @@ from ci import door, skipci, topology, webclient, yamlio
 from ci.amd import combine, render, suites
 from ci.amd.suites import attempt
 from ci.diff import resolve_diff
-from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.errors import FAILURE, Failure, Stop, TaskError, UserError
 from ci.pipeline import model
 from ci.redact import Redactor
 from ci.schema import require_valid
@@ -62,7 +62,7 @@ def parse_pull_request(value: str | None) -> str:
     """BUILDKITE_PULL_REQUEST by every task's rule (`ci.target`), unset or empty as `false`."""
     text = value or ""
     if problem := pull_request_error(text):
-        raise UserError(problem, code=BAD_INPUT)
+        raise UserError(problem)
     return text or NOT_A_PR
 
 
@@ -74,15 +74,14 @@ def parse_mirror_hw(value: str | None, amd_dir: Path) -> str:
     for path in (amd_dir / suite.file for suite in suites.SUITES):
         try:
             data = yamlio.load(path) if path.is_file() else None
-        except UserError:
+        except Failure:
             continue
         if isinstance(data, dict) and isinstance(data.get("steps"), list):
             allowed |= render.mirror_values(data["steps"])
     if chosen not in allowed:
-        raise UserError(
+        raise Failure(
             f"AMD_MIRROR_HW={chosen!r} is not a mirror_hardwares value of the AMD suites:"
             f" allowed values are {', '.join(sorted(allowed))}",
-            code=FAILURE,
         )
     return chosen
 
@@ -101,10 +100,11 @@ class Inputs:
 
     @classmethod
     def from_env(cls, repo: Path, env: Mapping[str, str]) -> Inputs:
-        # Bad inputs stop here, before the label request and git (exit 1; a bad build
-        # variable, BUILDKITE_PULL_REQUEST included, is an input error, exit 2, which wins).
+        # Bad inputs stop here, before the label request and git: the script's env inputs
+        # fail the bootstrap (a `Failure`, exit 1, as the script did); a bad build variable,
+        # BUILDKITE_PULL_REQUEST included, is an input error (`UserError`, exit 2), which wins.
         problems = build_env_problems(env)
-        code = BAD_INPUT if problems else FAILURE
+        kind: type[TaskError] = UserError if problems else Failure
         pull_request = env.get("BUILDKITE_PULL_REQUEST") or NOT_A_PR
         # In Buildkite a set BUILDKITE_BRANCH, even empty, is the value (the script's `set -u`
         # stopped only an unset one); elsewhere an empty one is the checkout's (ci.target).
@@ -124,7 +124,7 @@ class Inputs:
             mirror_hw = attempt(
                 problems, lambda: parse_mirror_hw(env.get("AMD_MIRROR_HW"), amd), ""
             )
-        UserError.collect(dict.fromkeys(problems), code=code)  # resolve_branch repeats ours
+        kind.collect(dict.fromkeys(problems))  # resolve_branch repeats ours
         run_all, precompiled = (env.get("RUN_ALL") or "0") == "1", env.get("VLLM_USE_PRECOMPILED")
         return cls(branch, pull_request, debug, nightly, mirror_hw, run_all, precompiled or "")
 
@@ -149,7 +149,6 @@ def resolve_labels(
         raise UserError(
             f"PR #{inputs.pull_request} needs its labels and --dry-run makes no GitHub request:"
             f" give them with --labels (comma-separated, '' for none) or {LABELS_ENV}",
-            code=BAD_INPUT,
         )
     return fetch_labels(inputs.pull_request, env)
 
@@ -337,15 +336,14 @@ def upload(text: str) -> None:
     try:
         private = tempfile.TemporaryDirectory(prefix="vllm-omni-ci-amd-")
     except OSError as exc:
-        raise UserError(
+        raise Failure(
             f"cannot create a temporary directory for {PIPELINE_FILE}"
             f" (TMPDIR={tempfile.gettempdir()}): {exc.strerror or exc}",
-            code=FAILURE,
         ) from None
     with private as directory:
         path = Path(directory) / PIPELINE_FILE
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UserError(f"cannot write {path}: {exc.strerror or exc}", code=FAILURE) from None
+            raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
         door.execute(door.Plan(upload_commands(directory)), check=True)

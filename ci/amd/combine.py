@@ -14,7 +14,7 @@ from typing import Any
 
 from ci import yamlio
 from ci.amd.suites import Suite
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 from ci.pipeline import model, stepshape
 
 
@@ -37,13 +37,13 @@ def load_suite(amd_dir: Path, suite: Suite) -> SuiteDoc:
     data = yamlio.load(path)
     tree = model.parse(data)
     if not isinstance(data, dict) or tree.steps is None:
-        raise UserError(f"{path}: not an AMD suite (a mapping with a `steps` list)", code=FAILURE)
+        raise Failure(f"{path}: not an AMD suite (a mapping with a `steps` list)")
     env = data.get("env") or {}
     if not isinstance(env, dict):
-        raise UserError(f"{path}: `env` must be a mapping", code=FAILURE)
+        raise Failure(f"{path}: `env` must be a mapping")
     # A step's command must be shell text; the same check as every other consumer's.
     problems = [f"{path}: {p}" for p in _not_mappings(tree.steps)]
-    UserError.collect(problems + stepshape.all_problems(data["steps"], str(path)), code=FAILURE)
+    Failure.collect(problems + stepshape.all_problems(data["steps"], str(path)))
     return SuiteDoc(suite, dict(env), list(data["steps"]))
 
 
@@ -66,9 +66,7 @@ def combine(docs: list[SuiteDoc], note: Callable[[str], None]) -> Combined:
     for name, value in ((k, v) for doc in docs for k, v in doc.env.items()):
         if combined.env.get(name, value) != value:
             was = combined.env[name]
-            raise UserError(
-                f"Conflicting environment value for {name}: {was!r} != {value!r}", code=FAILURE
-            )
+            raise Failure(f"Conflicting environment value for {name}: {was!r} != {value!r}")
         combined.env[name] = value
     seen: list[Any] = []
     for doc in docs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ci.errors import UserError
+from ci.errors import Failure
 from ci.pipeline import model
 from ci.pipeline.commands import step_commands  # a string or a list of strings, else exit 1
 
@@ -27,8 +27,8 @@ HF_HOME = "/home/buildkite-agent/huggingface"
 def gpu_count(pool: str, label: str) -> int:
     """The card count is the pool's numeric suffix (`mi300_4` → 4)."""
     if not (match := re.search(r"_(\d+)$", pool)):
-        raise UserError(
-            f"step {label!r}: agent_pool {pool!r} must end in _<gpu count> (e.g. mi300_1)", code=1
+        raise Failure(
+            f"step {label!r}: agent_pool {pool!r} must end in _<gpu count> (e.g. mi300_1)"
         )
     return int(match.group(1))
 

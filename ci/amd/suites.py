@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import TypeVar
 
 from ci import topology
-from ci.errors import UserError
+from ci.errors import TaskError, UserError
 from ci.platforms import Platform
 from ci.refnames import branch_error
 
@@ -102,7 +102,7 @@ def attempt(problems: list[str], parse: Callable[[], T], default: T) -> T:
     """`parse()`, else `default` with its problems added: every input problem is told at once."""
     try:
         return parse()
-    except UserError as exc:
+    except TaskError as exc:
         problems += exc.problems
         return default
 

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.errors import FAILURE, Failure, Stop, UserError
 from ci.gates.changed import chosen_files
 from ci.pipeline.files import Unreadable, read_text, realpath, walk
 from ci.pipeline.markers import MarkerRegistry, load_markers
@@ -317,8 +317,8 @@ def load_registry(repo: Path) -> MarkerRegistry:
     """The registry of `<repo>/pyproject.toml`; missing, or lacking a tag the gate reads: exit 2."""
     try:
         found = load_markers(repo)
-    except UserError as exc:  # the uploader's code is 1; for this gate it is bad input
-        raise UserError(*exc.problems, code=BAD_INPUT) from None
+    except Failure as exc:  # the uploader's code is 1; for this gate it is bad input
+        raise UserError(*exc.problems) from None
     tags = {"[ci-level]": found.levels, "[hardware-platform]": found.platforms}
     tags["[hardware-resource]"] = frozenset(found.sku_platforms)
     missing = [tag for tag, present in tags.items() if not present]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ci import door
 from ci.door import Command, Plan
-from ci.errors import BAD_INPUT, FAILURE, Stop, UserError
+from ci.errors import BAD_INPUT, FAILURE, Failure, Stop, UserError
 from ci.gates.changed import chosen_files
 from ci.pipeline.stepsource import (
     AMD_RUNNER,
@@ -222,7 +222,7 @@ def shellcheck_steps(
         return
     steps, refused = read_each(repo, chosen)
     if not steps:
-        UserError.collect(refused, code=FAILURE)
+        Failure.collect(refused)
         raise UserError(f"--repo: no pipeline step with commands under {repo}/.buildkite/")
     # Each refused file is an error line at the end, after the other files' findings.
     errors = [p if p.startswith("error:") else f"error: {p}" for p in refused]

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from ci import door, webclient
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 
 TIMEOUT = 5.0
 SKIP_ENV = "VLLM_OMNI_CI_REGISTRY_PROBE"
@@ -109,10 +109,9 @@ def check(found: Target | None, registry_from: str) -> None:
     if answered:
         door.note(f"registry {found.host} answers ({found.url}: {said}); the build {found.why}")
         return
-    raise UserError(
+    raise Failure(
         f"registry {found.host} does not answer ({found.url}: {said}); the build "
         f"{found.why}, and would hang or fail: start it (the sandbox's registry: "
         f"`vllm-omni-ci sandbox up`) or name another with {registry_from} "
         f"({SKIP_ENV}=0 skips this check)",
-        code=FAILURE,
     )

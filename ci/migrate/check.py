@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from ci import door
-from ci.errors import FAILURE, UserError
+from ci.errors import FAILURE, Failure, UserError
 from ci.migrate import edits, known, report, rewrites, standins
 from ci.migrate.compare import Cell, compare
 from ci.migrate.matrix import SITUATIONS, Change, changes
@@ -172,7 +172,7 @@ _REMOVERS: Final = 16
 def _git(cwd: Path, *args: str) -> str:
     result = door.capture(["git", *args], cwd=str(cwd), env=_IDENTITY)
     if not result.ok:
-        raise UserError(f"git {' '.join(args)} in {cwd}: {result.stderr.strip()}", code=FAILURE)
+        raise Failure(f"git {' '.join(args)} in {cwd}: {result.stderr.strip()}")
     return result.stdout.strip()
 
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from ci import yamlio
 from ci.bootstraps import BOOTSTRAP_FILES, CLI
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, UserError
 from ci.migrate import rewrites, spans
 from ci.migrate.spans import Splice
 from ci.pipeline import files
@@ -146,7 +146,7 @@ def _checked(
     try:
         loaded = yamlio.loads_all(new, source=rel)
         same = expect is None or loaded == expect(yamlio.loads_all(old, source=rel))
-    except UserError:
+    except Failure:
         same = False
     if same:
         return new
@@ -402,9 +402,7 @@ def write(repo: Path, change: FileChange) -> None:
         else:
             path.write_text(change.new, encoding="utf-8", newline="")
     except OSError as exc:
-        raise UserError(
-            f"{change.path}: cannot write: {exc.strerror or exc}", code=FAILURE
-        ) from None
+        raise Failure(f"{change.path}: cannot write: {exc.strerror or exc}") from None
 
 
 def apply(checkout: Path) -> None:

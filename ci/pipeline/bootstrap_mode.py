@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ci import topology, yamlio
-from ci.errors import BAD_INPUT, FAILURE, UserError
+from ci.errors import Failure, UserError
 from ci.pipeline import ifexpr, model
 from ci.pipeline.ifexpr import (
     Compare,
@@ -116,7 +116,6 @@ def parse_bootstrap_platform(value: str, path: str | Path) -> BootstrapPlatform:
         return "cuda" if chosen is Platform.CUDA else "npu"
     raise UserError(
         f"--platform: bootstrap-upload-steps.yml exists for cuda and npu, got {value!r}",
-        code=BAD_INPUT,
     )
 
 
@@ -142,9 +141,9 @@ def load_document(text: str, source: str) -> model.Document:
     except yamlio.InvalidYAML:
         document = None
     if not isinstance(document, dict):
-        raise UserError(f"invalid bootstrap steps YAML for {source}", code=FAILURE)
+        raise Failure(f"invalid bootstrap steps YAML for {source}")
     if not isinstance(document.get("steps"), list):
-        raise UserError(f"bootstrap steps YAML must contain steps: list in {source}", code=FAILURE)
+        raise Failure(f"bootstrap steps YAML must contain steps: list in {source}")
     return document
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 from ci.pipeline import model
 
 FIELDS = ("command", "commands")
@@ -53,7 +53,7 @@ def problems(step: Mapping[str, Any], source: str = "") -> list[str]:
 
 def step_commands(step: Mapping[str, Any], source: str = "") -> tuple[str, ...]:
     """The step's commands as written (`()` when it has none), or one error per problem, exit 1."""
-    UserError.collect(problems(step, source), code=FAILURE)
+    Failure.collect(problems(step, source))
     return _written(step, "command")
 
 

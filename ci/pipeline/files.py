@@ -2,7 +2,7 @@
 
 A checkout can hold symlink loops, dangling links, FIFOs and non-UTF-8 bytes;
 `Path.read_text` blocks on a FIFO and `Path.resolve` raises on a loop. Here each is
-one `UserError` line naming the file, and `walk` lists an unreadable entry (so that
+one `Failure` line naming the file (exit 1), and `walk` lists an unreadable entry (so that
 reading it reports the problem) instead of skipping it.
 """
 
@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -25,11 +25,11 @@ _KINDS = (
 )
 
 
-class Unreadable(UserError):
+class Unreadable(Failure):
     """`source: cannot read: why` (or `source: not UTF-8 text …`); `why` alone for rewording."""
 
-    def __init__(self, source: str, why: str, *, code: int = FAILURE, verb: bool = True) -> None:
-        super().__init__(f"{source}: {'cannot read: ' if verb else ''}{why}", code=code)
+    def __init__(self, source: str, why: str, *, verb: bool = True) -> None:
+        super().__init__(f"{source}: {'cannot read: ' if verb else ''}{why}")
         self.why = why
 
 
@@ -47,40 +47,40 @@ def why_unreadable(path: Path, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _open_regular(path: Path, source: str, code: int) -> int:
+def _open_regular(path: Path, source: str) -> int:
     """An fd of `path` when it is a regular file; else one `Unreadable` (a FIFO never blocks)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise Unreadable(source, why_unreadable(path, exc), code=code) from None
+        raise Unreadable(source, why_unreadable(path, exc)) from None
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):  # an open fd's fstat cannot fail
         os.close(fd)
         kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise Unreadable(source, f"{kind}, not a regular file", code=code)
+        raise Unreadable(source, f"{kind}, not a regular file")
     return fd
 
 
-def check_readable(path: Path, source: str, *, code: int = FAILURE) -> None:
+def check_readable(path: Path, source: str) -> None:
     """`Unreadable` unless `path` opens as a regular file (nothing is read)."""
-    os.close(_open_regular(path, source, code))
+    os.close(_open_regular(path, source))
 
 
-def read_bytes(path: Path, source: str, *, code: int = FAILURE) -> bytes:
+def read_bytes(path: Path, source: str) -> bytes:
     """The bytes of a regular file; anything else is one `source: cannot read: why` line."""
-    with os.fdopen(_open_regular(path, source, code), "rb") as handle:
+    with os.fdopen(_open_regular(path, source), "rb") as handle:
         try:
             return handle.read()
         except OSError as exc:
-            raise Unreadable(source, exc.strerror or str(exc), code=code) from None
+            raise Unreadable(source, exc.strerror or str(exc)) from None
 
 
-def read_text(path: Path, source: str, *, code: int = FAILURE) -> str:
+def read_text(path: Path, source: str) -> str:
     """A regular file's UTF-8 text; any other entry or encoding is one error line."""
-    data = read_bytes(path, source, code=code)
+    data = read_bytes(path, source)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Unreadable(source, not_utf8(exc), code=code, verb=False) from None
+        raise Unreadable(source, not_utf8(exc), verb=False) from None
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -111,7 +111,6 @@ def walk(
     wanted: Callable[[str], bool],
     *,
     enter: Callable[[str], bool] = lambda _name: True,
-    code: int = FAILURE,
 ) -> list[Path]:
     """Every non-directory entry below `root` whose name `wanted` keeps, sorted by path;
     `enter(name)` decides whether a subdirectory is walked (symlinks to one are not)."""
@@ -123,9 +122,7 @@ def walk(
             with os.scandir(current) as entries:
                 listed = sorted(entries, key=lambda e: e.name)
         except OSError as exc:
-            raise UserError(
-                f"{current}: cannot list: {why_unreadable(current, exc)}", code=code
-            ) from None
+            raise Failure(f"{current}: cannot list: {why_unreadable(current, exc)}") from None
         for entry in listed:
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):

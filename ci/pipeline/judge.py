@@ -14,7 +14,7 @@ from typing import Any
 
 from ci.amd.combine import load_suite
 from ci.amd.suites import SUITES, Suite
-from ci.errors import UserError
+from ci.errors import TaskError
 from ci.pipeline import stepshape
 from ci.pipeline.upload import is_amd_suite, load_test_yaml
 
@@ -37,7 +37,7 @@ def _refusal(load: Callable[[], object]) -> list[str]:
     """What a consumer's loader says about the file ([] when it loads it)."""
     try:
         load()
-    except UserError as exc:
+    except TaskError as exc:
         return list(exc.problems)
     return []
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import door, yamlio
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, TaskError, UserError
 from ci.pipeline import ifexpr, mirror, model, refusals, sourcefilter
 from ci.pipeline.judge import file_problems, is_uploader_test_yaml
 from ci.pipeline.registries import Registries
@@ -65,14 +65,14 @@ def _strict(document: model.Document, registries: Registries, report: FileReport
         label = model.name_of(step)
         try:
             sourcefilter.prefixes_of(step, registries.sources)
-        except UserError as exc:
+        except TaskError as exc:
             report.problems.extend(exc.problems)
         if isinstance(entry, model.Step) and mirror.FIELD in step:
             try:
                 mirror.known_preset(
                     mirror.preset_name(step[mirror.FIELD], label), label, registries.presets()
                 )
-            except UserError as exc:
+            except TaskError as exc:
                 report.problems.extend(exc.problems)
         condition = step.get("if")
         if isinstance(condition, str) and not ifexpr.is_evaluable(ifexpr.parse(condition)):
@@ -100,7 +100,7 @@ def lint_file(repo: Path, path: Path, registries: Registries) -> FileReport:
                     f"rendered pipeline ({shown}) fails the Buildkite schema at {p}"
                     for p in schema_problems(rendered.pipeline)
                 )
-    except UserError as exc:
+    except TaskError as exc:
         report.problems.extend(exc.problems)
     report.problems = list(dict.fromkeys(report.problems))
     return report
@@ -113,7 +113,7 @@ def lint_static(relative: str, path: Path) -> FileReport:
     try:
         documents = yamlio.load_all(path, relative)
         UserError.collect(file_problems(relative, path, [d for d in documents if d is not None]))
-    except UserError as exc:
+    except TaskError as exc:
         # lint_repo puts the file in front of each line (the AMD loader's lines, which name
         # the absolute path, are shown as the bootstrap shows them).
         report.problems += [p.removeprefix(f"{relative}: ") for p in exc.problems]
@@ -164,4 +164,4 @@ def lint_repo(repo_arg: str = "") -> None:
             named = root in problem or problem.startswith(f"{report.path}: ")
             errors.setdefault(problem if named else f"{report.path}: {problem}", None)
     sys.stdout.flush()
-    UserError.collect(errors, code=FAILURE)
+    Failure.collect(errors)

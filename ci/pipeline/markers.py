@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 from ci.pipeline import files
 
 PYPROJECT = "pyproject.toml"
@@ -95,9 +95,8 @@ def parse_marker_lines(lines: list[Any], source: str) -> MarkerRegistry:
             tags = frozenset(_TAG.findall(description))
             markers.append(Marker(name.strip(), _TAG.sub("", description).strip(), tags))
     if not any(m.tags & {"hardware-resource", "hardware-cards"} for m in markers):
-        raise UserError(
+        raise Failure(
             f"no tagged pytest markers ([hardware-resource] / [hardware-cards]) in {source}",
-            code=FAILURE,
         )
     return MarkerRegistry(source, tuple(markers))
 
@@ -106,8 +105,8 @@ def _toml() -> Any:
     try:
         return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
     except ImportError:  # pragma: no cover - Python 3.10 without tomli
-        raise UserError(
-            "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)", code=FAILURE
+        raise Failure(
+            "reading pyproject.toml markers needs Python 3.11+ (or the tomli package)"
         ) from None
 
 
@@ -116,13 +115,12 @@ def parse_pyproject(text: str, source: str) -> MarkerRegistry:
     try:
         data = toml.loads(text)
     except toml.TOMLDecodeError as exc:
-        raise UserError(f"invalid pytest marker registry: {source}: {exc}", code=FAILURE) from None
+        raise Failure(f"invalid pytest marker registry: {source}: {exc}") from None
     lines = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("markers")
     if not isinstance(lines, list):
-        raise UserError(
+        raise Failure(
             f"no [tool.pytest.ini_options].markers list in {source} "
             "(the pytest marker registry: SKUs and cards_* marks)",
-            code=FAILURE,
         )
     return parse_marker_lines(lines, source)
 
@@ -130,11 +128,9 @@ def parse_pyproject(text: str, source: str) -> MarkerRegistry:
 def load_markers(repo: Path) -> MarkerRegistry:
     path = files.realpath(repo / PYPROJECT)
     if not files.exists(path):
-        raise UserError(f"missing pytest marker registry: {path}", code=FAILURE)
+        raise Failure(f"missing pytest marker registry: {path}")
     try:
         text = files.read_text(path, str(path))
     except files.Unreadable as exc:
-        raise UserError(
-            f"cannot read pytest marker registry: {path}: {exc.why}", code=FAILURE
-        ) from None
+        raise Failure(f"cannot read pytest marker registry: {path}: {exc.why}") from None
     return parse_pyproject(text, str(path))

@@ -175,7 +175,7 @@ def _has_pool(step: Mapping[str, Any]) -> bool:
 
 
 def expand(step: model.Fields, selector: str | None, registries: Registries) -> Expansion:
-    """Expand one leaf step's hardware (raises `UserError` with the original's messages)."""
+    """Expand one leaf step's hardware (raises `Failure` with the original's messages)."""
     label = model.name_of(step)
     if FIELD in step:
         return _expand_named(step, label, selector, registries)

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure
 from ci.pipeline.commands import step_name
 
 
@@ -90,5 +90,5 @@ def problems(step: Mapping[str, Any], source: str = "") -> list[str]:
 
 def parallelism_of(step: Mapping[str, Any], source: str = "") -> int:
     """The step's job count (1 when not written); one error line per problem, exit 1."""
-    UserError.collect(problems(step, source), code=FAILURE)
+    Failure.collect(problems(step, source))
     return _whole(step.get(PARALLELISM)) or 1

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ci import yamlio
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, TaskError
 from ci.pipeline import files
 from ci.pipeline.markers import MarkerRegistry, load_markers
 
@@ -22,9 +22,9 @@ PRESET_REGISTRY = ".buildkite/common/ci_mirror_hardwares.yml"
 FALLBACK_KEY = "source_filter_fallback"
 
 
-def fail(message: str) -> UserError:
+def fail(message: str) -> Failure:
     """A validation error of the uploader: exit 1, as the original's."""
-    return UserError(message, code=FAILURE)
+    return Failure(message)
 
 
 def read_yaml(path: Path, head: str, *, codec_words: bool = False) -> Any:
@@ -36,9 +36,9 @@ def read_yaml(path: Path, head: str, *, codec_words: bool = False) -> Any:
         return yamlio.loads(data.decode("utf-8"), source=str(path))
     except UnicodeDecodeError as exc:
         whys = [str(exc) if codec_words else files.not_utf8(exc)]
-    except UserError as exc:
+    except TaskError as exc:
         whys = [p.removeprefix(f"{path}: ") for p in exc.problems]
-    raise UserError(*(f"{head} ({why})" for why in whys), code=FAILURE) from None
+    raise Failure(*(f"{head} ({why})" for why in whys)) from None
 
 
 def _read_registry(path: Path, what: str) -> Any:
@@ -152,14 +152,14 @@ class Lazy(Generic[T]):
 
     def __init__(self, load: Callable[[], T]) -> None:
         self._load = load
-        self._done: tuple[T] | UserError | None = None
+        self._done: tuple[T] | TaskError | None = None
 
     def __call__(self) -> T:
         if self._done is None:
             try:
                 self._done = (self._load(),)
-            except UserError as exc:
+            except TaskError as exc:
                 self._done = exc
-        if isinstance(self._done, UserError):
+        if isinstance(self._done, TaskError):
             raise self._done
         return self._done[0]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, TaskError
 from ci.pipeline import mirror, model, sourcefilter, stepshape
 from ci.pipeline.registries import Registries
 
@@ -90,7 +90,7 @@ class _Walk:
         if key not in self.prefixes:
             try:
                 self.prefixes[key] = sourcefilter.prefixes_of(entry.fields, self.registries.sources)
-            except UserError as exc:
+            except TaskError as exc:
                 self.out.problems.extend(exc.problems)
                 self.prefixes[key] = None
                 self.failed.add(key)
@@ -135,9 +135,9 @@ class _Walk:
             entry = entry.replace(**{sourcefilter.FIELD: model.Step.DELETE})
         try:
             # a mapping or a number is no command; parallelism 0 or 10**9 no job count
-            UserError.collect(stepshape.problems(entry.fields, self.source), code=FAILURE)
+            Failure.collect(stepshape.problems(entry.fields, self.source))
             done = mirror.expand(entry.fields, self.selector, self.registries)
-        except UserError as exc:
+        except TaskError as exc:
             self.out.problems.extend(exc.problems)
             self.drop(entry, outer, "error")
             return None
@@ -169,7 +169,7 @@ def render_test_pipeline(
     """Filter and expand one test YAML; problems are collected in `Rendered.problems`.
     `changed` (None: unknown) filters only under `scope="diff"` (see `sourcefilter.bypass`)."""
     if not isinstance(document, dict):
-        raise UserError(f"invalid pipeline YAML: {source}", code=FAILURE)
+        raise Failure(f"invalid pipeline YAML: {source}")
     selector = mirror.parse_mirror_hw(mirror_hw)
     tree = model.parse(document)
     out = Rendered(tree)
@@ -191,7 +191,7 @@ def render_test_pipeline(
             bypass = sourcefilter.bypass(
                 walk.gated(steps), filter_by, pipeline_path, registries.sources
             )
-        except UserError as exc:
+        except TaskError as exc:
             out.problems.extend(exc.problems)
             bypass = None
         if bypass is not None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 from ci import topology
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import UserError
 from ci.pipeline.render import Scope
 
 CHOICES = ("diff", "all", "e2e", "auto")
@@ -20,12 +20,12 @@ def choose(scope: str = "", all_: bool = False, e2e: bool = False) -> str:
     """The requested scope from `--scope`, `--all` and `--e2e` (conflicts exit 2)."""
     flags = [name for name, on in (("all", all_), ("e2e", e2e)) if on]
     if len(flags) > 1:
-        raise UserError("--all and --e2e are mutually exclusive", code=BAD_INPUT)
+        raise UserError("--all and --e2e are mutually exclusive")
     given = scope.strip().lower()
     if given and given not in CHOICES:
         raise UserError(f"--scope: unknown scope {scope!r}; allowed: {', '.join(CHOICES)}")
     if flags and given and given != flags[0]:
-        raise UserError(f"--{flags[0]} conflicts with --scope {given}", code=BAD_INPUT)
+        raise UserError(f"--{flags[0]} conflicts with --scope {given}")
     return flags[0] if flags else (given or "diff")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import ci.pipeline.files
 from ci import yamlio
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, TaskError, UserError
 from ci.pipeline import model
 from ci.pipeline.commands import step_commands
 from ci.pipeline.judge import file_problems
@@ -181,7 +181,7 @@ def read_steps(repo: Path, files: Iterable[Path] | None = None) -> list[ShellSte
     """The command steps of `files` (default: every pipeline), each file judged as its
     consumer would (`ci.pipeline.judge`); all problems at once (exit 1)."""
     steps, refused = read_each(repo, files)
-    UserError.collect(refused, code=FAILURE)
+    Failure.collect(refused)
     return steps
 
 
@@ -194,7 +194,7 @@ def read_each(repo: Path, files: Iterable[Path] | None = None) -> tuple[list[She
         rel = path.relative_to(repo).as_posix() if path.is_relative_to(repo) else str(path)
         try:
             documents = load_documents(path, rel)
-        except UserError as exc:
+        except TaskError as exc:
             problems += exc.problems
             continue
         found = file_problems(rel, path, documents)

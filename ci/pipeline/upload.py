@@ -16,7 +16,7 @@ from typing import Any
 
 from ci import door, skipci, yamlio
 from ci.diff import resolve_diff
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, TaskError
 from ci.pipeline import files, model
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
@@ -45,10 +45,10 @@ def log(message: str) -> None:
     door.note(LOG_PREFIX + message)
 
 
-def _invalid(path: Path, *whys: str) -> UserError:
+def _invalid(path: Path, *whys: str) -> Failure:
     """The spec's `invalid pipeline YAML: <path>`, once per reason given (in parentheses)."""
     head = f"invalid pipeline YAML: {path}"
-    return UserError(*([f"{head} ({why})" for why in whys] or [head]), code=FAILURE)
+    return Failure(*([f"{head} ({why})" for why in whys] or [head]))
 
 
 def pipeline_file(repo: Path, given: str) -> Path:
@@ -56,7 +56,7 @@ def pipeline_file(repo: Path, given: str) -> Path:
     shell: an unknown `~user` stays as written (pathlib's expansion raises instead)."""
     path = Path(os.path.abspath(repo / os.path.expanduser(given)))
     if not files.exists(path) or path.is_dir():
-        raise UserError(f"upload_pipeline: missing pipeline file: {path}", code=FAILURE)
+        raise Failure(f"upload_pipeline: missing pipeline file: {path}")
     try:  # there, but a loop or a FIFO: say so now (a FIFO would block every reader)
         files.check_readable(path, str(path))
     except files.Unreadable as exc:
@@ -170,7 +170,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
     source = os.environ if env is None else env
     try:
         _upload_pipeline(options, source)
-    except UserError as exc:
+    except TaskError as exc:
         if options.upload and not options.dry_run and source.get("BUILDKITE") == "true":
             # The PR author sees why the tier did not run; a failing annotation is ignored.
             door.run(annotate_command(options.pipeline, exc.problems), quiet=True)
@@ -187,12 +187,11 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
         upload_bootstrap_file(repo, path, relative, options, source)
         return
     if options.platform:  # the original loader's guard: a platform means a bootstrap file
-        raise UserError(f"expected {BOOTSTRAP_FILE}, got {path.name}", code=FAILURE)
+        raise Failure(f"expected {BOOTSTRAP_FILE}, got {path.name}")
     if is_amd_suite(path.as_posix()):
-        raise UserError(
+        raise Failure(
             f"{relative}: AMD suite YAMLs are rendered by `vllm-omni-ci bootstrap --platform rocm`"
             " (suites: `vllm-omni-ci select-suites`), not by upload-pipeline",
-            code=FAILURE,
         )
     mirror_hw = source.get("MIRROR_HW", "")
     parse_mirror_hw(mirror_hw)  # fails even a pipeline without GPU steps, before any git work
@@ -205,7 +204,7 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     scope, rendered = render_upload(repo, path, options.scope, inputs)
     for line in rendered.log:
         log(line)
-    UserError.collect(dict.fromkeys(rendered.problems), code=FAILURE)
+    Failure.collect(dict.fromkeys(rendered.problems))
     log(f"{len(rendered.kept)} step(s) kept, {len(rendered.dropped)} dropped ({scope} scope)")
     emit(rendered.pipeline, relative, upload=options.upload, dry_run=options.dry_run)
 

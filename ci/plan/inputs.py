@@ -23,7 +23,7 @@ from typing import Final
 from ci import topology
 from ci.amd.suites import split_labels
 from ci.diff import BASE_ENV, default_base
-from ci.errors import BAD_INPUT, UserError
+from ci.errors import TaskError, UserError
 from ci.pipeline.ifexpr import Context
 from ci.pipeline.mirror import parse_mirror_hw
 from ci.platforms import Platform, platform_option
@@ -103,7 +103,7 @@ def parse_inputs(
     selector: str | None = None
     try:
         selector = parse_mirror_hw(mirror_hw)
-    except UserError as exc:
+    except TaskError as exc:
         problems += [f"--mirror-hw: {p}" for p in exc.problems]
     source: Mapping[str, str] = {} if environ is None else environ
     # Revisions and the branch as ci.refnames has them; a fork PR's branch is `owner:name`.
@@ -116,7 +116,7 @@ def parse_inputs(
             *build_env_problems(source),
         ],
     )
-    UserError.collect(problems, code=BAD_INPUT)
+    UserError.collect(problems)
     target = resolve_repo(repo or None)
     branch = branch.strip() or _branch(target, source)
     chosen_base = base.strip() or None

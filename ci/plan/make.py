@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ci import diff as diffs
 from ci import door, skipci
-from ci.errors import FAILURE, Stop, UserError
+from ci.errors import FAILURE, Stop, TaskError
 from ci.plan import platforms
 from ci.plan.model import BuildPlan, PlatformPlan
 from ci.plan.output import write
@@ -63,7 +63,7 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
             made = PlatformPlan(platform.value, skip_ci=situation.skip_words(platform.value))
             try:
                 PLANNERS[platform.value](situation, made)
-            except UserError as exc:
+            except TaskError as exc:
                 made = PlatformPlan(
                     made.platform, "error", skip_ci=made.skip_ci, errors=list(exc.problems)
                 )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ci import bootstraps
 from ci.amd import bootstrap, render, suites
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, TaskError
 from ci.pipeline import bootstrap_mode, ifexpr, model
 from ci.pipeline.bootstrap_mode import BootstrapPlatform
 from ci.pipeline.registries import Registries
@@ -169,7 +169,7 @@ def plan_upload(situation: Situation, plan: PlatformPlan) -> None:
             child.reason = f"upload step's if: {NOT_EVALUATED}: {one_line(shown)}"
         try:
             _render_child(situation, child)
-        except UserError as exc:
+        except TaskError as exc:
             plan.errors += list(exc.problems)
             child.status = "not-uploaded"
             child.reason = f"upload-pipeline fails: {exc.problems[0]}"
@@ -224,9 +224,7 @@ def _render_child(situation: Situation, child: PlannedPipeline) -> None:
     if rendered.bypassed_by:
         child.reason = f"source filter bypassed by {rendered.bypassed_by}"
     if rendered.problems:
-        raise UserError(
-            *(f"{child.file}: {p}" for p in dict.fromkeys(rendered.problems)), code=FAILURE
-        )
+        raise Failure(*(f"{child.file}: {p}" for p in dict.fromkeys(rendered.problems)))
     require_valid(rendered.pipeline, child.file or str(path))
     if not child.steps and not child.reason:
         child.reason = "every step dropped"

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from ci.errors import FAILURE, UserError
+from ci.errors import Failure, UserError
 from ci.target import git
 
 # Everything the planners read: the pipelines and registries, and the pytest markers.
@@ -42,10 +42,9 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
         raise UserError(f"cannot list {', '.join(READS)} at {rev!r} in {repo}")
     names = [name for name in listed.stdout.split("\0") if name]  # those that exist at `rev`
     if strange := [name for name in names if name not in READS]:
-        raise UserError(
+        raise Failure(
             f"`git ls-tree` named {strange[0][:80]!r} at {rev!r} in {repo}, which was not asked"
             f" for ({', '.join(READS)})",
-            code=FAILURE,
         )
     with tempfile.TemporaryDirectory(prefix="vllm-omni-ci-plan-") as tmp:
         root, archive = Path(tmp, "tree"), Path(tmp, "head.tar")
@@ -66,10 +65,9 @@ def files_at(repo: Path, rev: str | None) -> Iterator[Path]:
                     else:  # pragma: no cover - our own `git archive` of repo paths
                         tar.extractall(root)
             except (OSError, tarfile.TarError) as exc:  # none written, or not a tar
-                raise UserError(
+                raise Failure(
                     f"`git archive` of {', '.join(names)} at {rev!r} in {repo} gave no"
                     f" readable archive: {exc}",
-                    code=FAILURE,
                 ) from None
         yield root
 

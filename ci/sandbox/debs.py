@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci import door
-from ci.errors import UserError
+from ci.errors import Failure
 from ci.sandbox.layout import Layout
 
 
@@ -92,14 +92,14 @@ def apt_options(layout: Layout) -> tuple[str, ...]:
 
 
 def checked(cmd: door.Command, what: str, log: Path | None = None) -> str:
-    """Run `cmd` quietly (its output into `log` when given); its stdout, or a UserError."""
+    """Run `cmd` quietly (its output into `log` when given); its stdout, or a Failure."""
     result = door.run(cmd, output="capture")
     if log is not None:
         log.write_text(result.stdout + result.stderr)
     if not result.ok:
         tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
         where = f" (log {log})" if log else ""
-        raise UserError(f"{what}: {cmd.line()} failed with exit {result.code}{where}: {tail}")
+        raise Failure(f"{what}: {cmd.line()} failed with exit {result.code}{where}: {tail}")
     return result.stdout
 
 
@@ -135,7 +135,7 @@ def candidate(layout: Layout, pin: Pin) -> str:
         if len(cells) == 3 and f" {pin.suite}/" in f" {cells[2]}" and pin.matches(cells[1]):
             return cells[1]
     offered = ", ".join(c.split("|")[1].strip() for c in out.splitlines() if "|" in c) or "none"
-    raise UserError(
+    raise Failure(
         f"{pin.package}: the mirror has no {pin.upstream} in {pin.suite} (offered: {offered})"
     )
 
@@ -157,7 +157,7 @@ def install(layout: Layout, pins: Iterable[Pin]) -> list[tuple[str, str]]:
     for package, version in versions:
         deb = next(layout.debs.glob(f"{package}_{version.replace(':', '%3a')}_*.deb"), None)
         if deb is None:
-            raise UserError(f"{package}: apt-get download left no .deb in {layout.debs}")
+            raise Failure(f"{package}: apt-get download left no .deb in {layout.debs}")
         checked(
             door.Command(
                 ("dpkg", "-x", str(deb), str(layout.prefix)),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ci import door
-from ci.errors import UserError
+from ci.errors import Failure
 from ci.sandbox import debs
 from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, plugin_dir
 from ci.sandbox.registryapi import in_registry, registry_answers
@@ -81,9 +81,9 @@ def _start(
     deadline = time.monotonic() + limit
     while not ready():
         if not door.alive(service):
-            raise UserError(f"{what} exited before answering; {_log_tail(service.log)}")
+            raise Failure(f"{what} exited before answering; {_log_tail(service.log)}")
         if time.monotonic() >= deadline:
-            raise UserError(f"{what} did not answer within {limit:g}s; {_log_tail(service.log)}")
+            raise Failure(f"{what} did not answer within {limit:g}s; {_log_tail(service.log)}")
         time.sleep(0.5)
     return service
 
@@ -174,9 +174,9 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
 
 def up_engine(layout: Layout, check: PartStatus) -> Outcome:
     if engine_info(layout.docker())[0]:  # an engine we did not start, and cannot use
-        raise UserError(f"engine: {check.detail}: {check.fix}")
+        raise Failure(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
-        raise UserError(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
+        raise Failure(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
     installed = debs.ensure(layout, (*debs.ENGINE, *debs.BUILDX))
     _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
@@ -215,12 +215,12 @@ def check_buildx(layout: Layout) -> PartStatus:
 
 def up_buildx(layout: Layout, check: PartStatus) -> Outcome:
     if shutil.which("docker") is None:
-        raise UserError(f"buildx: {check.detail}: {check.fix}")
+        raise Failure(f"buildx: {check.detail}: {check.fix}")
     installed = debs.ensure(layout, debs.BUILDX)
     link = plugin_dir() / "docker-buildx"
     if link.exists() or link.is_symlink():
         if not (link.is_symlink() and Path(link.readlink()) == layout.buildx_plugin):
-            raise UserError(
+            raise Failure(
                 f"buildx: {link} is there but `docker buildx` does not run; remove it and run"
                 f" `{UP}` again"
             )
@@ -232,7 +232,7 @@ def up_buildx(layout: Layout, check: PartStatus) -> Outcome:
             layout.state.links.append(str(link))
     after = check_buildx(layout)
     if not after.ok:
-        raise UserError(f"buildx: {after.detail} even with {link}")
+        raise Failure(f"buildx: {after.detail} even with {link}")
     detail = f"{after.detail}; plugin linked at {link}"
     return INSTALLED, f"{installed}; {detail}" if installed else detail
 
@@ -352,7 +352,7 @@ def check_builder(layout: Layout, *, bootstrap: bool = False) -> PartStatus:
 def up_builder(layout: Layout, check: PartStatus) -> Outcome:
     started = check_builder(layout, bootstrap=True)
     if not started.ok:
-        raise UserError(f"builder: does not start: {started.detail}")
+        raise Failure(f"builder: does not start: {started.detail}")
     return STARTED, started.detail
 
 

@@ -43,10 +43,8 @@ def up(root: str = "") -> None:
     began = time.monotonic()
     _say(f"sandbox: {layout.root}")
     for part in PARTS:
-        try:
+        try:  # a part that cannot come up raises `Failure` (exit 1) with its reason
             verb, detail = part.bring_up(layout)
-        except UserError as exc:
-            raise UserError(*exc.problems, code=FAILURE) from None
         finally:
             layout.save_state()
         _say(f"{part.name}: {verb}: {detail}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from ci import topology
 from ci.amd.render import DEFAULT_POOL
-from ci.errors import FAILURE, Unavailable, UserError
+from ci.errors import Failure, TaskError, Unavailable
 from ci.pipeline import files, refusals
 from ci.pipeline.ifexpr import Context, check
 from ci.pipeline.mirror import HF_EXPORT, expand, parse_mirror_hw, plain_copy
@@ -118,7 +118,7 @@ def local_context(repo: Path, tier: Tier, environ: Mapping[str, str]) -> Context
     environment (`NIGHTLY=1` opens what it gates), the branch BUILDKITE_BRANCH, else git's."""
     try:
         branch = resolve_branch(repo, env=environ)
-    except UserError:
+    except TaskError:
         branch = ""
     return Context.of(branch, [topology.LABELS[tier]], environ)
 
@@ -140,14 +140,14 @@ def _presets(repo: Path, environ: Mapping[str, str]) -> Hardware:
     registries = Registries.for_repo(repo)
     try:
         selector = parse_mirror_hw(environ.get("MIRROR_HW"))
-    except UserError as exc:
+    except TaskError as exc:
         unresolved = f"unresolved ({'; '.join(exc.problems)})"
         return lambda _raw: (unresolved, "", ())
 
     def resolve(raw: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
         try:
             expansion = expand(plain_copy(dict(raw)), selector, registries)
-        except UserError as exc:
+        except TaskError as exc:
             return f"unresolved preset ({'; '.join(exc.problems)})", "", ()
         if expansion.step is None:
             return "", "; ".join(expansion.log) or "dropped by the uploader", ()
@@ -172,13 +172,13 @@ def _yaml_steps(
     documents = load_documents(repo / rel, rel)
     if not any(isinstance(d, Mapping) and isinstance(d.get("steps"), list) for d in documents):
         # An empty or scalar tier file would otherwise "pass" with nothing run.
-        raise UserError(f"{rel}: not a test pipeline (a mapping with a `steps` list)", code=1)
+        raise Failure(f"{rel}: not a test pipeline (a mapping with a `steps` list)")
     # The uploader's own refusals (a `command` that is no shell text, `parallelism: 0` or
     # 10**9), all at once and before a job is planned: a tier plans one job per shard.
     # And Buildkite's: an `if` that does not parse, a key used twice, a depends_on cycle (its
     # steps would wait for each other for ever: "not run", and the tier passed).
     shapes = [p for d in documents for p in document_problems(d, rel)]
-    UserError.collect(shapes + refusals.problems(documents, rel), code=FAILURE)
+    Failure.collect(shapes + refusals.problems(documents, rel))
     for document in documents:
         file_env = env_of(document.get("env")) if isinstance(document, Mapping) else {}
         for step in steps_of(document, rel):

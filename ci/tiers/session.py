@@ -23,7 +23,7 @@ from typing import Any
 from ci import door
 from ci.devices import narrowed, probe
 from ci.doctor import named_docker
-from ci.errors import BAD_INPUT, FAILURE, Stop, Unavailable, UserError
+from ci.errors import Failure, Stop, Unavailable, UserError
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
@@ -81,10 +81,9 @@ def image_present(docker: str, ref: str) -> bool:
     if probe.timed_out:
         said = "no answer within 60s"
     where = f" at DOCKER_HOST={host}" if (host := os.environ.get("DOCKER_HOST")) else ""
-    raise UserError(
+    raise Failure(
         f"the Docker engine{where} cannot be reached ({said}); start it "
         "(`vllm-omni-ci sandbox up`, or start Docker), or use --native",
-        code=FAILURE,
     )
 
 
@@ -295,7 +294,6 @@ def make_results(folder: Path, platforms: Sequence[Platform], base: Path | None)
             raise UserError(
                 f"cannot write the tier's results to {made}: {exc.strerror or exc}; "
                 "give --results DIR on a writable disk",
-                code=BAD_INPUT,
             ) from None
     if base is None:
         return []
