@@ -1,4 +1,4 @@
-"""`bootstrap --platform`: the first job of every pipeline (rocm: `ci.amd.bootstrap`).
+"""`bootstrap --platform cuda|npu|xpu`: the first job of every pipeline (rocm: `ci.amd.bootstrap`).
 
 CUDA and NPU: the platform's `bootstrap-upload-steps.yml` gets the bootstrap-mode
 gates (`ci.pipeline.bootstrap_mode`) and tool commands instead of inline shell
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ci import door, skipci, topology, yamlio
-from ci.amd import bootstrap as amd
 from ci.errors import Failure
 from ci.images import variants
 from ci.pipeline import bootstrap_mode, files, model
@@ -242,11 +241,9 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
     return rewrite_intel(document, str(path)), None
 
 
-def run(platform: Platform, repo: Path, *, dry_run: bool, labels: str | None) -> None:
-    """Decide, render, validate, then upload (or print with `--dry-run`); rocm is
-    `ci.amd.bootstrap`'s, the only one that reads `labels`."""
-    if platform is Platform.ROCM:
-        return amd.run(repo, dry_run=dry_run, labels=labels)
+def run(platform: Platform, repo: Path, *, dry_run: bool) -> None:
+    """Decide, render, validate, then upload (or print with `--dry-run`). Not rocm: its
+    bootstrap (`ci.amd.bootstrap`) shares none of this module, so a rocm job loads none of it."""
     source = dict(os.environ)
     # The build first: inside Buildkite a missing BUILDKITE_COMMIT stops here (exit 2),
     # outside it the `local build: …` line says what the rule chose.

@@ -1,6 +1,6 @@
 """`vllm-omni-ci`: the program every CI job command line calls, usable from any directory.
 
-Built from the task definitions (`ci.tasks.definitions`) with our own parser
+Built from the task definitions (`ci.tasks.TASKS`) with our own parser
 (`ci.grammar`), so that a job loads the definitions, the parser and what its task
 uses: no Invoke, no config file of any kind. `inv` is the Invoke front end over the
 same definitions (`ci.inv`). How a run ends (exit codes, a closed stdout, masking):
@@ -38,15 +38,15 @@ def run(
 
 def parse_line(words: Sequence[str], binary: str = DISTRIBUTION) -> CommandLine:
     """The command line `words`, checked against every task's definition."""
-    from ci.tasks import definitions
+    from ci.tasks import TASKS
 
-    return parse(words, definitions(), binary)
+    return parse(words, TASKS, binary)
 
 
 def _execute(words: Sequence[str], binary: str, defaults: Mapping[str, str]) -> None:
-    from ci.tasks import definitions
+    from ci.tasks import TASKS
 
-    tasks = definitions()
+    tasks = TASKS  # a task's module loads when the command line names it
     line = parse(words, tasks, binary)
     if line.help or not (line.calls or line.listing or line.version):
         print(_help(line, tasks, binary))

@@ -70,11 +70,11 @@ def _reset_process_state() -> None:
     - `ci.redact._remembered`: secrets learnt at run time (the ECR password); kept,
       they would be masked in a later call that never learnt them, hiding a leak.
     - `ci.images.deadline`: `build-image --timeout`'s clock, started per build.
-    - `ci.schema` (`clear_cache`): remembered step-key checks (pure, cleared to start
-      as cold as a new process).
+    - `ci.schema` (`clear_cache`): the compiled schema (pure, cleared to start as cold
+      as a new process).
 
     Left as they are, because they hold no input of a call: the functools caches of
-    constant data (`ci.schema`'s validators, `ci.yamlio._fast`'s loader classes,
+    constant data (`ci.schema`'s jsonschema validators, `ci.yamlio._fast`'s loader classes,
     `ci.pipeline.mirror.mirror_chips` over the registries' fixed tables), and
     `ci.proctree.become_subreaper` (the test process stays a child subreaper once a
     call ran a command: orphans of commands are then reaped here, not by init).

@@ -22,6 +22,7 @@ PACKAGE = ROOT / "ci"
 # (importer, imported) stay inside functions, each for its reason. ci/tasks/ is
 # exempt as a whole: task modules load the library lazily, for a fast `--list`.
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
+    ("ci.amd.bootstrap", "ci.webclient"): "urllib.request is heavy; most builds give labels",
     ("ci.cli", "ci.door"): "every command loads cli; only the nox tier sessions need the door",
     ("ci.cli", "ci.tasks"): "the definitions load after the stdio guard is in place",
     ("ci.door", "ci.proctree"): "proctree imports psutil; every task loads the door",

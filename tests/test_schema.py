@@ -362,7 +362,7 @@ def test_a_valid_pipeline_never_imports_jsonschema(
     valid.write_text(json.dumps(max(rendered, key=lambda p: len(json.dumps(p)))))
     code = f"""
         import json, sys
-        from ci.errors import UserError
+        from ci.errors import Failure
         from ci.schema import require_valid
         pipeline = json.loads(open({str(valid)!r}).read())
         require_valid(pipeline, "valid.yml")
@@ -371,7 +371,7 @@ def test_a_valid_pipeline_never_imports_jsonschema(
         (step["steps"][0] if "group" in step else step)["timeout_in_minutes"] = "soon"
         try:
             require_valid(pipeline, "broken.yml")
-        except UserError as error:
+        except Failure as error:
             print(*error.problems, sep="\\n")
             print("code", error.code)
     """

@@ -10,15 +10,12 @@ import json
 import os
 import sys
 import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import door, skipci, topology, webclient, yamlio
+from ci import door, skipci, topology, yamlio
 from ci.amd import combine, render, suites
 from ci.amd.suites import attempt
 from ci.diff import resolve_diff
@@ -156,7 +153,12 @@ def resolve_labels(
 def fetch_labels(pull_request: str, env: Mapping[str, str], *, timeout: float = 30.0) -> str:
     """The PR's labels, one per line, from the GitHub REST API within `timeout` seconds. Fails
     closed: any failure (a redirect too, never followed so the token stays with the API host)
-    is exit 1."""
+    is exit 1. Its HTTP client loads here: most builds give their labels."""
+    import urllib.error
+    import urllib.request
+
+    from ci import webclient
+
     pull_request = parse_pull_request(pull_request)
     api = (env.get(GITHUB_API_ENV) or "https://api.github.com").rstrip("/")
     repo = env.get(GITHUB_REPO_ENV) or "vllm-project/vllm-omni"

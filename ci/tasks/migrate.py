@@ -1,4 +1,4 @@
-"""`migrate`: switch a vLLM-Omni checkout from the old CI scripts to vllm-omni-ci."""
+"""`migrate`: switch a vLLM-Omni checkout from the old CI scripts to vllm-omni-ci (ci.migrate)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`build-image`: the CI image of one platform."""
+"""`build-image`: the CI image of one platform (ci.images)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The release tasks: `release.publish-images`, `release.cleanup-nightly`."""
