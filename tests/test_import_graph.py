@@ -127,7 +127,7 @@ def layer_table() -> list[tuple[str, list[str]]]:
     names). A path ending in `/` is a package with everything in it; paths outside
     `ci/` (tasks.py, noxfile.py) are left out."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### The layers of `ci/`", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Architecture: the layers of `ci/`", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]

@@ -640,7 +640,8 @@ def test_an_amd_pipeline_failing_the_schema_is_the_rocm_error(repo: GitRepo) -> 
 
 def test_the_readme_example_is_what_plan_prints(repo: GitRepo) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    intro = "with the `ready` label, the first command prints:\n\n```text\n"
+    intro = "with the `ready` label, `vllm-omni-ci plan --labels ready --platform npu,xpu` prints:"
+    intro += "\n\n```text\n"
     assert intro in readme
     shown = readme.split(intro, 1)[1].split("\n```\n", 1)[0] + "\n"
     repo.branch("my-change")
