@@ -114,7 +114,10 @@ def task_help(task: TaskDef, binary: str) -> str:
         flags = f"{option.short}, {option.flag}" if option.short else option.flag
         rows.append((flags + value, option.help))
     doc = textwrap.indent(textwrap.dedent(_body(task.doc)), "  ").rstrip()
-    return f"{usage}\n\n  {task.summary}\n{doc}\n\nOptions:\n{_columns(rows)}\n"
+    lineage = textwrap.fill(
+        task.lineage, WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+    )
+    return f"{usage}\n\n  {task.summary}\n{lineage}\n{doc}\n\nOptions:\n{_columns(rows)}\n"
 
 
 def _body(doc: str) -> str:
@@ -129,7 +132,7 @@ def _columns(rows: Sequence[tuple[str, str]]) -> str:
     width = min(max(len(left) for left, _ in rows) + 4, 36)
     lines = []
     for left, text in rows:
-        wrapped = textwrap.wrap(text, WIDTH - width) or [""]
+        wrapped = textwrap.wrap(text, WIDTH - width, break_on_hyphens=False) or [""]
         first = f"  {left}".ljust(width)
         if len(first) > width - 1 and len(left) + 2 >= width:
             lines.append(f"  {left}")

@@ -86,7 +86,8 @@ class _Task(Task[Any]):
                 inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default)
             )
         body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        body.__doc__ = definition.doc
+        summary, _, rest = definition.doc.strip("\n").partition("\n")
+        body.__doc__ = f"{summary}\n    {definition.lineage}\n{rest}"
         super().__init__(
             body,
             name=name,

@@ -65,7 +65,9 @@ class TaskDef:
     replaced script whose grammar its arguments keep (`run_cov_split.sh`), if any.
 
     `words`: the task takes the words after `--` (as `words=`, quoting intact); a task
-    without them refuses such words instead of ignoring them."""
+    without them refuses such words instead of ignoring them. `replaces`: the old
+    scripts (or inline idioms) it replaces, as docs/migration.md's first column names
+    them; none for a task new in vllm-omni-ci."""
 
     name: str
     function: Callable[..., None]
@@ -73,10 +75,18 @@ class TaskDef:
     doc: str
     script: str = ""
     words: bool = False
+    replaces: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:
         return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+    @property
+    def lineage(self) -> str:
+        """The help's line on what this task replaces (docs/migration.md has the details)."""
+        if not self.replaces:
+            return "Replaces no old script: new in vllm-omni-ci."
+        return f"Replaces {', '.join(self.replaces)} (docs/migration.md)."
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -102,6 +112,7 @@ def task(
     help: dict[str, str] | None = None,
     iterable: Sequence[str] = (),
     script: str = "",
+    replaces: Sequence[str] = (),
 ) -> Callable[[Callable[..., None]], TaskDef]:
     """Define a task from a function: its keyword parameters are the options.
 
@@ -140,6 +151,7 @@ def task(
             function.__doc__ or "",
             script=script,
             words="words" in names,
+            replaces=tuple(replaces),
         )
 
     return define

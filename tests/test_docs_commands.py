@@ -214,3 +214,27 @@ def test_every_shim_is_named_in_the_migration_guide() -> None:
     shims = [p.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").rglob("*.sh")]
     assert shims
     assert not [s for s in shims if f"`{s}" not in guide]
+
+
+def migration_scripts() -> str:
+    """The first column of docs/migration.md's table: the scripts (and idioms) replaced."""
+    rows = re.findall(r"^\| (.+?) \| ", (ROOT / "docs" / "migration.md").read_text(), re.M)
+    return "\n".join(rows)
+
+
+@pytest.mark.parametrize("task", sorted(task_flags()))
+def test_every_tasks_help_says_what_it_replaces(task: str) -> None:
+    """Only `bootstrap` and `select-suites` said which old script they replace (issue 35,
+    item 6): every task's help has the line, and each script it names is a row of
+    docs/migration.md (its first word: `skip_ci.py gate` is the `skip_ci.py` row)."""
+    from ci.tasks import TASKS
+    from tests.inproc import run_inproc
+
+    done = run_inproc(task, "--help")
+    assert done.code == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    definition = TASKS[task]
+    assert " ".join(definition.lineage.split()) in text
+    scripts = migration_scripts()
+    for replaced in definition.replaces:
+        assert replaced.split()[0] in scripts, (task, replaced)

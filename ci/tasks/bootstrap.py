@@ -7,12 +7,17 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=(
+        "bootstrap-amd-omni.sh",
+        "bootstrap-intel-omni.sh",
+        "upload_pipeline.py (bootstrap mode)",
+    ),
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel); required",
         "dry_run": "upload nothing; print the pipeline YAML alone on stdout",
         "labels": "rocm only: the PR's labels, comma-separated ('' for none), instead of "
         "$BUILDKITE_PULL_REQUEST_LABELS or the GitHub API",
-    }
+    },
 )
 def bootstrap(
     platform: str = "",

@@ -6,6 +6,12 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=(
+        "amd/scripts/build-ci-image.sh",
+        "cuda/scripts/build-ci-image.sh",
+        "build-npu-image.sh",
+        "run-xpu-test.sh (image build)",
+    ),
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel)",
         "commit": "image tag commit (default: $BUILDKITE_COMMIT, else git HEAD outside Buildkite)",

@@ -8,9 +8,10 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("check_test_marks.py (pre-commit hook check-mark)",),
     help={
         "from_ref": "check only the tests/ files changed since this git revision",
-    }
+    },
 )
 def check_marks(
     repo: str = "", from_ref: str = "", to_ref: str = "", words: Sequence[str] = ()

@@ -8,6 +8,7 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("run_cov_split.sh",),
     # The script's grammar and messages: a value is the next word, whatever it is; a
     # repeated --model-id wins (the last one); errors say `run_cov_split.sh: …`.
     script="run_cov_split.sh",

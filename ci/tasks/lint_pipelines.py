@@ -6,7 +6,7 @@ from __future__ import annotations
 from ci.taskdef import task
 
 
-@task()
+@task(replaces=("check_buildkite.py (pre-commit hook check-buildkite)",))
 def lint_pipelines(repo: str = "") -> None:
     """Check every test YAML: keys, presets, expansion and schema, whatever the diff.
 

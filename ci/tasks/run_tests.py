@@ -8,6 +8,7 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("run-amd-test.sh", "run_npu_test.sh", "run-xpu-test.sh (test run)"),
     help={
         "platform": "rocm (amd), npu or xpu (intel) (required)",
         "dry_run": "print the rendered bash program and run nothing",

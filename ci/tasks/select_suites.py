@@ -8,13 +8,14 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("select_test_suites.py",),
     help={
         "branch": "the build's branch, required (main selects merge, or nightly with --nightly 1;"
         " any other value, empty included, follows the labels)",
         "labels": "PR labels, separated by newlines or commas",
         "debug_test_yaml": "explicit comma list of suites (ready, merge, nightly); wins over all",
         "nightly": "0 or 1 (only matters on main)",
-    }
+    },
 )
 def select_suites(
     branch: str | None = None,

@@ -6,10 +6,11 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("skip_ci.py gate", "resolve_skip_ci.sh"),
     help={
         "platform": "rocm (amd), cuda, npu or xpu (intel); required",
         "level": "l2 (ready) or l3 (merge); required",
-    }
+    },
 )
 def skip_ci(platform: str = "", level: str = "", repo: str = "") -> None:
     """Exit 0 with `skip-all` or `skip-l23` on stdout to stop; exit 1 to run the tests.

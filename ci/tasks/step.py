@@ -8,6 +8,11 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=(
+        "inline step idioms in the test YAMLs",
+        "run-amd-test-with-diagnostics.sh",
+        "rocm_ci_evidence.py",
+    ),
     help={
         "timeout": "end the command after this long (e.g. 80m): TERM, then KILL; exit 124/137",
         "kill_after": "grace between TERM and KILL (default 2m)",

@@ -6,6 +6,7 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("scripts/simple_test.sh",),
     iterable=["label"],
     help={
         "name": "ready, merge, nightly or weekly",

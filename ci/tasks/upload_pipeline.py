@@ -7,6 +7,7 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("upload_pipeline.py (test mode)",),
     help={
         "pipeline": "pipeline YAML, relative to the repo root (.buildkite/cuda/test-ready.yml)",
         "scope": "diff (default: filter by the build's diff), all, e2e, or auto",

@@ -6,6 +6,7 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("cleanup-nightly-builds.sh",),
     help={
         "hub_url": "Docker Hub API base URL (default: https://hub.docker.com)",
         "keep": "how many of the newest nightly- tags to keep (default: 14)",

@@ -6,6 +6,7 @@ from ci.taskdef import task
 
 
 @task(
+    replaces=("publish-release-images.sh",),
     help={
         "mode": "release (default: latest, v<version>) or nightly (nightly, nightly-<commit>)",
         "commit": "source commit of the ECR staging images (default: $BUILDKITE_COMMIT)",
