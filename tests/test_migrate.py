@@ -23,6 +23,7 @@ from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
 from ci.migrate import edits
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
 from tests.conftest import SHARED, need_shared
+from tests.corpus import MISSING_KEY, pyproject_text, register_missing_key
 from tests.gitrepo import GitRepo, buildkite_env, copy_repo
 from tests.inproc import run_task
 from tests.migrate_fixture import PRE_COMMIT
@@ -75,8 +76,10 @@ def _writable(tree: Path) -> None:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
-def make_checkout(root: Path, *, scripts: bool = False) -> Path:
-    """A vLLM-Omni checkout: the corpus, the pre-commit config, the Dockerfiles."""
+def make_checkout(root: Path, *, scripts: bool = False, register_key: bool = True) -> Path:
+    """A vLLM-Omni checkout: the corpus, the pre-commit config, the Dockerfiles, and what
+    the `lint-pipelines` gate needs (tests/corpus.py): the marker registry and, unless
+    `register_key` is false, the one source-registry key the corpus lacks."""
     shutil.copytree(need_shared(CORPUS), root / ".buildkite", copy_function=shutil.copy)
     if scripts:
         shutil.copytree(need_shared(SCRIPTS), root, copy_function=shutil.copy, dirs_exist_ok=True)
@@ -87,6 +90,9 @@ def make_checkout(root: Path, *, scripts: bool = False) -> Path:
             (root / "tools/pre_commit").mkdir(parents=True, exist_ok=True)
             (root / "tools/pre_commit" / hook).write_text("print('old hook')\n")
     _writable(root)
+    (root / "pyproject.toml").write_text(pyproject_text())
+    if register_key:
+        register_missing_key(root)
     (root / ".pre-commit-config.yaml").write_text(PRE_COMMIT)
     for rel, text in DOCKERFILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
