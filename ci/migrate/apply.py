@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ci import door
 from ci.errors import FAILURE, Stop
-from ci.migrate import edits, gates, pin as pins
+from ci.migrate import edits, gates
+from ci.migrate import pin as pins
 from ci.migrate.edits import FileChange
 
 

@@ -55,11 +55,12 @@ def _version_of(scheme: str, path: str) -> str | None:
 
 def _url_problems(text: str) -> tuple[list[str], str | None]:
     """The problems of a URL pin (each naming what is accepted), and its version."""
-    bad = sorted({c for c in text if not _URL_CHAR.fullmatch(c)})
-    problems = [
-        f"--pin: {text!r} holds {', '.join(map(repr, bad))}: a pinned URL is written into"
-        f" Dockerfiles and YAML, so it may hold only {URL_CHARS}"
-    ] if bad else []
+    problems: list[str] = []
+    if bad := sorted({c for c in text if not _URL_CHAR.fullmatch(c)}):
+        problems.append(
+            f"--pin: {text!r} holds {', '.join(map(repr, bad))}: a pinned URL is written into"
+            f" Dockerfiles and YAML, so it may hold only {URL_CHARS}"
+        )
     scheme, _, rest = text.partition("://")
     if scheme not in SCHEMES:
         problems.append(f"--pin: scheme {scheme!r} is not accepted ({', '.join(SCHEMES)})")
@@ -75,7 +76,9 @@ def _url_problems(text: str) -> tuple[list[str], str | None]:
         )
     version = _version_of(scheme, path)
     if version is None:
-        problems.append(f"--pin: {text!r} says no version for the tools image; accepted: {ACCEPTED}")
+        problems.append(
+            f"--pin: {text!r} says no version for the tools image; accepted: {ACCEPTED}"
+        )
     return problems, version
 
 
