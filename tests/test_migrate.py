@@ -9,6 +9,7 @@ process (`tests.inproc.run_inproc`): no test here has the process as its subject
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import stat
@@ -20,9 +21,11 @@ import pytest
 import yaml
 
 from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
-from ci.migrate import edits
+from ci.migrate import edits, gates
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
+from ci.pipeline.lint import lint, problem_lines
 from tests.conftest import SHARED, need_shared
+from tests.corpus import MISSING_KEY, pyproject_text, register_missing_key
 from tests.gitrepo import GitRepo, buildkite_env, copy_repo
 from tests.inproc import run_task
 from tests.migrate_fixture import PRE_COMMIT
@@ -75,8 +78,10 @@ def _writable(tree: Path) -> None:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
-def make_checkout(root: Path, *, scripts: bool = False) -> Path:
-    """A vLLM-Omni checkout: the corpus, the pre-commit config, the Dockerfiles."""
+def make_checkout(root: Path, *, scripts: bool = False, register_key: bool = True) -> Path:
+    """A vLLM-Omni checkout: the corpus, the pre-commit config, the Dockerfiles, and what
+    the `lint-pipelines` gate needs (tests/corpus.py): the marker registry and, unless
+    `register_key` is false, the one source-registry key the corpus lacks."""
     shutil.copytree(need_shared(CORPUS), root / ".buildkite", copy_function=shutil.copy)
     if scripts:
         shutil.copytree(need_shared(SCRIPTS), root, copy_function=shutil.copy, dirs_exist_ok=True)
@@ -87,6 +92,9 @@ def make_checkout(root: Path, *, scripts: bool = False) -> Path:
             (root / "tools/pre_commit").mkdir(parents=True, exist_ok=True)
             (root / "tools/pre_commit" / hook).write_text("print('old hook')\n")
     _writable(root)
+    (root / "pyproject.toml").write_text(pyproject_text())
+    if register_key:
+        register_missing_key(root)
     (root / ".pre-commit-config.yaml").write_text(PRE_COMMIT)
     for rel, text in DOCKERFILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -465,6 +473,189 @@ def test_a_missing_dockerfile_is_listed_not_an_error(checkout: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "note: docker/Dockerfile.xpu: not found" in done.stderr
     assert PIN.format("1.0") in (checkout / "docker/Dockerfile.ci").read_text()
+
+
+GIT_PIN = "git+https://github.com/vllm-project/vllm-omni-ci@v0.1.0"
+WHEEL = "https://example.org/wheels/vllm_omni_ci-0.1.0rc1-py3-none-any.whl"
+
+
+@pytest.mark.parametrize(
+    ("pin", "requirement", "tag"),
+    [
+        ("0.1.0", "vllm-omni-ci==0.1.0", "0.1.0"),
+        (GIT_PIN, f"vllm-omni-ci @ {GIT_PIN}", "0.1.0"),
+        (
+            "git+ssh://git@github.com/org/vllm-omni-ci@0.2.0.post1",
+            "vllm-omni-ci @ git+ssh://git@github.com/org/vllm-omni-ci@0.2.0.post1",
+            "0.2.0.post1",
+        ),
+        (WHEEL, f"vllm-omni-ci @ {WHEEL}", "0.1.0rc1"),
+    ],
+)
+def test_pin_takes_a_version_a_git_url_at_a_tag_or_a_wheel_url(
+    checkout: Path, pin: str, requirement: str, tag: str
+) -> None:
+    """A URL is a PEP 508 direct reference; the tools image is tagged by the URL's version."""
+    done = migrate(checkout, "--pin", pin, "--apply")
+    assert done.returncode == 0, done.stderr
+    line = f'RUN python3 -m pip install --no-cache-dir "{requirement}"'
+    for rel in DOCKERFILES:
+        assert (checkout / rel).read_text().splitlines().count(line) == 1, rel
+    for rel in ENTRY_PIPELINES:
+        plugin = yaml.safe_load((checkout / rel).read_text())["steps"][0]["plugins"][0]
+        assert plugin["docker#v5.12.0"]["image"] == f"vllm-omni-ci/tools:{tag}"
+    again = migrate(checkout, "--pin", pin)
+    assert (again.returncode, again.stdout) == (0, ""), again.stderr
+
+
+def test_a_url_pin_and_a_version_pin_replace_each_other(checkout: Path) -> None:
+    assert migrate(checkout, "--pin", GIT_PIN, "--apply").returncode == 0
+    to_version = migrate(checkout, "--pin", "0.1.0")
+    changed = diff_files(to_version.stdout)
+    assert set(changed) == set(DOCKERFILES), "the tools image keeps its tag 0.1.0"
+    for removed, added in changed.values():
+        assert [line.replace(f" @ {GIT_PIN}", "==0.1.0") for line in removed] == added
+    assert migrate(checkout, "--pin", "0.1.0", "--apply").returncode == 0
+    assert migrate(checkout, "--pin", WHEEL, "--apply").returncode == 0
+    texts = snapshot(checkout)
+    assert all(f'"vllm-omni-ci @ {WHEEL}"' in texts[rel] for rel in DOCKERFILES)
+    assert not any("vllm-omni-ci==" in texts[rel] for rel in DOCKERFILES)
+    assert all("vllm-omni-ci/tools:0.1.0rc1" in texts[rel] for rel in ENTRY_PIPELINES)
+
+
+ACCEPTED = "accepted: a version (1.2.3, 1.2.3rc1), git+https://"
+
+
+@pytest.mark.parametrize(
+    ("pin", "messages"),
+    [
+        ("main", [f"error: --pin: 'main' is not a version or a URL; {ACCEPTED}"]),
+        (
+            "http://example.org/vllm_omni_ci-0.1.0-py3-none-any.whl",
+            ["error: --pin: scheme 'http' is not accepted (https, git+https, git+ssh)"],
+        ),
+        ("git://github.com/o/vllm-omni-ci@v0.1.0", ["error: --pin: scheme 'git' is not"]),
+        ("file:///wheels/vllm_omni_ci-0.1.0-py3-none-any.whl", ["error: --pin: scheme 'file'"]),
+        (
+            "git+https://github.com/o/vllm-omni-ci",
+            [
+                "error: --pin: 'git+https://github.com/o/vllm-omni-ci' says no version for the"
+                f" tools image; {ACCEPTED}"
+            ],
+        ),
+        ("git+https://github.com/o/vllm-omni-ci@main", ["error: --pin: 'git+https://"]),
+        ("https://example.org/vllm_omni_ci-0.1.0.tar.gz", ["error: --pin: 'https://"]),
+        ("https://example.org/other_tool-0.1.0-py3-none-any.whl", ["error: --pin: 'https://"]),
+        ("https://example.org/vllm_omni_ci-latest-py3-none-any.whl", ["error: --pin: 'https://"]),
+        ("https://", ["error: --pin: 'https://' names no host and path", "error: --pin: "]),
+        (
+            "https://me:token@example.org/vllm_omni_ci-0.1.0-py3-none-any.whl",
+            [
+                "error: --pin: 'https://me:token@example.org/vllm_omni_ci-0.1.0-py3-none-any.whl'"
+                " carries credentials"
+            ],
+        ),
+        (
+            "git+ssh://git:secret@github.com/o/vllm-omni-ci@v0.1.0",
+            ["error: --pin: 'git+ssh://git:secret@github.com/o/vllm-omni-ci@v0.1.0' carries"],
+        ),
+        (
+            "git+https://github.com/o/vllm-omni-ci@v0.1.0; curl x|sh",
+            [
+                "error: --pin: 'git+https://github.com/o/vllm-omni-ci@v0.1.0; curl x|sh' holds"
+                " ' ', ';', '|': a pinned URL is written into Dockerfiles and YAML, so it may"
+                " hold only letters, digits and . _ ~ : / @ + % -",
+                "error: --pin: ",
+            ],  # the tag is no version either
+        ),
+        ('https://e.org/vllm_omni_ci-0.1.0-py3-none-any.whl"', ["error: --pin: ", "error: "]),
+        ("https://e.org/$(id)/vllm_omni_ci-0.1.0-py3-none-any.whl", ["error: --pin: "]),
+        ("https://e.org/vllm_omni_ci-0.1.0-py3-none-any.whl#x", ["error: --pin: ", "error: "]),
+        ("git+https://e.org/o/r@v1\nRUN x", ["error: --pin: ", "error: "]),
+        ("http://e.org/ x", ["error: --pin: 'http://e.org/ x' holds ' '", "error: --pin: scheme"]),
+    ],
+)
+def test_a_pin_is_refused_before_any_edit_one_line_per_problem(
+    checkout: Path, pin: str, messages: list[str]
+) -> None:
+    before = snapshot(checkout)
+    done = migrate(checkout, "--pin", pin, "--apply")
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == len(messages), done.stderr
+    assert all(line.startswith(m) for line, m in zip(lines, messages, strict=True)), lines
+    assert done.stdout == "" and snapshot(checkout) == before
+
+
+# ----------------------------------------------------------- the lint-pipelines gate
+
+
+WOULD_FAIL = "would fail: lint-pipelines: "
+UNKNOWN = "unknown source_file_dependencies"
+
+
+def test_a_key_the_registry_lacks_would_fail_and_keeps_exit_1(tmp_path: Path) -> None:
+    """The real corpus: test-nightly.yml names a key its registry lacks (tests/corpus.py)."""
+    repo = make_checkout(tmp_path / "omni", register_key=False)
+    before = snapshot(repo)
+    shown = migrate(repo)
+    assert shown.returncode == 1 and shown.stdout
+    assert snapshot(repo) == before, "the gate runs on a copy"
+    failing = [line for line in shown.stderr.splitlines() if line.startswith("would fail:")]
+    assert failing == [
+        f"{WOULD_FAIL}.buildkite/cuda/test-nightly.yml: {UNKNOWN} '{MISSING_KEY}' in step "
+        "':full_moon: JoyAI-Image-Edit · Accuracy Test'; did you mean "
+        "'diffusion_qwen_image_accuracy', 'diffusion_hunyuan_image3_accuracy', "
+        "'diffusion_cosmos3_accuracy'? (all 53 keys: `source_file_dependencies:` in "
+        ".buildkite/common/ci_source_file_dependencies.yml)"
+    ]
+    applied = migrate(repo, "--apply")
+    assert applied.returncode == 1 and failing[0] in applied.stderr
+    # No edit is pending, and still the migration is not done.
+    again = migrate(repo)
+    assert (again.returncode, again.stdout) == (1, "")
+    assert [line for line in again.stderr.splitlines() if line in failing] == failing
+    register_missing_key(repo)
+    assert migrate(repo).returncode == 0
+
+
+def test_a_planted_unknown_key_would_fail_after_migration(checkout: Path) -> None:
+    nightly = checkout / ".buildkite/cuda/test-nightly.yml"
+    document = yaml.safe_load(nightly.read_text())
+    document["steps"].append({"label": "planted", "command": "c", "source_file_dependencies": "x"})
+    nightly.write_text(yaml.safe_dump(document, sort_keys=False))
+    done = migrate(checkout, "--pin", "0.1.0", "--apply")
+    assert done.returncode == 1
+    assert f"{WOULD_FAIL}.buildkite/cuda/test-nightly.yml: {UNKNOWN} 'x' in step 'planted'" in (
+        done.stderr
+    )
+    assert "migrate: " in done.stderr, "the edits are written all the same"
+
+
+def test_the_gate_reads_the_edits_not_the_checkout(checkout: Path) -> None:
+    """What the gate finds is the migrated result's: an edit's problem is reported, the
+    checkout is not touched, and a problem of the checkout names the checkout's path."""
+    rel = ".buildkite/cuda/test-ready.yml"
+    old = (checkout / rel).read_text()
+    planted = old + "  - label: planted\n    command: c\n    source_file_dependencies: x\n"
+    before = snapshot(checkout)
+    found = gates.would_fail(checkout, [edits.FileChange(rel, old, planted)])
+    assert [line.split(";")[0] for line in found] == [f"{rel}: {UNKNOWN} 'x' in step 'planted'"]
+    assert gates.would_fail(checkout, []) == []
+    assert snapshot(checkout) == before
+    (checkout / "pyproject.toml").unlink()
+    found = gates.would_fail(checkout, [])
+    assert found == [f"missing pytest marker registry: {checkout.resolve() / 'pyproject.toml'}"]
+
+
+def test_a_file_the_gate_cannot_read_is_a_problem_and_never_hangs(checkout: Path) -> None:
+    """Read where it is, so in the words `lint-pipelines` has for the checkout itself."""
+    os.mkfifo(checkout / ".buildkite/cuda/test-fifo.yml")
+    found = gates.would_fail(checkout, [])
+    assert len(found) == 1 and found[0].endswith(
+        "test-fifo.yml: cannot read: a FIFO, not a regular file"
+    )
+    assert found == problem_lines(checkout, lint(checkout))
 
 
 def test_a_call_no_row_understands_is_listed_with_its_line(checkout: Path) -> None:

@@ -3,7 +3,9 @@
 Like `ruff format --check`: without `--apply` nothing is written, stdout is the
 diff and the exit code says whether anything is left to do. Every call of a
 replaced script that no row rewrites is a `manual:` line on stderr and keeps
-the exit code at 1, also after `--apply`.
+the exit code at 1, also after `--apply`; so is every problem the
+`lint-pipelines` gate finds in the migrated result (`would fail:` lines), even
+with no edit pending: the migration is not done while CI would fail.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 from ci import door
 from ci.errors import FAILURE, Stop
-from ci.migrate import edits
+from ci.migrate import edits, gates
+from ci.migrate import pin as pins
 from ci.migrate.edits import FileChange
 
 
@@ -36,18 +39,21 @@ def unified(change: FileChange) -> str:
 
 def run(repo: Path, *, apply: bool, pin: str, delete_replaced: bool) -> None:
     """Show (or with `apply`, write) the migration of `repo`; stop with the exit code."""
-    if pin:
-        edits.check_pin(pin)
-    work = edits.plan(repo, pin=pin or None, delete_replaced=delete_replaced)
+    pinned = pins.parse(pin) if pin else None  # before anything is read
+    work = edits.plan(repo, pin=pinned, delete_replaced=delete_replaced)
+    failing = gates.would_fail(repo, work.changes)
     for line in work.notes:
         door.note(f"note: {line}")
     for line in work.manual:
         door.note(f"manual: {line}")
+    for line in failing:
+        door.note(f"would fail: {gates.GATE}: {line}")
+    left = bool(work.manual or failing)
     if apply:
         for change in work.changes:
             edits.write(repo, change)
         door.note(f"migrate: {len(work.changes)} files changed")
-        raise Stop(FAILURE if work.manual else 0)
+        raise Stop(FAILURE if left else 0)
     sys.stdout.write("".join(unified(change) for change in work.changes))
     sys.stdout.flush()
-    raise Stop(FAILURE if work.changes or work.manual else 0)
+    raise Stop(FAILURE if work.changes or left else 0)

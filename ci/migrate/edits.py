@@ -6,8 +6,9 @@
   platform's `bootstrap-upload-steps.yml`.
 * `.pre-commit-config.yaml`: the `check-mark` and `check-buildkite` hooks run
   vllm-omni-ci (`language: system`, nothing to install).
-* With a pin: the CI Dockerfiles install that vllm-omni-ci, and the CUDA and NPU
-  entry steps run in the tools image of that version.
+* With a pin (`ci.migrate.pin`: a version, or a URL that says one): the CI
+  Dockerfiles install that vllm-omni-ci, and the CUDA and NPU entry steps run in
+  the tools image of that version.
 * With `delete_replaced`: the replaced scripts and their tests, unless a step
   still calls the script.
 
@@ -27,8 +28,9 @@ from typing import Any, Final
 
 from ci import yamlio
 from ci.bootstraps import BOOTSTRAP_FILES, CLI
-from ci.errors import Failure, UserError
+from ci.errors import Failure
 from ci.migrate import rewrites, spans
+from ci.migrate.pin import Pin
 from ci.migrate.spans import Splice
 from ci.pipeline import files
 
@@ -68,8 +70,10 @@ DOCKERFILES: Final[Mapping[str, str | None]] = {
     "docker/Dockerfile.npu.ci": None,
     "docker/Dockerfile.xpu": None,
 }
-PIN_LINE: Final = 'RUN python3 -m pip install --no-cache-dir "vllm-omni-ci=={}"'
-_PINNED = re.compile(r"(vllm-omni-ci==)[^\"'\s]+")
+# Formatted with the pin's requirement: `vllm-omni-ci==VERSION` or `vllm-omni-ci @ URL`.
+PIN_LINE: Final = 'RUN python3 -m pip install --no-cache-dir "{}"'
+# An install of vllm-omni-ci already pinned, either way: a new pin replaces it.
+_PINNED = re.compile(r"vllm-omni-ci[ \t]*(?:==|@)[ \t]*[^\"'\s]+")
 TOOLS_IMAGE: Final = "vllm-omni-ci/tools"
 _TOOLS_TAG = re.compile(rf"({re.escape(TOOLS_IMAGE)}:)[\w.-]+")
 TOOLS_PLUGIN: Final = (
@@ -83,13 +87,7 @@ ENTRY_PIPELINES: Final[Mapping[str, str]] = {
 }
 # The old two-document entry pipelines' sentinels, replaced at upload time.
 _SENTINEL = re.compile(r"__\w+_IF__|vllm-omni:placeholder:")
-_VERSION = re.compile(r"\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*")
 _NAMES: Final = {Path(p).name for p in rewrites.REPLACED_SCRIPTS}
-
-
-def check_pin(pin: str) -> None:
-    if not _VERSION.fullmatch(pin):
-        raise UserError(f"--pin: {pin!r} is not a version (digits and dots: 1.2.3, 1.2.3rc1)")
 
 
 def _short(command: str) -> str:
@@ -204,12 +202,12 @@ def _line_start(text: str, node: Any) -> int:
     return text.rfind("\n", 0, node.start_mark.index) + 1
 
 
-def _tools_image(rel: str, text: str, pin: str, work: Migration) -> str:
-    """The entry step that runs the bootstrap, in the tools image of version `pin`."""
+def _tools_image(rel: str, text: str, version: str, work: Migration) -> str:
+    """The entry step that runs the bootstrap, in the tools image of `version`."""
     import yaml
 
     if _TOOLS_TAG.search(text):
-        return _TOOLS_TAG.sub(rf"\g<1>{pin}", text)
+        return _TOOLS_TAG.sub(lambda m: f"{m[1]}{version}", text)
     step = next(
         (
             m
@@ -219,7 +217,7 @@ def _tools_image(rel: str, text: str, pin: str, work: Migration) -> str:
         ),
         None,
     )
-    plugin = TOOLS_PLUGIN.format(image=f"{TOOLS_IMAGE}:{pin}")
+    plugin = TOOLS_PLUGIN.format(image=f"{TOOLS_IMAGE}:{version}")
     nl = spans.newline(text)
     fields = spans.pairs(step) if step is not None and not step.flow_style else {}
     plugins = spans.field(step, "plugins") if fields else None
@@ -247,7 +245,7 @@ def _tools_image(rel: str, text: str, pin: str, work: Migration) -> str:
     return _checked(rel, text, spans.splice(text, [edit]), None, work)
 
 
-def _pipelines(repo: Path, pin: str | None, work: Migration) -> None:
+def _pipelines(repo: Path, pin: Pin | None, work: Migration) -> None:
     root = repo / ".buildkite"
     found = files.walk(root, lambda n: n.endswith((".yml", ".yaml"))) if root.is_dir() else []
     for path in found:
@@ -256,7 +254,7 @@ def _pipelines(repo: Path, pin: str | None, work: Migration) -> None:
         text = _one_document(repo, rel, old, spans.compose(old, rel), work)
         text = _commands(rel, text, work)
         if pin and rel in ENTRY_PIPELINES.values():
-            text = _tools_image(rel, text, pin, work)
+            text = _tools_image(rel, text, pin.version, work)
         what = "called in a shape migrate cannot rewrite"
         _leftovers(work, rel, text, spans.command_scalars(spans.compose(text, rel)), what)
         work.change(rel, old, text)
@@ -330,10 +328,10 @@ def _pre_commit(repo: Path, work: Migration) -> None:
     work.change(PRE_COMMIT, old, new)
 
 
-def _dockerfile(text: str, stage: str | None, pin: str) -> str | None:
+def _dockerfile(text: str, stage: str | None, requirement: str) -> str | None:
     """`text` with the pinned install at the end of `stage`; None when there is no such stage."""
     if _PINNED.search(text):
-        return _PINNED.sub(rf"\g<1>{pin}", text)
+        return _PINNED.sub(lambda _: requirement, text)
     lines = text.splitlines(keepends=True)
     froms = [i for i, line in enumerate(lines) if re.match(r"\s*FROM\s", line, re.IGNORECASE)]
     if stage is None:
@@ -350,10 +348,10 @@ def _dockerfile(text: str, stage: str | None, pin: str) -> str | None:
     before = lines[:at]
     if before and not before[-1].endswith("\n"):
         before[-1] += nl
-    return "".join([*before, PIN_LINE.format(pin) + nl, *lines[at:]])
+    return "".join([*before, PIN_LINE.format(requirement) + nl, *lines[at:]])
 
 
-def _dockerfiles(repo: Path, pin: str | None, work: Migration) -> None:
+def _dockerfiles(repo: Path, pin: Pin | None, work: Migration) -> None:
     if not pin:
         unpinned = [
             rel
@@ -363,7 +361,7 @@ def _dockerfiles(repo: Path, pin: str | None, work: Migration) -> None:
         if unpinned:
             work.notes.append(
                 f"no --pin: {', '.join(unpinned)} get no pinned install of vllm-omni-ci, and the"
-                " entry steps no tools image (`--pin VERSION` adds both)"
+                " entry steps no tools image (`--pin VERSION` or `--pin URL` adds both)"
             )
         return
     for rel, stage in DOCKERFILES.items():
@@ -371,9 +369,10 @@ def _dockerfiles(repo: Path, pin: str | None, work: Migration) -> None:
             work.notes.append(f"{rel}: not found, so it gets no pinned install of vllm-omni-ci")
             continue
         old = files.read_text(repo / rel, rel)
-        new = _dockerfile(old, stage, pin)
+        new = _dockerfile(old, stage, pin.requirement)
         if new is None:
-            work.manual.append(f"{rel}:1: no `{stage}` stage: add {PIN_LINE.format(pin)}")
+            line = PIN_LINE.format(pin.requirement)
+            work.manual.append(f"{rel}:1: no `{stage}` stage: add {line}")
         else:
             work.change(rel, old, new)
 
@@ -411,7 +410,7 @@ def apply(checkout: Path) -> None:
         write(checkout, change)
 
 
-def plan(repo: Path, *, pin: str | None, delete_replaced: bool) -> Migration:
+def plan(repo: Path, *, pin: Pin | None, delete_replaced: bool) -> Migration:
     """Every change for `repo`, in file order; nothing is written."""
     work = Migration()
     _pipelines(repo, pin, work)

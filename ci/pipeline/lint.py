@@ -141,14 +141,24 @@ def lint(repo: Path) -> list[FileReport]:
     return reports + [lint_static(rel, p) for rel, p in others]
 
 
+def problem_lines(repo: Path, reports: list[FileReport]) -> list[str]:
+    """One line per problem, naming its file; a registry problem names its file already
+    and repeats for every YAML, so it is one line. (`migrate` shows them too.)"""
+    root = str(repo.resolve())
+    errors: dict[str, None] = {}
+    for report in reports:
+        for problem in report.problems:
+            named = root in problem or problem.startswith(f"{report.path}: ")
+            errors.setdefault(problem if named else f"{report.path}: {problem}", None)
+    return list(errors)
+
+
 def lint_repo(repo_arg: str = "") -> None:
     """The task: a summary on stdout, one `error:` line per problem, exit 1 on any."""
     repo = resolve_repo(repo_arg or None)
     reports = lint(repo)
     if not reports:
         raise UserError(f"--repo: {repo} has no test pipelines ({TEST_GLOB})")
-    root = str(repo.resolve())
-    errors: dict[str, None] = {}
     for report in reports:
         state = "ok  " if not report.problems else "FAIL"
         presets = ", ".join(sorted(report.presets)) or "none"
@@ -159,9 +169,5 @@ def lint_repo(repo_arg: str = "") -> None:
         )
         for note in report.notes:
             door.note(f"note: {report.path}: {note}")
-        for problem in report.problems:
-            # Registry problems name their file already and repeat for every YAML.
-            named = root in problem or problem.startswith(f"{report.path}: ")
-            errors.setdefault(problem if named else f"{report.path}: {problem}", None)
     sys.stdout.flush()
-    Failure.collect(errors)
+    Failure.collect(problem_lines(repo, reports))

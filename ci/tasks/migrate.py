@@ -8,8 +8,10 @@ from ci.taskdef import task
 @task(
     help={
         "apply": "write the changes (default: print them as a unified diff, exit 1 if any)",
-        "pin": "vllm-omni-ci version to pin in the CI Dockerfiles and the entry steps'"
-        " tools image (vllm-omni-ci/tools:VERSION)",
+        "pin": "vllm-omni-ci to pin in the CI Dockerfiles, and the entry steps' tools image"
+        " (vllm-omni-ci/tools:VERSION): a version, a git URL at a tag"
+        " (git+https://HOST/ORG/vllm-omni-ci@vVERSION) or a wheel URL"
+        " (https://…/vllm_omni_ci-VERSION-py3-none-any.whl)",
         "delete_replaced": "also delete the replaced scripts and their tests (a script a"
         " step still calls is listed instead)",
         "check": "report what is left to migrate instead (no edits)",
@@ -29,8 +31,11 @@ def migrate(
     Job commands in .buildkite/ that call a replaced script get the new command,
     the check-mark and check-buildkite pre-commit hooks run vllm-omni-ci, and
     --pin adds the pinned install to the CI Dockerfiles. Only the lines that
-    change are touched. Exit 1 while changes are pending or a call is left for a
-    person (`manual:` lines on stderr), 0 when there is nothing to do.
+    change are touched. The lint-pipelines gate then checks the migrated result
+    in a temporary copy (without --apply the checkout is only read): each
+    problem is a `would fail: lint-pipelines: FILE: …` line on stderr. Exit 1 while changes are
+    pending, a call is left for a person (`manual:` lines on stderr) or the gate
+    would fail, also after --apply; 0 when there is nothing to do.
     """
     from ci.errors import Stop, UserError
     from ci.target import resolve_repo
