@@ -58,7 +58,9 @@ def test_up_on_a_ready_machine_reuses_every_part_and_changes_nothing(tmp_path: P
     assert all(": reused: " in ln for ln in lines[1:-1]), done.stdout
     assert lines[-1].startswith("sandbox up: 5 parts ready in ")
     state = json.loads((tmp_path / "state.json").read_text())
-    assert state == {"links": [], "services": {}}  # nothing started, so nothing for down
+    # nothing started, so nothing for down; the settings recorded for status and down
+    settings = {"socket": "/var/run/docker.sock", "registry_port": 5000}
+    assert state == {"links": [], "folders": [], "services": {}, "settings": settings}
 
 
 @pytest.mark.docker
