@@ -436,6 +436,9 @@ def not_a_socket(tmp_path: Path) -> Path:
             "error: --socket: '/no/such/dir/d.sock': its folder /no/such/dir does not exist",
         ),
         (["--socket", "{file}"], "error: --socket: '{file}' exists and is not a socket"),
+        (["--socket", "{file}/d.sock"], "error: --socket: '{file}/d.sock': {file} is not a folder"),
+        (["--socket", "/" + "s" * 107], "error: --socket: '/sss"),
+        (["--registry-port", "\u0665"], "error: --registry-port: '\u0665' is not a port"),
     ],
 )
 def test_a_bad_port_or_socket_exits_2_before_anything_runs(
@@ -553,8 +556,9 @@ def test_the_touches_name_every_place_the_parts_use(tmp_path: Path) -> None:
     link = f"{tmp_path}/cfg/cli-plugins/docker-buildx"
     rows = touches(layout.settings, str(layout.root), link)
     wheres = {t.where for t in rows}
-    (host,) = daemon_config(layout)["hosts"]  # type: ignore[misc]
-    assert str(host).removeprefix("unix://") in wheres
+    hosts = daemon_config(layout)["hosts"]
+    assert isinstance(hosts, list) and len(hosts) == 1
+    assert str(hosts[0]).removeprefix("unix://") in wheres
     addr = registry_config(layout).split("addr: ", 1)[1].strip()
     assert addr in wheres and link in wheres and str(Path(link).parent) in wheres
     assert f"{layout.run}/docker" in wheres  # the exec root, where dockerd's mounts are

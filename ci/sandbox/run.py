@@ -184,10 +184,10 @@ def down(root: str = "", *, purge: bool = False) -> None:
                 path.unlink()
                 _say(f"removed {path}")
         layout.state.links = []
-        for name in reversed(layout.state.folders):  # deepest first
+        for made in reversed(layout.state.folders):  # deepest first
             with contextlib.suppress(OSError):  # not empty, or gone: left as it is
-                Path(name).rmdir()
-                _say(f"removed {name}")
+                Path(made).rmdir()
+                _say(f"removed {made}")
         layout.state.folders = []
         for folder in (layout.prefix, layout.debs, layout.apt):
             if folder.exists():

@@ -24,6 +24,7 @@ BASE_IMAGE_REPO = "omni-ci/python-base"
 BASE_IMAGE_TAG = "bookworm"
 UNIX = "unix://"
 PORTS = range(1, 65536)
+SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes on Linux, the last one a NUL
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def default_settings() -> Settings:
 
 def port_problem(value: str) -> str:
     """Why `value` is no registry port ("" when it is one)."""
-    if not value.isdigit() or int(value) not in PORTS:
+    if not (value.isascii() and value.isdigit()) or int(value) not in PORTS:
         return (
             f"{value!r} is not a port: allowed values are whole numbers {PORTS[0]} to {PORTS[-1]}"
         )
@@ -82,14 +83,18 @@ def socket_problem(value: str) -> str:
     path = Path(value)
     if not path.is_absolute():
         return f"{value!r} is not an absolute path"
-    if not path.parent.is_dir():
+    if len(os.fsencode(value)) > SOCKET_PATH_MAX:
+        return f"{value!r} is longer than a unix socket's path may be ({SOCKET_PATH_MAX} bytes)"
+    if not path.parent.exists():
         return f"{value!r}: its folder {path.parent} does not exist"
+    if not path.parent.is_dir():
+        return f"{value!r}: {path.parent} is not a folder"
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:
         return ""
-    except OSError as exc:
-        return f"{value!r}: cannot inspect it: {exc.strerror or exc}"
+    except (OSError, ValueError) as exc:
+        return f"{value!r}: cannot inspect it: {getattr(exc, 'strerror', None) or exc}"
     if not stat.S_ISSOCK(mode):
         return f"{value!r} exists and is not a socket (dockerd would remove it)"
     return ""
