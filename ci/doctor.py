@@ -18,7 +18,7 @@ from ci import door
 from ci.devices import Device, Inventory
 from ci.devices import probe as probe_devices
 from ci.errors import FAILURE, Stop, UserError
-from ci.sandbox.layout import Layout, default_root
+from ci.sandbox.layout import recorded_settings
 from ci.sandbox.parts import UP, engine_info
 from ci.sandbox.registryapi import in_registry, registry_answers
 from ci.sandbox.settings import Settings
@@ -152,7 +152,7 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     if chosen and chosen not in [c.path for c in clients]:
         clients.append(probe_client(chosen))
     info, error = engine_info(chosen) if chosen and engine else ({}, "")
-    sandbox = Layout(default_root()).settings
+    sandbox = recorded_settings()
     version = info.get("ServerVersion")
     report = Report(
         clients=tuple(clients),

@@ -94,6 +94,17 @@ class Layout:
         return os.pathsep.join([*ours, os.environ.get("PATH", os.defpath)])
 
 
+def recorded_settings() -> Settings:
+    """What `up` recorded in the default sandbox, else the defaults: where `doctor` looks.
+
+    Never raises: a home that cannot be found is no record.
+    """
+    try:
+        return Layout(default_root()).settings
+    except RuntimeError:  # Path.home() without HOME or a passwd entry
+        return default_settings()
+
+
 def _settings(raw: object) -> Settings | None:
     """A recorded choice, or None when there is none or it is not one (edited by hand)."""
     if not isinstance(raw, dict):
