@@ -35,11 +35,11 @@ def touches(settings: Settings, root: str, link: str) -> list[Touch]:
         Touch(
             "engine",
             "`dockerd`, run as root, with a shim per running container and its own"
-            " `containerd` (or the system's, when one listens at"
-            " `/run/containerd/containerd.sock`: then the images live in that one)",
+            " `containerd` (or the system's, when `/run/containerd/containerd.sock` exists:"
+            " then the images live in that one)",
             settings.socket,
             "started when no engine answers at the socket",
-            stopped,
+            f"{stopped} (images kept in a system `containerd` stay there)",
         ),
         Touch(
             "engine",
