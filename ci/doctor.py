@@ -18,9 +18,10 @@ from ci import door
 from ci.devices import Device, Inventory
 from ci.devices import probe as probe_devices
 from ci.errors import FAILURE, Stop, UserError
-from ci.sandbox.layout import BASE_IMAGE, REGISTRY
+from ci.sandbox.layout import recorded_settings
 from ci.sandbox.parts import UP, engine_info
 from ci.sandbox.registryapi import in_registry, registry_answers
+from ci.sandbox.settings import Settings
 
 DEBIAN_DOCKER = "/usr/bin/docker"
 PROBE_LABEL = "vllm-omni-ci.probe=1"
@@ -45,6 +46,9 @@ class Report:
     output_image: bool = False
     buildctl: str | None = None
     registry: bool = False
+    # The sandbox's socket and registry port, as `sandbox up` recorded them (else the defaults):
+    # the registry probed is the one `up` started.
+    sandbox: Settings = field(default_factory=Settings)
     shellcheck: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     devices: tuple[Device, ...] = ()  # the accelerators (`ci.devices`), probed by `doctor` only
@@ -148,6 +152,7 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
     if chosen and chosen not in [c.path for c in clients]:
         clients.append(probe_client(chosen))
     info, error = engine_info(chosen) if chosen and engine else ({}, "")
+    sandbox = recorded_settings()
     version = info.get("ServerVersion")
     report = Report(
         clients=tuple(clients),
@@ -156,7 +161,8 @@ def probe(docker: str | None = None, *, engine: bool = True) -> Report:
         storage_driver=info.get("Driver"),
         engine_error=(error or None) if chosen else "no docker client on PATH",
         buildctl=shutil.which("buildctl"),
-        registry=registry_answers(),
+        registry=registry_answers(sandbox.registry),
+        sandbox=sandbox,
         shellcheck=_shellcheck(),
     )
     builder = report.buildkit_client()
@@ -188,10 +194,13 @@ def judge(report: Report, base_image: bool, builder: str = "auto") -> list[Docto
         why = f"no docker client can build with BuildKit ({how})"
         build = DoctorFinding("buildkit", able, why, up)
     no_engine = f"no engine answers ({report.engine_error})"
+    sandbox = report.sandbox
     return [
         DoctorFinding("engine", report.engine, no_engine, f"{up}, or start dockerd"),
-        DoctorFinding("registry", report.registry, f"nothing answers at http://{REGISTRY}/v2/", up),
-        DoctorFinding("base image", base_image, f"{BASE_IMAGE} is not in the registry", up),
+        DoctorFinding(
+            "registry", report.registry, f"nothing answers at http://{sandbox.registry}/v2/", up
+        ),
+        DoctorFinding("base image", base_image, f"{sandbox.base_image} is not in the registry", up),
         build,
     ]
 
@@ -200,7 +209,7 @@ def doctor(docker: str | None, *, as_json: bool, builder: str) -> None:
     """Print the report (with the judged checks under `checks` as JSON); then one
     `error:` line with its fix per failed check, and exit 1."""
     report = replace(probe(docker), devices=probe_devices().devices)
-    findings = judge(report, report.registry and in_registry(), builder)
+    findings = judge(report, report.registry and in_registry(report.sandbox.registry), builder)
     if as_json:
         data = asdict(report)
         data["checks"] = [asdict(f) for f in findings]
@@ -236,7 +245,7 @@ def render(report: Report) -> str:
         f"engine supports --output type=image: {yes[report.output_image]}",
         f"docker buildx works: {yes[report.buildx]}",
         f"buildctl: {report.buildctl or 'not found'}",
-        f"registry {REGISTRY}: {'answers' if report.registry else 'no answer'}",
+        f"registry {report.sandbox.registry}: {'answers' if report.registry else 'no answer'}",
         f"shellcheck: {report.shellcheck or 'not found'}",
     ]
     inventory = Inventory(report.devices)

@@ -38,7 +38,7 @@ from tests.conftest import REGISTRY, run_cli, sample_with_wheelhouse
 def registry_digest(ref: str) -> str | None:
     """The manifest digest of REGISTRY/name:tag, or None when the registry has no such tag."""
     name, tag = ref.removeprefix(f"{REGISTRY}/").rsplit(":", 1)
-    return manifest_digest(name, tag)
+    return manifest_digest(REGISTRY, name, tag)
 
 
 def registry_delete(ref: str) -> None:

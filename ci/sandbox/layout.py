@@ -1,11 +1,11 @@
 """Where the sandbox keeps its files: one root, everything under it, nothing elsewhere.
 
 The root is `$VLLM_OMNI_CI_SANDBOX`, else `$XDG_DATA_HOME/vllm-omni-ci/sandbox`
-(`~/.local/share/...`). The only path outside it is the buildx plugin link in
-the docker client's `cli-plugins` folder, which `up` records and `down --purge`
-removes. `state.json` records what `up` started or linked, so that `down` undoes
-exactly that and nothing else: a service by pid *and* start time (door.Service),
-so a pid reused by another program is never signalled.
+(`~/.local/share/...`). What `up` touches outside it is listed in touches.py.
+`state.json` records what `up` chose (settings.py), started, linked and made, so
+that `status` looks where `up` put things and `down` undoes exactly that and
+nothing else: a service by pid *and* start time (door.Service), so a pid reused
+by another program is never signalled.
 """
 
 from __future__ import annotations
@@ -18,14 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ci import door
-
-# The engine listens where every docker client and the Docker SDK look by default,
-# so that no task, test or user shell needs DOCKER_HOST.
-SOCKET = "/var/run/docker.sock"
-REGISTRY = "127.0.0.1:5000"
-BASE_IMAGE_REPO = "omni-ci/python-base"
-BASE_IMAGE_TAG = "bookworm"
-BASE_IMAGE = f"{REGISTRY}/{BASE_IMAGE_REPO}:{BASE_IMAGE_TAG}"
+from ci.sandbox.settings import Settings, default_settings, port_problem
 
 
 def default_root() -> Path:
@@ -39,6 +32,8 @@ def default_root() -> Path:
 class State:
     services: dict[str, door.Service] = field(default_factory=dict)
     links: list[str] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)  # made by `up` outside the root
+    settings: Settings | None = None  # what `up` chose; None before any `up`
 
 
 class Layout:
@@ -74,7 +69,13 @@ class Layout:
             with contextlib.suppress(KeyError, TypeError, ValueError):  # a bad record is no service
                 argv, pid, started = tuple(map(str, raw["argv"])), int(raw["pid"]), raw["started"]
                 services[str(name)] = door.Service(pid, float(started), argv, str(raw["log"]))
-        return State(services, [str(link) for link in data.get("links") or []])
+        links, folders = ([str(p) for p in data.get(key) or []] for key in ("links", "folders"))
+        return State(services, links, folders, _settings(data.get("settings")))
+
+    @property
+    def settings(self) -> Settings:
+        """What `up` recorded, else the defaults."""
+        return self.state.settings or default_settings()
 
     def save_state(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,27 @@ class Layout:
         """PATH with the prefix first: dockerd finds its containerd, runc and docker-init there."""
         ours = [str(self.prefix / "usr/bin"), str(self.prefix / "usr/sbin")]
         return os.pathsep.join([*ours, os.environ.get("PATH", os.defpath)])
+
+
+def recorded_settings() -> Settings:
+    """What `up` recorded in the default sandbox, else the defaults: where `doctor` looks.
+
+    Never raises: a home that cannot be found is no record.
+    """
+    try:
+        return Layout(default_root()).settings
+    except RuntimeError:  # Path.home() without HOME or a passwd entry
+        return default_settings()
+
+
+def _settings(raw: object) -> Settings | None:
+    """A recorded choice, or None when there is none or it is not one (edited by hand)."""
+    if not isinstance(raw, dict):
+        return None
+    socket, port = str(raw.get("socket", "")), str(raw.get("registry_port", ""))
+    if port_problem(port) or not Path(socket).is_absolute():
+        return None
+    return Settings(socket, int(port))
 
 
 def plugin_dir() -> Path:

@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 from ci import door
 from ci.errors import Failure
 from ci.sandbox import debs
-from ci.sandbox.layout import BASE_IMAGE, REGISTRY, SOCKET, Layout, plugin_dir
+from ci.sandbox.layout import Layout, plugin_dir
 from ci.sandbox.registryapi import in_registry, registry_answers
 
 REUSED, STARTED, INSTALLED = "reused", "started", "installed"
@@ -95,14 +95,15 @@ def _started(installed: str, started: str) -> Outcome:
     return STARTED, started
 
 
-def engine_info(docker: str) -> tuple[dict[str, Any], str]:
+def engine_info(docker: str, env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
     """`docker info` as JSON once an engine answers (it names a ServerVersion), else ({}, why).
 
-    `doctor` and the engine part read the engine this one way, so they agree.
+    `doctor` (the engine clients reach) and the engine part (the sandbox's, through `env`)
+    read the engine this one way, so they agree.
     """
     if not Path(docker).exists() and not shutil.which(docker):
         return {}, "no docker client"
-    info = door.capture([docker, "info", "--format", "{{json .}}"], timeout=30)
+    info = door.capture([docker, "info", "--format", "{{json .}}"], timeout=30, env=env)
     try:
         data = json.loads(info.stdout) if info.stdout.strip() else {}
     except json.JSONDecodeError:
@@ -121,19 +122,22 @@ def containerd_store(info: Mapping[str, Any]) -> bool:
 
 
 def check_engine(layout: Layout) -> PartStatus:
-    info, error = engine_info(layout.docker())
+    host = layout.settings.docker_host
+    info, error = engine_info(layout.docker(), layout.settings.docker_env)
     version = info.get("ServerVersion")
     if version and containerd_store(info):
-        return PartStatus("engine", True, f"Docker {version} with the containerd image store")
+        return PartStatus(
+            "engine", True, f"Docker {version} at {host} with the containerd image store"
+        )
     if version:
         return PartStatus(
             "engine",
             False,
-            f"Docker {version} answers at {SOCKET} without the containerd image store",
+            f"Docker {version} answers at {host} without the containerd image store",
             'set {"features": {"containerd-snapshotter": true}} in its daemon.json and restart'
             f" it, or stop it so that `{UP}` starts its own",
         )
-    return PartStatus("engine", False, f"no engine answers ({error})", f"run `{UP}`")
+    return PartStatus("engine", False, f"no engine answers at {host} ({error})", f"run `{UP}`")
 
 
 def daemon_config(layout: Layout) -> dict[str, object]:
@@ -143,7 +147,7 @@ def daemon_config(layout: Layout) -> dict[str, object]:
         "data-root": str(layout.docker_data),
         "exec-root": str(layout.run / "docker"),
         "pidfile": str(layout.run / "dockerd.pid"),
-        "hosts": [f"unix://{SOCKET}"],
+        "hosts": [layout.settings.docker_host],
         # Without iptables on the host, dockerd must not try to program it (containers
         # still get a bridge; the builds and tests need no outbound network).
         "iptables": shutil.which("iptables") is not None,
@@ -173,7 +177,7 @@ def _drop_stale_pidfile(pidfile: Path) -> None:
 
 
 def up_engine(layout: Layout, check: PartStatus) -> Outcome:
-    if engine_info(layout.docker())[0]:  # an engine we did not start, and cannot use
+    if engine_info(layout.docker(), layout.settings.docker_env)[0]:  # not ours, and unusable
         raise Failure(f"engine: {check.detail}: {check.fix}")
     if os.geteuid() != 0:
         raise Failure(f"engine: {check.detail}; starting dockerd needs root: sudo {UP}")
@@ -181,13 +185,14 @@ def up_engine(layout: Layout, check: PartStatus) -> Outcome:
     _drop_stale_pidfile(layout.run / "dockerd.pid")
     config = layout.run / "daemon.json"
     config.write_text(json.dumps(daemon_config(layout), indent=2) + "\n")
+    host = layout.settings.docker_host
     dockerd = door.Command(
         (str(layout.bin("dockerd")), "--config-file", str(config)),
-        description=f"start dockerd on unix://{SOCKET} (data in {layout.docker_data})",
+        description=f"start dockerd on {host} (data in {layout.docker_data})",
         env={"PATH": layout.path_env},
     )
     service = _start(layout, "engine", dockerd, "dockerd", lambda: check_engine(layout).ok, 90)
-    started = f"dockerd (pid {service.pid}) on unix://{SOCKET}: {check_engine(layout).detail}"
+    started = f"dockerd (pid {service.pid}): {check_engine(layout).detail}"
     return _started(installed, started)
 
 
@@ -202,7 +207,9 @@ def check_buildx(layout: Layout) -> PartStatus:
             f"put the sandbox's client on PATH: export PATH={folder}:$PATH, then `{UP}`",
         )
     docker = layout.docker()
-    version = door.capture([docker, "buildx", "version"], timeout=30)
+    version = door.capture(
+        [docker, "buildx", "version"], timeout=30, env=layout.settings.docker_env
+    )
     if version.ok and version.stdout.strip():
         return PartStatus("buildx", True, f"{version.stdout.strip()} (with {docker})")
     return PartStatus(
@@ -225,7 +232,12 @@ def up_buildx(layout: Layout, check: PartStatus) -> Outcome:
                 f" `{UP}` again"
             )
     else:
+        made = [p for p in (link.parent, *link.parent.parents) if not p.exists()]
         link.parent.mkdir(parents=True, exist_ok=True)
+        # Recorded, so that `down --purge` removes the folders as well as the link.
+        layout.state.folders += [
+            str(p) for p in reversed(made) if str(p) not in layout.state.folders
+        ]
         link.symlink_to(layout.buildx_plugin)
         door.note(f"linked {link} -> {layout.buildx_plugin}")
         if str(link) not in layout.state.links:
@@ -238,47 +250,55 @@ def up_buildx(layout: Layout, check: PartStatus) -> Outcome:
 
 
 def check_registry(layout: Layout) -> PartStatus:
-    if registry_answers():
-        return PartStatus("registry", True, f"http://{REGISTRY}/v2/ answers")
-    return PartStatus("registry", False, f"nothing answers at http://{REGISTRY}/v2/", f"run `{UP}`")
+    registry = layout.settings.registry
+    if registry_answers(registry):
+        return PartStatus("registry", True, f"http://{registry}/v2/ answers")
+    return PartStatus("registry", False, f"nothing answers at http://{registry}/v2/", f"run `{UP}`")
 
 
-def up_registry(layout: Layout, check: PartStatus) -> Outcome:
-    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
-    layout.registry_data.mkdir(parents=True, exist_ok=True)
-    config = layout.run / "registry.yml"
-    # Loopback only, no auth, deletes allowed (the tests delete what they push).
-    config.write_text(
+def registry_config(layout: Layout) -> str:
+    """The registry's settings: loopback only at the chosen port, no auth, deletes allowed
+    (the tests delete what they push), its data inside the sandbox."""
+    return (
         "version: 0.1\n"
         "log:\n  level: warn\n"
         "storage:\n"
         f"  filesystem:\n    rootdirectory: {layout.registry_data}\n"
         "  delete:\n    enabled: true\n"
-        f"http:\n  addr: {REGISTRY}\n"
+        f"http:\n  addr: {layout.settings.registry}\n"
     )
+
+
+def up_registry(layout: Layout, check: PartStatus) -> Outcome:
+    program, installed = _program(layout, "docker-registry", debs.REGISTRY)
+    registry = layout.settings.registry
+    layout.registry_data.mkdir(parents=True, exist_ok=True)
+    config = layout.run / "registry.yml"
+    config.write_text(registry_config(layout))
     serve = door.Command(
         (program, "serve", str(config)),
-        description=f"start the registry at {REGISTRY} (data in {layout.registry_data})",
+        description=f"start the registry at {registry} (data in {layout.registry_data})",
     )
-    what = f"the registry at {REGISTRY}"
-    service = _start(layout, "registry", serve, what, registry_answers, 30)
-    started = f"{Path(program).name} (pid {service.pid}) at http://{REGISTRY}"
+    what = f"the registry at {registry}"
+    service = _start(layout, "registry", serve, what, lambda: registry_answers(registry), 30)
+    started = f"{Path(program).name} (pid {service.pid}) at http://{registry}"
     return _started(installed, started)
 
 
 def check_base_image(layout: Layout) -> PartStatus:
-    if in_registry():
-        return PartStatus("base image", True, f"{BASE_IMAGE} is in the registry")
+    image = layout.settings.base_image
+    if in_registry(layout.settings.registry):
+        return PartStatus("base image", True, f"{image} is in the registry")
     return PartStatus(
         "base image",
         False,
-        f"{BASE_IMAGE} is not in the registry",
+        f"{image} is not in the registry",
         f"run `{UP}` (pushes the local image, or builds it with debootstrap)",
     )
 
 
 def debootstrap(layout: Layout, docker: str) -> str:
-    """A bookworm minbase with Python, pip, pytest, PyYAML and git, imported as BASE_IMAGE."""
+    """A bookworm minbase with Python, pip, pytest, PyYAML and git, imported as the base image."""
     program, installed = _program(layout, "debootstrap", debs.DEBOOTSTRAP)
     # The prefix's debootstrap finds its scripts only when told where they are.
     scripts = {"DEBOOTSTRAP_DIR": str(layout.prefix / "usr/share/debootstrap")}
@@ -300,7 +320,11 @@ def debootstrap(layout: Layout, docker: str) -> str:
         )
         tar = ("tar", "-C", str(rootfs), "-cf", str(tarball), ".")
         debs.checked(door.Command(tar), "base image: tar of the root file system")
-        debs.checked(door.Command((docker, "import", str(tarball), BASE_IMAGE)), "base image")
+        image = layout.settings.base_image
+        imported = door.Command(
+            (docker, "import", str(tarball), image), env=layout.settings.docker_env
+        )
+        debs.checked(imported, "base image")
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
         tarball.unlink(missing_ok=True)
@@ -308,26 +332,26 @@ def debootstrap(layout: Layout, docker: str) -> str:
 
 
 def up_base_image(layout: Layout, check: PartStatus) -> Outcome:
-    docker = layout.docker()
-    local = door.capture([docker, "image", "inspect", BASE_IMAGE]).ok
+    docker, image, env = layout.docker(), layout.settings.base_image, layout.settings.docker_env
+    local = door.capture([docker, "image", "inspect", image], env=env).ok
     if check.ok:
         if local:
-            return REUSED, f"{BASE_IMAGE} (in the registry and local)"
-        debs.checked(door.Command((docker, "pull", "-q", BASE_IMAGE)), "base image")
-        return INSTALLED, f"{BASE_IMAGE} pulled from the registry"
+            return REUSED, f"{image} (in the registry and local)"
+        debs.checked(door.Command((docker, "pull", "-q", image), env=env), "base image")
+        return INSTALLED, f"{image} pulled from the registry"
     how = "the local image pushed" if local else debootstrap(layout, docker)
-    debs.checked(door.Command((docker, "push", "-q", BASE_IMAGE)), "base image")
-    return INSTALLED, f"{BASE_IMAGE}: {how}, pushed to {REGISTRY}"
+    debs.checked(door.Command((docker, "push", "-q", image), env=env), "base image")
+    return INSTALLED, f"{image}: {how}, pushed to {layout.settings.registry}"
 
 
-def builder_name(docker: str = "docker") -> str:
+def builder_name(docker: str = "docker", env: Mapping[str, str] | None = None) -> str:
     """The builder the e2e tests use: the `docker`-driver builder of the current context.
 
     The docker-container driver needs the moby/buildkit image, which cannot be
     pulled here; the engine's own BuildKit exports registry caches as well,
     given the containerd image store. Its builder is named after the context.
     """
-    shown = door.capture([docker, "context", "show"], timeout=30)
+    shown = door.capture([docker, "context", "show"], timeout=30, env=env)
     return shown.stdout.strip() if shown.ok and shown.stdout.strip() else "default"
 
 
@@ -336,9 +360,9 @@ def check_builder(layout: Layout, *, bootstrap: bool = False) -> PartStatus:
     docker = layout.docker()
     if not Path(docker).exists():
         return PartStatus("builder", False, "no docker client", f"run `{UP}`")
-    name = builder_name(docker)
+    name = builder_name(docker, layout.settings.docker_env)
     argv = [docker, "buildx", "inspect", "--builder", name] + (["--bootstrap"] if bootstrap else [])
-    result = door.capture(argv, timeout=120)
+    result = door.capture(argv, timeout=120, env=layout.settings.docker_env)
     fields: dict[str, str] = {}  # its first `Driver:` and `Status:` lines
     for key, sep, value in (line.partition(":") for line in result.stdout.splitlines()):
         if result.ok and sep and key.strip() in ("Driver", "Status"):

@@ -3,7 +3,7 @@
 Its own module because both `ci.doctor` (the machine report, which says
 whether the base image is in the registry) and `ci.sandbox.parts` (the
 registry and base-image parts) ask them, and they would otherwise import
-each other.
+each other. Each takes the registry (host:port) the sandbox recorded.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 
 from ci import webclient
-from ci.sandbox.layout import BASE_IMAGE_REPO, BASE_IMAGE_TAG, REGISTRY
+from ci.sandbox.settings import BASE_IMAGE_REPO, BASE_IMAGE_TAG
 
 MANIFEST_TYPES = ", ".join(
     [
@@ -24,9 +24,9 @@ MANIFEST_TYPES = ", ".join(
 )
 
 
-def registry_answers() -> bool:
+def registry_answers(registry: str) -> bool:
     """Quiet: `sandbox up` polls it while the registry starts."""
-    request = urllib.request.Request(f"http://{REGISTRY}/v2/")
+    request = urllib.request.Request(f"http://{registry}/v2/")
     try:
         with webclient.send(request, timeout=2.0, quiet=True) as resp:
             return int(resp.status) in (200, 401)
@@ -34,10 +34,10 @@ def registry_answers() -> bool:
         return False
 
 
-def manifest_digest(repository: str, tag: str) -> str | None:
-    """The local registry's digest of `repository:tag`, or None when it has no such tag."""
+def manifest_digest(registry: str, repository: str, tag: str) -> str | None:
+    """The registry's digest of `repository:tag`, or None when it has no such tag."""
     request = urllib.request.Request(
-        f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
+        f"http://{registry}/v2/{repository}/manifests/{tag}",
         method="HEAD",
         headers={"Accept": MANIFEST_TYPES},
     )
@@ -48,6 +48,6 @@ def manifest_digest(repository: str, tag: str) -> str | None:
         return None
 
 
-def in_registry() -> bool:
+def in_registry(registry: str) -> bool:
     """Whether the sandbox's base image is in the registry."""
-    return manifest_digest(BASE_IMAGE_REPO, BASE_IMAGE_TAG) is not None
+    return manifest_digest(registry, BASE_IMAGE_REPO, BASE_IMAGE_TAG) is not None
