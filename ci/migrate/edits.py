@@ -435,15 +435,17 @@ def old_calls(repo: Path) -> list[str]:
     """Where `repo`'s pipelines still call a replaced script (`<file>: <script>`, in file
     order): a checkout `migrate` has not been applied to, whose CI runs the old scripts.
 
-    Cheap enough for `plan`: a file whose text names no replaced script is read, not
-    parsed, and one that is parsed goes through the C loader (no node positions); a file
-    that does not load is left to whoever reads it next."""
+    Cheap enough for `plan`: a file whose text names no replaced script, or no command
+    key, is read, not parsed; one that is parsed goes through the C loader (no node
+    positions). A file that does not load is left to whoever reads it next."""
     found: list[str] = []
     for path in _pipeline_files(repo):
         rel = path.relative_to(repo).as_posix()
         try:
             text = files.read_text(path, rel)
-            if not any(name in text for name in _NAMES):
+            # Both are needed for a call (an alias's anchor is in the same text): a
+            # registry names scripts as paths, and no command.
+            if "command" not in text or not any(name in text for name in _NAMES):
                 continue
             documents = yamlio.loads_all(text, source=rel)
         except Failure:
