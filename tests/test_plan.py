@@ -401,7 +401,7 @@ def test_markdown_and_table_show_every_platform_and_no_side_effects(
     assert done.stdout.startswith("## What will CI run?")
     for name in ("### rocm: RUN", "### cuda: RUN", "### npu: RUN", "### xpu: RUN"):
         assert name in done.stdout
-    assert "| pipeline | step | hardware | par. | timeout | blocking | runs |" in done.stdout
+    assert "| pipeline | step | hardware | par. | timeout | blocking |\n" in done.stdout
     assert "**source-filter**" in done.stdout
     assert "<details><summary>" in done.stdout
     # Nothing was uploaded or annotated, and no label request was made (port 9 is closed).
@@ -749,3 +749,139 @@ def test_a_git_whose_output_is_nonsense_stops_the_plan_with_one_line(
     assert caught.value.code == 1
     (line,) = caught.value.problems
     assert line.startswith("`git "), line
+
+
+# --------------------------------------------------------------------------- plan explains itself
+
+
+def test_an_unmigrated_checkout_is_told_the_plan_is_of_vllm_omni_ci(repo: GitRepo) -> None:
+    """Issue 35, item 2.1: on a checkout whose CI still calls the old scripts, the plan
+    shows what vllm-omni-ci's bootstraps would run, and says so first (JSON: `migrated`)."""
+    from ci.migrate import edits
+
+    repo.commit_files({MODEL: "class Model:\n    size = 18\n"}, "model")
+    plan = plan_of(repo, platform=["xpu"])
+    assert plan.migrated is False
+    # Where, as `migrate` finds the calls (the corpus is the old CI).
+    assert ".buildkite/intel/pipeline-intel.yml: run-xpu-test.sh" in plan.old_calls
+    assert ".buildkite/npu/pipeline-npu.yml: upload_pipeline.py" in plan.old_calls
+    done = plan_cli("--platform", "xpu", "--repo", str(repo.path))
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("plan: what vllm-omni-ci's bootstraps would run for this change")
+    assert "this checkout's CI still calls the old scripts" in first
+    assert "see `vllm-omni-ci migrate`" in first
+    as_json = plan_cli("--platform", "xpu", "--repo", str(repo.path), "--format", "json")
+    data = json.loads(as_json.stdout)
+    assert data["migrated"] is False and data["old_calls"] == plan.old_calls
+    assert plan_schema_errors(data) == []
+    markdown = plan_cli("--platform", "xpu", "--repo", str(repo.path), "--format", "markdown")
+    assert markdown.stdout.splitlines()[2].startswith("- plan: what vllm-omni-ci's bootstraps")
+    # Migrated (as `migrate --apply` writes it): the plan is of this checkout's own CI.
+    edits.apply(repo.path)
+    intel = repo.path / ".buildkite/intel/pipeline-intel.yml"
+    # A comment naming an old script is no call of it (the rule is migrate's: commands).
+    intel.write_text("# was: run-xpu-test.sh\n" + intel.read_text())
+    repo.commit("migrate")
+    skipci.clear_cache()
+    migrated = plan_of(repo, platform=["xpu"])
+    assert migrated.migrated is True and migrated.old_calls == []
+    done = plan_cli("--platform", "xpu", "--repo", str(repo.path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("diff: ")
+
+
+def test_rocm_with_no_amd_label_says_it_falls_back_to_the_ready_suite(repo: GitRepo) -> None:
+    """Issue 35, item 2.2: with no label rocm runs the ready suite while cuda and npu skip;
+    the plan says why (the AMD selection's fallback) and that AMD suites are not filtered by
+    source files (a qwen3_omni change runs Wan22)."""
+    from ci.plan.platforms import AMD_WHOLE, INTEL_WHOLE
+
+    repo.commit_files({MODEL: "class Model:\n    size = 19\n"}, "model")
+    plan = plan_of(repo)
+    rocm = plan.platform("rocm")
+    assert rocm.status == "run"
+    assert {plan.platform(p).status for p in ("cuda", "npu")} == {"skip"}
+    assert rocm.why.startswith("no AMD suite label (ready, merge-test, nightly-test): the AMD")
+    assert "falls back to the ready suite" in rocm.why
+    assert rocm.why.endswith(AMD_WHOLE)
+    assert any("Wan22" in s.label for s in rocm.pipelines[0].steps)
+    assert plan.platform("xpu").why == INTEL_WHOLE
+    assert plan.platform("cuda").why == ""  # its pipelines say why (the upload gates)
+    done = plan_cli("--platform", "rocm", "--repo", str(repo.path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("rocm: RUN"))
+    assert lines[title + 1] == f"  why: {rocm.why}"
+    data = json.loads(plan_cli("--repo", str(repo.path), "--format", "json").stdout)
+    assert data["platforms"][0]["why"] == rocm.why
+    assert plan_schema_errors(data) == []
+    # A label that chooses a suite: no fallback, still run whole.
+    skipci.clear_cache()
+    assert plan_of(repo, labels="merge-test", platform=["rocm"]).platform("rocm").why == AMD_WHOLE
+
+
+def test_the_jobs_table_has_no_runs_column_and_a_condition_column_only_when_needed(
+    repo: GitRepo,
+) -> None:
+    """Issue 35, item 2.3: `runs` said `yes` on every row (a listed job runs); it is gone,
+    and a job whose `if` decides at build time says so in a `condition` column."""
+    repo.commit_files({MODEL: "class Model:\n    size = 20\n"}, "model")
+    args = ("--labels", "ready", "--platform", "xpu", "--repo", str(repo.path))
+    for fmt, header in (("table", "┃ blocking ┃\n"), ("markdown", "| blocking |\n")):
+        done = plan_cli(*args, "--format", fmt)
+        assert done.returncode == 0, done.stderr
+        assert header in done.stdout
+        assert not {" runs ", " condition "} & set(_header_cells(done.stdout)), done.stdout
+    intel = repo.path / ".buildkite/intel/pipeline-intel.yml"
+    document = yaml.safe_load(intel.read_text())
+    document["steps"].append(
+        {"label": "Scheduled XPU step", "if": 'build.source == "schedule"', "command": "true"}
+    )
+    intel.write_text(yaml.safe_dump(document, sort_keys=False))
+    repo.commit("an if outside the subset")
+    for fmt, header in (("table", "┃ condition "), ("markdown", "| blocking | condition |\n")):
+        done = plan_cli(*args, "--format", fmt)
+        assert done.returncode == 0, done.stderr
+        assert header in done.stdout and " runs " not in _header_cells(done.stdout)
+        row = next(line for line in done.stdout.splitlines() if "Scheduled XPU step" in line)
+        assert 'conditional, not evaluated: build.source == "schedule"' in row
+
+
+def _header_cells(text: str) -> list[str]:
+    """The cells of every table line (rich's header, markdown's rows)."""
+    return [
+        f" {cell.strip()} "
+        for line in text.splitlines()
+        if line.startswith(("┃", "| "))
+        for cell in line.strip("┃| ").replace("┃", "|").split("|")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("files", "change"),
+    [
+        ({}, "a.py"),
+        # A docs-only change skips rocm and xpu before they read a file: `SKIP`, it said.
+        ({".buildkite/release/release-pipeline.yml": "steps: []\n"}, "docs/index.md"),
+    ],
+)
+def test_a_checkout_that_is_not_vllm_omni_is_one_line_and_exit_2(
+    tmp_path: Path, files: dict[str, str], change: str
+) -> None:
+    """Issue 35, item 2.4: `plan --repo` on another project printed every platform as an
+    error or a skip; it is an input error naming what it looked for."""
+    other = GitRepo.create(tmp_path / "other")
+    other.commit_files({"a.py": "a = 1\n", **files}, "first")
+    other.push("main")
+    other.branch("topic")
+    other.commit_files({change: "a = 2\n"}, "second")
+    done = plan_cli("--repo", str(other.path))
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: --repo: {other.path} is not a vLLM-Omni checkout: no platform's pipelines at"
+        " HEAD (looked for .buildkite/amd/*.yml, .buildkite/cuda/*.yml, .buildkite/npu/*.yml,"
+        " .buildkite/intel/*.yml)"
+    ]
+    assert "Traceback" not in done.stderr

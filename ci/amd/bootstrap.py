@@ -222,6 +222,9 @@ class AmdBootstrapOutcome:
     empty_groups: tuple[str, ...] = ()
     duplicates: tuple[tuple[str, str], ...] = ()
     mirror_hw: str = ""
+    # The suite selection's notice (`Selection.notice`): set when no label chose a suite
+    # and the legacy ready-suite fallback did (`plan` says so; the bootstrap logs it).
+    notice: str | None = None
 
 
 def plan_pipeline(
@@ -252,7 +255,7 @@ def plan_pipeline(
         note(f"Skipping AMD {suite.level} suite due to {word} decision.")
     if not kept:
         annotate = any(word == "skip-all" for _, word in skipped)
-        return AmdBootstrapOutcome(None, (), tuple(skipped), annotate)
+        return AmdBootstrapOutcome(None, (), tuple(skipped), annotate, notice=selection.notice)
 
     run_all, _precompiled, lines = precompiled_choice(inputs, list(diff.paths or ()))
     lines += [
@@ -287,6 +290,7 @@ def plan_pipeline(
         empty_groups=tuple(empty),
         duplicates=tuple((s.group, str(step.get("label", ""))) for s, step in combined.dropped),
         mirror_hw=inputs.mirror_hw,
+        notice=selection.notice,
     )
 
 

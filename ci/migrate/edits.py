@@ -95,12 +95,18 @@ def _short(command: str) -> str:
     return line if len(line) <= 72 else line[:69] + "..."
 
 
+def replaced_in(command: str) -> list[str]:
+    """The file names of the replaced scripts that `command` names: a call `migrate`
+    rewrites, or one it lists for a person."""
+    return sorted(name for name in _NAMES if name in command)
+
+
 def _leftovers(work: Migration, rel: str, text: str, nodes: list[Any], what: str) -> None:
     """A `manual:` line for each replaced script a scalar still names, with the reason:
     `what`, unless the script is called at a path migrate does not know (an older layout's),
     which is then the reason."""
     for node in nodes:
-        for name in sorted(n for n in _NAMES if n in node.value):
+        for name in replaced_in(node.value):
             where = f"{rel}:{spans.line_of(text, text.index(name, node.start_mark.index))}"
             work.calls.setdefault(name, where)
             why = _older_path(name, node.value) or what
@@ -245,10 +251,13 @@ def _tools_image(rel: str, text: str, version: str, work: Migration) -> str:
     return _checked(rel, text, spans.splice(text, [edit]), None, work)
 
 
-def _pipelines(repo: Path, pin: Pin | None, work: Migration) -> None:
+def _pipeline_files(repo: Path) -> list[Path]:
     root = repo / ".buildkite"
-    found = files.walk(root, lambda n: n.endswith((".yml", ".yaml"))) if root.is_dir() else []
-    for path in found:
+    return files.walk(root, lambda n: n.endswith((".yml", ".yaml"))) if root.is_dir() else []
+
+
+def _pipelines(repo: Path, pin: Pin | None, work: Migration) -> None:
+    for path in _pipeline_files(repo):
         rel = path.relative_to(repo).as_posix()
         old = files.read_text(path, rel)
         text = _one_document(repo, rel, old, spans.compose(old, rel), work)
@@ -419,3 +428,40 @@ def plan(repo: Path, *, pin: Pin | None, delete_replaced: bool) -> Migration:
     if delete_replaced:
         _deletions(repo, work)
     return work
+
+
+def old_calls(repo: Path) -> list[str]:
+    """Where `repo`'s pipelines still call a replaced script (`<file>: <script>`, in file
+    order): a checkout `migrate` has not been applied to, whose CI runs the old scripts.
+
+    Cheap enough for `plan`: a file whose text names no replaced script, or no command
+    key, is read, not parsed; one that is parsed goes through the C loader (no node
+    positions). A file that does not load is left to whoever reads it next."""
+    found: list[str] = []
+    for path in _pipeline_files(repo):
+        rel = path.relative_to(repo).as_posix()
+        try:
+            text = files.read_text(path, rel)
+            # Both are needed for a call (an alias's anchor is in the same text): a
+            # registry names scripts as paths, and no command.
+            if "command" not in text or not any(name in text for name in _NAMES):
+                continue
+            documents = yamlio.loads_all(text, source=rel)
+        except Failure:
+            continue
+        names = {name for command in _command_values(documents) for name in replaced_in(command)}
+        found += [f"{rel}: {name}" for name in sorted(names)]
+    return found
+
+
+def _command_values(value: Any, command: bool = False) -> Iterator[str]:
+    """Every string under a `command`/`commands` key of loaded documents (`_rewritten`'s walk)."""
+    if isinstance(value, str):
+        if command:
+            yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _command_values(item, command)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _command_values(item, key in spans.COMMAND_KEYS)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 from ci import diff as diffs
 from ci import door, skipci
 from ci.errors import FAILURE, Stop, TaskError
+from ci.migrate.edits import old_calls
 from ci.plan import platforms
 from ci.plan.model import BuildPlan, PlatformPlan
 from ci.plan.output import write
 from ci.plan.platforms import Situation, bootstrap_labels
-from ci.plan.snapshot import files_at, shown
+from ci.plan.snapshot import files_at, require_pipelines, shown
 
 if TYPE_CHECKING:
     from ci.plan.inputs import PlanInputs
@@ -58,6 +59,9 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
         skip_ci=decision.as_dict(),
     )
     with files_at(inputs.repo, rev) as files:
+        require_pipelines(files, inputs.repo, rev)
+        plan.old_calls = old_calls(files)
+        plan.migrated = not plan.old_calls
         situation = Situation(inputs, diff, decision, bootstrap_labels(), files=files)
         for platform in inputs.platforms:
             made = PlatformPlan(platform.value, skip_ci=situation.skip_words(platform.value))

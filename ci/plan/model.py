@@ -66,6 +66,9 @@ class PlatformPlan:
     platform: str
     status: PlatformStatus = "run"
     reason: str = ""
+    # Why the bootstrap chose these jobs, where the pipelines do not show it: the AMD
+    # ready-suite fallback, suites and pipelines that run whole (no source-file filter).
+    why: str = ""
     skip_ci: str = ""  # the skip-ci word for this platform (run, skip-all, skip-l23)
     pipelines: list[PlannedPipeline] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -80,6 +83,11 @@ class BuildPlan:
     diff: JsonObject
     inputs: JsonObject
     skip_ci: JsonObject
+    # Where the checkout's pipelines still call scripts vllm-omni-ci replaced
+    # (`ci.migrate.edits.old_calls`); any: its CI runs the old scripts, and the plan
+    # shows what vllm-omni-ci's bootstraps would run (`migrated` false).
+    migrated: bool = True
+    old_calls: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     platforms: list[PlatformPlan] = field(default_factory=list)
 

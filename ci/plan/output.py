@@ -42,7 +42,8 @@ def _header(plan: BuildPlan) -> list[str]:
     inputs = plan.inputs
     labels = ", ".join(inputs.get("labels") or []) or "none"
     flags = [f for f in ("nightly", "weekly", "non_critical") if inputs.get(f)]
-    lines = [
+    lines = [] if plan.migrated else [_not_migrated(plan)]
+    lines += [
         f"diff: {diff.get('range')} ({count} changed file(s))",
         f"branch: {inputs.get('branch')}  labels: {labels}"
         + (f"  env: {', '.join(f.upper() + '=1' for f in flags)}" if flags else "")
@@ -51,6 +52,16 @@ def _header(plan: BuildPlan) -> list[str]:
     ]
     lines += [f"warning: {w}" for w in plan.warnings]
     return lines
+
+
+def _not_migrated(plan: BuildPlan) -> str:
+    """The first line on a checkout whose CI still runs the old scripts: the plan is of ours."""
+    first = plan.old_calls[0] if plan.old_calls else ""
+    more = f" and {len(plan.old_calls) - 1} more" if len(plan.old_calls) > 1 else ""
+    return (
+        "plan: what vllm-omni-ci's bootstraps would run for this change (this checkout's CI"
+        f" still calls the old scripts: {first}{more}; see `vllm-omni-ci migrate`)"
+    )
 
 
 def _title(platform: PlatformPlan) -> str:
@@ -74,20 +85,32 @@ def _by_pipeline(
     return [((name,) if named else (), item) for name, item in rows]
 
 
-def _cells(step: PlannedStep, strip: Callable[[str], str] = str) -> tuple[str, ...]:
+def _conditional(rows: list[tuple[tuple[str, ...], PlannedStep]]) -> bool:
+    """Whether some job's `if` decides at build time: only then is there a `condition` column."""
+    return any(step.runs != "yes" for _, step in rows)
+
+
+def _cells(
+    step: PlannedStep, strip: Callable[[str], str] = str, *, condition: bool = False
+) -> tuple[str, ...]:
     hardware = f"{step.preset} ({step.queue})" if step.preset and step.queue else None
-    return (
+    cells = (
         strip(SEP.join(step.groups)),
         strip(step.label),
         hardware or step.preset or step.queue or "-",
         str(step.parallelism or ""),
         f"{step.timeout_in_minutes}m" if step.timeout_in_minutes else "",
         "yes" if step.blocking else "soft-fail",
-        "yes" if step.runs == "yes" else step.note or "conditional",
     )
+    if not condition:
+        return cells
+    return (*cells, "" if step.runs == "yes" else step.note or "conditional")
 
 
-COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking", "runs")
+# Every listed job runs (what does not is under `dropped`), so there is no `runs` column;
+# a job whose `if` the plan cannot evaluate says so in a `condition` column.
+COLUMNS = ("group", "step", "hardware", "par.", "timeout", "blocking")
+CONDITION = ("condition",)
 _STATUS_STYLE = {"run": "bold green", "skip": "bold yellow", "error": "bold red"}
 
 
@@ -124,6 +147,8 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
         say(_title(platform), style=_STATUS_STYLE[platform.status])
         for error in platform.errors:
             say(f"error: {error}", style="red", indent="  ")
+        if platform.why:
+            say(f"why: {platform.why}", indent="  ")
         for note in platform.notes:
             say(note, indent="  ")
         for p in platform.pipelines:
@@ -133,8 +158,12 @@ def print_table(plan: BuildPlan, file: IO[str]) -> None:
             say(line, style="bold", indent="  ")
         rows = _by_pipeline(platform, lambda p: p.steps)
         if rows:
-            headers = ("pipeline",) * len(rows[0][0]) + COLUMNS
-            cells = [pipeline_cell + _cells(step, strip) for pipeline_cell, step in rows]
+            condition = _conditional(rows)
+            headers = ("pipeline",) * len(rows[0][0]) + COLUMNS + CONDITION * condition
+            cells = [
+                pipeline_cell + _cells(step, strip, condition=condition)
+                for pipeline_cell, step in rows
+            ]
             _table(console, headers, cells, say, fit=terminal)
         drops = _by_pipeline(platform, lambda p: p.dropped)
         if drops:
@@ -194,6 +223,7 @@ def to_markdown(plan: BuildPlan) -> str:
     for platform in plan.platforms:
         out += ["", f"### {_cell(_title(platform))}", ""]
         out += [f"- error: `{_cell(e)}`" for e in platform.errors]
+        out += [f"- why: {_cell(platform.why)}"] if platform.why else []
         out += [f"- {_cell(n)}" for n in platform.notes]
         for pipeline in platform.pipelines:
             scope = f", scope `{pipeline.scope}`" if pipeline.scope else ""
@@ -204,10 +234,12 @@ def to_markdown(plan: BuildPlan) -> str:
             )
         rows = _by_pipeline(platform, lambda p: p.steps)
         if rows:
-            columns = ("pipeline",) * len(rows[0][0]) + COLUMNS[1:]
+            condition = _conditional(rows)
+            columns = ("pipeline",) * len(rows[0][0]) + COLUMNS[1:] + CONDITION * condition
             out += ["", f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}"]
             for pipeline_cell, step in rows:
-                cells = (*pipeline_cell, _label(step.groups, step.label), *_cells(step)[2:])
+                shown = _cells(step, condition=condition)[2:]
+                cells = (*pipeline_cell, _label(step.groups, step.label), *shown)
                 out.append(f"| {' | '.join(_cell(c) for c in cells)} |")
         drops = _by_pipeline(platform, lambda p: p.dropped)
         if drops:

@@ -125,6 +125,22 @@ def plan_rocm(situation: Situation, plan: PlatformPlan) -> None:
     image = render.image_build_group()["group"]  # builds the image the test jobs run in
     tests = sum(s.groups[:1] != (image,) for s in pipeline.steps)
     _finish(plan, [pipeline], situation, name, jobs=tests)
+    why = []
+    if outcome.notice:  # the selection's own word that its fallback chose (ci.amd.suites)
+        labels = ", ".join(s.label for s in suites.SUITES)
+        fallback = " + ".join(s.name for s in chosen)
+        why.append(
+            f"no AMD suite label ({labels}): the AMD bootstrap falls back to the {fallback} suite"
+        )
+    if tests:
+        why.append(AMD_WHOLE)
+    plan.why = "; ".join(why)
+
+
+# Neither bootstrap filters steps by `source_file_dependencies` (only the CUDA and NPU
+# uploads do): every step of a chosen suite runs, whatever the change touched.
+AMD_WHOLE = "AMD suites run whole (no source-file filter)"
+INTEL_WHOLE = "the Intel pipeline runs whole (no source-file filter)"
 
 
 def plan_upload(situation: Situation, plan: PlatformPlan) -> None:
@@ -241,3 +257,4 @@ def plan_xpu(situation: Situation, plan: PlatformPlan) -> None:
     require_valid(model.emit(rewritten), bootstraps.INTEL_PIPELINE)
     pipeline.steps, pipeline.dropped = walk(rewritten.steps, situation.inputs.context())
     _finish(plan, [pipeline], situation, "intel")
+    plan.why = INTEL_WHOLE if pipeline.steps else ""

@@ -10,17 +10,24 @@ plan with one `error:` line (exit 1), never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from ci import topology
 from ci.errors import Failure, UserError
 from ci.target import git
 
 # Everything the planners read: the pipelines and registries, and the pytest markers.
 READS: Final = (".buildkite", "pyproject.toml")
+# Each platform's folder of pipelines (the tier table's files): a checkout with no YAML
+# file in any of them is not vLLM-Omni, and a plan of it would be four empty errors.
+PLATFORM_DIRS: Final = tuple(
+    dict.fromkeys(Path(row.file).parent.as_posix() for row in topology.TABLE)
+)
 
 
 def _clean(repo: Path) -> bool:
@@ -77,3 +84,18 @@ def shown(text: str, root: Path, repo: Path, rev: str | None) -> str:
     if rev is None or root == repo:
         return text
     return text.replace(f"{root}/", f"{rev}:")
+
+
+def require_pipelines(root: Path, repo: Path, rev: str | None) -> None:
+    """Stop (exit 2) unless some platform's folder under `root` holds a pipeline YAML:
+    `--repo` names a checkout that is not vLLM-Omni (or one from before its CI)."""
+    for folder in PLATFORM_DIRS:
+        with contextlib.suppress(OSError):
+            if any(p.suffix in (".yml", ".yaml") for p in (root / folder).iterdir()):
+                return
+    where = "in the working tree" if rev is None else f"at {rev}"
+    looked = ", ".join(f"{folder}/*.yml" for folder in PLATFORM_DIRS)
+    raise UserError(
+        f"--repo: {repo} is not a vLLM-Omni checkout: no platform's pipelines {where}"
+        f" (looked for {looked})"
+    )
