@@ -169,7 +169,8 @@ def test_corpus_without_marker_registry_reports_unresolved_but_still_loads() -> 
 def test_missing_tier_platform_pair_exits_2(tier: str, platform: str) -> None:
     with pytest.raises(UserError) as caught:
         run(tier, ["--platform", platform, "--repo", str(corpus()), "--list"])
-    assert caught.value.problems == (f"no {tier} tier for {platform}",)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"no {tier} tier for {platform} (")
     assert caught.value.code == 2
 
 
@@ -567,16 +568,34 @@ def test_buildkite_groups_artifacts_and_annotation_through_the_agent(
     assert "0 passed, 1 failed, 0 soft failures, 0 not runnable here" in text
 
 
+def test_a_misspelt_tier_gets_a_guess_without_naming_the_flag() -> None:
+    """`tier redy`: the positional form is named as `tier:`, with a did-you-mean (issue 35)."""
+    done = run_task("tier", "redy", "--repo", str(SAMPLE), "--list")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: tier: unknown tier 'redy'; did you mean 'ready'? (ready, merge, nightly, weekly)\n",
+    )
+
+
+def test_a_missing_tier_says_which_platforms_have_it() -> None:
+    """The line `tier` prints names the platforms with the tier, as the README promises."""
+    done = run_task("tier", "weekly", "--platform", "rocm", "--repo", str(need_shared(CORPUS)), "--list")
+    assert (done.returncode, done.stderr) == (2, "error: no weekly tier for rocm (cuda only)\n")
+
+
 def test_tier_task_lists_and_fails_closed() -> None:
     listed = run_task("tier", "ready", "--platform", "amd", "--repo", str(SAMPLE), "--list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
     missing_pair = run_task("tier", "weekly", "--platform", "amd", "--repo", str(SAMPLE))
-    assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
+    assert (missing_pair.returncode, missing_pair.stderr) == (
+        2,
+        "error: no weekly tier for rocm (no platform has one)\n",
+    )
     bad = run_task("tier", "bogus")
     assert (bad.returncode, bad.stderr) == (
         2,
-        "error: --name: unknown tier 'bogus': allowed values are ready, merge, nightly, weekly\n",
+        "error: tier: unknown tier 'bogus' (ready, merge, nightly, weekly)\n",
     )
     empty = run_task("tier", "ready", "--repo", "", "--results=")
     assert (empty.returncode, empty.stderr) == (

@@ -24,6 +24,7 @@ from ci import door
 from ci.devices import narrowed, probe
 from ci.doctor import named_docker
 from ci.errors import Failure, Stop, Unavailable, UserError
+from ci.grammar import close_match
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
@@ -158,13 +159,24 @@ def _platforms(
     return present
 
 
+def parse_tier(name: str) -> Tier:
+    """The tier `name` names; else an `error:` line with a guess and the allowed values.
+
+    The line says `tier:`, not `--name:`: the name is almost always given positionally
+    (`tier redy`), and the task cannot tell which form was used.
+    """
+    try:
+        return Tier(name.strip().lower())
+    except ValueError:
+        allowed = [t.value for t in Tier]
+        guess = close_match(name.strip().lower(), allowed)
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        raise UserError(f"tier: unknown tier {name!r}{hint} ({', '.join(allowed)})") from None
+
+
 def run(name: str, **given: Any) -> int:
     """The whole session (`given`: the `tier` task's options); its exit status."""
-    try:
-        tier = Tier(name.strip().lower())
-    except ValueError:
-        allowed = ", ".join(t.value for t in Tier)
-        raise UserError(f"--name: unknown tier {name!r}: allowed values are {allowed}") from None
+    tier = parse_tier(name)
     args = parse_args(**given)
     repo = resolve_repo(args.repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
