@@ -268,6 +268,16 @@ def clear_cache() -> None:
     clear_diffs()
 
 
+def level_problem(level: str) -> str:
+    """The `error:` line for a level that is not `l2`/`l3`. The script's argparse refused
+    `L2` too, and so do we (the bootstraps write it lower case), but with a guess."""
+    from ci.grammar import close_match  # only on an error
+
+    guess = close_match(level.lower(), LEVELS)
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    return f"--level: unknown level {level!r}{hint}: allowed values are {', '.join(LEVELS)}"
+
+
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
     problems = [] if platform else ["--platform is required: rocm (amd), cuda, npu or xpu (intel)"]
@@ -276,11 +286,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     except UserError as exc:
         problems += [f"--platform: {p}" for p in exc.problems]
     if level not in LEVELS:
-        problems.append(
-            f"--level: unknown level {level!r}: allowed values are l2, l3"
-            if level
-            else "--level is required: l2 or l3"
-        )
+        problems.append(level_problem(level) if level else "--level is required: l2 or l3")
     UserError.collect(problems)
     target = resolve_repo(repo or None)
     if not git(target, "rev-parse", "--is-inside-work-tree").ok:
