@@ -59,6 +59,25 @@ def split_labels(labels: str) -> list[str]:
     return [part.strip() for part in re.split(r"[\n,]", labels) if part.strip()]
 
 
+def label_warnings(labels: str) -> list[str]:
+    """A `warning:` line per label no tier knows (`redy`), with a guess: a typo in `--labels`
+    would otherwise just select the fallback. Only a warning: GitHub labels are free-form."""
+    known = list(topology.LABELS.values())
+    lines: list[str] = []
+    for label in dict.fromkeys(split_labels(labels)):
+        if label in known:
+            continue
+        from ci.grammar import close_match  # only for an unknown label
+
+        guess = close_match(label, known)
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        lines.append(
+            f"warning: --labels: {label!r} is no tier's label{hint} (the tiers' labels:"
+            f" {', '.join(known)}; any other selects nothing)"
+        )
+    return lines
+
+
 def parse_debug_suites(value: str) -> tuple[Suite, ...]:
     """DEBUG_TEST_YAML: a case-insensitive comma list, validated left to right."""
     items = [item.strip().lower() for item in value.split(",") if item.strip()]

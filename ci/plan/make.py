@@ -73,13 +73,21 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
             if made.errors:
                 made.status, made.reason = "error", made.errors[0]
             plan.platforms.append(made)
-    known = ", ".join(sorted(situation.known_labels)) or "none"
     plan.warnings += [
-        f"label {label!r} is not used by any pipeline (known: {known})"
+        unused_label(label, sorted(situation.known_labels))
         for label in inputs.labels
         if label not in situation.known_labels
     ]
     return plan
+
+
+def unused_label(label: str, known: list[str]) -> str:
+    """The warning for a label no pipeline tests, with a guess for a typo (`redy`)."""
+    from ci.grammar import close_match  # only for such a label
+
+    guess = close_match(label, known)
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    return f"label {label!r} is not used by any pipeline{hint} (known: {', '.join(known) or 'none'})"
 
 
 def _default_base(inputs: PlanInputs) -> str:
