@@ -507,6 +507,21 @@ def test_group_level_filter_and_labels(corpus: Path) -> None:
     assert "omit empty group 'H'" in rendered.log
 
 
+def test_a_dropped_steps_log_line_names_three_paths_and_counts_the_rest(corpus: Path) -> None:
+    """A step with 60 dependencies was one 60-path log line (issue 35): now the first three
+    and a count; the drop record keeps every path for `plan`."""
+    paths = [f"pkg/m{n:02}/" for n in range(60)]
+    steps = [{"label": "wide", "command": "c", "source_file_dependencies": paths}]
+    rendered = render(corpus, steps, scope="diff", changed=["elsewhere.py"])
+    assert "skip 'wide' (no changes under [pkg/m00/, pkg/m01/, pkg/m02/, … and 57 more])" in (
+        rendered.log
+    )
+    assert [d.detail for d in rendered.dropped] == [", ".join(paths)]
+    few = render(corpus, [{**steps[0], "source_file_dependencies": paths[:3]}], scope="diff",
+                 changed=["elsewhere.py"])  # fmt: skip
+    assert "skip 'wide' (no changes under [pkg/m00/, pkg/m01/, pkg/m02/])" in few.log
+
+
 def test_every_problem_is_reported_at_once(corpus: Path) -> None:
     steps = [
         step(None, label="a", source_file_dependencies="nope_a", command="c"),
