@@ -130,7 +130,8 @@ def _replaced(notes: list[str] | None, step: model.Step, new: str) -> None:
     """One `note:` line for a step whose commands the rewrite replaced (none when a file
     migrated by hand already has them): a dry run shows what it changed, not just the result."""
     if notes is not None and command_text(step.fields) != new:
-        notes.append(f"note: step {step.key or model.name_of(step.fields)!r}: {_shown(step)} → {new}")
+        name = step.key or model.name_of(step.fields)
+        notes.append(f"note: step {name!r}: {_shown(step)} → {new}")
 
 
 def rewrite_steps(
@@ -152,7 +153,8 @@ def rewrite_steps(
             if key in made:
                 _replaced(notes, template, command_text(made[key].fields))
             else:
-                notes.append(f"note: step {key!r}: {_shown(template)} → none (not an image variant)")
+                gone = "none (not an image variant)"
+                notes.append(f"note: step {key!r}: {_shown(template)} → {gone}")
         notes.extend(
             f"note: step {key!r}: added (image variant) → {command_text(made[key].fields)}"
             for key in keys

@@ -23,7 +23,7 @@ from typing import Final, Literal
 from ci import door, topology
 from ci.diff import Diff, is_test_py, resolve_diff
 from ci.diff import clear_cache as clear_diffs
-from ci.errors import Stop, UserError
+from ci.errors import Stop, UserError, close_match
 from ci.platforms import Platform, parse_platform
 from ci.target import git, resolve_repo
 
@@ -271,8 +271,6 @@ def clear_cache() -> None:
 def level_problem(level: str) -> str:
     """The `error:` line for a level that is not `l2`/`l3`. The script's argparse refused
     `L2` too, and so do we (the bootstraps write it lower case), but with a guess."""
-    from ci.grammar import close_match  # only on an error
-
     guess = close_match(level.lower(), LEVELS)
     hint = f"; did you mean {guess!r}?" if guess else ""
     return f"--level: unknown level {level!r}{hint}: allowed values are {', '.join(LEVELS)}"

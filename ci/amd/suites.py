@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import TypeVar
 
 from ci import topology
-from ci.errors import TaskError, UserError
+from ci.errors import TaskError, UserError, close_match
 from ci.platforms import Platform
 from ci.refnames import branch_error
 
@@ -67,8 +67,6 @@ def label_warnings(labels: str) -> list[str]:
     for label in dict.fromkeys(split_labels(labels)):
         if label in known:
             continue
-        from ci.grammar import close_match  # only for an unknown label
-
         guess = close_match(label, known)
         hint = f"; did you mean {guess!r}?" if guess else ""
         lines.append(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ci import diff as diffs
 from ci import door, skipci
-from ci.errors import FAILURE, Stop, TaskError
+from ci.errors import FAILURE, Stop, TaskError, close_match
 from ci.plan import platforms
 from ci.plan.model import BuildPlan, PlatformPlan
 from ci.plan.output import write
@@ -83,11 +83,10 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
 
 def unused_label(label: str, known: list[str]) -> str:
     """The warning for a label no pipeline tests, with a guess for a typo (`redy`)."""
-    from ci.grammar import close_match  # only for such a label
-
     guess = close_match(label, known)
     hint = f"; did you mean {guess!r}?" if guess else ""
-    return f"label {label!r} is not used by any pipeline{hint} (known: {', '.join(known) or 'none'})"
+    listed = ", ".join(known) or "none"
+    return f"label {label!r} is not used by any pipeline{hint} (known: {listed})"
 
 
 def _default_base(inputs: PlanInputs) -> str:

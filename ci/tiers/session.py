@@ -23,8 +23,8 @@ from typing import Any
 from ci import door
 from ci.devices import narrowed, probe
 from ci.doctor import named_docker
-from ci.errors import Failure, Stop, Unavailable, UserError
-from ci.grammar import close_match
+from ci.errors import Failure, Stop, Unavailable, UserError, close_match
+from ci.images.cachekey import missing_inputs
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
@@ -89,8 +89,18 @@ def image_present(docker: str, ref: str) -> bool:
 
 
 def build_command(platform: Platform, repo: Path) -> str:
+    """The `build-image` command for the tier's image; when `repo` lacks what that build
+    hashes (a checkout of the pipelines alone), also what is missing, since the command
+    would only fail on it."""
     builder = "--builder engine " if platform in (Platform.ROCM, Platform.CUDA) else ""
-    return f"vllm-omni-ci build-image --platform {platform} --repo {repo} {builder}--no-push"
+    command = f"vllm-omni-ci build-image --platform {platform} --repo {repo} {builder}--no-push"
+    missing = missing_inputs(repo, platform)
+    if not missing:
+        return command
+    return (
+        f"{command} (but {repo} lacks what it builds from: {', '.join(missing)}; give --repo"
+        " a whole vLLM-Omni checkout)"
+    )
 
 
 # --------------------------------------------------------------------------- listing
