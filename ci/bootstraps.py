@@ -116,29 +116,66 @@ def _image_depends(value: Any, templates: Mapping[str, model.Step], generated: l
     return out
 
 
+def _shown(step: model.Step) -> str:
+    """A step's old commands in a few words: the uploader's call (else the first line),
+    cut at 72 characters, and how many lines there were."""
+    lines = [line.strip() for line in command_text(step.fields).splitlines() if line.strip()]
+    found = next((m for m in map(_UPLOADER.search, lines) if m), None)
+    line = found.string[found.start() :] if found else lines[0] if lines else "(none)"
+    cut = line if len(line) <= 72 else line[:71] + "…"
+    return cut + (f" ({len(lines)} lines)" if len(lines) > 1 else "")
+
+
+def _replaced(notes: list[str] | None, step: model.Step, new: str) -> None:
+    """One `note:` line for a step whose commands the rewrite replaced (none when a file
+    migrated by hand already has them): a dry run shows what it changed, not just the result."""
+    if notes is not None and command_text(step.fields) != new:
+        name = step.key or model.name_of(step.fields)
+        notes.append(f"note: step {name!r}: {_shown(step)} → {new}")
+
+
 def rewrite_steps(
-    document: model.Pipeline | Mapping[str, Any], platform: BootstrapPlatform
+    document: model.Pipeline | Mapping[str, Any],
+    platform: BootstrapPlatform,
+    notes: list[str] | None = None,
 ) -> tuple[model.Pipeline, frozenset[str]]:
-    """The bootstrap file with tool commands instead of shell; also the image step keys."""
+    """The bootstrap file with tool commands instead of shell; also the image step keys.
+    `notes` gets a `note:` line per step whose commands were replaced."""
     tree = model.parse(document)
     templates = {
         s.key: s for s, _ in model.leaves(tree.steps or ()) if s.key in bootstrap_mode.IMAGE_KEYS
     }
     generated = _npu_image_steps(templates) if platform == "npu" and templates else []
     keys = [s.key for s in generated]
+    if generated and notes is not None:  # one build step per image variant, by key
+        made = {step.key: step for step in generated}
+        for key, template in templates.items():
+            if key in made:
+                _replaced(notes, template, command_text(made[key].fields))
+            else:
+                gone = "none (not an image variant)"
+                notes.append(f"note: step {key!r}: {_shown(template)} → {gone}")
+        notes.extend(
+            f"note: step {key!r}: added (image variant) → {command_text(made[key].fields)}"
+            for key in keys
+            if key not in templates
+        )
     placed = False
 
     def rewrite(step: model.Step, _outer: object) -> model.Step | list[model.Step] | None:
         nonlocal placed
         if step.key in templates:
             if not generated:
+                _replaced(notes, step, CUDA_IMAGE_COMMAND)
                 return _with_commands(step, [CUDA_IMAGE_COMMAND])
             first, placed = not placed, True
             return generated if first else None  # the variants stand where the first image was
         if generated and "depends_on" in step:
             step = step.replace(depends_on=_image_depends(step["depends_on"], templates, keys))
         if step.key in bootstrap_mode.UPLOAD_KEYS:
-            step = _with_commands(step, [upload_command(uploaded_pipeline(step))])
+            command = upload_command(uploaded_pipeline(step))
+            _replaced(notes, step, command)
+            step = _with_commands(step, [command])
         return step
 
     rewritten = tree.with_steps(model.prune(tree.steps or (), rewrite, keep_empty=True))
@@ -163,6 +200,7 @@ class BootstrapPlan:
     file: str
     rendered: bootstrap_mode.BootstrapRendered
     uploads: tuple[UploadStep, ...]
+    rewrites: tuple[str, ...] = ()  # a `note:` line per step whose commands were replaced
 
 
 def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) -> BootstrapPlan:
@@ -173,7 +211,8 @@ def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) 
         raise Failure(f"missing bootstrap steps file: {path}")
     text = files.read_text(path, f"invalid bootstrap steps YAML for {path}")
     document = bootstrap_mode.load_document(text, str(path))
-    rewritten, image_keys = rewrite_steps(document, platform)
+    rewrites: list[str] = []
+    rewritten, image_keys = rewrite_steps(document, platform, rewrites)
     rendered = bootstrap_mode.render_bootstrap(
         rewritten, decision, platform, image_keys=bootstrap_mode.IMAGE_KEYS | image_keys
     )
@@ -188,7 +227,7 @@ def bootstrap_plan(platform: BootstrapPlatform, repo: Path, decision: Decision) 
         for step, _ in model.leaves(rewritten.steps or ())
         if step.key in bootstrap_mode.UPLOAD_KEYS
     )
-    return BootstrapPlan(relative, rendered, uploads)
+    return BootstrapPlan(relative, rendered, uploads, tuple(rewrites))
 
 
 def plan_pipeline(
@@ -197,7 +236,10 @@ def plan_pipeline(
     """The gated, rewritten bootstrap pipeline for CUDA or NPU (git via the diff resolver;
     `fetch=False`: a missing PR base is not fetched)."""
     decided = skipci.decision(repo, env=env, fetch=fetch)
-    rendered = bootstrap_plan(platform, repo, decided).rendered
+    planned = bootstrap_plan(platform, repo, decided)
+    rendered = planned.rendered
+    for line in planned.rewrites:
+        door.note(line)
     for line in rendered.log:
         door.note(line)
     for key, gate in rendered.gates.items():
@@ -206,8 +248,11 @@ def plan_pipeline(
     return rendered.pipeline
 
 
-def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> model.Pipeline:
-    """`pipeline-intel.yml` with the test step running vllm-omni-ci instead of the script."""
+def rewrite_intel(
+    document: model.Pipeline | Mapping[str, Any], source: str, notes: list[str] | None = None
+) -> model.Pipeline:
+    """`pipeline-intel.yml` with the test step running vllm-omni-ci instead of the script
+    (`notes`: a `note:` line for it, unless it already did)."""
     tree = model.parse(document)
     if tree.steps is None:
         raise Failure(f"invalid pipeline YAML: {source}")
@@ -219,6 +264,7 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
         if INTEL_SCRIPT not in text and XPU_COMMAND not in text:
             return step
         found += 1
+        _replaced(notes, step, XPU_COMMAND)
         return _with_commands(step, [XPU_COMMAND])
 
     rewritten = tree.with_steps(model.prune(tree.steps, rewrite, keep_empty=True))
@@ -227,7 +273,9 @@ def rewrite_intel(document: model.Pipeline | Mapping[str, Any], source: str) -> 
     return rewritten
 
 
-def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | None, str | None]:
+def intel_pipeline(
+    repo: Path, decision: Decision, notes: list[str] | None = None
+) -> tuple[model.Pipeline | None, str | None]:
     """The rewritten Intel pipeline, or (None, skip word) when skip-ci stops `intel l2`."""
     word = decision.gate("intel", "l2")
     if word is not None:
@@ -238,7 +286,7 @@ def intel_pipeline(repo: Path, decision: Decision) -> tuple[model.Pipeline | Non
     document = yamlio.load(path)
     if not isinstance(document, dict):
         raise Failure(f"invalid pipeline YAML: {path}")
-    return rewrite_intel(document, str(path)), None
+    return rewrite_intel(document, str(path), notes), None
 
 
 def run(platform: Platform, repo: Path, *, dry_run: bool) -> None:
@@ -250,7 +298,11 @@ def run(platform: Platform, repo: Path, *, dry_run: bool) -> None:
     resolve_build(repo, source)
     if platform is Platform.XPU:
         door.note("--- 🛠 Preparing Intel pipeline")
-        tree, word = intel_pipeline(repo, skipci.decision(repo, env=source, fetch=not dry_run))
+        notes: list[str] = []
+        decided = skipci.decision(repo, env=source, fetch=not dry_run)
+        tree, word = intel_pipeline(repo, decided, notes)
+        for line in notes:
+            door.note(line)
         if tree is None:
             door.note(f"intel/l2: {word}")
             if word == "skip-all":

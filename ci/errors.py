@@ -82,3 +82,12 @@ class Stop(Exception):
         super().__init__(f"exit {code}")
         self.code = code
         self.lines: tuple[str, ...] = tuple(lines)
+
+
+def close_match(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate `word` most likely misspells (`paln` → `plan`), if one is close: the
+    `did you mean` of an `error:` or `warning:` line (here, below every module that says one)."""
+    import difflib  # only on an error
+
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci.errors import UserError
+from ci.errors import UserError, close_match
 from ci.platforms import ALLOWED
 from ci.taskdef import Option, TaskDef
 
@@ -219,14 +219,6 @@ def unexpected(call: Call | None, tasks: Iterable[str], word: str, binary: str) 
     if guess:
         return f"no task named {word!r}; did you mean {guess!r}?"
     return f"no task named {word!r} (see `{binary} --list`)"
-
-
-def close_match(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate `word` most likely misspells (`paln` → `plan`), if one is close."""
-    import difflib  # only on an error
-
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 # Task options for which an explicit empty value is an error, by what they take: a path, a

@@ -23,7 +23,7 @@ from typing import Final, Literal
 from ci import door, topology
 from ci.diff import Diff, is_test_py, resolve_diff
 from ci.diff import clear_cache as clear_diffs
-from ci.errors import Stop, UserError
+from ci.errors import Stop, UserError, close_match
 from ci.platforms import Platform, parse_platform
 from ci.target import git, resolve_repo
 
@@ -268,6 +268,14 @@ def clear_cache() -> None:
     clear_diffs()
 
 
+def level_problem(level: str) -> str:
+    """The `error:` line for a level that is not `l2`/`l3`. The script's argparse refused
+    `L2` too, and so do we (the bootstraps write it lower case), but with a guess."""
+    guess = close_match(level.lower(), LEVELS)
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    return f"--level: unknown level {level!r}{hint}: allowed values are {', '.join(LEVELS)}"
+
+
 def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     """`skip-ci`: print the word and stop with 0, or stop with 1 to run."""
     problems = [] if platform else ["--platform is required: rocm (amd), cuda, npu or xpu (intel)"]
@@ -276,11 +284,7 @@ def run_gate(platform: str, level: str, repo: str | None = None) -> None:
     except UserError as exc:
         problems += [f"--platform: {p}" for p in exc.problems]
     if level not in LEVELS:
-        problems.append(
-            f"--level: unknown level {level!r}: allowed values are l2, l3"
-            if level
-            else "--level is required: l2 or l3"
-        )
+        problems.append(level_problem(level) if level else "--level is required: l2 or l3")
     UserError.collect(problems)
     target = resolve_repo(repo or None)
     if not git(target, "rev-parse", "--is-inside-work-tree").ok:

@@ -1087,7 +1087,18 @@ def test_a_pr_dry_run_without_labels_stops_before_any_request(
         ok = run_bootstrap(amd_repo, env, "--dry-run", *args)
         assert ok.code == 0, ok.stderr
         assert labels_of(yaml.safe_load(ok.stdout)) == suite_labels("ready")
+        assert "warning:" not in ok.stderr
     assert github.requests == []
+    # A misspelt label still falls back to the ready suite, with a warning (issue 35).
+    env = bootstrap_env(amd_repo, agent, github, pr="1")
+    typo = run_bootstrap(amd_repo, env, "--dry-run", "--labels", "merge-tset")
+    assert typo.code == 0, typo.stderr
+    assert labels_of(yaml.safe_load(typo.stdout)) == suite_labels("ready")
+    warned = [ln for ln in typo.stderr.splitlines() if ln.startswith("warning: --labels: ")]
+    assert warned == [
+        "warning: --labels: 'merge-tset' is no tier's label; did you mean 'merge-test'? (the"
+        " tiers' labels: ready, merge-test, nightly-test, weekly-test; any other selects nothing)"
+    ]
 
 
 @pytest.mark.parametrize("platform", ["cuda", "npu", "xpu"])

@@ -87,6 +87,22 @@ def test_missing_branch_and_bad_values_are_reported_together() -> None:
     ]
 
 
+def test_an_unknown_label_is_warned_about_and_still_falls_back() -> None:
+    """`--labels redy`: the ready fallback as before, with a warning naming the labels."""
+    done = run_inproc("select-suites", "--branch", "feature", "--labels", "redy,bug")
+    assert done.code == 0, done.stderr
+    assert done.stdout == f"{READY}\n"
+    assert done.stderr.splitlines() == [
+        "warning: --labels: 'redy' is no tier's label; did you mean 'ready'? (the tiers' labels:"
+        " ready, merge-test, nightly-test, weekly-test; any other selects nothing)",
+        "warning: --labels: 'bug' is no tier's label (the tiers' labels:"
+        " ready, merge-test, nightly-test, weekly-test; any other selects nothing)",
+        FALLBACK_NOTICE,
+    ]
+    known = run_inproc("select-suites", "--branch", "feature", "--labels", "merge-test")
+    assert "warning:" not in known.stderr
+
+
 def test_an_empty_branch_option_selects_like_the_script() -> None:
     """`select_test_suites.py --branch ""` exits 0 with the ready fallback."""
     done = run_inproc("select-suites", "--branch", "")

@@ -796,6 +796,35 @@ def test_done_when_dry_run_on_the_sample_prints_a_valid_pipeline(platform: str) 
     assert "(dry-run) not run: buildkite-agent pipeline upload" in done.stderr
 
 
+def test_dry_run_says_which_commands_it_replaced(tmp_path: Path) -> None:
+    """One `note:` per step whose commands the bootstrap replaced (issue 35); none once the
+    file already has them."""
+    repo = GitRepo.create(tmp_path / "old", origin=False)
+    old_upload = "python3 .buildkite/common/scripts/upload_pipeline.py --upload x/test-ready.yml"
+    repo.write(
+        ".buildkite/cuda/bootstrap-upload-steps.yml",
+        "steps:\n  - key: image-build\n    command: bash build.sh\n"
+        f"  - key: upload-ready-pipeline\n    command: {old_upload}\n",
+    )
+    repo.commit("old commands")
+    done = run_inproc(
+        "bootstrap", "--platform", "cuda", "--repo", str(repo.path), "--dry-run", env=cli_env()
+    )
+    assert done.code == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: step 'image-build': bash build.sh → vllm-omni-ci build-image --platform cuda",
+        "note: step 'upload-ready-pipeline': upload_pipeline.py --upload x/test-ready.yml"
+        " → vllm-omni-ci upload-pipeline x/test-ready.yml --upload --scope auto",
+    ]
+    from ci import bootstraps
+
+    again: list[str] = []
+    once, _ = bootstraps.rewrite_steps(yaml.safe_load(done.stdout), "cuda")
+    bootstraps.rewrite_steps(once, "cuda", again)
+    assert again == []
+
+
 def test_upload_step_without_a_test_yaml_is_refused(tmp_path: Path) -> None:
     repo = GitRepo.create(tmp_path / "odd", origin=False)
     repo.write(

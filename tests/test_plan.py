@@ -379,6 +379,17 @@ def test_if_outside_the_subset_is_conditional_not_evaluated(repo: GitRepo) -> No
     text = plan_cli("--labels", "ready", "--platform", "cuda", "--repo", str(repo.path))
     assert text.returncode == 0, text.stderr
     assert "conditional, not evaluated" in text.stdout
+    assert "warning:" not in text.stderr
+
+
+def test_a_misspelt_label_plans_as_before_with_a_warning(repo: GitRepo) -> None:
+    """Labels are free-form on GitHub, so `--labels redy` is no error: a warning (issue 35)."""
+    typo = plan_cli("--labels", "redy", "--platform", "rocm", "--repo", str(repo.path))
+    assert typo.returncode == 0, typo.stderr
+    assert "READY_TESTS (.buildkite/amd/test-amd-ready.yml): uploaded" in typo.stdout  # as before
+    assert "warning: label 'redy' is not used by any pipeline; did you mean 'ready'? (known: " in (
+        typo.stdout
+    )
 
 
 def test_markdown_and_table_show_every_platform_and_no_side_effects(

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ci.errors import Failure, UserError
+from ci.images.cachekey import missing_inputs
 from ci.images.refs import ci_image
 from ci.pipeline.mirror import HF_EXPORT
 from ci.platforms import Platform
@@ -28,9 +29,9 @@ from ci.tiers.model import Tier, TierStep, load_tier
 from ci.tiers.plan import CONTAINER_LABEL, Options, plan_step, plan_tier, shard_label
 from ci.tiers.rules import SoftFail, cpu_runnable, marker_expressions, soft_fail_of
 from ci.tiers.session import parse_args
-from tests.conftest import ROOT, SAMPLE, SHARED, need_shared
+from tests.conftest import ROOT, SAMPLE, SHARED, StandIns, need_shared
 from tests.corpus import make_corpus
-from tests.gitrepo import copy_tracked
+from tests.gitrepo import GitRepo, copy_tracked
 from tests.inproc import run_task
 
 CORPUS = SHARED / "vllm-omni"
@@ -169,7 +170,8 @@ def test_corpus_without_marker_registry_reports_unresolved_but_still_loads() -> 
 def test_missing_tier_platform_pair_exits_2(tier: str, platform: str) -> None:
     with pytest.raises(UserError) as caught:
         run(tier, ["--platform", platform, "--repo", str(corpus()), "--list"])
-    assert caught.value.problems == (f"no {tier} tier for {platform}",)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"no {tier} tier for {platform} (")
     assert caught.value.code == 2
 
 
@@ -567,16 +569,61 @@ def test_buildkite_groups_artifacts_and_annotation_through_the_agent(
     assert "0 passed, 1 failed, 0 soft failures, 0 not runnable here" in text
 
 
+def test_a_misspelt_tier_gets_a_guess_without_naming_the_flag() -> None:
+    """`tier redy`: the positional form is named as `tier:`, with a did-you-mean (issue 35)."""
+    done = run_task("tier", "redy", "--repo", str(SAMPLE), "--list")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: tier: unknown tier 'redy'; did you mean 'ready'? (ready, merge, nightly, weekly)\n",
+    )
+
+
+def test_a_missing_tier_says_which_platforms_have_it() -> None:
+    """The line `tier` prints names the platforms with the tier, as the README promises."""
+    repo = str(need_shared(CORPUS))
+    done = run_task("tier", "weekly", "--platform", "rocm", "--repo", repo, "--list")
+    assert (done.returncode, done.stderr) == (2, "error: no weekly tier for rocm (cuda only)\n")
+
+
+def test_the_build_hint_says_what_a_pipelines_only_checkout_lacks(
+    tmp_path: Path, standins: StandIns
+) -> None:
+    """`tier` once told a checkout without requirements/ to run a `build-image` that then
+    failed on "cache-key input does not exist: requirements/" (issue 35): the hint now says
+    what the build needs from the repo."""
+    repo = GitRepo.create(tmp_path / "pipelines-only", origin=False)
+    ready = ".buildkite/amd/test-amd-ready.yml"
+    repo.write(ready, (SAMPLE / ready).read_text())
+    repo.commit("the pipelines alone")
+    standins.add("docker", 'case "$1" in version) echo 27.0;; *) exit 1;; esac')
+    env = standins.env({k: v for k, v in os.environ.items() if not k.startswith("BUILDKITE")})
+    env.pop("VLLM_OMNI_CI_DOCKER", None)
+    done = run_task("tier", "ready", "--platform", "rocm", "--repo", str(repo.path), env=env)
+    assert done.returncode == 2, done.stderr
+    command = f"vllm-omni-ci build-image --platform rocm --repo {repo.path.resolve()}"
+    assert command in done.stderr
+    assert (
+        f"(but {repo.path.resolve()} lacks what it builds from: docker/Dockerfile.rocm,"
+        " docker/Dockerfile.rocm.dockerignore, pyproject.toml, setup.py,"
+        " tools/install_torchcodec_rocm.sh, requirements/; give --repo a whole vLLM-Omni checkout)"
+    ) in done.stderr
+    # The sample has them: the command alone.
+    assert missing_inputs(SAMPLE, Platform.ROCM) == missing_inputs(SAMPLE, Platform.CUDA) == []
+
+
 def test_tier_task_lists_and_fails_closed() -> None:
     listed = run_task("tier", "ready", "--platform", "amd", "--repo", str(SAMPLE), "--list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("# ready tier for rocm: .buildkite/amd/test-amd-ready.yml")
     missing_pair = run_task("tier", "weekly", "--platform", "amd", "--repo", str(SAMPLE))
-    assert (missing_pair.returncode, missing_pair.stderr) == (2, "error: no weekly tier for rocm\n")
+    assert (missing_pair.returncode, missing_pair.stderr) == (
+        2,
+        "error: no weekly tier for rocm (no platform has one)\n",
+    )
     bad = run_task("tier", "bogus")
     assert (bad.returncode, bad.stderr) == (
         2,
-        "error: --name: unknown tier 'bogus': allowed values are ready, merge, nightly, weekly\n",
+        "error: tier: unknown tier 'bogus' (ready, merge, nightly, weekly)\n",
     )
     empty = run_task("tier", "ready", "--repo", "", "--results=")
     assert (empty.returncode, empty.stderr) == (

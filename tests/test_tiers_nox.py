@@ -39,7 +39,8 @@ def results(report: Path) -> dict[str, tuple[str, str | None]]:
 def test_a_missing_tier_names_the_platforms_that_have_it() -> None:
     with pytest.raises(Unavailable) as caught:
         load_tier(need_shared(SHARED / "vllm-omni"), Tier.WEEKLY, Platform.ROCM)
-    assert caught.value.problems == ("no weekly tier for rocm",)  # what `tier` prints, exit 2
+    # what `tier` prints, exit 2
+    assert caught.value.problems == ("no weekly tier for rocm (cuda only)",)
     assert caught.value.reason == "no weekly tier for rocm (cuda only)"
 
 

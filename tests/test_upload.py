@@ -507,6 +507,21 @@ def test_group_level_filter_and_labels(corpus: Path) -> None:
     assert "omit empty group 'H'" in rendered.log
 
 
+def test_a_dropped_steps_log_line_names_three_paths_and_counts_the_rest(corpus: Path) -> None:
+    """A step with 60 dependencies was one 60-path log line (issue 35): now the first three
+    and a count; the drop record keeps every path for `plan`."""
+    paths = [f"pkg/m{n:02}/" for n in range(60)]
+    steps = [{"label": "wide", "command": "c", "source_file_dependencies": paths}]
+    rendered = render(corpus, steps, scope="diff", changed=["elsewhere.py"])
+    assert "skip 'wide' (no changes under [pkg/m00/, pkg/m01/, pkg/m02/, … and 57 more])" in (
+        rendered.log
+    )
+    assert [d.detail for d in rendered.dropped] == [", ".join(paths)]
+    few = render(corpus, [{**steps[0], "source_file_dependencies": paths[:3]}], scope="diff",
+                 changed=["elsewhere.py"])  # fmt: skip
+    assert "skip 'wide' (no changes under [pkg/m00/, pkg/m01/, pkg/m02/])" in few.log
+
+
 def test_every_problem_is_reported_at_once(corpus: Path) -> None:
     steps = [
         step(None, label="a", source_file_dependencies="nope_a", command="c"),
@@ -690,9 +705,12 @@ def test_p43_relative_path_is_resolved_against_the_repo(gitrepo: Path, tmp_path:
     missing = run_task(
         "upload-pipeline", "cuda/x.yml", "--repo", str(gitrepo), cwd=elsewhere, env=clean_env()
     )
-    assert missing.returncode == 1
+    # An input error (exit 2, issue 35), naming the repo it was looked for in.
+    assert missing.returncode == 2
     assert missing.stderr.strip() == (
         f"error: upload_pipeline: missing pipeline file: {gitrepo.resolve()}/cuda/x.yml"
+        f" (a relative path is read from the repo root, {gitrepo.resolve()};"
+        " --repo names another checkout)"
     )
 
 
@@ -703,9 +721,14 @@ def test_an_unknown_user_in_the_pipeline_path_is_a_missing_file(
     done = inproc(
         "upload-pipeline", "~no-such-user-x/x.yml", "--repo", str(gitrepo), env=clean_env()
     )
-    assert done.code == 1, done.stderr
+    assert done.code == 2, done.stderr
     assert done.stderr.startswith("error: upload_pipeline: missing pipeline file: "), done.stderr
     assert "~no-such-user-x/x.yml" in done.stderr
+    # A file that is there but broken stays a failure (exit 1).
+    (gitrepo / "broken.yml").write_text("steps: [\n")
+    broken = inproc("upload-pipeline", "broken.yml", "--repo", str(gitrepo), env=clean_env())
+    assert broken.code == 1, broken.stderr
+    assert "error: invalid pipeline YAML: " in broken.stderr, broken.stderr
 
 
 def test_p1_cli_bad_mirror_hw_uploads_nothing(gitrepo: Path, standins: StandIns) -> None:

@@ -320,6 +320,8 @@ def run(
     inputs = Inputs.from_env(repo, source)  # every bad env input at once, the build's too
     # Which build this is, before any request: inside Buildkite a missing commit stops here.
     resolve_build(repo, source)
+    for line in suites.label_warnings(labels or ""):  # only the labels given: GitHub's are real
+        door.note(line)
     outcome = plan_pipeline(repo, source, labels, offline=dry_run, inputs=inputs)
     if outcome.pipeline is None:
         if outcome.annotate:

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import TypeVar
 
 from ci import topology
-from ci.errors import TaskError, UserError
+from ci.errors import TaskError, UserError, close_match
 from ci.platforms import Platform
 from ci.refnames import branch_error
 
@@ -57,6 +57,23 @@ class Selection:
 def split_labels(labels: str) -> list[str]:
     """Labels as the script reads them (one per line), also accepting commas."""
     return [part.strip() for part in re.split(r"[\n,]", labels) if part.strip()]
+
+
+def label_warnings(labels: str) -> list[str]:
+    """A `warning:` line per label no tier knows (`redy`), with a guess: a typo in `--labels`
+    would otherwise just select the fallback. Only a warning: GitHub labels are free-form."""
+    known = list(topology.LABELS.values())
+    lines: list[str] = []
+    for label in dict.fromkeys(split_labels(labels)):
+        if label in known:
+            continue
+        guess = close_match(label, known)
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        lines.append(
+            f"warning: --labels: {label!r} is no tier's label{hint} (the tiers' labels:"
+            f" {', '.join(known)}; any other selects nothing)"
+        )
+    return lines
 
 
 def parse_debug_suites(value: str) -> tuple[Suite, ...]:

@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ci.errors import UserError
+from ci.platforms import Platform
 
 ROCM_FIXED = (
     "docker/Dockerfile.rocm",
@@ -117,3 +118,15 @@ def cuda_key(repo: Path) -> CacheKey:
     inputs = _checked(repo, cuda_inputs(repo))
     stream = b"".join(_read(repo, rel) for rel in inputs)
     return CacheKey(hashlib.sha256(stream).hexdigest()[:16], inputs)
+
+
+def missing_inputs(repo: Path, platform: Platform) -> list[str]:
+    """The files (and `requirements/`) that `platform`'s keyed image build hashes and `repo`
+    lacks; [] when none, or for a platform without a keyed build. `tier` names them in its
+    build hint, so that a checkout that cannot build the image (a pipelines-only copy) says
+    so before the build fails on it."""
+    fixed = {Platform.ROCM: ROCM_FIXED, Platform.CUDA: (*CUDA_HEAD, *CUDA_TAIL)}.get(platform)
+    if fixed is None:
+        return []
+    missing = [rel for rel in fixed if not (repo / rel).is_file()]
+    return missing + ([] if (repo / REQUIREMENTS).is_dir() else [f"{REQUIREMENTS}/"])

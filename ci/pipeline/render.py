@@ -69,6 +69,17 @@ class Rendered:
         return model.emit(self.tree)
 
 
+SHOWN_PREFIXES = 3  # a dropped step's log line names this many of its paths
+
+
+def summary(prefixes: Sequence[str]) -> str:
+    """The first few prefixes and how many more: a step can list some 60 paths, and the
+    log has one line per dropped step (the whole list stays in `Dropped.detail`)."""
+    more = len(prefixes) - SHOWN_PREFIXES
+    shown = ", ".join(prefixes[:SHOWN_PREFIXES])
+    return f"{shown}, … and {more} more" if more > 0 else shown
+
+
 def _path(outer: tuple[model.Group, ...]) -> tuple[str, ...]:
     return tuple(model.name_of(g.fields) for g in outer)
 
@@ -114,9 +125,9 @@ class _Walk:
             return True
         if self.changed is None or prefixes is None or sourcefilter.matches(prefixes, self.changed):
             return False
-        shown = ", ".join(prefixes)
-        self.out.log.append(f"skip {model.name_of(entry.fields)!r} (no changes under [{shown}])")
-        self.drop(entry, outer, "source-filter", shown)
+        said = summary(prefixes)
+        self.out.log.append(f"skip {model.name_of(entry.fields)!r} (no changes under [{said}])")
+        self.drop(entry, outer, "source-filter", ", ".join(prefixes))  # all of them (plan)
         return True
 
     def group(self, entry: model.Group, outer: tuple[model.Group, ...]) -> model.Group | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ci import door, skipci, yamlio
 from ci.diff import resolve_diff
-from ci.errors import Failure, TaskError
+from ci.errors import Failure, TaskError, UserError
 from ci.pipeline import files, model
 from ci.pipeline import scope as scopes
 from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
@@ -51,11 +51,20 @@ def _invalid(path: Path, *whys: str) -> Failure:
     return Failure(*([f"{head} ({why})" for why in whys] or [head]))
 
 
-def pipeline_file(repo: Path, given: str) -> Path:
+def pipeline_file(repo: Path, given: str, *, named: bool = False) -> Path:
     """Relative paths are resolved against the repo root, not the cwd. `~` expands as in a
-    shell: an unknown `~user` stays as written (pathlib's expansion raises instead)."""
+    shell: an unknown `~user` stays as written (pathlib's expansion raises instead).
+
+    `named`: the path is the caller's input (`upload-pipeline FILE`), so a missing one is
+    an input error (exit 2) naming the repo it was looked for in; one that a repo's own
+    pipeline names is the repo's problem (exit 1)."""
     path = Path(os.path.abspath(repo / os.path.expanduser(given)))
     if not files.exists(path) or path.is_dir():
+        if named:
+            raise UserError(
+                f"upload_pipeline: missing pipeline file: {path} (a relative path is read from"
+                f" the repo root, {repo}; --repo names another checkout)"
+            )
         raise Failure(f"upload_pipeline: missing pipeline file: {path}")
     try:  # there, but a loop or a FIFO: say so now (a FIFO would block every reader)
         files.check_readable(path, str(path))
@@ -180,7 +189,7 @@ def upload_pipeline(options: UploadOptions, env: Mapping[str, str] | None = None
 def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
     check_build_env(source)  # every task's rule for the build's variables, before any work
     repo = resolve_repo(options.repo or None)
-    path = pipeline_file(repo, options.pipeline)
+    path = pipeline_file(repo, options.pipeline, named=True)
     relative = repo_relative(repo, path) or str(path)
     if path.name == BOOTSTRAP_FILE:
         # Bootstrap mode is chosen by file name; `--all`/`--e2e` are ignored.

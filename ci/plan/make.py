@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ci import diff as diffs
 from ci import door, skipci
-from ci.errors import FAILURE, Stop, TaskError
+from ci.errors import FAILURE, Stop, TaskError, close_match
 from ci.migrate.edits import old_calls
 from ci.plan import platforms
 from ci.plan.model import BuildPlan, PlatformPlan
@@ -77,13 +77,20 @@ def make_plan(inputs: PlanInputs) -> BuildPlan:
             if made.errors:
                 made.status, made.reason = "error", made.errors[0]
             plan.platforms.append(made)
-    known = ", ".join(sorted(situation.known_labels)) or "none"
     plan.warnings += [
-        f"label {label!r} is not used by any pipeline (known: {known})"
+        unused_label(label, sorted(situation.known_labels))
         for label in inputs.labels
         if label not in situation.known_labels
     ]
     return plan
+
+
+def unused_label(label: str, known: list[str]) -> str:
+    """The warning for a label no pipeline tests, with a guess for a typo (`redy`)."""
+    guess = close_match(label, known)
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    listed = ", ".join(known) or "none"
+    return f"label {label!r} is not used by any pipeline{hint} (known: {listed})"
 
 
 def _default_base(inputs: PlanInputs) -> str:

@@ -31,6 +31,8 @@ def select_suites(
     from ci.amd import suites
 
     selection = suites.select_from_args(branch, labels, debug_test_yaml, nightly)
+    for line in suites.label_warnings(labels):
+        print(line, file=sys.stderr)
     if selection.notice:
         print(selection.notice, file=sys.stderr)
     for suite in selection.suites:

@@ -226,10 +226,11 @@ def load_tier(
     """
     rel = source_of(repo, tier, platform)
     if rel is None:
+        # The platforms that have it, in this repo (the sources the table and its patterns
+        # name), so the printed line and a nox skip both say where to look instead.
         have = [p.value for p in Platform if source_of(repo, tier, p)]
-        message = f"no {tier} tier for {platform}"
         said = f"{', '.join(have)} only" if have else "no platform has one"
-        raise Unavailable(message, f"{message} ({said})")
+        raise Unavailable(f"no {tier} tier for {platform} ({said})")
     if platform is not Platform.XPU:
         return _yaml_steps(repo, tier, platform, rel, os.environ if environ is None else environ)
     return [  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`

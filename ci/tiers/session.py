@@ -23,7 +23,8 @@ from typing import Any
 from ci import door
 from ci.devices import narrowed, probe
 from ci.doctor import named_docker
-from ci.errors import Failure, Stop, Unavailable, UserError
+from ci.errors import Failure, Stop, Unavailable, UserError, close_match
+from ci.images.cachekey import missing_inputs
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
@@ -88,8 +89,18 @@ def image_present(docker: str, ref: str) -> bool:
 
 
 def build_command(platform: Platform, repo: Path) -> str:
+    """The `build-image` command for the tier's image; when `repo` lacks what that build
+    hashes (a checkout of the pipelines alone), also what is missing, since the command
+    would only fail on it."""
     builder = "--builder engine " if platform in (Platform.ROCM, Platform.CUDA) else ""
-    return f"vllm-omni-ci build-image --platform {platform} --repo {repo} {builder}--no-push"
+    command = f"vllm-omni-ci build-image --platform {platform} --repo {repo} {builder}--no-push"
+    missing = missing_inputs(repo, platform)
+    if not missing:
+        return command
+    return (
+        f"{command} (but {repo} lacks what it builds from: {', '.join(missing)}; give --repo"
+        " a whole vLLM-Omni checkout)"
+    )
 
 
 # --------------------------------------------------------------------------- listing
@@ -158,13 +169,24 @@ def _platforms(
     return present
 
 
+def parse_tier(name: str) -> Tier:
+    """The tier `name` names; else an `error:` line with a guess and the allowed values.
+
+    The line says `tier:`, not `--name:`: the name is almost always given positionally
+    (`tier redy`), and the task cannot tell which form was used.
+    """
+    try:
+        return Tier(name.strip().lower())
+    except ValueError:
+        allowed = [t.value for t in Tier]
+        guess = close_match(name.strip().lower(), allowed)
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        raise UserError(f"tier: unknown tier {name!r}{hint} ({', '.join(allowed)})") from None
+
+
 def run(name: str, **given: Any) -> int:
     """The whole session (`given`: the `tier` task's options); its exit status."""
-    try:
-        tier = Tier(name.strip().lower())
-    except ValueError:
-        allowed = ", ".join(t.value for t in Tier)
-        raise UserError(f"--name: unknown tier {name!r}: allowed values are {allowed}") from None
+    tier = parse_tier(name)
     args = parse_args(**given)
     repo = resolve_repo(args.repo or None)
     docker = os.environ.get("VLLM_OMNI_CI_DOCKER") or "docker"
