@@ -94,6 +94,15 @@ _PROGRAM = re.compile(r"\bbash[ \t]+-c[ \t]+'(?P<body>[^']*)'(?=\s|$)")
 _SET_E = re.compile(r"set[ \t]+-e")
 
 
+# A `\<newline>` with the blanks around it.
+_CONTINUED = re.compile(r"([ \t]*)\\\r?\n([ \t]*)")
+
+
+def _joined(match: re.Match[str]) -> str:
+    """bash drops `\\<newline>`: words the blanks around it split stay split (one space)."""
+    return " " if match.group(1) or match.group(2) else ""
+
+
 def extract(script: str) -> tuple[str, ...] | None:
     """The test command lines of a `run-xpu-test.sh`, as written (a `\\` continuation joined
     into one line, the program's `set -e` left out); None when there is no such program or
@@ -101,6 +110,6 @@ def extract(script: str) -> tuple[str, ...] | None:
     found = list(_PROGRAM.finditer(script))
     if not found:
         return None
-    body = re.sub(r"\\\r?\n[ \t]*", " ", found[-1].group("body"))
+    body = _CONTINUED.sub(_joined, found[-1].group("body"))
     commands = tuple(line for line in parse(body) if not _SET_E.fullmatch(line))
     return commands or None
