@@ -27,8 +27,10 @@ def migrate(
     """Apply docs/migration.md's done rows to a vLLM-Omni checkout: a diff, or --apply.
 
     Job commands in .buildkite/ that call a replaced script get the new command,
-    the check-mark and check-buildkite pre-commit hooks run vllm-omni-ci, and
-    --pin adds the pinned install to the CI Dockerfiles. Only the lines that
+    the check-mark and check-buildkite pre-commit hooks run vllm-omni-ci,
+    .buildkite/intel/xpu-tests.txt gets the test commands of run-xpu-test.sh
+    (never overwritten), and --pin adds the pinned install to the CI
+    Dockerfiles. Only the lines that
     change are touched. Exit 1 while changes are pending or a call is left for a
     person (`manual:` lines on stderr), 0 when there is nothing to do.
     """
