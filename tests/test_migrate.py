@@ -24,6 +24,7 @@ from ci.bootstraps import CUDA_IMAGE_COMMAND, XPU_COMMAND, upload_command
 from ci.migrate import edits, gates
 from ci.migrate.rewrites import REPLACED_SCRIPTS, REWRITES, rewrite
 from ci.pipeline.lint import lint, problem_lines
+from ci.runner import xpu, xputests
 from tests.conftest import SHARED, need_shared
 from tests.corpus import MISSING_KEY, pyproject_text, register_missing_key
 from tests.gitrepo import GitRepo, buildkite_env, copy_repo
@@ -115,7 +116,7 @@ def snapshot(repo: Path) -> dict[str, str]:
     return {
         p.relative_to(repo).as_posix(): p.read_text()
         for p in sorted(repo.rglob("*"))
-        if p.is_file()
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
     }
 
 
@@ -126,6 +127,11 @@ def diff_files(diff: str) -> dict[str, tuple[list[str], list[str]]]:
     for line in diff.splitlines():
         if line.startswith("--- a/"):
             current = line[len("--- a/") :]
+            found[current] = ([], [])
+        elif line == "--- /dev/null":  # a new file: its name is on the `+++` line
+            current = ""
+        elif line.startswith("+++ b/") and not current:
+            current = line[len("+++ b/") :]
             found[current] = ([], [])
         elif line.startswith(("+++ ", "@@ ", " ", "\\")):
             continue
@@ -811,3 +817,80 @@ def test_the_seed_level_checkout_migrates_whole_in_one_apply(tmp_path: Path) -> 
     for rel in ENTRY_PIPELINES:
         step = yaml.safe_load((repo / rel).read_text())["steps"][0]
         assert step["commands"][0].startswith("vllm-omni-ci bootstrap --platform ")
+
+
+# --------------------------------------------------------------------------- the XPU test list
+
+XPU_SCRIPT = ".buildkite/intel/scripts/run-xpu-test.sh"
+# The test command lines of the corpus's run-xpu-test.sh, as its maintainers wrote them.
+XPU_LINES = (
+    "echo $ZE_AFFINITY_MASK",
+    "pip install tblib==3.1.0",
+    "cd /workspace/vllm-omni",
+    'XPU_TEST_PATHS="tests/diffusion tests/dfx tests/e2e"',
+    'pytest -v -s $XPU_TEST_PATHS -m "core_model and xpu and B60"',
+    "pytest -v -s tests/diffusion/quantization/test_mxfp8_config.py",
+    'pytest -v -s $XPU_TEST_PATHS -m "advanced_model and xpu and B60"',
+    'pytest -v -s $XPU_TEST_PATHS -m "omni and xpu and B60"',
+)
+
+
+def test_migrate_writes_the_xpu_test_list_from_the_checkouts_script(tmp_path: Path) -> None:
+    repo = make_seed_checkout(tmp_path / "vllm-omni").path
+    target = repo / xputests.TESTS_FILE
+    assert (repo / XPU_SCRIPT).is_file() and not target.exists()
+    shown = migrate(repo)
+    assert shown.returncode == 1 and "manual:" not in shown.stderr, shown.stderr
+    assert f"--- /dev/null\n+++ b/{xputests.TESTS_FILE}\n" in shown.stdout
+    assert diff_files(shown.stdout)[xputests.TESTS_FILE][1][-len(XPU_LINES) :] == list(XPU_LINES)
+    assert f"note: {xputests.TESTS_FILE}: 8 test commands taken from {XPU_SCRIPT}" in shown.stderr
+    assert not target.exists(), "without --apply nothing is written"
+
+    assert migrate(repo, "--apply").returncode == 0
+    assert xputests.parse(target.read_text()) == XPU_LINES
+    assert xpu.load_tests(repo).commands == XPU_LINES  # what run-tests --platform xpu runs
+    after = snapshot(repo)
+    again = migrate(repo)
+    assert (again.returncode, again.stdout, again.stderr.count("note:")) == (0, "", 1)
+    assert snapshot(repo) == after  # the one note: no --pin
+
+
+def test_the_maintainers_xpu_test_list_is_never_overwritten(tmp_path: Path) -> None:
+    repo = make_seed_checkout(tmp_path / "vllm-omni").path
+    target = repo / xputests.TESTS_FILE
+    target.write_text("pytest -v -s tests/e2e -m 'xpu and B60'\n")
+    done = migrate(repo, "--apply")
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == "pytest -v -s tests/e2e -m 'xpu and B60'\n"
+    assert xputests.TESTS_FILE not in done.stderr
+
+
+def test_a_script_whose_commands_cannot_be_found_is_manual_and_kept(tmp_path: Path) -> None:
+    repo = make_seed_checkout(tmp_path / "vllm-omni").path
+    script = repo / XPU_SCRIPT
+    script.write_text("#!/bin/bash\ndocker run image ./run-tests-inside.sh\n")
+    for args in ((), ("--apply",), ("--delete-replaced", "--apply")):
+        done = migrate(repo, *args)
+        assert done.returncode == 1, done.stderr
+        assert f"manual: {XPU_SCRIPT}:1: its test commands cannot be found" in done.stderr
+        assert xputests.TESTS_FILE not in done.stdout
+        assert not (repo / xputests.TESTS_FILE).exists()
+    assert f"manual: {XPU_SCRIPT}:1: not deleted: " in done.stderr
+    assert script.exists(), "the one place the list is kept"
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("bash -c '\n  set -e\n  cd /w\n  pytest a \\\n    -m x\n'\n", ("cd /w", "pytest a -m x")),
+        ("docker run i bash -c 'echo hi'", ("echo hi",)),
+        ("bash -c 'pyt\\\nest -v'\n", ("pytest -v",)),
+        ('docker run i bash -c "echo $X"\n', None),
+        ("bash -c '\n  set -e\n'\n", None),
+        ("bash -c 'a'\"$b\"'c'\n", None),  # a program pieced from several quotes
+    ],
+)
+def test_extract_takes_the_last_bash_c_program(
+    script: str, expected: tuple[str, ...] | None
+) -> None:
+    assert xputests.extract(script) == expected

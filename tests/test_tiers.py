@@ -198,6 +198,22 @@ def test_xpu_ready_tier_is_the_runner_table() -> None:
     assert step.blocking and step.timeout_minutes == 60
 
 
+def test_xpu_ready_tier_reads_the_checkouts_test_list(tmp_path: Path) -> None:
+    """The list belongs to vLLM-Omni: the checkout's file wins over the built-in table."""
+    from ci.runner.xputests import TESTS_FILE
+    from ci.tiers.model import source_of
+
+    (tmp_path / TESTS_FILE).parent.mkdir(parents=True)
+    (tmp_path / TESTS_FILE).write_text("# ours\npip install tblib==3.1.0\npytest -m 'cpu'\n")
+    (step,) = load_tier(tmp_path, Tier.READY, Platform.XPU)
+    assert step.commands == ("pip install tblib==3.1.0", "pytest -m 'cpu'")
+    assert step.file == TESTS_FILE == source_of(tmp_path, Tier.READY, Platform.XPU)
+    (tmp_path / TESTS_FILE).write_text("\n# none\n")
+    with pytest.raises(Failure) as caught:
+        load_tier(tmp_path, Tier.READY, Platform.XPU)
+    assert caught.value.problems[0].startswith(f"{tmp_path / TESTS_FILE}: no test commands")
+
+
 # --------------------------------------------------------------------------- CPU rule
 
 

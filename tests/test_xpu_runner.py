@@ -3,7 +3,8 @@
 The container runs for real on a small test image (the offline base, tblib
 3.1.0 from a wheel fetched on the host, and a tiny test tree at the command
 table's path whose tests pass, fail or hang as ZE_AFFINITY_MASK says, which
-also proves the pass-through). The exact `docker run` argv is checked with a
+also proves the pass-through); the job's checkout holds that table as its
+`.buildkite/intel/xpu-tests.txt`. The exact `docker run` argv is checked with a
 recording stand-in.
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ci.platforms import Platform
-from ci.runner import xpu
+from ci.runner import xpu, xputests
 from ci.runner.program import SHELLS, render_program
 from tests.conftest import BASE_IMAGE, ROOT, TEST_LABEL, StandIns, cli_path, run_cli
 from tests.inproc import run_task
@@ -218,6 +219,111 @@ def test_dry_run_prints_the_plan(tmp_path: Path, standins: StandIns) -> None:
     assert not (tmp_path / "hf").exists()
 
 
+# --------------------------------------------------------------------------- the checkout's list
+
+LIST = xputests.TESTS_FILE
+NOTE = f"note: {LIST} is missing in "
+
+
+def write_list(checkout: Path, text: str) -> Path:
+    """A checkout (`.git` marks its top) whose test list file holds `text`."""
+    (checkout / ".git").mkdir(parents=True, exist_ok=True)
+    path = checkout / LIST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def ran_program(standins: StandIns) -> str:
+    (call,) = standins.argvs("docker")
+    return call[-1]  # `bash -c PROGRAM`
+
+
+def test_the_file_is_parsed_one_command_a_line() -> None:
+    text = "# the XPU tests\n\n  cd /w  \n\t# indented comment\npytest -m 'a # b'\r\n"
+    assert xputests.parse(text) == ("cd /w", "pytest -m 'a # b'")
+
+
+def test_the_checkouts_file_is_what_runs(tmp_path: Path, standins: StandIns) -> None:
+    """From a folder inside the checkout, as the script's `git rev-parse --show-toplevel`."""
+    standins.add("docker", "exit 0")
+    write_list(tmp_path / "omni", "# ours\necho one\n\npytest -v -s tests/x -m 'xpu and B60'\n")
+    (tmp_path / "omni" / "sub").mkdir()
+    env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
+    done = run_task("run-tests", "--platform", "xpu", env=env, cwd=tmp_path / "omni" / "sub")
+    assert done.returncode == 0, done.stderr
+    commands = ("echo one", "pytest -v -s tests/x -m 'xpu and B60'")
+    assert ran_program(standins) == xpu.program(commands)
+    assert "note:" not in done.stderr
+
+
+def test_a_missing_file_runs_the_built_in_list_with_one_note(
+    tmp_path: Path, standins: StandIns
+) -> None:
+    standins.add("docker", "exit 0")
+    env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
+    done = run_task("run-tests", "--platform", "xpu", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ran_program(standins) == xpu.program(xpu.COMMANDS)
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and notes[0].startswith(NOTE + str(tmp_path)), done.stderr
+    assert f"Put the commands in {tmp_path / LIST}" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "no test commands"),
+        ("# all commented out\n\n   \n", "no test commands"),
+        (b"pytest \xff\n", "not UTF-8 text"),
+        (None, "cannot read: a directory, not a regular file"),
+    ],
+    ids=["empty", "comments-only", "not-utf8", "a-directory"],
+)
+def test_a_file_without_commands_or_unreadable_is_an_error(
+    text: str | bytes | None, problem: str, tmp_path: Path, standins: StandIns
+) -> None:
+    standins.add("docker")
+    path = write_list(tmp_path, "")
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is None:
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_text(text)
+    env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
+    for extra in ((), ("--dry-run",)):
+        done = run_task("run-tests", "--platform", "xpu", *extra, env=env, cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith(f"error: {path}: {problem}"), done.stderr
+        assert done.stdout == ""
+    assert standins.calls() == []
+
+
+def test_dry_run_names_the_source_and_lists_the_commands(
+    tmp_path: Path, standins: StandIns
+) -> None:
+    standins.add("docker")
+    path = write_list(tmp_path, "echo from-the-file\npytest -v -s tests/y\n")
+    env = runner_env(standins.env(), BUILDKITE_COMMIT="c", HF_CACHE=str(tmp_path / "hf"))
+    done = run_task("run-tests", "--platform", "xpu", "--dry-run", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"# tests from: {path}" in lines
+    assert ["# test 1: echo from-the-file", "# test 2: pytest -v -s tests/y"] == [
+        line for line in lines if line.startswith("# test ")
+    ]
+    path.unlink()
+    done = run_task("run-tests", "--platform", "xpu", "--dry-run", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"# tests from: built-in list ({xpu.BUILT_IN}; {path} is missing)" in done.stdout
+    shown = [line for line in done.stdout.splitlines() if line.startswith("# test ")]
+    assert shown == [f"# test {i}: {c}" for i, c in enumerate(xpu.COMMANDS, 1)]
+    assert done.stderr.startswith(NOTE)
+    assert standins.calls() == []
+
+
 # --------------------------------------------------------------------------- real engine
 
 TEST_FILES = {
@@ -387,6 +493,8 @@ def job(test_image: RunnerImage, docker_cli: str, tmp_path: Path) -> Iterator[di
         timeout=60,
     )
     env = runner_env(dict(os.environ), BUILDKITE_COMMIT=commit, HF_CACHE=str(tmp_path / "hf"))
+    # The job's checkout (the tests' cwd) holds its test list: the built-in one, as a file.
+    write_list(tmp_path, "".join(f"{line}\n" for line in xpu.COMMANDS))
     yield env
     leftovers = containers(docker_cli, commit)
     if leftovers:

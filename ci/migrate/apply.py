@@ -27,11 +27,10 @@ def _lines(text: str) -> list[str]:
 
 
 def unified(change: FileChange) -> str:
-    """The change as a unified diff; a deleted file goes to /dev/null."""
+    """The change as a unified diff; a deleted file goes to /dev/null, a new one comes from it."""
+    source = "/dev/null" if change.created else f"a/{change.path}"
     target = "/dev/null" if change.new is None else f"b/{change.path}"
-    diff = difflib.unified_diff(
-        _lines(change.old), _lines(change.new or ""), f"a/{change.path}", target
-    )
+    diff = difflib.unified_diff(_lines(change.old), _lines(change.new or ""), source, target)
     return "".join(
         line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in diff
     )

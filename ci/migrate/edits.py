@@ -9,8 +9,10 @@
 * With a pin (`ci.migrate.pin`: a version, or a URL that says one): the CI
   Dockerfiles install that vllm-omni-ci, and the CUDA and NPU entry steps run in
   the tools image of that version.
+* `.buildkite/intel/xpu-tests.txt` (new): the test commands of the checkout's own
+  `run-xpu-test.sh`, which `run-tests --platform xpu` reads; never overwritten.
 * With `delete_replaced`: the replaced scripts and their tests, unless a step
-  still calls the script.
+  still calls the script (or its XPU test commands could not be taken over).
 
 Each YAML edit is checked by loading the result: it must equal the original
 documents with only the intended fields changed, else the file is listed for
@@ -33,6 +35,7 @@ from ci.migrate import rewrites, spans
 from ci.migrate.pin import Pin
 from ci.migrate.spans import Splice
 from ci.pipeline import files
+from ci.runner import xputests
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class FileChange:
     path: str  # relative to the checkout
     old: str
     new: str | None  # None: the file is deleted
+    created: bool = False  # a new file (`old` is "")
 
 
 @dataclass
@@ -51,10 +55,15 @@ class Migration:
     notes: list[str] = field(default_factory=list)
     # A replaced script's file name -> where a command still calls it.
     calls: dict[str, str] = field(default_factory=dict)
+    # A replaced script that must stay (its path) -> why, for `--delete-replaced`.
+    keep: dict[str, str] = field(default_factory=dict)
 
     def change(self, path: str, old: str, new: str | None) -> None:
         if new != old:
             self.changes.append(FileChange(path, old, new))
+
+    def create(self, path: str, text: str) -> None:
+        self.changes.append(FileChange(path, "", text, created=True))
 
 
 PRE_COMMIT: Final = ".pre-commit-config.yaml"
@@ -386,6 +395,25 @@ def _dockerfiles(repo: Path, pin: Pin | None, work: Migration) -> None:
             work.change(rel, old, new)
 
 
+def _xpu_tests(repo: Path, work: Migration) -> None:
+    """The XPU test list file from the checkout's `run-xpu-test.sh`, so that the list stays
+    the maintainers'; an existing file is theirs already and stays as it is."""
+    script, target = xputests.SCRIPT, xputests.TESTS_FILE
+    if files.exists(repo / target) or not files.exists(repo / script):
+        return
+    commands = xputests.extract(files.read_text(repo / script, script))
+    if commands is None:
+        why = f"its test commands cannot be found (no `bash -c '…'` program): write {target}"
+        work.manual.append(f"{script}:1: {why} by hand, one command per line")
+        work.keep[script] = f"{target} is not written yet"
+        return
+    work.create(target, xputests.render(commands))
+    work.notes.append(
+        f"{target}: {len(commands)} test commands taken from {script}"
+        " (`run-tests --platform xpu` reads them from there)"
+    )
+
+
 def _deletions(repo: Path, work: Migration) -> None:
     kept = set()
     for rel in rewrites.REPLACED_SCRIPTS:
@@ -395,6 +423,9 @@ def _deletions(repo: Path, work: Migration) -> None:
         if caller is not None:
             kept.add(rel)
             work.manual.append(f"{rel}:1: not deleted: still called at {caller}")
+        elif rel in work.keep:
+            kept.add(rel)
+            work.manual.append(f"{rel}:1: not deleted: {work.keep[rel]}")
         else:
             work.change(rel, files.read_text(repo / rel, rel), None)
     for rel, script in rewrites.REPLACED_TESTS.items():
@@ -407,6 +438,10 @@ def write(repo: Path, change: FileChange) -> None:
     try:
         if change.new is None:
             os.unlink(path)
+        elif change.created:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8", newline="") as handle:  # never over a file
+                handle.write(change.new)
         else:
             path.write_text(change.new, encoding="utf-8", newline="")
     except OSError as exc:
@@ -425,6 +460,7 @@ def plan(repo: Path, *, pin: Pin | None, delete_replaced: bool) -> Migration:
     _pipelines(repo, pin, work)
     _pre_commit(repo, work)
     _dockerfiles(repo, pin, work)
+    _xpu_tests(repo, work)
     if delete_replaced:
         _deletions(repo, work)
     return work

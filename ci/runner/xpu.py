@@ -1,7 +1,13 @@
 """`run-tests --platform xpu`: the XPU job's tests in a container of the CI image.
 
 Replaces the test half of `run-xpu-test.sh`: `docker run` of `xpu/vllm-omni-ci:<commit>`
-with the script's devices, mounts, env and name, running the command table `COMMANDS`.
+with the script's devices, mounts, env and name, running the checkout's test list.
+The list belongs to vLLM-Omni, as the script's commands did: `.buildkite/intel/xpu-tests.txt`
+in the job's checkout (the nearest folder at or above the working directory holding
+`.git`), one shell command per line, `#` comments and blank lines skipped
+(`ci.runner.xputests`; `migrate` writes it from the checkout's script). `COMMANDS` below
+is only the fallback for a checkout without the file, said in one `note:` line; a file
+that is there but empty or unreadable is an error (exit 1).
 Changed (docs/differences.md): only present devices are passed; the timeout kills
 the container; container and image are removed on every ending; `docker system
 prune -f` is opt-in (`--prune`). Kill and cleanup go through the SDK.
@@ -26,16 +32,18 @@ from ci.durations import parse_duration
 from ci.errors import Stop, UserError
 from ci.images import refs
 from ci.platforms import Platform
-from ci.runner import run_reporting
+from ci.runner import run_reporting, xputests
 from ci.runner.program import SHELLS, render_program
+from ci.runner.xputests import XpuTests
 from ci.target import resolve_commit, working_directory
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-# The XPU test commands, the one table the XPU runner and the XPU tier both read:
-# the last step of `.buildkite/intel/scripts/run-xpu-test.sh`, quoted as the script
-# wrote it. tblib is installed first for pytest-xdist tracebacks.
+# The fallback XPU test commands, for a checkout without `xputests.TESTS_FILE` (the
+# runner and the XPU tier both read that file first): the last step of
+# `.buildkite/intel/scripts/run-xpu-test.sh` at the seed level. tblib is installed
+# first for pytest-xdist tracebacks.
 _PATHS = "tests/diffusion tests/dfx tests/e2e"
 WORKDIR = "/workspace/vllm-omni"  # the checkout in the XPU image
 COMMANDS = (
@@ -47,6 +55,14 @@ COMMANDS = (
     f'pytest -v -s {_PATHS} -m "advanced_model and xpu and B60"',
     f'pytest -v -s {_PATHS} -m "omni and xpu and B60"',
 )
+
+BUILT_IN = "ci/runner/xpu.py, COMMANDS"  # how the fallback is named in notes and plans
+
+
+def load_tests(checkout: Path) -> XpuTests:
+    """The checkout's XPU test list, else `COMMANDS` with a `note:` line (`xputests.load`)."""
+    return xputests.load(checkout, COMMANDS, BUILT_IN)
+
 
 PASSTHROUGH = ("VLLM_LOGGING_LEVEL", "VLLM_OMNI_LOGGING_LEVEL", "HF_TOKEN", "ZE_AFFINITY_MASK")
 # `timeout -k 30`: how long the docker client may take to end after the container was killed.
@@ -68,6 +84,7 @@ class XpuRunSpec:
     dev_root: str = "/dev"
     devices: tuple[str, ...] = ()  # the host device paths that exist (dri, dri/by-path)
     prune: bool = False
+    commands: tuple[str, ...] = COMMANDS  # the test list run in the container
 
 
 def container_name(commit: str, suffix: str | None = None) -> str:
@@ -93,9 +110,9 @@ def present_devices(dev_root: str) -> tuple[str, ...]:
     return tuple(p for p in _wanted(dev_root) if os.path.exists(p))
 
 
-def program() -> str:
-    """The bash program run in the container: the command table, stop at the first failure."""
-    return render_program(SHELLS[Platform.XPU], COMMANDS)
+def program(commands: Sequence[str] = COMMANDS) -> str:
+    """The bash program run in the container: the test list, stop at the first failure."""
+    return render_program(SHELLS[Platform.XPU], commands)
 
 
 def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
@@ -113,7 +130,7 @@ def docker_run_argv(spec: XpuRunSpec) -> tuple[str, ...]:
     argv += ["--security-opt", "seccomp=unconfined", "--entrypoint="]
     for name in PASSTHROUGH:
         argv += ["-e", name]
-    return (*argv, "--name", spec.container, spec.image, "bash", "-c", program())
+    return (*argv, "--name", spec.container, spec.image, "bash", "-c", program(spec.commands))
 
 
 def run_command(spec: XpuRunSpec) -> door.Command:
@@ -204,17 +221,18 @@ def run_tests(
     env = os.environ
     if positional:
         raise UserError(
-            "run-tests --platform xpu runs the XPU command table (ci/runner/xpu.py) "
-            f"and takes no commands after `--` (got {' '.join(positional)!r})"
+            f"run-tests --platform xpu runs the checkout's {xputests.TESTS_FILE} (else the"
+            f" built-in list) and takes no commands after `--` (got {' '.join(positional)!r})"
         )
     seconds = parse_duration(timeout or "30m", name="--timeout")
     if seconds <= 0:
         raise UserError(f"--timeout: {timeout!r} must be longer than zero")
-    commit = resolve_commit(
-        Path(working_directory()), None, env, message="BUILDKITE_COMMIT must be set"
-    )
+    cwd = Path(working_directory())
+    commit = resolve_commit(cwd, None, env, message="BUILDKITE_COMMIT must be set")
+    tests = load_tests(xputests.checkout_of(cwd))
     dev_root = env.get(DEV_ROOT_ENV, "") or "/dev"
     spec = XpuRunSpec(
+        commands=tests.commands,
         image=refs.image_ref(refs.XPU_REPOSITORY, commit),
         container=container_name(commit),
         hf_cache=hf_cache_dir(env),
@@ -230,6 +248,8 @@ def run_tests(
         plan = door.Plan(
             commands=(run_command(spec), PRUNE) if spec.prune else (run_command(spec),),
             facts=(
+                ("tests from", tests.source),
+                *((f"test {i}", line) for i, line in enumerate(tests.commands, 1)),
                 ("image", spec.image),
                 ("container", spec.container),
                 ("timeout", f"{spec.timeout:g}s, then the container is killed (exit 124)"),

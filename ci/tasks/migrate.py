@@ -29,13 +29,15 @@ def migrate(
     """Apply docs/migration.md's done rows to a vLLM-Omni checkout: a diff, or --apply.
 
     Job commands in .buildkite/ that call a replaced script get the new command,
-    the check-mark and check-buildkite pre-commit hooks run vllm-omni-ci, and
-    --pin adds the pinned install to the CI Dockerfiles. Only the lines that
-    change are touched. The lint-pipelines gate then checks the migrated result
-    in a temporary copy (without --apply the checkout is only read): each
-    problem is a `would fail: lint-pipelines: FILE: …` line on stderr. Exit 1 while changes are
-    pending, a call is left for a person (`manual:` lines on stderr) or the gate
-    would fail, also after --apply; 0 when there is nothing to do.
+    the check-mark and check-buildkite pre-commit hooks run vllm-omni-ci,
+    .buildkite/intel/xpu-tests.txt gets the test commands of run-xpu-test.sh
+    (never overwritten), and --pin adds the pinned install to the CI
+    Dockerfiles. Only the lines that change are touched. The lint-pipelines gate
+    then checks the migrated result in a temporary copy (without --apply the
+    checkout is only read): each problem is a `would fail: lint-pipelines: FILE: …`
+    line on stderr. Exit 1 while changes are pending, a call is left for a person
+    (`manual:` lines on stderr) or the gate would fail, also after --apply; 0 when
+    there is nothing to do.
     """
     from ci.errors import Stop, UserError
     from ci.target import resolve_repo

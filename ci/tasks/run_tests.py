@@ -40,8 +40,10 @@ def run_tests(
     past `exit N` and `set -e`; VLLM_CI_ALLOW_NO_TESTS=1 turns a final 5 into 0.
     npu: VLLM_WORKER_MULTIPROC_METHOD=spawn default; stops at the first failure.
     xpu (replaces run-xpu-test.sh): docker run of xpu/vllm-omni-ci:$BUILDKITE_COMMIT
-    with the XPU command table (ci/runner/xpu.py), stopping at the first
-    failure; HF_CACHE (default ~/.cache/huggingface) mounted; VLLM_LOGGING_LEVEL,
+    with the checkout's test list, .buildkite/intel/xpu-tests.txt (one shell
+    command per line; missing: the built-in list of ci/runner/xpu.py, with a
+    note; empty or unreadable: exit 1), stopping at the first failure;
+    HF_CACHE (default ~/.cache/huggingface) mounted; VLLM_LOGGING_LEVEL,
     VLLM_OMNI_LOGGING_LEVEL, HF_TOKEN, ZE_AFFINITY_MASK passed by name; /dev/dri
     only when present; container and image removed on every exit.
     Exit: the commands' status; a command killed by signal N gives 128+N (SIGABRT

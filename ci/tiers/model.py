@@ -2,7 +2,8 @@
 
 - rocm, cuda, npu: the tier YAML of `ci.topology.TIER_PATTERNS` (rocm: grade,
   agent_pool; cuda/npu: the hardware is the upload-pipeline preset);
-- xpu: the XPU runner's command table (`ci.runner.xpu.COMMANDS`), ready only.
+- xpu: the XPU runner's test list (the checkout's `.buildkite/intel/xpu-tests.txt`, else
+  the built-in `ci.runner.xpu.COMMANDS` with a `note:`), ready only.
 
 A pair without a source is `Unavailable`, `no <tier> tier for <platform>` (exit 2; under nox
 a skip). Each step is the YAML's `ShellStep` plus what a local run carries over from CI:
@@ -30,13 +31,13 @@ from ci.pipeline.registries import Registries
 from ci.pipeline.stepshape import document_problems
 from ci.pipeline.stepsource import ShellStep, env_of, load_documents, steps_of, unescape
 from ci.platforms import Platform
-from ci.runner.xpu import COMMANDS
+from ci.runner import xpu, xputests
 from ci.target import resolve_branch
 from ci.tiers.rules import Retry, SoftFail, as_int, cpu_runnable, retries_of, soft_fail_of
 from ci.topology import Tier as Tier
 
 AMD_MIRROR = "amdproduction"  # an AMD step is uploaded only when it names this mirror
-XPU_SOURCE = "ci/runner/xpu.py (the XPU runner's command table)"
+XPU_SOURCE = "ci/runner/xpu.py (the built-in XPU test list)"  # the checkout has no list
 SIZED = re.compile(r"([A-Za-z0-9]+)(?:_[A-Za-z]+)*_(\d+)")  # mi300_4, h100_1, a2b3_npu_1
 
 
@@ -105,9 +106,12 @@ class TierStep(ShellStep):
 
 
 def source_of(repo: Path, tier: Tier, platform: Platform) -> str | None:
-    """The tier's source (a YAML relative to `repo`; xpu: the table), or None: no such tier."""
-    if platform is Platform.XPU:  # the XPU tiers are the table's
-        return XPU_SOURCE if topology.row(platform, tier) else None
+    """The tier's source (a YAML relative to `repo`; xpu: the test list), or None: no such
+    tier."""
+    if platform is Platform.XPU:  # the XPU tiers are the runner's test list
+        if not topology.row(platform, tier):
+            return None
+        return xputests.TESTS_FILE if files.exists(repo / xputests.TESTS_FILE) else XPU_SOURCE
     rel = topology.TIER_PATTERNS[platform].format(tier=tier.value)
     # A looping or dangling link is there (and unreadable when read), not "no tier".
     return rel if files.exists(repo / rel) and not (repo / rel).is_dir() else None
@@ -233,17 +237,18 @@ def load_tier(
         raise Unavailable(f"no {tier} tier for {platform} ({said})")
     if platform is not Platform.XPU:
         return _yaml_steps(repo, tier, platform, rel, os.environ if environ is None else environ)
+    tests = xpu.load_tests(repo)
     return [  # xpu: the one job of `.buildkite/intel/pipeline-intel.yml`
         TierStep(
-            file=XPU_SOURCE,
+            file=rel,
             label="Intel: XPU Test",
-            commands=COMMANDS,
+            commands=tests.commands,
             group="INTEL Tests",
             platform=platform,
             tier=tier,
             timeout_minutes=60,
             hardware="intel-gpu-omni",  # the queue
-            runs_on_cpu=cpu_runnable(COMMANDS),
+            runs_on_cpu=cpu_runnable(tests.commands),
             yaml_escaped=False,
         )
     ]

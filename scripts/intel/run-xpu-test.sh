@@ -5,7 +5,8 @@
 # Drop-in for .buildkite/intel/scripts/run-xpu-test.sh: both halves now live in
 # vllm-omni-ci. `build-image --platform xpu` resolves the vLLM XPU base (pull,
 # local copy, VLLM_BASE, vLLM source) and builds xpu/vllm-omni-ci:$BUILDKITE_COMMIT;
-# `run-tests --platform xpu` runs the XPU command table in a container of it and
+# `run-tests --platform xpu` runs the checkout's .buildkite/intel/xpu-tests.txt (else
+# the built-in list) in a container of it and
 # removes the container and the image on every exit. Same env as before:
 # VLLM_VERSION, BUILDKITE_COMMIT, VLLM_BASE, EXPORT_COMPRESSION, HF_CACHE.
 set -euo pipefail
