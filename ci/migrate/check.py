@@ -255,7 +255,8 @@ def _run_all(
     clones: Clones, tools: Path, root: Path, shown: progress.Progress
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
     """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
-    (plus one for the time builds wait on files); the longest clones start first.
+    (plus one for the time builds wait on files); the longest clones start first, each
+    change's two sides one after the other (a cell is done, and counted, when both are).
     A signal reaches only this thread: it is passed on to every worker through `cancel`,
     which ends the command each runs; the first failure ends the others so too."""
     cancel: list[int] = []
@@ -275,8 +276,8 @@ def _run_all(
             shown.ended(build)
         return found
 
-    # Ours run more processes per build than the old scripts; CUDA uploads the most.
-    order = sorted(clones, key=lambda k: (k[0] != "after", _COST.index(k[2])))
+    # CUDA uploads the most; ours run more processes per build than the old scripts.
+    order = sorted(clones, key=lambda k: (_COST.index(k[2]), k[1], k[0] != "after"))
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
     pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1)
     try:

@@ -164,8 +164,9 @@ def short_markdown(
     for title, groups in _sections(cells):
         if not groups:
             continue
-        budget -= len(title) + 2
-        lines += ["", title]
+        intro = _INTROS.get(title)
+        budget -= len(title) + 2 + (len(intro) + 1 if intro else 0)
+        lines += ["", title, *([intro] if intro else [])]
         left = 0
         for cause, affected in groups.items():
             entry = f"- {cause} — {_where(affected, cells)}"
@@ -182,6 +183,13 @@ def short_markdown(
 
 
 _RESERVE: Final = 1_000  # room kept for the sections' "left out" lines
+
+
+_OLD_FAILED: Final = f"### The old CI failed ({BEFORE_FAILED}, {BOTH_FAILED}: nothing to compare)"
+_INTROS: Final = {
+    _OLD_FAILED: "The old CI cannot run on this checkout, so these cells compare nothing:"
+    " each line is a failed step, its exit and the line that names its error.",
+}
 
 
 def _sections(cells: Sequence[Cell]) -> list[tuple[str, dict[str, list[Cell]]]]:
@@ -206,7 +214,7 @@ def _sections(cells: Sequence[Cell]) -> list[tuple[str, dict[str, list[Cell]]]]:
                 cause = f"{_code(d.job)}: {d.field}: before {_code(_short(d.before))}"
                 _add(found, f"{cause} → after {_code(_short(d.after))}", cell)
     return [
-        (f"### The old CI failed ({BEFORE_FAILED}, {BOTH_FAILED}: nothing to compare)", old),
+        (_OLD_FAILED, old),
         (f"### The new CI failed ({AFTER_FAILED}, {BOTH_FAILED})", new),
         ("### Both fail, for the same cause", both),
         ("### Documented differences (docs/differences.md)", documented),
