@@ -70,6 +70,10 @@ def run(
     not all of them (the planted-regression test does). Every situation still runs."""
     if fmt not in report.FORMATS:
         raise UserError(f"--format: {fmt!r} is not one of {', '.join(report.FORMATS)}")
+    if full_report is None and fmt == "markdown":
+        full_report = Path(FULL_REPORT)
+    if full_report is not None and not full_report.absolute().parent.is_dir():
+        raise UserError(f"--full-report: {full_report}: its folder does not exist")
     checkout = resolve_repo(repo)
     if not door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).ok:
         raise UserError(f"--repo: {checkout} is not a git checkout with a commit")
@@ -81,10 +85,6 @@ def run(
         raise UserError(f"--repo: {checkout}: no platform's old CI entry; nothing to compare")
     if missing:
         door.note(f"note: compared: {', '.join(p.value for p in compared)}")
-    if full_report is None and fmt == "markdown":
-        full_report = Path(FULL_REPORT)
-    if full_report is not None and not full_report.absolute().parent.is_dir():
-        raise UserError(f"--full-report: {full_report}: its folder does not exist")
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     try:
