@@ -20,6 +20,7 @@ from ci.migrate.compare import (
     compare,
 )
 from ci.migrate.matrix import SITUATIONS
+from ci.migrate.progress import Progress
 from ci.migrate.simulate import Outcome, Upload, error_line
 from ci.platforms import Platform
 
@@ -196,3 +197,19 @@ def test_the_markdown_is_cut_to_fit_a_pr_description() -> None:
     markdown = report.render(cells, "markdown", seconds=1.0, full="full.md")
     assert len(markdown) <= report.LIMIT
     assert re.search(r"^- … \d+ more causes left out here; all are in `full\.md`$", markdown, re.M)
+
+
+def test_the_live_display_counts_cells_whose_two_builds_ended_and_shows_those_running(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = Progress(2, live=True)
+    first = ("after", "docs", "pr", Platform.CUDA)
+    shown.started(first)
+    shown.ended(first)
+    shown.started(("before", "docs", "pr", Platform.CUDA))
+    text = str(shown.view())
+    assert text.startswith("migrate --check: 0/2 cells done (")
+    assert "  before: cuda: pr + docs change (" in text
+    shown.ended(("before", "docs", "pr", Platform.CUDA))
+    assert str(shown.view()).startswith("migrate --check: 1/2 cells done (")
+    assert capsys.readouterr() == ("", "")  # live: the display, no lines
