@@ -87,15 +87,7 @@ def _summary(cells: Sequence[Cell], seconds: float) -> str:
 def _text(
     cells: Sequence[Cell], seconds: float, not_compared: Sequence[str], *, markdown: bool
 ) -> str:
-    platforms = list(dict.fromkeys(c.platform.value for c in cells))
-    rows: dict[tuple[str, str], dict[str, str]] = {}
-    for cell in cells:
-        rows.setdefault((cell.change, cell.situation), {})[cell.platform.value] = verdict(cell)
-    header = ["change", "situation", *platforms]
-    body = [
-        [change, situation, *(row.get(p, "") for p in platforms)]
-        for (change, situation), row in rows.items()
-    ]
+    header, body = _table(cells)
     lines = [
         ("## migrate --check: " if markdown else "migrate --check: ") + _summary(cells, seconds),
         "",
@@ -137,6 +129,19 @@ def _text(
     return "\n".join(lines) + "\n"
 
 
+def _table(cells: Sequence[Cell]) -> tuple[list[str], list[list[str]]]:
+    """The grid's header and rows: a row per build, a column per platform, verdicts."""
+    platforms = list(dict.fromkeys(c.platform.value for c in cells))
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for cell in cells:
+        rows.setdefault((cell.change, cell.situation), {})[cell.platform.value] = verdict(cell)
+    body = [
+        [change, situation, *(row.get(p, "") for p in platforms)]
+        for (change, situation), row in rows.items()
+    ]
+    return ["change", "situation", *platforms], body
+
+
 def _grid(header: list[str], body: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(r) + " |" for r in body]
@@ -147,14 +152,7 @@ def short_markdown(
 ) -> str:
     """The summary, the grid, and each cause once with the cells it shows in, at most
     `LIMIT` characters: a section's causes that do not fit are counted instead."""
-    platforms = list(dict.fromkeys(c.platform.value for c in cells))
-    rows: dict[tuple[str, str], dict[str, str]] = {}
-    for cell in cells:
-        rows.setdefault((cell.change, cell.situation), {})[cell.platform.value] = verdict(cell)
-    body = [[change, situation, *(row.get(p, "") for p in platforms)]
-            for (change, situation), row in rows.items()]  # fmt: skip
-    head = [f"## migrate --check: {_summary(cells, seconds)}", ""]
-    head += _grid(["change", "situation", *platforms], body)
+    head = [f"## migrate --check: {_summary(cells, seconds)}", "", *_grid(*_table(cells))]
     if not_compared:
         head += ["", "### Not compared", *(f"- {line}" for line in not_compared)]
     where = f"`{full}`" if full else "the full report (`--full-report PATH`)"
