@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,12 @@ BuildKind = Literal["pr", "main", "branch"]
 
 def in_buildkite(env: Mapping[str, str] | None = None) -> bool:
     return (os.environ if env is None else env).get("BUILDKITE") == "true"
+
+
+def live_terminal() -> bool:
+    """Progress may be a live display: stderr is a terminal, and neither Buildkite nor
+    another CI runs us (their logs want plain lines)."""
+    return sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
 
 
 def git_timeout(env: Mapping[str, str] | None = None) -> float:

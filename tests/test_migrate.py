@@ -789,6 +789,11 @@ def test_a_script_a_step_still_calls_is_not_deleted(tmp_path: Path) -> None:
         (["--check", "--apply"], "error: --apply: cannot be combined with --check"),
         (["--check", "--pin", "1.0"], "error: --pin: cannot be combined with --check"),
         (["--format", "json"], "error: --format: applies to `migrate --check` only"),
+        (["--full-report", "x.md"], "error: --full-report: applies to `migrate --check` only"),
+        (
+            ["--check", "--full-report", "no/such/folder/x.md"],
+            "error: --full-report: no/such/folder/x.md: its folder does not exist",
+        ),
     ],
 )
 def test_bad_usage_exits_2_before_anything_is_read(

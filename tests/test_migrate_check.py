@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -24,11 +25,20 @@ import pytest
 
 from ci.errors import UserError
 from ci.migrate import check, edits, known, report
-from ci.migrate.compare import BOTH_FAIL, ERROR_ANNOTATION, Cell, Difference, compare
+from ci.migrate.compare import (
+    AFTER_FAILED,
+    BEFORE_FAILED,
+    BOTH_FAIL,
+    BOTH_FAILED,
+    ERROR_ANNOTATION,
+    Cell,
+    Difference,
+    compare,
+)
 from ci.migrate.matrix import SITUATIONS
 from ci.migrate.simulate import Outcome, interpolate
 from ci.platforms import Platform
-from tests.conftest import ROOT, cli_path
+from tests.conftest import ROOT, SHARED, cli_path, need_shared
 from tests.gitrepo import GitRepo, sample_checkout
 from tests.inproc import run_inproc
 from tests.migrate_fixture import make_checkout
@@ -290,13 +300,84 @@ def test_failures_of_another_cause_differ(after: str) -> None:
         Outcome((), (), (OLD_FAILURE,)), Outcome((), (NEW_NOTE,), (after,)),
         SITUATIONS[5], known.KNOWN, "cuda",
     )  # fmt: skip
-    assert verdict == "differs"
+    assert verdict == BOTH_FAILED
     assert {d.field for d in found if d.documented is None} == {"failed (before)", "failed (after)"}
 
 
-def test_one_side_failing_differs() -> None:
+def test_one_side_failing_is_that_side_failed() -> None:
     verdict, _ = compare(
         Outcome((), (), ()), Outcome((), (NEW_NOTE,), (NEW_FAILURE,)),
         SITUATIONS[5], known.KNOWN, "cuda",
     )  # fmt: skip
-    assert verdict == "differs"
+    assert verdict == AFTER_FAILED
+
+
+# --------------------------------------------------------------------------- what it shows
+
+GITHUB_PR_LIMIT = 65_536  # characters of a pull request's description
+
+
+def _cells(checked: dict[str, Any]) -> list[Cell]:
+    return [
+        Cell(c["change"], c["situation"], Platform(c["platform"]), c["verdict"],
+             tuple(Difference(**d) for d in c["differences"]))
+        for c in checked["cells"]
+    ]  # fmt: skip
+
+
+def test_the_markdown_of_the_seed_checkout_fits_a_pr_description(
+    checked: dict[str, Any],
+) -> None:
+    """The whole matrix's report (`checked`'s cells) as `--format markdown` renders it."""
+    markdown = report.render(_cells(checked), "markdown", seconds=100.0, full="full.md")
+    print(f"markdown: {len(markdown)} characters")
+    assert len(markdown) < GITHUB_PR_LIMIT
+    assert markdown.startswith("## migrate --check: 35 builds x 4 platforms = 140 cells: ")
+
+
+def test_progress_is_one_stderr_line_per_cell_and_stdout_only_the_report(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a terminal: a line as each cell's two builds end; stdout stays the report."""
+    code = check.run(checkout, "json", platforms=(Platform.CUDA,), change_names=("docs",))
+    assert code == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["cells"]) == len(SITUATIONS)
+    progress = [line for line in err.splitlines() if line.startswith("migrate --check: cuda: ")]
+    assert len(progress) == len(SITUATIONS)
+    assert progress[-1] == f"migrate --check: cuda: {progress[-1].split(': ')[2]}: 7/7"
+    assert {line.split(": ")[2] for line in progress} == {
+        f"{s.name} + docs change" for s in SITUATIONS
+    }
+    assert "migrate --check" not in out
+
+
+@pytest.fixture(scope="session")
+def bare_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """../shared/vllm-omni with ../shared/vllm-omni-scripts laid over it, nothing added: its
+    old CI cannot run (CUDA's entry is the two-document design, AMD's template is missing)."""
+    path = tmp_path_factory.mktemp("bare") / "vllm-omni"
+    for source in (need_shared(SHARED / "vllm-omni"), SHARED / "vllm-omni-scripts"):
+        shutil.copytree(source, path, dirs_exist_ok=True)
+    GitRepo.create(path, origin=False).commit("vLLM-Omni as stored")
+    return path
+
+
+def test_a_checkout_whose_old_ci_fails_says_so_and_why_in_a_pr_sized_markdown(
+    bare_checkout: Path, tmp_path: Path
+) -> None:
+    full = tmp_path / "full.md"
+    argv = ("migrate", "--check", "--repo", str(bare_checkout), "--format", "markdown")
+    done = run_inproc(*argv, "--full-report", str(full), timeout=900)
+    print(f"markdown: {len(done.stdout)} characters; full report: {len(full.read_text())}")
+    assert done.code == 1
+    assert len(done.stdout) < GITHUB_PR_LIMIT
+    summary = done.stdout.splitlines()[0]
+    assert f" {BEFORE_FAILED}" in summary and "differs" in summary
+    assert not re.search(r"[1-9]\d* differs", summary)  # a broken old CI is no difference
+    assert "\n### The old CI failed" in done.stdout
+    assert "yaml.composer.ComposerError: expected a single document in the stream`" in done.stdout
+    assert "cp: cannot stat '.buildkite/amd/test-template-amd-omni.j2'" in done.stdout
+    assert "exit 1: ^" not in full.read_text()
+    assert f"`{full}`" in done.stdout
+    assert f"note: full report (every cell): {full}" in done.stderr.splitlines()

@@ -5,8 +5,11 @@ same revision with `migrate` applied (in a private clone; the checkout is never
 touched). Each side runs every cell of the matrix (`ci.migrate.matrix`) with the
 recording stand-ins, and `ci.migrate.compare` judges the cells job by job.
 Exit 0 only when every cell is the same (documented differences named) or
-skipped by both; 1 otherwise. A platform whose old CI entry the checkout lacks is
-not compared (a `note:` line says so); none left is an input error.
+skipped by both; 1 otherwise. Progress goes to stderr (`ci.migrate.progress`), the
+report to stdout; with `--format markdown` (short enough for a PR description) the
+complete per-cell report goes to a file (`FULL_REPORT` unless `full_report` names
+one). A platform whose old CI entry the checkout lacks is not compared (a `note:`
+line says so); none left is an input error.
 
 The check's scratch folder goes on every way out. SIGTERM, SIGINT and SIGHUP end
 the builds that run (their commands within `simulate.GRACE` seconds), then the
@@ -29,8 +32,8 @@ from typing import Final
 
 from ci import door
 from ci.errors import FAILURE, Failure, UserError
-from ci.migrate import edits, known, report, rewrites, standins
-from ci.migrate.compare import Cell, compare
+from ci.migrate import edits, known, progress, report, rewrites, standins
+from ci.migrate.compare import Cell, agrees, compare
 from ci.migrate.matrix import SITUATIONS, Change, changes
 from ci.migrate.simulate import Outcome, run_build
 from ci.platforms import Platform
@@ -55,14 +58,22 @@ def run(
     migrate: Callable[[Path], None] | None = None,
     platforms: Collection[Platform] | None = None,
     change_names: Collection[str] | None = None,
+    full_report: Path | None = None,
 ) -> int:
     """Build both sides, run the matrix, print the report in `fmt`; the exit code.
+
+    The full per-cell Markdown goes to `full_report` when given, and with `markdown`
+    to `FULL_REPORT` (in the current folder) when not; a `note:` line names the file.
 
     `platforms` and `change_names` (None: all) keep only those columns and rows of the
     matrix: a caller that changed one platform's files runs the cells that can show it,
     not all of them (the planted-regression test does). Every situation still runs."""
     if fmt not in report.FORMATS:
         raise UserError(f"--format: {fmt!r} is not one of {', '.join(report.FORMATS)}")
+    if full_report is None and fmt == "markdown":
+        full_report = Path(FULL_REPORT)
+    if full_report is not None and not full_report.absolute().parent.is_dir():
+        raise UserError(f"--full-report: {full_report}: its folder does not exist")
     checkout = resolve_repo(repo)
     if not door.capture(["git", "rev-parse", "HEAD"], cwd=str(checkout)).ok:
         raise UserError(f"--repo: {checkout} is not a git checkout with a commit")
@@ -77,10 +88,11 @@ def run(
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     try:
-        tools = root / "bin"
-        standins.install(tools)
-        clones = _prepare(checkout, root, kinds, migrate or edits.apply, compared)
-        outcomes = _run_all(clones, tools, root)
+        with progress.shown(len(kinds) * len(SITUATIONS) * len(compared)) as shown:
+            tools = root / "bin"
+            standins.install(tools)
+            clones = _prepare(checkout, root, kinds, migrate or edits.apply, compared)
+            outcomes = _run_all(clones, tools, root, shown)
     finally:
         held = _remove(root)
     if held:  # a signal while the folder went: it ends the check now
@@ -94,8 +106,24 @@ def run(
         for change in kinds for situation in SITUATIONS for platform in compared
     ]  # fmt: skip
     seconds = time.monotonic() - started
-    print(report.render(cells, fmt, seconds=seconds, not_compared=missing), end="")
-    return 0 if all(c.verdict != "differs" for c in cells) else FAILURE
+    full = None
+    if full_report is not None:
+        _write(full_report, report.full_markdown(cells, seconds=seconds, not_compared=missing))
+        door.note(f"note: full report (every cell): {full_report}")
+        full = str(full_report)
+    shown_report = report.render(cells, fmt, seconds=seconds, not_compared=missing, full=full)
+    print(shown_report, end="")
+    return 0 if all(agrees(c.verdict) for c in cells) else FAILURE
+
+
+FULL_REPORT: Final = "migrate-check-full.md"
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise UserError(f"--full-report: {path}: {exc.strerror or exc}") from exc
 
 
 SCRATCH_PREFIX: Final = "vllm-omni-ci-check-"
@@ -224,10 +252,11 @@ def _prepare(
 
 
 def _run_all(
-    clones: Clones, tools: Path, root: Path
+    clones: Clones, tools: Path, root: Path, shown: progress.Progress
 ) -> dict[tuple[str, str, str, Platform], Outcome]:
     """Every cell on both sides, one clone per worker at a time, as many workers as CPUs
-    (plus one for the time builds wait on files); the longest clones start first.
+    (plus one for the time builds wait on files); the longest clones start first, each
+    change's two sides one after the other (a cell is done, and counted, when both are).
     A signal reaches only this thread: it is passed on to every worker through `cancel`,
     which ends the command each runs; the first failure ends the others so too."""
     cancel: list[int] = []
@@ -239,15 +268,16 @@ def _run_all(
             entry = rewrites.rewrite(entry)[0]
         clone, commit = clones[key]
         record = root / f"record-{clone.name}"
-        return {
-            (side, change, situation.name, platform): run_build(
-                clone, commit, entry, situation, tools, record, cancel
-            )
-            for situation in SITUATIONS
-        }
+        found = {}
+        for situation in SITUATIONS:
+            build = (side, change, situation.name, platform)
+            shown.started(build)
+            found[build] = run_build(clone, commit, entry, situation, tools, record, cancel)
+            shown.ended(build)
+        return found
 
-    # Ours run more processes per build than the old scripts; CUDA uploads the most.
-    order = sorted(clones, key=lambda k: (k[0] != "after", _COST.index(k[2])))
+    # CUDA uploads the most; ours run more processes per build than the old scripts.
+    order = sorted(clones, key=lambda k: (_COST.index(k[2]), k[1], k[0] != "after"))
     outcomes: dict[tuple[str, str, str, Platform], Outcome] = {}
     pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1)
     try:

@@ -8,7 +8,9 @@ the same when migrate's own rewrite explains the difference. A difference that
 docs/differences.md describes is kept in the report with that heading's name.
 When both sides fail the same steps for the same cause (the old uploader and
 ours alike refuse an unregistered registry key), the cell is the same: "same:
-both fail (cause)", not a difference.
+both fail (cause)", not a difference. When one side fails otherwise, the cell is
+"before failed" (the old CI could not run: nothing to compare with), "after
+failed" or "both failed", not "differs": a maintainer acts on each differently.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ BUILD: Final = "(build)"  # the job name of a whole-build difference
 JOB: Final = "(job)"  # the field name of a job only one side has
 ERROR_ANNOTATION: Final = "error annotation"  # the field of an `annotate --style error`
 BOTH_FAIL: Final = "same: both fail"  # the verdict's words, then the cause in parentheses
+DIFFERS: Final = "differs"
+BEFORE_FAILED: Final = "before failed"  # the old CI failed (the new one did not)
+AFTER_FAILED: Final = "after failed"  # the new CI failed (the old one did not)
+BOTH_FAILED: Final = "both failed"  # both failed, not for the same cause
+FAILED: Final = (BEFORE_FAILED, AFTER_FAILED, BOTH_FAILED)
 ERROR_STYLE: Final = "error\t"  # how the stand-in records an error annotation's style
 # A failure as `simulate` records it: the step, its exit, the last line it printed, whose
 # prefix (ours `error:`, the old scripts' Python exception name) is not part of the cause.
@@ -115,19 +122,29 @@ def commands(fields: dict[str, Any], *, migrate: bool) -> str:
 def compare(
     before: Outcome, after: Outcome, situation: BuildCase, known: tuple[Known, ...], platform: str
 ) -> tuple[str, tuple[Difference, ...]]:
-    """The cell's verdict (`same`, `same: both fail (cause)`, `differs`, `skipped by both`)
-    and its differences."""
+    """The cell's verdict (`same`, `same: both fail (cause)`, `skipped by both`,
+    `before failed`, `after failed`, `both failed`, `differs`) and its differences."""
     old, new = jobs(before, situation), jobs(after, situation)
     causes = shared_causes(before.failures, after.failures)
     found = list(_differences(before, after, old, new, failures=causes is None))
     explained = tuple(_explain(d, known, platform) for d in found)
     if any(d.documented is None for d in explained):
-        return "differs", explained
+        if causes is None:  # a side failed, and not as the other did
+            sides = (bool(before.failures), bool(after.failures))
+            return {(True, False): BEFORE_FAILED, (False, True): AFTER_FAILED,
+                    (True, True): BOTH_FAILED}[sides], explained  # fmt: skip
+        return DIFFERS, explained
     if causes:
         return f"{BOTH_FAIL} ({'; '.join(causes)})", explained
     if not any(j.runs for j in old.values()) and not any(j.runs for j in new.values()):
         return "skipped by both", explained
     return "same", explained
+
+
+def agrees(verdict: str) -> bool:
+    """A cell that passes: the same (documented differences named), both failing for the
+    same cause, or skipped by both."""
+    return verdict not in (DIFFERS, *FAILED)
 
 
 def shared_causes(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[str, ...] | None:

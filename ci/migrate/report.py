@@ -1,4 +1,11 @@
-"""The `migrate --check` report: a table, JSON, or Markdown for a pull request."""
+"""The `migrate --check` report: a table, JSON, or Markdown for a pull request.
+
+The Markdown is a pull request's description, which GitHub caps at 65,536
+characters: the summary, the grid of verdicts, and each cause once (a failure's
+error line, a difference's job and field) with the cells it shows in; never more
+than `LIMIT` characters (what is left out is counted, and found in the full
+report). The full report (`full_markdown`) has every cell's every difference.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,25 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from ci.migrate.compare import BOTH_FAIL, Cell
+from ci.migrate.compare import (
+    AFTER_FAILED,
+    BEFORE_FAILED,
+    BOTH_FAIL,
+    BOTH_FAILED,
+    BUILD,
+    DIFFERS,
+    FAILED,
+    Cell,
+)
 
 FORMATS: Final = ("table", "json", "markdown")
+LIMIT: Final = 60_000  # characters of the Markdown: under GitHub's 65,536, with room to edit
 
 
 def verdict(cell: Cell) -> str:
-    if cell.verdict == "differs":
+    if cell.verdict in FAILED:
+        return cell.verdict
+    if cell.verdict == DIFFERS:
         jobs = {d.job for d in cell.differences if d.documented is None}
         return f"differs ({len(jobs)} job{'s' * (len(jobs) != 1)})"
     documented = sum(1 for d in cell.differences if d.documented)
@@ -27,20 +46,39 @@ def _kind(verdict: str) -> str:
 
 
 def render(
-    cells: Sequence[Cell], fmt: str, *, seconds: float, not_compared: Sequence[str] = ()
+    cells: Sequence[Cell],
+    fmt: str,
+    *,
+    seconds: float,
+    not_compared: Sequence[str] = (),
+    full: str | None = None,
 ) -> str:
-    """The report; `not_compared`: a line per platform left out, and why."""
+    """The report; `not_compared`: a line per platform left out, and why; `full`: the file
+    that holds the full report (the Markdown names it)."""
     if fmt == "json":
         return json.dumps(_as_json(cells, seconds, not_compared), indent=2) + "\n"
-    return _text(cells, seconds, not_compared, markdown=fmt == "markdown")
+    if fmt == "markdown":
+        return short_markdown(cells, seconds=seconds, not_compared=not_compared, full=full)
+    return _text(cells, seconds, not_compared, markdown=False)
+
+
+def full_markdown(cells: Sequence[Cell], *, seconds: float, not_compared: Sequence[str]) -> str:
+    """Every cell's every difference, as Markdown (any length)."""
+    return _text(cells, seconds, not_compared, markdown=True)
+
+
+def _counts(cells: Sequence[Cell]) -> dict[str, int]:
+    """How many cells of each verdict; the optional kinds only where some cell has them."""
+    counts = Counter(_kind(c.verdict) for c in cells)
+    optional = (BOTH_FAIL, *FAILED)
+    kinds = ("same", BOTH_FAIL, "skipped by both", *FAILED, DIFFERS)
+    return {v: counts[v] for v in kinds if counts[v] or v not in optional}
 
 
 def _summary(cells: Sequence[Cell], seconds: float) -> str:
-    counts = Counter(_kind(c.verdict) for c in cells)
     builds = len({(c.change, c.situation) for c in cells})
     platforms = len({c.platform for c in cells})
-    kinds = ("same", *((BOTH_FAIL,) if counts[BOTH_FAIL] else ()), "skipped by both", "differs")
-    parts = ", ".join(f"{counts[v]} {v}" for v in kinds)
+    parts = ", ".join(f"{n} {v}" for v, n in _counts(cells).items())
     return (
         f"{builds} builds x {platforms} platforms = {len(cells)} cells: {parts} ({seconds:.0f} s)"
     )
@@ -49,22 +87,13 @@ def _summary(cells: Sequence[Cell], seconds: float) -> str:
 def _text(
     cells: Sequence[Cell], seconds: float, not_compared: Sequence[str], *, markdown: bool
 ) -> str:
-    platforms = list(dict.fromkeys(c.platform.value for c in cells))
-    rows: dict[tuple[str, str], dict[str, str]] = {}
-    for cell in cells:
-        rows.setdefault((cell.change, cell.situation), {})[cell.platform.value] = verdict(cell)
-    header = ["change", "situation", *platforms]
-    body = [
-        [change, situation, *(row.get(p, "") for p in platforms)]
-        for (change, situation), row in rows.items()
-    ]
+    header, body = _table(cells)
     lines = [
         ("## migrate --check: " if markdown else "migrate --check: ") + _summary(cells, seconds),
         "",
     ]
     if markdown:
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
+        lines += _grid(header, body)
     else:
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         lines += [
@@ -100,6 +129,131 @@ def _text(
     return "\n".join(lines) + "\n"
 
 
+def _table(cells: Sequence[Cell]) -> tuple[list[str], list[list[str]]]:
+    """The grid's header and rows: a row per build, a column per platform, verdicts."""
+    platforms = list(dict.fromkeys(c.platform.value for c in cells))
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for cell in cells:
+        rows.setdefault((cell.change, cell.situation), {})[cell.platform.value] = verdict(cell)
+    body = [
+        [change, situation, *(row.get(p, "") for p in platforms)]
+        for (change, situation), row in rows.items()
+    ]
+    return ["change", "situation", *platforms], body
+
+
+def _grid(header: list[str], body: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in body]
+
+
+def short_markdown(
+    cells: Sequence[Cell], *, seconds: float, not_compared: Sequence[str], full: str | None
+) -> str:
+    """The summary, the grid, and each cause once with the cells it shows in, at most
+    `LIMIT` characters: a section's causes that do not fit are counted instead."""
+    head = [f"## migrate --check: {_summary(cells, seconds)}", "", *_grid(*_table(cells))]
+    if not_compared:
+        head += ["", "### Not compared", *(f"- {line}" for line in not_compared)]
+    where = f"`{full}`" if full else "the full report (`--full-report PATH`)"
+    tail = ["", f"The full report, every cell and every difference: {where}"]
+    budget = LIMIT - sum(len(line) + 1 for line in [*head, *tail])
+    lines: list[str] = []
+    for title, groups in _sections(cells):
+        if not groups:
+            continue
+        intro = _INTROS.get(title)
+        budget -= len(title) + 2 + (len(intro) + 1 if intro else 0)
+        lines += ["", title, *([intro] if intro else [])]
+        left = 0
+        for cause, affected in groups.items():
+            entry = f"- {cause} — {_where(affected, cells)}"
+            if left or len(entry) + 1 > budget - _RESERVE:
+                left += 1
+                continue
+            lines.append(entry)
+            budget -= len(entry) + 1
+        if left:
+            note = f"- … {left} more cause{'s' * (left != 1)} left out here; all are in {where}"
+            lines.append(note)
+            budget -= len(note) + 1
+    return "\n".join([*head, *lines, *tail]) + "\n"
+
+
+_RESERVE: Final = 1_000  # room kept for the sections' "left out" lines
+
+
+_OLD_FAILED: Final = f"### The old CI failed ({BEFORE_FAILED}, {BOTH_FAILED}: nothing to compare)"
+_INTROS: Final = {
+    _OLD_FAILED: "The old CI cannot run on this checkout, so these cells compare nothing:"
+    " each line is a failed step, its exit and the line that names its error.",
+}
+
+
+def _sections(cells: Sequence[Cell]) -> list[tuple[str, dict[str, list[Cell]]]]:
+    """Each section's causes (a Markdown line's start) and the cells each shows in."""
+    old: dict[str, list[Cell]] = {}
+    new: dict[str, list[Cell]] = {}
+    both: dict[str, list[Cell]] = {}
+    documented: dict[str, list[Cell]] = {}
+    found: dict[str, list[Cell]] = {}
+    for cell in cells:
+        if cell.verdict.startswith(BOTH_FAIL):
+            cause = cell.verdict[len(BOTH_FAIL) :].strip()[1:-1]
+            both.setdefault(_code(cause), []).append(cell)
+        for d in cell.differences:
+            if d.documented:
+                _add(documented, d.documented, cell)
+            elif d.job == BUILD and d.field == "failed (before)":
+                _add(old, _code(d.before), cell)
+            elif d.job == BUILD and d.field == "failed (after)":
+                _add(new, _code(d.after), cell)
+            elif cell.verdict == DIFFERS:  # a failed side's builds compare nothing
+                cause = f"{_code(d.job)}: {d.field}: before {_code(_short(d.before))}"
+                _add(found, f"{cause} → after {_code(_short(d.after))}", cell)
+    return [
+        (_OLD_FAILED, old),
+        (f"### The new CI failed ({AFTER_FAILED}, {BOTH_FAILED})", new),
+        ("### Both fail, for the same cause", both),
+        ("### Documented differences (docs/differences.md)", documented),
+        ("### Differences", found),
+    ]
+
+
+def _add(groups: dict[str, list[Cell]], cause: str, cell: Cell) -> None:
+    listed = groups.setdefault(cause, [])
+    if not listed or listed[-1] is not cell:
+        listed.append(cell)
+
+
+def _code(text: str) -> str:
+    """`text` as inline code, whatever backticks it holds."""
+    flat = " ".join(text.split())
+    return f"`` {flat} ``" if "`" in flat else f"`{flat}`"
+
+
+def _where(affected: Sequence[Cell], every: Sequence[Cell]) -> str:
+    """The cells, compactly: `cuda: every build; npu: docs (pr, main), registry (every
+    situation)`."""
+    changes = set(c.change for c in every)
+    situations = set(c.situation for c in every)
+    by_platform: dict[str, dict[str, list[str]]] = {}
+    for cell in affected:
+        by_platform.setdefault(cell.platform.value, {}).setdefault(cell.change, [])
+        by_platform[cell.platform.value][cell.change].append(cell.situation)
+    parts = []
+    for platform, rows in by_platform.items():
+        whole = [change for change, seen in rows.items() if set(seen) == situations]
+        if set(whole) == changes:
+            parts.append(f"{platform}: every build")
+            continue
+        shown = [f"{change} ({'every situation' if change in whole else ', '.join(seen)})"
+                 for change, seen in rows.items()]  # fmt: skip
+        parts.append(f"{platform}: {', '.join(shown)}")
+    count = len(affected)
+    return f"{count} cell{'s' * (count != 1)}: {'; '.join(parts)}"
+
+
 def _short(text: str, limit: int = 160) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -110,6 +264,7 @@ def _as_json(
 ) -> dict[str, object]:
     return {
         "summary": _summary(cells, seconds),
+        "counts": _counts(cells),
         "seconds": round(seconds, 1),
         "not_compared": list(not_compared),
         "cells": [

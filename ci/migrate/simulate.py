@@ -49,7 +49,7 @@ class Upload:
 class Outcome:
     uploads: tuple[Upload, ...]
     annotations: tuple[str, ...]
-    failures: tuple[str, ...]  # "<step>: exit N: <last line>", one per failed command
+    failures: tuple[str, ...]  # "<step>: exit N: <error line>", one per failed command
 
 
 def interpolate(text: str, env: Mapping[str, str]) -> str:
@@ -103,8 +103,10 @@ def run_build(
             argv = ["env", "-i", *pairs, "bash", "-e", "-c", interpolate(commands, job_env)]
             result = _capture(argv, checkout, cancel, timeout=TIMEOUT)
             if not result.ok:
-                last = (result.stderr.strip().splitlines() or [""])[-1]
-                failures.append(f"{name}: exit {result.code}: {last}")
+                said = error_line(result.stderr) or error_line(result.stdout)
+                # The clone's path differs from cell to cell; the cause does not.
+                said = said.replace(f"{checkout}{os.sep}", "").replace(str(checkout), ".")
+                failures.append(f"{name}: exit {result.code}: {said}")
             # The stand-in numbers uploads from 0 in the record, which holds only this build's.
             while (made := record / f"upload-{len(uploads)}.yml").exists():
                 uploads.append(Upload(name, made.read_text()))
@@ -114,6 +116,29 @@ def run_build(
     notes = record / "annotations.txt"
     annotations = tuple(notes.read_text().splitlines()) if notes.exists() else ()
     return Outcome(tuple(uploads), annotations, tuple(failures))
+
+
+# A line that names an error: a Python exception (`ValueError: …`, a dotted one such as
+# `yaml.composer.ComposerError: …` or `jinja2.exceptions.TemplateNotFound: …`), an
+# `error:`/`fatal:` line (ours, git's, a script's), or a shell's or tool's complaint about
+# a file or a command.
+_ERROR_LINE: Final = re.compile(
+    r"^(?:(?:[A-Za-z_]\w*\.)+[A-Z]\w*|[A-Z]\w*(?:Error|Exception|NotFound|Exit|Interrupt))"
+    r"(?::\s|$)"
+    r"|\b(?:error|fatal|ERROR|FATAL|Error)\s*:"
+    r"|No such file or directory|command not found|Permission denied|cannot stat"
+)
+
+
+def error_line(output: str) -> str:
+    """The line of a failed command's output that names the error: the last line that
+    looks like one (`_ERROR_LINE`), else the last line with a letter in it (a traceback's
+    last lines are often a YAML mark's `^`), else ''. Pure: the report quotes it."""
+    lines = [line.strip() for line in output.splitlines()]
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line):
+            return line
+    return next((line for line in reversed(lines) if re.search(r"[A-Za-z]", line)), "")
 
 
 def _runnable(

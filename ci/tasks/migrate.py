@@ -14,8 +14,13 @@ from ci.taskdef import task
         " (https://…/vllm_omni_ci-VERSION-py3-none-any.whl)",
         "delete_replaced": "also delete the replaced scripts and their tests (a script a"
         " step still calls is listed instead)",
-        "check": "report what is left to migrate instead (no edits)",
-        "format": "--check only: table (default), json or markdown",
+        "check": "instead, run the old CI and the new CI side by side on clones of the"
+        " checkout and compare their uploads job by job (no edits to the checkout;"
+        " exit 1 unless every build is the same)",
+        "format": "--check only: table (default), json or markdown (short enough for a PR"
+        " description; the full report goes to --full-report)",
+        "full_report": "--check only: write the full per-cell report (Markdown) to this file"
+        " (default with --format markdown: ./migrate-check-full.md)",
     }
 )
 def migrate(
@@ -25,6 +30,7 @@ def migrate(
     delete_replaced: bool = False,
     check: bool = False,
     format: str = "",
+    full_report: str = "",
 ) -> None:
     """Apply docs/migration.md's done rows to a vLLM-Omni checkout: a diff, or --apply.
 
@@ -45,11 +51,17 @@ def migrate(
     if check:
         given = [("--apply", apply), ("--pin", pin), ("--delete-replaced", delete_replaced)]
         UserError.collect(f"{name}: cannot be combined with --check" for name, on in given if on)
+        from pathlib import Path
+
         from ci.migrate.check import run as report
 
-        raise Stop(report(resolve_repo(repo), format or "table"))
-    if format:
-        raise UserError("--format: applies to `migrate --check` only")
+        written = Path(full_report) if full_report else None
+        raise Stop(report(resolve_repo(repo), format or "table", full_report=written))
+    UserError.collect(
+        f"{name}: applies to `migrate --check` only"
+        for name, given in (("--format", format), ("--full-report", full_report))
+        if given
+    )
     from ci.migrate.apply import run
 
     run(resolve_repo(repo), apply=apply, pin=pin, delete_replaced=delete_replaced)

@@ -28,7 +28,7 @@ from ci.images.cachekey import missing_inputs
 from ci.images.refs import ci_image
 from ci.platforms import Platform, parse_platform
 from ci.redact import Redactor
-from ci.target import in_buildkite, resolve_commit, resolve_repo
+from ci.target import in_buildkite, live_terminal, resolve_commit, resolve_repo
 from ci.tiers import report
 from ci.tiers.execute import JobOutcome
 from ci.tiers.model import Tier, TierStep, load_tier, source_of
@@ -210,7 +210,7 @@ def run(name: str, **given: Any) -> int:
         sys.stdout.flush()
         return 0
 
-    live = sys.stderr.isatty() and not in_buildkite() and os.environ.get("CI") != "true"
+    live = live_terminal()
     # Each run writes a folder of its own (cwd-relative) and points `latest` at it, unless
     # --results DIR is given. The run id also names the run's containers.
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
