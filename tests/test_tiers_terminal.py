@@ -213,17 +213,18 @@ def test_plan_in_a_100_column_terminal_keeps_words_and_names_whole(
     assert [h.strip() for h in header.strip("┃").split("┃")] == [
         "pipeline", "group", "step", "hardware", "timeout",
     ]  # fmt: skip
-    # `par.` is empty on every row, `blocking` and `runs` are the same on every row: said once.
-    assert "  every job: blocking yes, runs yes" in screen.lines
-    rows = [r for r in table_rows(screen.lines) if len(r) == 5]
+    # `par.` is empty on every row, `blocking` is the same on every row: said once.
+    assert "  every job: blocking yes" in screen.lines
+    xpu_at = next(i for i, line in enumerate(screen.lines) if line.startswith("┃ group"))
+    rows = [r for r in table_rows(screen.lines[:xpu_at]) if len(r) == 5]
     assert [r[0] for r in rows] == [j["pipeline"] for j in npu]
     assert [r[2] for r in rows] == [strip_emoji(str(j["label"])) for j in npu]
     assert [r[3] for r in rows] == [hardware(j) for j in npu]
     assert [r[1] for r in rows] == [strip_emoji(" / ".join(j["groups"])) for j in npu]  # type: ignore[arg-type]
 
-    # One job (xpu): nothing is "the same on every row", every column stays.
-    xpu = next(line for line in screen.lines if line.startswith("┃ group"))
-    assert "runs" in xpu and "blocking" in xpu
+    # One job (xpu): nothing is "the same on every row", so `blocking` stays a column.
+    assert "blocking" in screen.lines[xpu_at]
+    assert not any(line.startswith("  every job:") for line in screen.lines[xpu_at:])
 
 
 def test_plan_in_a_terminal_too_narrow_for_the_table_lists_the_jobs(

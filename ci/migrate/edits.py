@@ -32,7 +32,7 @@ from ci import yamlio
 from ci.bootstraps import BOOTSTRAP_FILES, CLI
 from ci.errors import Failure
 from ci.migrate import rewrites, spans
-from ci.migrate.pin import Pin
+from ci.migrate.pin import ToolPin
 from ci.migrate.spans import Splice
 from ci.pipeline import files
 from ci.runner import xputests
@@ -265,7 +265,7 @@ def _pipeline_files(repo: Path) -> list[Path]:
     return files.walk(root, lambda n: n.endswith((".yml", ".yaml"))) if root.is_dir() else []
 
 
-def _pipelines(repo: Path, pin: Pin | None, work: Migration) -> None:
+def _pipelines(repo: Path, pin: ToolPin | None, work: Migration) -> None:
     for path in _pipeline_files(repo):
         rel = path.relative_to(repo).as_posix()
         old = files.read_text(path, rel)
@@ -369,7 +369,7 @@ def _dockerfile(text: str, stage: str | None, requirement: str) -> str | None:
     return "".join([*before, PIN_LINE.format(requirement) + nl, *lines[at:]])
 
 
-def _dockerfiles(repo: Path, pin: Pin | None, work: Migration) -> None:
+def _dockerfiles(repo: Path, pin: ToolPin | None, work: Migration) -> None:
     if not pin:
         unpinned = [
             rel
@@ -454,7 +454,7 @@ def apply(checkout: Path) -> None:
         write(checkout, change)
 
 
-def plan(repo: Path, *, pin: Pin | None, delete_replaced: bool) -> Migration:
+def plan(repo: Path, *, pin: ToolPin | None, delete_replaced: bool) -> Migration:
     """Every change for `repo`, in file order; nothing is written."""
     work = Migration()
     _pipelines(repo, pin, work)

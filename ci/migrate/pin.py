@@ -35,7 +35,7 @@ _WHEEL = re.compile(r"(?P<name>[^-/]+)-(?P<version>[^-/]+)(?:-\d[^-/]*)?-[^-/]+-
 
 
 @dataclass(frozen=True)
-class Pin:
+class ToolPin:
     """The pip requirement written in the CI Dockerfiles, and the tools image's tag."""
 
     requirement: str  # vllm-omni-ci==1.2.3, or vllm-omni-ci @ URL
@@ -82,14 +82,14 @@ def _url_problems(text: str) -> tuple[list[str], str | None]:
     return problems, version
 
 
-def parse(text: str) -> Pin:
-    """`--pin`'s value as a Pin; every problem at once (exit 2), before any edit."""
+def parse(text: str) -> ToolPin:
+    """`--pin`'s value as a ToolPin; every problem at once (exit 2), before any edit."""
     if VERSION.fullmatch(text):
-        return Pin(f"{DIST}=={text}", text)
+        return ToolPin(f"{DIST}=={text}", text)
     if "://" not in text:
         raise UserError(f"--pin: {text!r} is not a version or a URL; accepted: {ACCEPTED}")
     problems, version = _url_problems(text)
     UserError.collect(problems)
     if version is None:  # not reached: a URL without a version is one of the problems
         raise UserError(f"--pin: {text!r}: accepted: {ACCEPTED}")
-    return Pin(f"{DIST} @ {text}", version)
+    return ToolPin(f"{DIST} @ {text}", version)
