@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from ci.errors import Failure
 from ci.pipeline import mirror, sourcefilter
 from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
-from tests.conftest import StandIns
+from tests.conftest import ROOT, StandIns
 from tests.corpus import make_corpus
 from tests.inproc import Outcome, run_task
 
@@ -773,6 +774,37 @@ def test_dry_run_prints_yaml_and_the_command(gitrepo: Path, standins: StandIns) 
     assert labels(done.stdout) == ["ungated", "gated_a", "gated_b", "l4"]
     assert "buildkite-agent pipeline upload" in done.stderr
     assert standins.calls() == []
+
+
+# Modules a test YAML's unfiltered upload must not load: every module is start-up
+# time on each upload job (issue 34); these serve the diff, skip-ci and bootstrap files.
+NOT_FOR_AN_UNFILTERED_UPLOAD = (
+    "ci.diff",
+    "ci.skipci",
+    "ci.pipeline.bootstrap_mode",
+    "ci.pipeline.ifexpr",
+)
+
+
+def test_an_unfiltered_upload_loads_no_diff_or_bootstrap_code(gitrepo: Path) -> None:
+    """Start-up is the subject (a fresh process): `--all` needs no diff, no skip-ci, no
+    bootstrap gates, so their modules stay unloaded; the same pipeline is printed."""
+    argv = ["x", "upload-pipeline", ".buildkite/cuda/test-x.yml", "--all", "--dry-run"]
+    argv += ["--repo", str(gitrepo)]
+    code = (
+        f"import sys; sys.argv = {argv!r}\n"
+        "from ci.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"print('LOADED=' + ','.join(m for m in {NOT_FOR_AN_UNFILTERED_UPLOAD!r} "
+        "if m in sys.modules))"
+    )
+    env = {**clean_env(), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=gitrepo, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert labels(done.stdout.split("LOADED=")[0]) == ["ungated", "gated_a", "gated_b", "l4"]
+    assert done.stdout.rstrip().rpartition("LOADED=")[2] == ""
 
 
 def test_validation_errors_exit_1_and_upload_nothing(gitrepo: Path, standins: StandIns) -> None:
