@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +210,8 @@ def _cat_blobs(repo: Path, head: str, paths: list[str]) -> dict[str, str | None]
     wanted = [p for p in paths if p in blobs]
     if not wanted:
         return {}
-    marker = f"{uuid.uuid4().hex}:"
+    # 128 random bits, as uuid4's (the uuid module loads `platform`: milliseconds a start)
+    marker = f"{os.urandom(16).hex()}:"
     asked = "".join(f"{blobs[path]}\n" for path in wanted)
     # --buffer: one write per pipe-full, not one per object.
     read = git(repo, "cat-file", "--buffer", f"--batch={marker}%(objectname)", stdin=asked)
