@@ -777,12 +777,14 @@ def test_dry_run_prints_yaml_and_the_command(gitrepo: Path, standins: StandIns) 
 
 
 # Modules a test YAML's unfiltered upload must not load: every module is start-up
-# time on each upload job (issue 34); these serve the diff, skip-ci and bootstrap files.
+# time on each upload job (issue 34); these serve the diff, skip-ci, bootstrap files and
+# `--scope auto` (the tier table).
 NOT_FOR_AN_UNFILTERED_UPLOAD = (
     "ci.diff",
     "ci.skipci",
     "ci.pipeline.bootstrap_mode",
     "ci.pipeline.ifexpr",
+    "ci.topology",
 )
 
 
