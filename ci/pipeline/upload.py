@@ -31,6 +31,8 @@ DEFAULT_PIPELINE = ".buildkite/cuda/bootstrap-upload-steps.yml"
 
 @dataclass(frozen=True)
 class UploadOptions:
+    """The task's options, parsed (`scope`: one of `ci.pipeline.scope.CHOICES`)."""
+
     pipeline: str = DEFAULT_PIPELINE
     scope: str = "diff"
     upload: bool = False
