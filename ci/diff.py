@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +210,8 @@ def _cat_blobs(repo: Path, head: str, paths: list[str]) -> dict[str, str | None]
     wanted = [p for p in paths if p in blobs]
     if not wanted:
         return {}
-    marker = f"{uuid.uuid4().hex}:"
+    # 128 random bits, as uuid4's (the uuid module loads `platform`: milliseconds a start)
+    marker = f"{os.urandom(16).hex()}:"
     asked = "".join(f"{blobs[path]}\n" for path in wanted)
     # --buffer: one write per pipe-full, not one per object.
     read = git(repo, "cat-file", "--buffer", f"--batch={marker}%(objectname)", stdin=asked)
@@ -276,15 +276,32 @@ def _verify(repo: Path, rev: str) -> bool:
     ).ok
 
 
-def _finish(
-    repo: Path, kind: Kind, revs: tuple[str, ...], shown: str, reason: str, **kw: str | None
-) -> Diff:
-    """The diff of `revs`: its changed paths, or None (and why) when git diff fails."""
+def _names(repo: Path, revs: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The paths `git diff` names for `revs`, or None when it fails."""
     result = _git(
         repo, "diff", "--name-only", "-z", "--no-ext-diff", "--relative", "--end-of-options",
         *revs, "--",
     )  # fmt: skip
-    paths = tuple(p for p in result.stdout.split("\0") if p.strip()) if result.ok else None
+    return tuple(p for p in result.stdout.split("\0") if p.strip()) if result.ok else None
+
+
+def _finish(
+    repo: Path, kind: Kind, revs: tuple[str, ...], shown: str, reason: str, **kw: str | None
+) -> Diff:
+    """The diff of `revs`: its changed paths, or None (and why) when git diff fails."""
+    return _told(repo, kind, revs, shown, reason, _names(repo, revs), **kw)
+
+
+def _told(
+    repo: Path,
+    kind: Kind,
+    revs: tuple[str, ...],
+    shown: str,
+    reason: str,
+    paths: tuple[str, ...] | None,
+    **kw: str | None,
+) -> Diff:
+    """The Diff of `revs` from the paths git named (None: git diff failed), logged."""
     if paths is None:
         reason = f"git diff failed ({shown}); using safe defaults"
     _log(reason if paths is None else f"{len(paths)} changed file(s) ({reason})")
@@ -335,11 +352,14 @@ def _from_env(repo: Path, env: Mapping[str, str], fetch: bool = True) -> Diff:
         reason = f"PR build {which}: {shown}"
         return _finish(repo, "pr", (shown,), shown, reason, base=base_ref, head=commit)
     if build.kind == "main":
-        if main_build_base(repo, commit) is None:
-            return _none(repo, "main commit has no parent; using safe defaults")
         shown = f"{commit}^..{commit}"
+        # The diff first, the parent asked after only when it fails (one git call less
+        # per build): a commit without a parent is told as such, any other failure as one.
+        named = _names(repo, (shown,))
+        if named is None and main_build_base(repo, commit) is None:
+            return _none(repo, "main commit has no parent; using safe defaults")
         reason = f"main build: {shown}"
-        return _finish(repo, "main", (shown,), shown, reason, base=f"{commit}^", head=commit)
+        return _told(repo, "main", (shown,), shown, reason, named, base=f"{commit}^", head=commit)
     return _none(repo, "not PR/main build; using safe defaults")
 
 

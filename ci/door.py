@@ -137,6 +137,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Result:
+    """What a command did: its exit code, and its output where it was captured."""
+
     code: int
     stdout: str = ""
     stderr: str = ""

@@ -142,6 +142,24 @@ def test_main_build_diffs_commit_parent_two_dots(repo: GitRepo) -> None:  # S22
     assert got.paths == ("src/a.py",)
 
 
+def test_main_build_is_one_git_call(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The diff alone: its parent is asked only when it fails (issue 34: every upload job
+    of main pays each git start)."""
+    repo.git("checkout", "-q", "main")
+    head = repo.sha()
+    bin_dir, log = git_counter(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    got = resolve_diff(
+        repo.path,
+        env=env(BUILDKITE_PULL_REQUEST="false", BUILDKITE_BRANCH="main", BUILDKITE_COMMIT=head),
+    )
+    assert got.paths == ("src/a.py",)
+    calls = log.read_text().splitlines()
+    assert [c.split()[2] for c in calls] == ["diff"], calls
+
+
 def test_main_build_of_a_root_commit_uses_safe_defaults(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import site
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from ci.errors import Failure
 from ci.pipeline import mirror, sourcefilter
 from ci.pipeline.registries import PresetRegistry, Registries, SourceRegistry
 from ci.pipeline.render import Rendered, render_test_pipeline
-from tests.conftest import StandIns
+from tests.conftest import ROOT, StandIns
 from tests.corpus import make_corpus
 from tests.inproc import Outcome, run_task
 
@@ -796,6 +798,47 @@ def test_dry_run_prints_yaml_and_the_command(gitrepo: Path, standins: StandIns) 
     assert labels(done.stdout) == ["ungated", "gated_a", "gated_b", "l4"]
     assert "buildkite-agent pipeline upload" in done.stderr
     assert standins.calls() == []
+
+
+# Modules a test YAML's unfiltered upload must not load: every module is start-up
+# time on each upload job (issue 34); these serve the diff, skip-ci, bootstrap files and
+# `--scope auto` (the tier table); importlib.resources (~3-10 ms of zipfile, tempfile…)
+# serves nothing the upload reads.
+NOT_FOR_AN_UNFILTERED_UPLOAD = (
+    "importlib.resources",
+    "ci.diff",
+    "ci.skipci",
+    "ci.pipeline.bootstrap_mode",
+    "ci.pipeline.ifexpr",
+    "ci.topology",
+)
+
+
+def test_an_unfiltered_upload_loads_no_diff_or_bootstrap_code(gitrepo: Path) -> None:
+    """Start-up is the subject (a fresh process): `--all` needs no diff, no skip-ci, no
+    bootstrap gates, so their modules stay unloaded; the same pipeline is printed. Run
+    without the site's start-up files (`-S`, site-packages on the path): what a `.pth`
+    file of this machine happens to load is no proof of what the upload loads."""
+    argv = ["x", "upload-pipeline", ".buildkite/cuda/test-x.yml", "--all", "--dry-run"]
+    argv += ["--repo", str(gitrepo)]
+    code = (
+        f"import sys; sys.argv = {argv!r}\n"
+        "from ci.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"print('LOADED=' + ','.join(m for m in {NOT_FOR_AN_UNFILTERED_UPLOAD!r} "
+        "if m in sys.modules))"
+    )
+    path = os.pathsep.join([str(ROOT), *site.getsitepackages()])
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=gitrepo,
+        env={**clean_env(), "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert labels(done.stdout.split("LOADED=")[0]) == ["ungated", "gated_a", "gated_b", "l4"]
+    assert done.stdout.rstrip().rpartition("LOADED=")[2] == ""
 
 
 def test_validation_errors_exit_1_and_upload_nothing(gitrepo: Path, standins: StandIns) -> None:

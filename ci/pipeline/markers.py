@@ -25,6 +25,8 @@ _CARDS = re.compile(r"^cards_(\d+)$")
 
 @dataclass(frozen=True)
 class Marker:
+    """One registered pytest marker: its name, its description, its `[tag]`s."""
+
     name: str
     description: str
     tags: frozenset[str]

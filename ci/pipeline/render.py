@@ -34,6 +34,8 @@ DropReason = Literal[
 
 @dataclass(frozen=True)
 class Kept:
+    """A step the render keeps, where it sits and the preset it got."""
+
     label: str
     path: tuple[str, ...]  # labels of the enclosing groups
     preset: str | None

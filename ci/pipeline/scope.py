@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from ci import topology
 from ci.errors import UserError
 from ci.pipeline.render import Scope
 
@@ -33,6 +32,8 @@ def resolve(requested: str, pipeline_path: str, branch: str, env: Mapping[str, s
     """The scope a file gets; `auto`: `all`/`e2e` on `main` under its schedule env, else `diff`."""
     if requested != "auto":
         return "all" if requested == "all" else "e2e" if requested == "e2e" else "diff"
+    from ci import topology  # here: only `auto` reads the tier table (two dataclasses, an enum)
+
     rule = topology.auto_rules().get(PurePosixPath(pipeline_path).as_posix())
     if rule is None or branch != "main" or not any(env.get(n, "") == "1" for n in rule.env):
         return "diff"

@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci import door, skipci, yamlio
-from ci.diff import resolve_diff
+from ci import door, yamlio
 from ci.errors import Failure, TaskError, UserError
 from ci.pipeline import files, model
 from ci.pipeline import scope as scopes
-from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
 from ci.pipeline.mirror import parse_mirror_hw
 from ci.pipeline.registries import Registries, read_yaml
 from ci.pipeline.render import Rendered, Scope, render_test_pipeline
@@ -33,6 +31,8 @@ DEFAULT_PIPELINE = ".buildkite/cuda/bootstrap-upload-steps.yml"
 
 @dataclass(frozen=True)
 class UploadOptions:
+    """The task's options, parsed (`scope`: one of `ci.pipeline.scope.CHOICES`)."""
+
     pipeline: str = DEFAULT_PIPELINE
     scope: str = "diff"
     upload: bool = False
@@ -95,6 +95,8 @@ def repo_relative(repo: Path, path: Path) -> str | None:
 def changed_paths(
     repo: Path, env: Mapping[str, str], *, fetch: bool = True
 ) -> tuple[str, ...] | None:
+    from ci.diff import resolve_diff  # here: an unfiltered render loads no diff code
+
     diff = resolve_diff(repo, env=env, fetch=fetch)
     if diff.paths is None:
         log(f"changed files unknown ({diff.reason}); no source filtering")
@@ -221,7 +223,11 @@ def _upload_pipeline(options: UploadOptions, source: Mapping[str, str]) -> None:
 def upload_bootstrap_file(
     repo: Path, path: Path, relative: str, options: UploadOptions, env: Mapping[str, str]
 ) -> None:
-    """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched."""
+    """`upload-pipeline <…>/bootstrap-upload-steps.yml`: gates only, commands untouched.
+    Its modules (skip-ci, the `if` grammar) load here: a test YAML's upload needs none."""
+    from ci import skipci
+    from ci.pipeline.bootstrap_mode import load_document, parse_bootstrap_platform, render_bootstrap
+
     resolve_build(repo, env)  # inside Buildkite, no BUILDKITE_COMMIT: exit 2 before any work
     chosen = parse_bootstrap_platform(options.platform, relative)
     if options.scope != "diff":
