@@ -24,7 +24,15 @@ WIDTH = 100  # help text is wrapped to this many columns
 
 def main() -> None:
     """The console script."""
-    run(sys.argv[1:])
+    try:
+        run(sys.argv[1:])
+    finally:
+        # The process ends here. Frozen, its objects are skipped by the interpreter's
+        # final collections: about 13 ms of CPU in an upload job. stdout is already
+        # flushed (`ci.stdio`); only here, never in `run`, which tests and nox call.
+        import gc
+
+        gc.freeze()
 
 
 def run(

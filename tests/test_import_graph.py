@@ -32,6 +32,10 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("ci.grammar", "ci.release.publish"): "every command loads grammar; publish pulls in images",
     ("ci.inv", "ci.cli"): "`inv --version` prints what `vllm-omni-ci --version` does",
     ("ci.inv", "ci.tasks"): "the definitions load when the collection is built",
+    ("ci.pipeline.scope", "ci.topology"): "only --scope auto reads the tier table",
+    ("ci.pipeline.upload", "ci.diff"): "an unfiltered upload (--all, --e2e) reads no diff",
+    ("ci.pipeline.upload", "ci.skipci"): "only a bootstrap-upload-steps.yml is gated by skip-ci",
+    ("ci.pipeline.upload", "ci.pipeline.bootstrap_mode"): "only bootstrap-upload-steps.yml",
     ("ci.runner.leaks", "ci.proctree"): "proctree imports psutil, which leaks keeps lazy",
     (
         "ci.taskdef",
