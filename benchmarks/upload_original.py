@@ -44,7 +44,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.render_corpus import CASES  # noqa: E402
+# This folder is on sys.path (a script's own): `benchmarks` is no package, for mypy.
+from render_corpus import CASES  # noqa: E402
+
 from tests.gitrepo import GitRepo  # noqa: E402
 from tests.migrate_fixture import make_checkout  # noqa: E402
 
