@@ -52,9 +52,8 @@ def parse_line(words: Sequence[str], binary: str = DISTRIBUTION) -> CommandLine:
 
 
 def _execute(words: Sequence[str], binary: str, defaults: Mapping[str, str]) -> None:
-    from ci.tasks import TASKS
+    from ci.tasks import TASKS as tasks  # a task's module loads when the line names it
 
-    tasks = TASKS  # a task's module loads when the command line names it
     line = parse(words, tasks, binary)
     if line.help or not (line.calls or line.listing or line.version):
         print(_help(line, tasks, binary))

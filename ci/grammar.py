@@ -74,10 +74,11 @@ def parse(words: Sequence[str], tasks: Mapping[str, TaskDef], binary: str) -> Co
                     raise UserError(_unknown(call, flag, word, binary))
                 i += taken
                 continue
+            assert call is not None  # a task option is found only after its task's name
             if option.kind is bool:
                 if eq:
-                    raise UserError(f"{_where(call)}{option.flag} takes no value")
-                call.values[option.name] = True  # type: ignore[union-attr]
+                    raise UserError(f"{call.task.name}: {option.flag} takes no value")
+                call.values[option.name] = True
                 continue
             if eq:
                 value: str | None = inline
@@ -85,12 +86,11 @@ def parse(words: Sequence[str], tasks: Mapping[str, TaskDef], binary: str) -> Co
                 value, i = body[i], i + 1
             else:
                 value = None
-            assert call is not None
             if value is None:
                 raise UserError(_needs_value(call, option, binary))
             _set(call, option, value)
-        elif call is not None and call.missing():
-            call.values[call.missing()[0].name] = word
+        elif call is not None and (missing := call.missing()):
+            call.values[missing[0].name] = word
         elif word in tasks:
             _complete(call, line, binary)
             call = Call(tasks[word])
@@ -167,10 +167,6 @@ def _set(call: Call, option: Option, value: str) -> None:
             ) from None
         return
     call.values[option.name] = value
-
-
-def _where(call: Call | None) -> str:
-    return f"{call.task.name}: " if call else ""
 
 
 def _complete(call: Call | None, line: CommandLine, binary: str) -> None:

@@ -72,7 +72,7 @@ def test_a_short_flag_means_one_thing_in_every_task() -> None:
     from ci.inv import InvProgram
     from ci.tasks import definitions
 
-    core = {short for short in CORE.values()}
+    core = set(CORE.values())
     core |= {f"-{n}" for arg in InvProgram().core_args() for n in arg.names if len(n) == 1}
     used: dict[str, set[str]] = {}
     for task in definitions().values():
